@@ -1,0 +1,33 @@
+//! Capabilities: what a run may be and do, as tokens nobody downstream can forge.
+//!
+//! - [`manifest`]: Ed25519-signed execution manifests bound to the execute
+//!   request body (legacy HMAC mode kept, and marked weaker).
+//! - [`grant`]: XChaCha20-Poly1305-sealed egress grants the sandbox carries but
+//!   cannot read or alter.
+//! - [`session_key`]: storage namespaces derived from the principal and the
+//!   resource, never supplied by a caller.
+//! - [`service_token`]: the internal service token, compared in constant time.
+//!
+//! Architecture invariant: pure functions over bytes. No I/O, no clock reads
+//! (callers pass `now`), no async. This is the only crate that handles key bytes.
+
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+pub mod canonical;
+mod encoding;
+pub mod grant;
+pub mod keys;
+pub mod manifest;
+pub mod secret;
+pub mod service_token;
+pub mod session_key;
+
+pub use canonical::BodyDigest;
+pub use grant::{GrantBudgets, GrantClaims, GrantRequest, GrantSealer};
+pub use keys::{KeyError, ManifestSigningKey, ManifestVerifyingKeys};
+pub use manifest::{
+    ManifestClaims, ManifestPresence, ManifestSigner, ManifestVerifier, VerifiedManifest,
+};
+pub use secret::{Secret, SecretError};
+pub use service_token::ServiceToken;
+pub use session_key::{Namespace, Principal, SessionKeyDeriver};

@@ -1,0 +1,17 @@
+//! The vocabulary every other gatehouse crate speaks: ids, time, refusals and
+//! the one error shape allowed to cross to a caller.
+//!
+//! Architecture invariant: no I/O, no secrets, no dependency on another
+//! gatehouse crate. Everything here is cheap to construct and test.
+
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+pub mod clock;
+pub mod error;
+pub mod id;
+pub mod refusal;
+
+pub use clock::{Clock, ManualClock, SystemClock, UnixTime};
+pub use error::{ErrorCode, PublicError};
+pub use id::{is_valid_id, new_id};
+pub use refusal::{Reason, Refusal, RefusalKind};

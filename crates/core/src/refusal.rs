@@ -1,0 +1,233 @@
+//! Refusals: recorded security decisions, each with a stable reason code.
+//!
+//! Reason codes are part of gatehouse's public contract — scripts, dashboards
+//! and alerts match on them — so they form one closed list here, rendered in
+//! `snake_case`, and a test pins the list. Add codes; never rename one.
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::UnixTime;
+
+macro_rules! closed_codes {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident { $($(#[$vmeta:meta])* $variant:ident => $code:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        $vis enum $name {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The stable wire form.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $code,)+
+                }
+            }
+
+            /// Parses the stable wire form.
+            pub fn parse(s: &str) -> Option<Self> {
+                match s {
+                    $($code => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+                Self::parse(&s).ok_or_else(|| serde::de::Error::custom("unknown code"))
+            }
+        }
+    };
+}
+pub(crate) use closed_codes;
+
+closed_codes! {
+    /// Why something was refused.
+    pub enum Reason {
+        /// A request that must carry an execution manifest carried none.
+        ManifestMissing => "manifest_missing",
+        /// The manifest is not a well-formed token (encoding, JSON, header).
+        ManifestMalformed => "manifest_malformed",
+        /// The manifest token exceeds the size cap.
+        ManifestTooLarge => "manifest_too_large",
+        /// The header names an algorithm this verifier does not accept.
+        ManifestAlgorithmNotAllowed => "manifest_algorithm_not_allowed",
+        /// The header names a key id this verifier does not hold.
+        ManifestUnknownKey => "manifest_unknown_key",
+        /// The signature does not verify.
+        ManifestBadSignature => "manifest_bad_signature",
+        /// The signed claims are not a valid manifest (types, `typ`, version).
+        ManifestClaimsInvalid => "manifest_claims_invalid",
+        /// `exp` has passed (beyond the allowed clock skew).
+        ManifestExpired => "manifest_expired",
+        /// `iat` lies in the future (beyond the allowed clock skew).
+        ManifestNotYetValid => "manifest_not_yet_valid",
+        /// `exp - iat` exceeds the verifier's maximum lifetime.
+        ManifestLifetimeTooLong => "manifest_lifetime_too_long",
+        /// The request body does not hash to `execute_body_sha256`.
+        ManifestBodyMismatch => "manifest_body_mismatch",
+        /// The request body cannot be canonicalized (not I-JSON).
+        ManifestBodyInvalid => "manifest_body_invalid",
+        /// A request that must carry an egress grant carried none.
+        GrantMissing => "grant_missing",
+        /// The grant is not a well-formed token.
+        GrantMalformed => "grant_malformed",
+        /// The grant token exceeds the size cap.
+        GrantTooLarge => "grant_too_large",
+        /// The token does not start with the `ceg1.` prefix.
+        GrantBadPrefix => "grant_bad_prefix",
+        /// The grant was sealed under a key this node does not hold (wrong or retired secret).
+        GrantUnknownKey => "grant_unknown_key",
+        /// The grant fails authentication: some byte was changed.
+        GrantTampered => "grant_tampered",
+        /// The decrypted claims are not a valid grant.
+        GrantClaimsInvalid => "grant_claims_invalid",
+        /// `exp` has passed.
+        GrantExpired => "grant_expired",
+        /// `iat` lies in the future.
+        GrantNotYetValid => "grant_not_yet_valid",
+        /// A secret is shorter than the 32-byte minimum.
+        WeakSecret => "weak_secret",
+        /// Strict tenant isolation is on and the request carries no tenant.
+        TenantMissing => "tenant_missing",
+        /// An internal call carried no service token.
+        ServiceTokenMissing => "service_token_missing",
+        /// An internal call carried a wrong service token.
+        ServiceTokenInvalid => "service_token_invalid",
+    }
+}
+
+closed_codes! {
+    /// Which security mechanism refused.
+    pub enum RefusalKind {
+        /// The outbound door refused a destination.
+        EgressRefused => "egress_refused",
+        /// A credential lease was refused.
+        SecretRefused => "secret_refused",
+        /// Content scanning refused an upload or artifact.
+        ContentRefused => "content_refused",
+        /// An execution manifest was refused.
+        ManifestRefused => "manifest_refused",
+        /// An egress grant was refused.
+        GrantRefused => "grant_refused",
+        /// A ledger budget ran out.
+        BudgetExhausted => "budget_exhausted",
+        /// An internal caller failed service authentication.
+        AuthRefused => "auth_refused",
+    }
+}
+
+/// One recorded refusal. It carries identifiers and codes only — never a
+/// token, a secret or a request body — so it is safe to store and display.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// The mechanism that refused.
+    pub kind: RefusalKind,
+    /// Why.
+    pub reason: Reason,
+    /// The tenant, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
+    /// The run (execution), when the refusal happened inside one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The request that caused it, to join with logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// When.
+    pub at: UnixTime,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn reason_codes_are_unique_snake_case_and_round_trip() {
+        let mut seen = HashSet::new();
+        for r in Reason::ALL {
+            let s = r.as_str();
+            assert!(seen.insert(s), "duplicate code {s}");
+            assert!(
+                s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{s}"
+            );
+            assert_eq!(Reason::parse(s), Some(*r));
+            let json = serde_json::to_string(r).unwrap();
+            assert_eq!(serde_json::from_str::<Reason>(&json).unwrap(), *r);
+        }
+    }
+
+    /// The codes are a public contract. If this fails you renamed or removed
+    /// a code that users' scripts may match on: add a new one instead.
+    #[test]
+    fn reason_codes_are_stable() {
+        let all: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(
+            all,
+            [
+                "manifest_missing",
+                "manifest_malformed",
+                "manifest_too_large",
+                "manifest_algorithm_not_allowed",
+                "manifest_unknown_key",
+                "manifest_bad_signature",
+                "manifest_claims_invalid",
+                "manifest_expired",
+                "manifest_not_yet_valid",
+                "manifest_lifetime_too_long",
+                "manifest_body_mismatch",
+                "manifest_body_invalid",
+                "grant_missing",
+                "grant_malformed",
+                "grant_too_large",
+                "grant_bad_prefix",
+                "grant_unknown_key",
+                "grant_tampered",
+                "grant_claims_invalid",
+                "grant_expired",
+                "grant_not_yet_valid",
+                "weak_secret",
+                "tenant_missing",
+                "service_token_missing",
+                "service_token_invalid",
+            ]
+        );
+        let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "egress_refused",
+                "secret_refused",
+                "content_refused",
+                "manifest_refused",
+                "grant_refused",
+                "budget_exhausted",
+                "auth_refused",
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_codes_do_not_deserialize() {
+        assert!(serde_json::from_str::<Reason>("\"manifest_fine\"").is_err());
+    }
+}
