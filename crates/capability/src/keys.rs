@@ -167,6 +167,16 @@ impl ManifestVerifyingKeys {
         }
     }
 
+    /// Adds every key of `other`.
+    pub fn merge(&mut self, other: ManifestVerifyingKeys) {
+        for (_, key) in other.ed25519 {
+            self.add_ed25519(key);
+        }
+        if other.hmac.is_some() {
+            self.hmac = other.hmac;
+        }
+    }
+
     /// Also accepts legacy HMAC manifests. Only a worker-side verifier may do
     /// this: a runner holding the secret could mint.
     pub fn with_hmac_secret(mut self, secret: Secret) -> Self {

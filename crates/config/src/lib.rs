@@ -1,0 +1,902 @@
+//! gatehouse configuration and secure startup.
+//!
+//! Settings use the seed documents' own names (`CODEAPI_*`, `SANDBOX_*`,
+//! `LOCAL_MODE`, `CLAMD_*`) and `GATEHOUSE_*` only for what the seeds do not
+//! name. A TOML file may set the same keys; the environment wins. Every secret
+//! may instead be given as a file through the same name with `_FILE`.
+//!
+//! [`load`] is a pure function of a [`Source`]: it parses every setting, then
+//! validates the combination for the node's role and returns **all** problems
+//! at once, so an operator fixes a deployment in one pass. An insecure
+//! combination is an error, never a warning: gatehouse fails loudly at start
+//! rather than serving traffic quietly (seed: "Fail-fast startup").
+//!
+//! Architecture invariant: no network, no writes; reads only the files the
+//! configuration names.
+
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+mod source;
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use gatehouse_capability::{
+    KeyError, ManifestSigningKey, ManifestVerifyingKeys, Secret, ServiceToken,
+};
+use ipnet::IpNet;
+
+pub use source::{MapSource, ProcessSource, Source};
+
+/// Every setting name gatehouse reads.
+pub mod names {
+    /// Worker only: Ed25519 PKCS#8 private key (PEM or base64 DER).
+    pub const MANIFEST_PRIVATE_KEY: &str = "CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY";
+    /// Runner (and worker): SPKI public key(s) (PEM or base64 DER).
+    pub const MANIFEST_PUBLIC_KEY: &str = "SANDBOX_EXECUTION_MANIFEST_PUBLIC_KEY";
+    /// Refuse requests without a manifest [true].
+    pub const REQUIRE_MANIFEST: &str = "SANDBOX_REQUIRE_EGRESS_MANIFEST";
+    /// The egress grant secret, 32+ bytes.
+    pub const GRANT_SECRET: &str = "CODEAPI_EGRESS_GRANT_SECRET";
+    /// Refuse grants without a live ledger record [true].
+    pub const LEDGER_REQUIRED: &str = "CODEAPI_EGRESS_LEDGER_REQUIRED";
+    /// The internal service token, 32+ bytes.
+    pub const SERVICE_TOKEN: &str = "CODEAPI_INTERNAL_SERVICE_TOKEN";
+    /// Refuse requests without a tenant [true].
+    pub const TENANT_ISOLATION_STRICT: &str = "CODEAPI_TENANT_ISOLATION_STRICT";
+    /// `service_token` [default] or `none`.
+    pub const AUTH_PROVIDER: &str = "CODEAPI_AUTH_PROVIDER";
+    /// Must be true for `CODEAPI_AUTH_PROVIDER=none`.
+    pub const ALLOW_AUTH_PROVIDER_NONE: &str = "CODEAPI_ALLOW_AUTH_PROVIDER_NONE";
+    /// Development mode: no authentication at all. Loopback only.
+    pub const LOCAL_MODE: &str = "LOCAL_MODE";
+    /// clamd host; unset means no scanner (verdict `not_scanned`).
+    pub const CLAMD_HOST: &str = "CLAMD_HOST";
+    /// clamd port [3310].
+    pub const CLAMD_PORT: &str = "CLAMD_PORT";
+    /// `all`, `worker`, `runner`, `gateway` [all].
+    pub const ROLE: &str = "GATEHOUSE_ROLE";
+    /// HTTP API address [127.0.0.1:8700].
+    pub const LISTEN: &str = "GATEHOUSE_LISTEN";
+    /// Forward-proxy address [127.0.0.1:8701].
+    pub const PROXY_LISTEN: &str = "GATEHOUSE_PROXY_LISTEN";
+    /// Embedded state and generated keys [./gatehouse-data].
+    pub const DATA_DIR: &str = "GATEHOUSE_DATA_DIR";
+    /// `sqlite://…` or `postgres://…` [SQLite in the data dir].
+    pub const DATABASE_URL: &str = "GATEHOUSE_DATABASE_URL";
+    /// Redis for the ledger and leases [in-process].
+    pub const REDIS_URL: &str = "GATEHOUSE_REDIS_URL";
+    /// CIDRs an operator explicitly opens to egress (never metadata).
+    pub const EGRESS_ALLOW_RANGES: &str = "GATEHOUSE_EGRESS_ALLOW_RANGES";
+    /// Legacy HMAC manifest secret (weaker; never on a runner).
+    pub const MANIFEST_HMAC_SECRET: &str = "GATEHOUSE_MANIFEST_HMAC_SECRET";
+    /// The previous grant secret, accepted for opening during rotation.
+    pub const GRANT_PREVIOUS_SECRET: &str = "GATEHOUSE_EGRESS_GRANT_PREVIOUS_SECRET";
+    /// Whether this deployment runs sandboxed executions (needs manifest keys) [true].
+    pub const SANDBOX_EXECUTION: &str = "GATEHOUSE_SANDBOX_EXECUTION";
+    /// Development only, loopback only: allow running without a service token.
+    pub const DEV_ALLOW_NO_SERVICE_TOKEN: &str = "GATEHOUSE_DEV_ALLOW_NO_SERVICE_TOKEN";
+    /// Manifest clock skew tolerance in seconds [30].
+    pub const MANIFEST_CLOCK_SKEW_SECS: &str = "GATEHOUSE_MANIFEST_CLOCK_SKEW_SECS";
+    /// Longest manifest lifetime accepted, in seconds [86400].
+    pub const MANIFEST_MAX_LIFETIME_SECS: &str = "GATEHOUSE_MANIFEST_MAX_LIFETIME_SECS";
+    /// Default manifest lifetime when signing, in seconds [300].
+    pub const MANIFEST_TTL_SECS: &str = "GATEHOUSE_MANIFEST_TTL_SECS";
+    /// Default grant lifetime when minting, in seconds [900].
+    pub const GRANT_TTL_SECS: &str = "GATEHOUSE_GRANT_TTL_SECS";
+    /// `text` or `json` [text].
+    pub const LOG_FORMAT: &str = "GATEHOUSE_LOG_FORMAT";
+
+    /// Settings that hold secrets: each also accepts `NAME_FILE`.
+    pub const SECRETS: &[&str] = &[
+        MANIFEST_PRIVATE_KEY,
+        GRANT_SECRET,
+        SERVICE_TOKEN,
+        MANIFEST_HMAC_SECRET,
+        GRANT_PREVIOUS_SECRET,
+    ];
+
+    /// Every name, including the `_FILE` forms.
+    pub const ALL: &[&str] = &[
+        MANIFEST_PRIVATE_KEY,
+        "CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY_FILE",
+        MANIFEST_PUBLIC_KEY,
+        "SANDBOX_EXECUTION_MANIFEST_PUBLIC_KEY_FILE",
+        REQUIRE_MANIFEST,
+        GRANT_SECRET,
+        "CODEAPI_EGRESS_GRANT_SECRET_FILE",
+        LEDGER_REQUIRED,
+        SERVICE_TOKEN,
+        "CODEAPI_INTERNAL_SERVICE_TOKEN_FILE",
+        TENANT_ISOLATION_STRICT,
+        AUTH_PROVIDER,
+        ALLOW_AUTH_PROVIDER_NONE,
+        LOCAL_MODE,
+        CLAMD_HOST,
+        CLAMD_PORT,
+        ROLE,
+        LISTEN,
+        PROXY_LISTEN,
+        DATA_DIR,
+        DATABASE_URL,
+        REDIS_URL,
+        EGRESS_ALLOW_RANGES,
+        MANIFEST_HMAC_SECRET,
+        "GATEHOUSE_MANIFEST_HMAC_SECRET_FILE",
+        GRANT_PREVIOUS_SECRET,
+        "GATEHOUSE_EGRESS_GRANT_PREVIOUS_SECRET_FILE",
+        SANDBOX_EXECUTION,
+        DEV_ALLOW_NO_SERVICE_TOKEN,
+        MANIFEST_CLOCK_SKEW_SECS,
+        MANIFEST_MAX_LIFETIME_SECS,
+        MANIFEST_TTL_SECS,
+        GRANT_TTL_SECS,
+        LOG_FORMAT,
+        "GATEHOUSE_CONFIG",
+    ];
+}
+
+/// Files the embedded single-machine mode keeps in the data directory
+/// (the same names `gatehouse keygen` writes).
+pub mod embedded_files {
+    /// PKCS#8 PEM.
+    pub const MANIFEST_PRIVATE_KEY: &str = "manifest-private.pem";
+    /// SPKI PEM.
+    pub const MANIFEST_PUBLIC_KEY: &str = "manifest-public.pem";
+    /// One line of text.
+    pub const GRANT_SECRET: &str = "grant-secret";
+    /// One line of text.
+    pub const SERVICE_TOKEN: &str = "service-token";
+}
+
+/// Which part of gatehouse this process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Every role in one process.
+    All,
+    /// Control plane: holds the manifest private key and the grant secret.
+    Worker,
+    /// Beside the sandbox runner: holds only the manifest public key.
+    Runner,
+    /// The outbound door: holds the grant secret, never the manifest private key.
+    Gateway,
+}
+
+impl Role {
+    /// Parses `all|worker|runner|gateway`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "all" => Some(Self::All),
+            "worker" => Some(Self::Worker),
+            "runner" => Some(Self::Runner),
+            "gateway" => Some(Self::Gateway),
+            _ => None,
+        }
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Worker => "worker",
+            Self::Runner => "runner",
+            Self::Gateway => "gateway",
+        }
+    }
+
+    /// Signs manifests and mints grants.
+    pub fn mints(self) -> bool {
+        matches!(self, Self::All | Self::Worker)
+    }
+
+    /// Verifies manifests.
+    pub fn verifies_manifests(self) -> bool {
+        matches!(self, Self::All | Self::Worker | Self::Runner)
+    }
+
+    /// Opens grants.
+    pub fn opens_grants(self) -> bool {
+        matches!(self, Self::All | Self::Worker | Self::Gateway)
+    }
+}
+
+/// How principals authenticate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthProvider {
+    /// The internal service token (default).
+    ServiceToken,
+    /// No authentication (requires `CODEAPI_ALLOW_AUTH_PROVIDER_NONE=true`).
+    None,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// One configuration problem. Messages name settings and explain; they never
+/// contain a secret's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The setting concerned.
+    pub setting: String,
+    /// Stable code: `missing_required`, `weak_secret`, `key_malformed`,
+    /// `key_wrong_type`, `invalid_value`, `insecure_combination`,
+    /// `forbidden_for_role`, `ambiguous_source`, `unreadable_file`,
+    /// `invalid_file`, `unknown_setting`.
+    pub code: &'static str,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl Problem {
+    fn new(setting: &str, code: &'static str, message: String) -> Self {
+        Self {
+            setting: setting.to_owned(),
+            code,
+            message,
+        }
+    }
+    fn new_dynamic(setting: String, code: &'static str, message: String) -> Self {
+        Self {
+            setting,
+            code,
+            message,
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} ({})", self.setting, self.message, self.code)
+    }
+}
+
+/// A validated configuration. Holding one means every startup check passed.
+#[derive(Debug)]
+pub struct Config {
+    /// This node's role.
+    pub role: Role,
+    /// HTTP API address.
+    pub listen: SocketAddr,
+    /// Forward-proxy address.
+    pub proxy_listen: SocketAddr,
+    /// Embedded state directory.
+    pub data_dir: PathBuf,
+    /// Single-machine mode: role `all`, loopback only, keys from the data dir.
+    pub embedded: bool,
+    /// Database URL (may hold a password: never log it).
+    pub database_url: Option<Secretish>,
+    /// Redis URL (may hold a password: never log it).
+    pub redis_url: Option<Secretish>,
+    /// Operator-opened egress ranges.
+    pub egress_allow_ranges: Vec<IpNet>,
+    /// The manifest signing key (worker, all).
+    pub manifest_signing_key: Option<ManifestSigningKey>,
+    /// Keys manifests verify against (runner, worker, all).
+    pub manifest_verifying_keys: Option<ManifestVerifyingKeys>,
+    /// `SANDBOX_REQUIRE_EGRESS_MANIFEST`.
+    pub require_manifest: bool,
+    /// The grant secret (worker, gateway, all).
+    pub grant_secret: Option<Secret>,
+    /// The previous grant secret, for rotation.
+    pub grant_previous_secret: Option<Secret>,
+    /// `CODEAPI_EGRESS_LEDGER_REQUIRED`.
+    pub ledger_required: bool,
+    /// The service token; `None` only when authentication is explicitly off.
+    pub service_token: Option<ServiceToken>,
+    /// `CODEAPI_TENANT_ISOLATION_STRICT`.
+    pub tenant_isolation_strict: bool,
+    /// `CODEAPI_AUTH_PROVIDER`.
+    pub auth_provider: AuthProvider,
+    /// `LOCAL_MODE`.
+    pub local_mode: bool,
+    /// Whether sandboxed executions are enabled.
+    pub sandbox_execution: bool,
+    /// clamd address, when configured.
+    pub clamd: Option<(String, u16)>,
+    /// Manifest clock skew tolerance.
+    pub manifest_clock_skew_secs: i64,
+    /// Longest manifest lifetime accepted.
+    pub manifest_max_lifetime_secs: i64,
+    /// Default manifest lifetime.
+    pub manifest_ttl_secs: i64,
+    /// Default grant lifetime.
+    pub grant_ttl_secs: i64,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Accepted but worth a loud line at startup.
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    /// Whether `/v1` routes require the service token. Validation guarantees
+    /// a token is configured unless authentication was explicitly switched
+    /// off (`LOCAL_MODE`, `CODEAPI_AUTH_PROVIDER=none` with its allow flag, or
+    /// the loopback-only development flag).
+    pub fn service_auth_required(&self) -> bool {
+        !self.local_mode
+            && self.auth_provider == AuthProvider::ServiceToken
+            && self.service_token.is_some()
+    }
+}
+
+/// A value that may carry credentials (a database URL): usable, never printed.
+#[derive(Clone)]
+pub struct Secretish(String);
+
+impl Secretish {
+    /// The value.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secretish {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.split_once("://") {
+            Some((scheme, _)) => write!(f, "{scheme}://<redacted>"),
+            None => f.write_str("<redacted>"),
+        }
+    }
+}
+
+/// The cloud metadata addresses no operator setting may open.
+pub const METADATA_ADDRESSES: &[&str] = &[
+    "169.254.169.254",
+    "169.254.170.2",
+    "fd00:ec2::254",
+    "168.63.129.16",
+    "100.100.100.200",
+];
+
+/// Loads and validates configuration. `file` is the optional TOML file
+/// (`--config`, or `GATEHOUSE_CONFIG`).
+pub fn load(source: &dyn Source, file: Option<&Path>) -> Result<Config, Vec<Problem>> {
+    let mut p = Vec::new();
+    let config_file = file
+        .map(Path::to_path_buf)
+        .or_else(|| source.var("GATEHOUSE_CONFIG").map(PathBuf::from));
+    let layered = source::layer(source, config_file.as_deref(), names::ALL, &mut p);
+    let r = Reader {
+        layered: &layered,
+        source,
+        problems: &mut p,
+    };
+    let config = r.build();
+    match config {
+        Some(c) if p.is_empty() => Ok(c),
+        _ => Err(p),
+    }
+}
+
+/// Whether the settings describe the embedded single-machine mode, and the
+/// data directory it uses. `gatehouse serve` generates missing key files
+/// there before calling [`load`].
+pub fn embedded_data_dir(source: &dyn Source, file: Option<&Path>) -> Option<PathBuf> {
+    let mut p = Vec::new();
+    let config_file = file
+        .map(Path::to_path_buf)
+        .or_else(|| source.var("GATEHOUSE_CONFIG").map(PathBuf::from));
+    let layered = source::layer(source, config_file.as_deref(), names::ALL, &mut p);
+    let role = layered
+        .get(names::ROLE)
+        .map_or(Some(Role::All), Role::parse)?;
+    let listen = parse_addr(layered.get(names::LISTEN).unwrap_or(DEFAULT_LISTEN))?;
+    let proxy = parse_addr(
+        layered
+            .get(names::PROXY_LISTEN)
+            .unwrap_or(DEFAULT_PROXY_LISTEN),
+    )?;
+    (role == Role::All && listen.ip().is_loopback() && proxy.ip().is_loopback())
+        .then(|| PathBuf::from(layered.get(names::DATA_DIR).unwrap_or(DEFAULT_DATA_DIR)))
+}
+
+const DEFAULT_LISTEN: &str = "127.0.0.1:8700";
+const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:8701";
+const DEFAULT_DATA_DIR: &str = "./gatehouse-data";
+
+fn parse_addr(s: &str) -> Option<SocketAddr> {
+    s.trim().parse().ok()
+}
+
+struct Reader<'a> {
+    layered: &'a source::Layered,
+    source: &'a dyn Source,
+    problems: &'a mut Vec<Problem>,
+}
+
+impl Reader<'_> {
+    fn problem(&mut self, setting: &str, code: &'static str, message: impl Into<String>) {
+        self.problems
+            .push(Problem::new(setting, code, message.into()));
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.layered.get(name)
+    }
+
+    fn bool(&mut self, name: &str, default: bool) -> bool {
+        match self.get(name).map(|v| v.trim().to_ascii_lowercase()) {
+            None => default,
+            Some(v) => match v.as_str() {
+                "true" | "1" | "yes" | "on" => true,
+                "false" | "0" | "no" | "off" => false,
+                _ => {
+                    self.problem(name, "invalid_value", "must be true or false");
+                    default
+                }
+            },
+        }
+    }
+
+    fn int(&mut self, name: &str, default: i64, range: std::ops::RangeInclusive<i64>) -> i64 {
+        match self.get(name) {
+            None => default,
+            Some(v) => match v.trim().parse::<i64>() {
+                Ok(n) if range.contains(&n) => n,
+                _ => {
+                    let msg = format!(
+                        "must be an integer from {} to {}",
+                        range.start(),
+                        range.end()
+                    );
+                    self.problem(name, "invalid_value", msg);
+                    default
+                }
+            },
+        }
+    }
+
+    fn addr(&mut self, name: &str, default: &str) -> SocketAddr {
+        let raw = self.get(name).unwrap_or(default).to_owned();
+        parse_addr(&raw).unwrap_or_else(|| {
+            self.problem(
+                name,
+                "invalid_value",
+                "must be IP:PORT, e.g. 127.0.0.1:8700",
+            );
+            parse_addr(default).unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))
+        })
+    }
+
+    /// A secret from `NAME` or `NAME_FILE` (never both), or, in embedded mode,
+    /// from the data directory.
+    fn secret_text(&mut self, name: &str, embedded: Option<&Path>) -> Option<String> {
+        let file_name = format!("{name}_FILE");
+        let direct = self.get(name).map(str::to_owned);
+        let file = self.get(&file_name).map(str::to_owned);
+        match (direct, file) {
+            (Some(_), Some(_)) => {
+                self.problem(
+                    name,
+                    "ambiguous_source",
+                    format!("set either {name} or {file_name}, not both"),
+                );
+                None
+            }
+            (Some(v), None) => Some(v),
+            (None, Some(path)) => match self.source.read_file(Path::new(path.trim())) {
+                Ok(text) => Some(text),
+                Err(e) => {
+                    self.problem(
+                        &file_name,
+                        "unreadable_file",
+                        format!("cannot read {}: {}", path.trim(), e.kind()),
+                    );
+                    None
+                }
+            },
+            (None, None) => embedded.and_then(|p| self.source.read_file(p).ok()),
+        }
+    }
+
+    fn build(mut self) -> Option<Config> {
+        let role = match self.get(names::ROLE) {
+            None => Role::All,
+            Some(v) => Role::parse(v).unwrap_or_else(|| {
+                self.problem(
+                    names::ROLE,
+                    "invalid_value",
+                    "must be all, worker, runner or gateway",
+                );
+                Role::All
+            }),
+        };
+        let listen = self.addr(names::LISTEN, DEFAULT_LISTEN);
+        let proxy_listen = self.addr(names::PROXY_LISTEN, DEFAULT_PROXY_LISTEN);
+        let loopback_only = listen.ip().is_loopback() && proxy_listen.ip().is_loopback();
+        let data_dir = PathBuf::from(self.get(names::DATA_DIR).unwrap_or(DEFAULT_DATA_DIR));
+        let embedded = role == Role::All && loopback_only;
+        let in_data_dir = |f: &str| embedded.then(|| data_dir.join(f));
+
+        let local_mode = self.bool(names::LOCAL_MODE, false);
+        let require_manifest = self.bool(names::REQUIRE_MANIFEST, true);
+        let ledger_required = self.bool(names::LEDGER_REQUIRED, true);
+        let tenant_isolation_strict = self.bool(names::TENANT_ISOLATION_STRICT, true);
+        let allow_none = self.bool(names::ALLOW_AUTH_PROVIDER_NONE, false);
+        let sandbox_execution = self.bool(names::SANDBOX_EXECUTION, true);
+        let dev_no_token = self.bool(names::DEV_ALLOW_NO_SERVICE_TOKEN, false);
+        let auth_provider = match self
+            .get(names::AUTH_PROVIDER)
+            .map(|v| v.trim().to_ascii_lowercase())
+        {
+            None => AuthProvider::ServiceToken,
+            Some(v) if v == "service_token" => AuthProvider::ServiceToken,
+            Some(v) if v == "none" => AuthProvider::None,
+            Some(_) => {
+                self.problem(
+                    names::AUTH_PROVIDER,
+                    "invalid_value",
+                    "must be service_token or none",
+                );
+                AuthProvider::ServiceToken
+            }
+        };
+        let log_format = match self
+            .get(names::LOG_FORMAT)
+            .map(|v| v.trim().to_ascii_lowercase())
+        {
+            None => LogFormat::Text,
+            Some(v) if v == "text" => LogFormat::Text,
+            Some(v) if v == "json" => LogFormat::Json,
+            Some(_) => {
+                self.problem(names::LOG_FORMAT, "invalid_value", "must be text or json");
+                LogFormat::Text
+            }
+        };
+        let manifest_clock_skew_secs = self.int(names::MANIFEST_CLOCK_SKEW_SECS, 30, 0..=600);
+        let manifest_max_lifetime_secs =
+            self.int(names::MANIFEST_MAX_LIFETIME_SECS, 86_400, 1..=7 * 86_400);
+        let manifest_ttl_secs = self.int(names::MANIFEST_TTL_SECS, 300, 1..=86_400);
+        let grant_ttl_secs = self.int(names::GRANT_TTL_SECS, 900, 1..=7 * 86_400);
+        if manifest_ttl_secs > manifest_max_lifetime_secs {
+            self.problem(
+                names::MANIFEST_TTL_SECS,
+                "invalid_value",
+                format!("must not exceed {}", names::MANIFEST_MAX_LIFETIME_SECS),
+            );
+        }
+
+        // Secrets and keys.
+        let private_text = self.secret_text(
+            names::MANIFEST_PRIVATE_KEY,
+            in_data_dir(embedded_files::MANIFEST_PRIVATE_KEY).as_deref(),
+        );
+        let manifest_signing_key = private_text.and_then(|t| {
+            ManifestSigningKey::from_ed25519_text(&t)
+                .map_err(|e| self.key_problem(names::MANIFEST_PRIVATE_KEY, &e))
+                .ok()
+        });
+        let public_text = self.secret_text(names::MANIFEST_PUBLIC_KEY, None);
+        let mut manifest_verifying_keys = public_text.and_then(|t| {
+            ManifestVerifyingKeys::from_public_keys_text(&t)
+                .map_err(|e| self.key_problem(names::MANIFEST_PUBLIC_KEY, &e))
+                .ok()
+        });
+        let hmac_secret = self.strong_secret(names::MANIFEST_HMAC_SECRET, None);
+        let grant_secret = self.strong_secret(
+            names::GRANT_SECRET,
+            in_data_dir(embedded_files::GRANT_SECRET).as_deref(),
+        );
+        let grant_previous_secret = self.strong_secret(names::GRANT_PREVIOUS_SECRET, None);
+        let service_token_text = self.secret_text(
+            names::SERVICE_TOKEN,
+            in_data_dir(embedded_files::SERVICE_TOKEN).as_deref(),
+        );
+        let service_token = service_token_text.as_deref().and_then(|t| {
+            ServiceToken::new(t)
+                .map_err(|_| {
+                    self.problem(
+                        names::SERVICE_TOKEN,
+                        "weak_secret",
+                        "must be at least 32 bytes of random text",
+                    )
+                })
+                .ok()
+        });
+
+        // Role rules: what each role must hold, and must never hold.
+        if role == Role::Runner {
+            if manifest_signing_key.is_some() || self.is_set(names::MANIFEST_PRIVATE_KEY) {
+                self.problem(
+                    names::MANIFEST_PRIVATE_KEY,
+                    "forbidden_for_role",
+                    "a runner must never hold the manifest private key: runner compromise would create a minting capability",
+                );
+            }
+            if hmac_secret.is_some() || self.is_set(names::MANIFEST_HMAC_SECRET) {
+                self.problem(
+                    names::MANIFEST_HMAC_SECRET,
+                    "forbidden_for_role",
+                    "a runner must never hold the HMAC manifest secret: it can both verify and mint",
+                );
+            }
+            if grant_secret.is_some() || self.is_set(names::GRANT_SECRET) {
+                self.problem(
+                    names::GRANT_SECRET,
+                    "forbidden_for_role",
+                    "a runner must not hold the egress grant secret: it could mint grants",
+                );
+            }
+        }
+        if role == Role::Gateway {
+            if manifest_signing_key.is_some() || self.is_set(names::MANIFEST_PRIVATE_KEY) {
+                self.problem(
+                    names::MANIFEST_PRIVATE_KEY,
+                    "forbidden_for_role",
+                    "the gateway must never hold the manifest private key",
+                );
+            }
+            if hmac_secret.is_some() || self.is_set(names::MANIFEST_HMAC_SECRET) {
+                self.problem(
+                    names::MANIFEST_HMAC_SECRET,
+                    "forbidden_for_role",
+                    "the gateway must never hold the HMAC manifest secret: it can mint manifests",
+                );
+            }
+        }
+        if role.mints()
+            && sandbox_execution
+            && manifest_signing_key.is_none()
+            && hmac_secret.is_none()
+            && !self.is_set(names::MANIFEST_PRIVATE_KEY)
+        {
+            self.problem(
+                names::MANIFEST_PRIVATE_KEY,
+                "missing_required",
+                "sandbox execution is enabled but no manifest signing key is set (run `gatehouse keygen`)",
+            );
+        }
+        if role == Role::Runner
+            && sandbox_execution
+            && manifest_verifying_keys.is_none()
+            && !self.is_set(names::MANIFEST_PUBLIC_KEY)
+        {
+            self.problem(
+                names::MANIFEST_PUBLIC_KEY,
+                "missing_required",
+                "sandbox execution is enabled but the runner has no manifest public key",
+            );
+        }
+        if matches!(role, Role::All | Role::Worker | Role::Gateway)
+            && grant_secret.is_none()
+            && !self.is_set(names::GRANT_SECRET)
+        {
+            self.problem(
+                names::GRANT_SECRET,
+                "missing_required",
+                "the egress grant secret (32+ bytes) is required",
+            );
+        }
+
+        // A worker verifies what it signs (and, while HMAC is enabled, legacy
+        // HMAC manifests still in flight). A runner never gets the HMAC secret.
+        if role != Role::Runner {
+            let own = [
+                manifest_signing_key
+                    .as_ref()
+                    .map(ManifestSigningKey::verifying_keys),
+                hmac_secret
+                    .clone()
+                    .map(|s| ManifestSigningKey::from_hmac_secret(s).verifying_keys()),
+            ];
+            for keys in own.into_iter().flatten() {
+                manifest_verifying_keys
+                    .get_or_insert_with(Default::default)
+                    .merge(keys);
+            }
+        }
+        let manifest_signing_key =
+            manifest_signing_key.or_else(|| hmac_secret.map(ManifestSigningKey::from_hmac_secret));
+
+        // Authentication.
+        if auth_provider == AuthProvider::None && !allow_none {
+            self.problem(
+                names::AUTH_PROVIDER,
+                "insecure_combination",
+                format!(
+                    "CODEAPI_AUTH_PROVIDER=none requires {}=true",
+                    names::ALLOW_AUTH_PROVIDER_NONE
+                ),
+            );
+        }
+        if local_mode && !loopback_only {
+            self.problem(
+                names::LOCAL_MODE,
+                "insecure_combination",
+                "LOCAL_MODE=true disables all authentication and is refused on a non-loopback listen address",
+            );
+        }
+        if dev_no_token && !loopback_only {
+            self.problem(
+                names::DEV_ALLOW_NO_SERVICE_TOKEN,
+                "insecure_combination",
+                "running without a service token is allowed on loopback addresses only",
+            );
+        }
+        let auth_off = local_mode || auth_provider == AuthProvider::None || dev_no_token;
+        if service_token.is_none() && service_token_text.is_none() && !auth_off {
+            self.problem(
+                names::SERVICE_TOKEN,
+                "missing_required",
+                "internal routes would be open; set a 32+ byte token (or, on loopback for development only, GATEHOUSE_DEV_ALLOW_NO_SERVICE_TOKEN=true)",
+            );
+        }
+
+        // Stores.
+        let database_url = self
+            .get(names::DATABASE_URL)
+            .map(|u| Secretish(u.trim().to_owned()));
+        if let Some(u) = &database_url {
+            let u = u.expose();
+            if !(u.starts_with("sqlite:")
+                || u.starts_with("postgres://")
+                || u.starts_with("postgresql://"))
+            {
+                self.problem(
+                    names::DATABASE_URL,
+                    "invalid_value",
+                    "must be a sqlite:// or postgres:// URL",
+                );
+            }
+        }
+        let redis_url = self
+            .get(names::REDIS_URL)
+            .map(|u| Secretish(u.trim().to_owned()));
+        if let Some(u) = &redis_url {
+            let u = u.expose();
+            if !["redis://", "rediss://", "redis+unix://", "unix://"]
+                .iter()
+                .any(|s| u.starts_with(s))
+            {
+                self.problem(
+                    names::REDIS_URL,
+                    "invalid_value",
+                    "must be a redis://, rediss:// or redis+unix:// URL",
+                );
+            }
+        }
+
+        // Egress ranges an operator opens.
+        let mut egress_allow_ranges = Vec::new();
+        if let Some(v) = self.get(names::EGRESS_ALLOW_RANGES).map(str::to_owned) {
+            for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let net = part
+                    .parse::<IpNet>()
+                    .or_else(|_| part.parse::<IpAddr>().map(IpNet::from));
+                match net {
+                    Ok(net)
+                        if METADATA_ADDRESSES
+                            .iter()
+                            .filter_map(|m| m.parse::<IpAddr>().ok())
+                            .any(|m| net.contains(&m)) =>
+                    {
+                        self.problem(
+                            names::EGRESS_ALLOW_RANGES,
+                            "insecure_combination",
+                            format!("{part} contains a cloud metadata address, which can never be opened"),
+                        );
+                    }
+                    Ok(net) => egress_allow_ranges.push(net),
+                    Err(_) => self.problem(
+                        names::EGRESS_ALLOW_RANGES,
+                        "invalid_value",
+                        format!("{part} is not an IP address or CIDR range"),
+                    ),
+                }
+            }
+        }
+
+        let clamd = self.get(names::CLAMD_HOST).map(|h| h.trim().to_owned());
+        let clamd_port = self.int(names::CLAMD_PORT, 3310, 1..=65_535);
+        let clamd = clamd.map(|h| (h, u16::try_from(clamd_port).unwrap_or(3310)));
+
+        let mut warnings = Vec::new();
+        if local_mode {
+            warnings.push(
+                "LOCAL_MODE=true: authentication is disabled entirely (development only)".into(),
+            );
+        }
+        if auth_provider == AuthProvider::None {
+            warnings.push("CODEAPI_AUTH_PROVIDER=none: principals are not authenticated".into());
+        }
+        if dev_no_token && service_token.is_none() {
+            warnings.push("GATEHOUSE_DEV_ALLOW_NO_SERVICE_TOKEN=true: internal routes are open (development only)".into());
+        }
+        if !require_manifest {
+            warnings.push("SANDBOX_REQUIRE_EGRESS_MANIFEST=false: unsigned requests pass and are recorded as unsigned".into());
+        }
+        if !ledger_required {
+            warnings.push("CODEAPI_EGRESS_LEDGER_REQUIRED=false: grants without a ledger record are not refused".into());
+        }
+        if !tenant_isolation_strict {
+            warnings.push("CODEAPI_TENANT_ISOLATION_STRICT=false: requests without a tenant share a legacy namespace".into());
+        }
+        if self.is_set(names::MANIFEST_HMAC_SECRET) {
+            warnings.push("legacy HMAC manifests are enabled: weaker than the keypair; never mount this secret into a runner".into());
+        }
+        if !egress_allow_ranges.is_empty() {
+            let list: Vec<String> = egress_allow_ranges
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            warnings.push(format!(
+                "GATEHOUSE_EGRESS_ALLOW_RANGES opens internal ranges to egress: {}",
+                list.join(", ")
+            ));
+        }
+
+        Some(Config {
+            role,
+            listen,
+            proxy_listen,
+            data_dir,
+            embedded,
+            database_url,
+            redis_url,
+            egress_allow_ranges,
+            manifest_signing_key: if role.mints() {
+                manifest_signing_key
+            } else {
+                None
+            },
+            manifest_verifying_keys: if role.verifies_manifests() {
+                manifest_verifying_keys
+            } else {
+                None
+            },
+            require_manifest,
+            grant_secret: if role.opens_grants() {
+                grant_secret
+            } else {
+                None
+            },
+            grant_previous_secret,
+            ledger_required,
+            service_token,
+            tenant_isolation_strict,
+            auth_provider,
+            local_mode,
+            sandbox_execution,
+            clamd,
+            manifest_clock_skew_secs,
+            manifest_max_lifetime_secs,
+            manifest_ttl_secs,
+            grant_ttl_secs,
+            log_format,
+            warnings,
+        })
+    }
+
+    fn is_set(&self, name: &str) -> bool {
+        self.get(name).is_some() || self.get(&format!("{name}_FILE")).is_some()
+    }
+
+    fn strong_secret(&mut self, name: &str, embedded: Option<&Path>) -> Option<Secret> {
+        let text = self.secret_text(name, embedded)?;
+        Secret::new(&text)
+            .map_err(|_| {
+                self.problem(
+                    name,
+                    "weak_secret",
+                    "must be at least 32 bytes of random text (weak_secret)",
+                )
+            })
+            .ok()
+    }
+
+    fn key_problem(&mut self, name: &str, e: &KeyError) {
+        let code = match e {
+            KeyError::Malformed => "key_malformed",
+            KeyError::WrongType(_) => "key_wrong_type",
+            KeyError::Missing => "missing_required",
+        };
+        self.problem(name, code, e.to_string());
+    }
+}

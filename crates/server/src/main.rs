@@ -1,0 +1,2 @@
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+fn main() {}
