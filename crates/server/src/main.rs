@@ -1,2 +1,7 @@
+//! The `gatehouse` binary.
+
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
-fn main() {}
+
+fn main() -> std::process::ExitCode {
+    gatehouse_server::cli::main()
+}

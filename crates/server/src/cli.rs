@@ -1,0 +1,448 @@
+//! The command line. Exit codes everywhere: `0` allowed / valid, `1` refused /
+//! invalid, `2` bad input, bad configuration or internal error, with a
+//! one-line reason on stderr. `--json` prints exactly one JSON document.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use gatehouse_capability::canonical::{BodyDigest, parse_strict};
+use gatehouse_capability::grant::GrantRequest;
+use gatehouse_capability::manifest::ManifestSigner;
+use gatehouse_capability::session_key::{Namespace, Principal};
+use gatehouse_capability::{
+    GrantSealer, ManifestSigningKey, ManifestVerifier, ManifestVerifyingKeys, Secret,
+    SessionKeyDeriver,
+};
+use gatehouse_config::{MapSource, Source, load, names};
+use gatehouse_core::{Clock, SystemClock};
+use serde_json::{Value, json};
+
+use crate::files::{KeySet, read_text};
+
+/// gatehouse: the security plane for platforms that run untrusted code and AI agents.
+#[derive(Parser)]
+#[command(name = "gatehouse", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start gatehouse (embedded defaults when nothing is configured).
+    Serve {
+        /// all, worker, runner or gateway (overrides GATEHOUSE_ROLE).
+        #[arg(long)]
+        role: Option<String>,
+        /// A TOML file with the same keys as the environment.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Validate configuration exactly as startup would.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Generate an Ed25519 keypair, a grant secret and a service token.
+    Keygen {
+        /// Directory to write into (created owner-only) [the data directory].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Sign or verify execution manifests.
+    Manifest {
+        #[command(subcommand)]
+        command: ManifestCommand,
+    },
+    /// Mint or open egress grants.
+    Grant {
+        #[command(subcommand)]
+        command: GrantCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// List every configuration problem; exit 2 if there is any.
+    Check {
+        /// A TOML file with the same keys as the environment.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Also check as this role.
+        #[arg(long)]
+        role: Option<String>,
+        /// One JSON document on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ManifestCommand {
+    /// Sign claims for a body; prints the token.
+    Sign {
+        /// PKCS#8 Ed25519 private key (PEM or base64 DER).
+        #[arg(long)]
+        key: PathBuf,
+        /// JSON claims; iat and exp are filled in when absent.
+        #[arg(long)]
+        claims: PathBuf,
+        /// The execute request body (JSON) the manifest is bound to.
+        #[arg(long)]
+        body: PathBuf,
+        /// Lifetime when exp is absent.
+        #[arg(long, default_value_t = 300)]
+        ttl: i64,
+    },
+    /// Verify a token against a body.
+    Verify {
+        /// SPKI public key(s) (PEM blocks or base64 DER).
+        #[arg(long = "public-key")]
+        public_key: PathBuf,
+        /// The execute request body (JSON).
+        #[arg(long)]
+        body: PathBuf,
+        /// The token, or `-` to read it from stdin (keeps it out of `ps`).
+        token: String,
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+#[derive(Subcommand)]
+enum GrantCommand {
+    /// Seal claims into a `ceg1.` token; prints the token.
+    Mint {
+        /// File holding CODEAPI_EGRESS_GRANT_SECRET (32+ bytes).
+        #[arg(long = "secret-file")]
+        secret_file: PathBuf,
+        /// JSON claims (grant_id, exec_id, tenant_id, user_id, input_files, …).
+        #[arg(long)]
+        claims: PathBuf,
+        /// Lifetime when exp is absent.
+        #[arg(long, default_value_t = 300)]
+        ttl: i64,
+    },
+    /// Open a token; prints its claims.
+    Open {
+        /// File holding the grant secret.
+        #[arg(long = "secret-file")]
+        secret_file: PathBuf,
+        /// File holding the previous grant secret (rotation).
+        #[arg(long = "previous-secret-file")]
+        previous_secret_file: Option<PathBuf>,
+        /// The token, or `-` to read it from stdin.
+        token: String,
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+#[derive(Args)]
+struct Output {
+    /// One JSON document on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A failed command: exit code 2 and one line on stderr.
+struct Fail(String);
+
+impl<T: Into<String>> From<T> for Fail {
+    fn from(s: T) -> Self {
+        Fail(s.into())
+    }
+}
+
+/// Runs the command line.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve { role, config } => serve(role, config),
+        Command::Config {
+            command: ConfigCommand::Check { config, role, json },
+        } => config_check(config, role, json),
+        Command::Keygen { out } => keygen(out),
+        Command::Manifest { command } => manifest(command),
+        Command::Grant { command } => grant(command),
+    };
+    match result {
+        Ok(code) => code,
+        Err(Fail(msg)) => {
+            eprintln!("gatehouse: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn environment(role: Option<String>) -> MapSource {
+    let mut source = MapSource::new();
+    for (k, v) in std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+    {
+        source.set(&k, v);
+    }
+    if let Some(role) = role {
+        source.set(names::ROLE, role);
+    }
+    source
+}
+
+fn serve(role: Option<String>, config: Option<PathBuf>) -> Result<ExitCode, Fail> {
+    let source = environment(role);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {}", e.kind()))?;
+    runtime.block_on(crate::serve::serve(&source, config.as_deref()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn config_check(
+    config: Option<PathBuf>,
+    role: Option<String>,
+    json_out: bool,
+) -> Result<ExitCode, Fail> {
+    let source = environment(role);
+    // `config check` reports what `serve` would do, but never writes: in
+    // embedded mode missing key files are reported as "would be generated".
+    let embedded = gatehouse_config::embedded_data_dir(&source, config.as_deref());
+    match load(&source, config.as_deref()) {
+        Ok(c) => {
+            if json_out {
+                println!(
+                    "{}",
+                    json!({"ok": true, "role": c.role.as_str(), "embedded": c.embedded, "warnings": c.warnings})
+                );
+            } else {
+                println!("configuration ok (role {})", c.role.as_str());
+                for w in &c.warnings {
+                    println!("warning: {w}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(problems) => {
+            let problems: Vec<_> = problems
+                .into_iter()
+                .filter(|p| {
+                    embedded.is_none()
+                        || !(p.code == "missing_required" && embedded_generates(&p.setting))
+                })
+                .collect();
+            if problems.is_empty() {
+                if json_out {
+                    println!(
+                        "{}",
+                        json!({"ok": true, "embedded": true, "warnings": ["missing keys will be generated on first start"]})
+                    );
+                } else {
+                    println!(
+                        "configuration ok (embedded mode: missing keys will be generated on first start)"
+                    );
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            if json_out {
+                let list: Vec<Value> = problems
+                    .iter()
+                    .map(|p| json!({"setting": p.setting, "code": p.code, "message": p.message}))
+                    .collect();
+                println!("{}", json!({"ok": false, "problems": list}));
+            } else {
+                eprintln!("gatehouse: {} configuration problem(s):", problems.len());
+                for p in &problems {
+                    eprintln!("  - {p}");
+                }
+            }
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+fn embedded_generates(setting: &str) -> bool {
+    [
+        names::MANIFEST_PRIVATE_KEY,
+        names::GRANT_SECRET,
+        names::SERVICE_TOKEN,
+    ]
+    .contains(&setting)
+}
+
+fn keygen(out: Option<PathBuf>) -> Result<ExitCode, Fail> {
+    let dir = match out {
+        Some(dir) => dir,
+        None => PathBuf::from(
+            environment(None)
+                .var(names::DATA_DIR)
+                .unwrap_or_else(|| "./gatehouse-data".into()),
+        ),
+    };
+    let keys = KeySet::generate()?;
+    let written = keys.write_new(&dir)?;
+    for path in written {
+        println!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_json(flag: &str, path: &Path) -> Result<Value, Fail> {
+    let text = read_text(flag, path)?;
+    parse_strict(text.as_bytes())
+        .map_err(|e| Fail(format!("{flag}: {} is not valid JSON: {e}", path.display())))
+}
+
+fn read_token(token: &str) -> Result<String, Fail> {
+    if token == "-" {
+        return Ok(read_text("TOKEN", Path::new("-"))?.trim().to_owned());
+    }
+    Ok(token.trim().to_owned())
+}
+
+fn read_secret(flag: &str, path: &Path) -> Result<Secret, Fail> {
+    let text = read_text(flag, path)?;
+    Secret::new(&text).map_err(|_| {
+        Fail(format!(
+            "{flag}: weak_secret: the secret must be at least 32 bytes of random text"
+        ))
+    })
+}
+
+fn manifest(command: ManifestCommand) -> Result<ExitCode, Fail> {
+    let now = SystemClock.now();
+    match command {
+        ManifestCommand::Sign {
+            key,
+            claims,
+            body,
+            ttl,
+        } => {
+            let key_text = read_text("--key", &key)?;
+            let key = ManifestSigningKey::from_ed25519_text(&key_text)
+                .map_err(|e| Fail(format!("--key: {e}")))?;
+            let Value::Object(claims) = read_json("--claims", &claims)? else {
+                return Err(Fail("--claims: must be a JSON object".into()));
+            };
+            let body = BodyDigest::of_value(&read_json("--body", &body)?)
+                .map_err(|e| Fail(format!("--body: {e}")))?;
+            if ttl <= 0 {
+                return Err(Fail("--ttl must be positive".into()));
+            }
+            let (token, _) = ManifestSigner::new(key)
+                .sign_for_body(claims, &body, now, ttl)
+                .map_err(|e| Fail(e.to_string()))?;
+            println!("{token}");
+            Ok(ExitCode::SUCCESS)
+        }
+        ManifestCommand::Verify {
+            public_key,
+            body,
+            token,
+            out,
+        } => {
+            let key_text = read_text("--public-key", &public_key)?;
+            let keys = ManifestVerifyingKeys::from_public_keys_text(&key_text)
+                .map_err(|e| Fail(format!("--public-key: {e}")))?;
+            let body = BodyDigest::of_value(&read_json("--body", &body)?)
+                .map_err(|e| Fail(format!("--body: {e}")))?;
+            let token = read_token(&token)?;
+            let verdict = ManifestVerifier::new(keys).verify(&token, &body, now);
+            Ok(report(
+                verdict.map(|m| serde_json::to_value(m.claims).unwrap_or(Value::Null)),
+                out.json,
+            ))
+        }
+    }
+}
+
+fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
+    let now = SystemClock.now();
+    match command {
+        GrantCommand::Mint {
+            secret_file,
+            claims,
+            ttl,
+        } => {
+            let secret = read_secret("--secret-file", &secret_file)?;
+            let request: GrantRequest = serde_json::from_value(read_json("--claims", &claims)?).map_err(|e| {
+                Fail(format!("--claims: not a valid grant request ({}); session_key is derived, never supplied", first_clause(&e)))
+            })?;
+            if ttl <= 0 {
+                return Err(Fail("--ttl must be positive".into()));
+            }
+            let principal = Principal {
+                tenant_id: request.tenant_id.clone(),
+                user_id: request.user_id.clone(),
+            };
+            let session_key = SessionKeyDeriver::new(&secret, true)
+                .derive(&principal, &Namespace::Output)
+                .map_err(|r| {
+                    Fail(format!(
+                        "--claims: {r}: tenant_id is required (strict tenant isolation)"
+                    ))
+                })?;
+            let claims = request
+                .into_claims(session_key, now, ttl)
+                .map_err(|e| Fail(e.to_string()))?;
+            let token = GrantSealer::new(&secret)
+                .mint(&claims)
+                .map_err(|e| Fail(e.to_string()))?;
+            println!("{token}");
+            Ok(ExitCode::SUCCESS)
+        }
+        GrantCommand::Open {
+            secret_file,
+            previous_secret_file,
+            token,
+            out,
+        } => {
+            let secret = read_secret("--secret-file", &secret_file)?;
+            let mut sealer = GrantSealer::new(&secret);
+            if let Some(previous) = previous_secret_file {
+                sealer = sealer.with_previous(&read_secret("--previous-secret-file", &previous)?);
+            }
+            let token = read_token(&token)?;
+            let verdict = sealer.open(&token, now);
+            Ok(report(
+                verdict.map(|c| serde_json::to_value(c).unwrap_or(Value::Null)),
+                out.json,
+            ))
+        }
+    }
+}
+
+/// serde's message up to the first quote: names the field, never echoes a value.
+fn first_clause(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    msg.split(['"', '`'])
+        .next()
+        .unwrap_or("")
+        .trim_end_matches([' ', ':'])
+        .to_owned()
+}
+
+fn report(verdict: Result<Value, gatehouse_core::Reason>, json_out: bool) -> ExitCode {
+    match verdict {
+        Ok(claims) => {
+            if json_out {
+                println!("{}", json!({"valid": true, "claims": claims}));
+            } else {
+                println!("valid");
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&claims).unwrap_or_default()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(reason) => {
+            if json_out {
+                println!("{}", json!({"valid": false, "reason": reason}));
+            } else {
+                println!("invalid: {reason}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Key and secret files: written owner-only, never overwritten.
+
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use gatehouse_capability::{ManifestSigningKey, Secret};
+use gatehouse_config::embedded_files;
+use zeroize::Zeroizing;
+
+/// A key set as `keygen` writes it.
+pub(crate) struct KeySet {
+    /// (file name, content — wiped on drop, mode)
+    files: Vec<(&'static str, Zeroizing<String>, u32)>,
+}
+
+impl KeySet {
+    /// Fresh keys: Ed25519 keypair, grant secret, service token.
+    pub(crate) fn generate() -> Result<Self, String> {
+        let key = ManifestSigningKey::generate()
+            .map_err(|_| "the OS random generator failed".to_owned())?;
+        let private = key
+            .to_pkcs8_pem()
+            .ok_or("could not encode the private key")?;
+        let public = key
+            .public_key_pem()
+            .ok_or("could not encode the public key")?;
+        let secret_line = || -> Result<Zeroizing<String>, String> {
+            let s = Secret::generate().map_err(|_| "the OS random generator failed".to_owned())?;
+            let text =
+                std::str::from_utf8(s.expose()).map_err(|_| "bad secret encoding".to_owned())?;
+            Ok(Zeroizing::new(format!("{text}\n")))
+        };
+        Ok(Self {
+            files: vec![
+                (embedded_files::MANIFEST_PRIVATE_KEY, private, 0o600),
+                (
+                    embedded_files::MANIFEST_PUBLIC_KEY,
+                    Zeroizing::new(public),
+                    0o644,
+                ),
+                (embedded_files::GRANT_SECRET, secret_line()?, 0o600),
+                (embedded_files::SERVICE_TOKEN, secret_line()?, 0o600),
+            ],
+        })
+    }
+
+    /// Keeps only the named files.
+    pub(crate) fn only(mut self, names: &[&str]) -> Self {
+        self.files.retain(|(n, _, _)| names.contains(n));
+        self
+    }
+
+    /// The file names.
+    pub(crate) fn names(&self) -> Vec<&'static str> {
+        self.files.iter().map(|(n, _, _)| *n).collect()
+    }
+
+    /// Writes every file into `dir` (created owner-only if missing). Refuses,
+    /// writing nothing, if any of the files already exists.
+    pub(crate) fn write_new(&self, dir: &Path) -> Result<Vec<PathBuf>, String> {
+        ensure_private_dir(dir)?;
+        for (name, _, _) in &self.files {
+            let path = dir.join(name);
+            if path.symlink_metadata().is_ok() {
+                return Err(format!(
+                    "{} already exists; refusing to overwrite",
+                    path.display()
+                ));
+            }
+        }
+        let mut written = Vec::new();
+        for (name, content, mode) in &self.files {
+            let path = dir.join(name);
+            // create_new: O_CREAT|O_EXCL, which also refuses to follow a
+            // symlink planted at the path.
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(*mode)
+                .open(&path)
+                .map_err(|e| format!("cannot create {}: {}", path.display(), e.kind()))?;
+            f.write_all(content.as_bytes())
+                .and_then(|()| f.sync_all())
+                .map_err(|e| format!("cannot write {}: {}", path.display(), e.kind()))?;
+            written.push(path);
+        }
+        Ok(written)
+    }
+}
+
+/// Creates `dir` with mode 0700 if missing; tightens an existing data dir
+/// that others can read.
+pub(crate) fn ensure_private_dir(dir: &Path) -> Result<(), String> {
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create {}: {}", dir.display(), e.kind()))?;
+    }
+    let meta = std::fs::metadata(dir)
+        .map_err(|e| format!("cannot read {}: {}", dir.display(), e.kind()))?;
+    if !meta.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    Ok(())
+}
+
+/// Makes `dir` owner-only (the embedded data dir holds keys).
+pub(crate) fn restrict_dir(dir: &Path) -> Result<(), String> {
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("cannot restrict {}: {}", dir.display(), e.kind()))
+}
+
+/// Reads a file a CLI flag names, with an error that names the flag.
+pub(crate) fn read_text(flag: &str, path: &Path) -> Result<String, String> {
+    if path == Path::new("-") {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .map_err(|e| format!("{flag}: cannot read stdin: {}", e.kind()))?;
+        return Ok(s);
+    }
+    std::fs::read_to_string(path)
+        .map_err(|e| format!("{flag}: cannot read {}: {}", path.display(), e.kind()))
+}

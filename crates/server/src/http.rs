@@ -1,0 +1,211 @@
+//! The HTTP edge: request ids, the safe error response, strict JSON bodies,
+//! and service-token authentication.
+
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt as _;
+use gatehouse_core::{ErrorCode, PublicError, Reason, RefusalKind, is_valid_id, new_id};
+use http::{HeaderValue, StatusCode, header};
+use serde::de::DeserializeOwned;
+
+use crate::state::AppState;
+
+/// The largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// How long one request may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The id of the request being served, in request extensions.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// An error on its way to the caller. Converting it to a response is the
+/// only way out, and that conversion emits only the safe public shape.
+#[derive(Debug)]
+pub struct ApiError(pub PublicError);
+
+impl ApiError {
+    /// An error with the code's default message.
+    pub fn new(code: ErrorCode, request_id: &RequestId) -> Self {
+        Self(PublicError::new(code, request_id.0.clone()))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, axum::Json(self.0.to_json())).into_response()
+    }
+}
+
+/// Outermost middleware: assigns the request id, logs one line per request,
+/// enforces the timeout, and turns a panic into a safe 500 — so no stack
+/// trace or panic message ever reaches a caller.
+pub async fn request_context(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    // A caller-supplied id is kept only if it is a plain token: ids land in
+    // log lines, and a newline or escape sequence there would forge entries.
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| is_valid_id(v))
+        .map_or_else(|| new_id("req"), str::to_owned);
+    let request_id = RequestId(id.clone());
+    req.extensions_mut().insert(request_id.clone());
+    let method = req.method().clone();
+    // The path only: query strings may carry tokens.
+    let path = req.uri().path().to_owned();
+    let started = Instant::now();
+
+    let outcome = tokio::time::timeout(
+        REQUEST_TIMEOUT,
+        AssertUnwindSafe(next.run(req)).catch_unwind(),
+    )
+    .await;
+    let mut response = match outcome {
+        Ok(Ok(response)) => response,
+        Ok(Err(_panic)) => {
+            tracing::error!(request_id = %id, %method, %path, "handler panicked");
+            ApiError::new(ErrorCode::Internal, &request_id).into_response()
+        }
+        Err(_) => {
+            tracing::warn!(request_id = %id, %method, %path, "request timed out");
+            ApiError::new(ErrorCode::Timeout, &request_id).into_response()
+        }
+    };
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response.headers_mut().insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    let status = response.status().as_u16();
+    state.metrics.record_response(status);
+    tracing::info!(
+        request_id = %id,
+        %method,
+        %path,
+        status,
+        elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "request"
+    );
+    response
+}
+
+/// Authenticates `/v1` calls with the internal service token.
+pub async fn require_service_token(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let Some(expected) = state.service_token.as_ref() else {
+        return next.run(req).await;
+    };
+    let request_id = request_id_of(&req);
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer);
+    let reason = match presented {
+        None => Reason::ServiceTokenMissing,
+        Some(token) if expected.verify(token) => return next.run(req).await,
+        Some(_) => Reason::ServiceTokenInvalid,
+    };
+    state.refusals.record(
+        RefusalKind::AuthRefused,
+        reason,
+        None,
+        None,
+        Some(&request_id.0),
+    );
+    let mut response =
+        ApiError(PublicError::new(ErrorCode::Unauthorized, request_id.0).with_reason(reason))
+            .into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// The token of an `Authorization: Bearer …` value (scheme case-insensitive).
+pub fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// The request id set by [`request_context`].
+pub fn request_id_of<B>(req: &http::Request<B>) -> RequestId {
+    req.extensions()
+        .get::<RequestId>()
+        .cloned()
+        .unwrap_or_else(|| RequestId(new_id("req")))
+}
+
+/// A JSON body parsed strictly: `application/json` only, size-capped,
+/// duplicate keys refused (a body two parsers read differently is an attack
+/// on whatever signs or checks it), and every failure mapped to the safe
+/// error shape with no fragment of the input echoed back.
+pub struct StrictJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StrictJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let request_id = request_id_of(&req);
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"));
+        if !is_json {
+            return Err(ApiError::new(ErrorCode::UnsupportedMediaType, &request_id));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ErrorCode::PayloadTooLarge
+            } else {
+                ErrorCode::BadRequest
+            };
+            ApiError::new(code, &request_id)
+        })?;
+        let value = gatehouse_capability::canonical::parse_strict(&bytes).map_err(|e| {
+            tracing::debug!(request_id = %request_id.0, error = %e, "rejected request body");
+            ApiError::new(ErrorCode::InvalidJson, &request_id)
+        })?;
+        T::deserialize(value).map(StrictJson).map_err(|_| {
+            ApiError(
+                PublicError::new(ErrorCode::BadRequest, request_id.0.clone())
+                    .with_message("the request body does not match the expected shape"),
+            )
+        })
+    }
+}
+
+/// Fallback for unknown routes.
+pub async fn not_found(req: Request<Body>) -> ApiError {
+    ApiError::new(ErrorCode::NotFound, &request_id_of(&req))
+}
+
+/// Fallback for known routes with the wrong method.
+pub async fn method_not_allowed(req: Request<Body>) -> ApiError {
+    ApiError::new(ErrorCode::MethodNotAllowed, &request_id_of(&req))
+}

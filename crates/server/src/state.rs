@@ -1,0 +1,232 @@
+//! Shared state: the capabilities this node holds, its clock, the refusal
+//! record and the metrics.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use gatehouse_capability::manifest::ManifestSigner;
+use gatehouse_capability::{GrantSealer, ManifestVerifier, ServiceToken, SessionKeyDeriver};
+use gatehouse_config::{Config, Role};
+use gatehouse_core::{Clock, Reason, Refusal, RefusalKind};
+
+/// Everything a handler needs. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+/// See [`AppState`].
+pub struct Inner {
+    /// This node's role.
+    pub role: Role,
+    /// Present on minting roles.
+    pub signer: Option<ManifestSigner>,
+    /// Present on verifying roles.
+    pub verifier: Option<ManifestVerifier>,
+    /// Present on roles that mint or open grants.
+    pub sealer: Option<GrantSealer>,
+    /// Derives storage namespaces (minting roles).
+    pub sessions: Option<SessionKeyDeriver>,
+    /// `None` when authentication is explicitly off.
+    pub service_token: Option<ServiceToken>,
+    /// `SANDBOX_REQUIRE_EGRESS_MANIFEST`.
+    pub require_manifest: bool,
+    /// `CODEAPI_TENANT_ISOLATION_STRICT`.
+    pub tenant_isolation_strict: bool,
+    /// Default manifest lifetime.
+    pub manifest_ttl_secs: i64,
+    /// Default grant lifetime.
+    pub grant_ttl_secs: i64,
+    /// The time.
+    pub clock: Arc<dyn Clock>,
+    /// Recent refusals.
+    pub refusals: RefusalLog,
+    /// Counters for `/metrics`.
+    pub metrics: Metrics,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// Builds the state from a validated configuration, moving the keys out of it.
+    pub fn from_config(config: Config, clock: Arc<dyn Clock>) -> Self {
+        let auth_required = config.service_auth_required();
+        let verifier = config.manifest_verifying_keys.map(|keys| {
+            let mut v = ManifestVerifier::new(keys);
+            v.clock_skew_secs = config.manifest_clock_skew_secs;
+            v.max_lifetime_secs = config.manifest_max_lifetime_secs;
+            v
+        });
+        let sealer = config.grant_secret.as_ref().map(|secret| {
+            let sealer = GrantSealer::new(secret);
+            match &config.grant_previous_secret {
+                Some(previous) => sealer.with_previous(previous),
+                None => sealer,
+            }
+        });
+        let sessions = config
+            .grant_secret
+            .as_ref()
+            .filter(|_| config.role.mints())
+            .map(|s| SessionKeyDeriver::new(s, config.tenant_isolation_strict));
+        Self(Arc::new(Inner {
+            role: config.role,
+            signer: config.manifest_signing_key.map(ManifestSigner::new),
+            verifier,
+            sealer,
+            sessions,
+            service_token: if auth_required {
+                config.service_token
+            } else {
+                None
+            },
+            require_manifest: config.require_manifest,
+            tenant_isolation_strict: config.tenant_isolation_strict,
+            manifest_ttl_secs: config.manifest_ttl_secs,
+            grant_ttl_secs: config.grant_ttl_secs,
+            refusals: RefusalLog::new(1000, clock.clone()),
+            metrics: Metrics::default(),
+            clock,
+        }))
+    }
+}
+
+/// The most recent refusals, newest last, plus a log line and a counter for
+/// each. Records hold codes and identifiers only (see [`Refusal`]).
+///
+/// This is the in-memory record of a single node; the durable, shared record
+/// arrives with the store.
+pub struct RefusalLog {
+    cap: usize,
+    clock: Arc<dyn Clock>,
+    entries: Mutex<VecDeque<Refusal>>,
+    counts: Vec<AtomicU64>,
+}
+
+impl RefusalLog {
+    /// A log keeping the last `cap` refusals.
+    pub fn new(cap: usize, clock: Arc<dyn Clock>) -> Self {
+        let counts = (0..RefusalKind::ALL.len() * Reason::ALL.len())
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        Self {
+            cap,
+            clock,
+            entries: Mutex::new(VecDeque::with_capacity(cap)),
+            counts,
+        }
+    }
+
+    /// Records one refusal.
+    pub fn record(
+        &self,
+        kind: RefusalKind,
+        reason: Reason,
+        tenant_id: Option<&str>,
+        run_id: Option<&str>,
+        request_id: Option<&str>,
+    ) {
+        tracing::warn!(
+            kind = kind.as_str(),
+            reason = reason.as_str(),
+            tenant_id = tenant_id.unwrap_or(""),
+            run_id = run_id.unwrap_or(""),
+            request_id = request_id.unwrap_or(""),
+            "refused"
+        );
+        let refusal = Refusal {
+            kind,
+            reason,
+            tenant_id: tenant_id.map(str::to_owned),
+            run_id: run_id.map(str::to_owned),
+            request_id: request_id.map(str::to_owned),
+            at: self.clock.now(),
+        };
+        if let Some(c) = self.counts.get(Self::slot(kind, reason)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if entries.len() == self.cap {
+            entries.pop_front();
+        }
+        entries.push_back(refusal);
+    }
+
+    /// The recorded refusals, oldest first.
+    pub fn recent(&self) -> Vec<Refusal> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    fn slot(kind: RefusalKind, reason: Reason) -> usize {
+        let k = RefusalKind::ALL
+            .iter()
+            .position(|x| *x == kind)
+            .unwrap_or(0);
+        let r = Reason::ALL.iter().position(|x| *x == reason).unwrap_or(0);
+        k * Reason::ALL.len() + r
+    }
+
+    fn render(&self, out: &mut String) {
+        out.push_str("# HELP gatehouse_refusals_total Security refusals by kind and reason.\n");
+        out.push_str("# TYPE gatehouse_refusals_total counter\n");
+        for kind in RefusalKind::ALL {
+            for reason in Reason::ALL {
+                let n = self
+                    .counts
+                    .get(Self::slot(*kind, *reason))
+                    .map_or(0, |c| c.load(Ordering::Relaxed));
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "gatehouse_refusals_total{{kind=\"{kind}\",reason=\"{reason}\"}} {n}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Response counters by status class. Labels come from closed sets only, so
+/// no request data can reach a metric label.
+#[derive(Default)]
+pub struct Metrics {
+    by_class: [AtomicU64; 5],
+}
+
+impl Metrics {
+    /// Counts one response.
+    pub fn record_response(&self, status: u16) {
+        let class = usize::from(status / 100).saturating_sub(1).min(4);
+        self.by_class[class].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Prometheus text exposition of every counter.
+    pub fn render(&self, refusals: &RefusalLog) -> String {
+        let mut out = String::new();
+        out.push_str("# HELP gatehouse_http_responses_total HTTP responses by status class.\n");
+        out.push_str("# TYPE gatehouse_http_responses_total counter\n");
+        for (i, c) in self.by_class.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "gatehouse_http_responses_total{{class=\"{}xx\"}} {}",
+                i + 1,
+                c.load(Ordering::Relaxed)
+            );
+        }
+        refusals.render(&mut out);
+        out
+    }
+}
