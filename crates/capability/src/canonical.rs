@@ -16,6 +16,7 @@
 
 use std::fmt;
 
+use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -40,16 +41,26 @@ pub enum CanonicalError {
 pub struct BodyDigest(pub [u8; 32]);
 
 impl BodyDigest {
-    /// Digest of a JSON body given as bytes.
+    /// Digest of a JSON body given as bytes: parsed and canonicalized in one
+    /// pass, without building a tree (this is on every verification's path).
     pub fn of_json_bytes(bytes: &[u8]) -> Result<Self, CanonicalError> {
-        Self::of_value(&parse_strict(bytes)?)
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let written = CanonicalSeed { out: &mut out }.deserialize(&mut de).and_then(|()| de.end());
+        match written {
+            Ok(()) => Ok(Self(Sha256::digest(&out).into())),
+            Err(e) if e.to_string().starts_with(OUT_OF_RANGE) => Err(CanonicalError::NumberOutOfRange),
+            Err(e) => Err(CanonicalError::Syntax(syntax_message(&e))),
+        }
     }
 
     /// Digest of an already-parsed JSON value.
     pub fn of_value(value: &Value) -> Result<Self, CanonicalError> {
-        let mut sink = HashSink(Sha256::new());
-        write_canonical(value, &mut sink)?;
-        Ok(Self(sink.0.finalize().into()))
+        // Canonicalize into one buffer, then hash once: cheaper than feeding
+        // the hasher many one-byte pieces.
+        let mut out = Vec::with_capacity(1024);
+        write_canonical(value, &mut out)?;
+        Ok(Self(Sha256::digest(&out).into()))
     }
 
     /// Lowercase hex.
@@ -75,11 +86,8 @@ impl fmt::Debug for BodyDigest {
 /// Nesting is bounded by serde_json's recursion limit (128).
 pub fn parse_strict(bytes: &[u8]) -> Result<Value, CanonicalError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = StrictValue
-        .deserialize(&mut de)
-        .map_err(|e| CanonicalError::Syntax(syntax_message(&e)))?;
-    de.end()
-        .map_err(|e| CanonicalError::Syntax(syntax_message(&e)))?;
+    let value = StrictValue.deserialize(&mut de).map_err(|e| CanonicalError::Syntax(syntax_message(&e)))?;
+    de.end().map_err(|e| CanonicalError::Syntax(syntax_message(&e)))?;
     Ok(value)
 }
 
@@ -97,53 +105,35 @@ fn syntax_message(e: &serde_json::Error) -> String {
 
 /// Writes the RFC 8785 form of `value`.
 pub fn canonical_string(value: &Value) -> Result<String, CanonicalError> {
-    let mut out = VecSink(Vec::new());
+    let mut out = Vec::new();
     write_canonical(value, &mut out)?;
     // Canonical output is built from valid UTF-8 pieces only.
-    String::from_utf8(out.0).map_err(|_| CanonicalError::Syntax("invalid UTF-8".into()))
+    String::from_utf8(out).map_err(|_| CanonicalError::Syntax("invalid UTF-8".into()))
 }
 
-trait Sink {
-    fn put(&mut self, bytes: &[u8]);
-}
-
-struct HashSink(Sha256);
-impl Sink for HashSink {
-    fn put(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
-    }
-}
-
-struct VecSink(Vec<u8>);
-impl Sink for VecSink {
-    fn put(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes);
-    }
-}
-
-fn write_canonical(value: &Value, out: &mut impl Sink) -> Result<(), CanonicalError> {
+fn write_canonical(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
     match value {
-        Value::Null => out.put(b"null"),
-        Value::Bool(true) => out.put(b"true"),
-        Value::Bool(false) => out.put(b"false"),
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
         Value::Number(n) => write_number(n, out)?,
         Value::String(s) => write_string(s, out),
         Value::Array(items) => {
-            out.put(b"[");
+            out.extend_from_slice(b"[");
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.put(b",");
+                    out.extend_from_slice(b",");
                 }
                 write_canonical(item, out)?;
             }
-            out.put(b"]");
+            out.extend_from_slice(b"]");
         }
         Value::Object(map) => write_object(map, out)?,
     }
     Ok(())
 }
 
-fn write_object(map: &Map<String, Value>, out: &mut impl Sink) -> Result<(), CanonicalError> {
+fn write_object(map: &Map<String, Value>, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
     // serde_json's map iterates in UTF-8 byte order, which equals code point
     // order. JCS sorts by UTF-16 code units; the two orders differ only when a
     // key holds a character at or above U+E000, so re-sort only then.
@@ -151,49 +141,206 @@ fn write_object(map: &Map<String, Value>, out: &mut impl Sink) -> Result<(), Can
     if map.keys().any(|k| k.chars().any(|c| c >= '\u{E000}')) {
         entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
     }
-    out.put(b"{");
+    out.extend_from_slice(b"{");
     for (i, (k, v)) in entries.into_iter().enumerate() {
         if i > 0 {
-            out.put(b",");
+            out.extend_from_slice(b",");
         }
         write_string(k, out);
-        out.put(b":");
+        out.extend_from_slice(b":");
         write_canonical(v, out)?;
     }
-    out.put(b"}");
+    out.extend_from_slice(b"}");
     Ok(())
 }
 
-fn write_number(n: &serde_json::Number, out: &mut impl Sink) -> Result<(), CanonicalError> {
+fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
     if let Some(u) = n.as_u64() {
         if u > MAX_SAFE_INTEGER {
             return Err(CanonicalError::NumberOutOfRange);
         }
-        out.put(u.to_string().as_bytes());
+        out.extend_from_slice(itoa::Buffer::new().format(u).as_bytes());
     } else if let Some(i) = n.as_i64() {
         if i.unsigned_abs() > MAX_SAFE_INTEGER {
             return Err(CanonicalError::NumberOutOfRange);
         }
-        out.put(i.to_string().as_bytes());
+        out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
     } else if let Some(f) = n.as_f64() {
         // A float with an integral value beyond 2^53 (e.g. 1e300) is a valid
         // double, and JCS prints it in ECMAScript form; only integer tokens
         // risk silent rounding, and those arrive as u64/i64 above.
         let mut buf = ryu_js::Buffer::new();
-        out.put(buf.format_finite(f).as_bytes());
+        out.extend_from_slice(buf.format_finite(f).as_bytes());
     } else {
         return Err(CanonicalError::NumberOutOfRange);
     }
     Ok(())
 }
 
-fn write_string(s: &str, out: &mut impl Sink) {
-    // serde_json's escaping is exactly JCS's: the two-character escapes for
-    // \b \f \n \r \t \" \\, lowercase \u00xx for other control characters,
-    // and everything else (including '/' and non-ASCII) as is.
-    let mut buf = Vec::with_capacity(s.len() + 2);
-    if serde_json::to_writer(&mut buf, s).is_ok() {
-        out.put(&buf);
+/// JCS string escaping (RFC 8785 §3.2.2.2): the two-character escapes for
+/// `\b \f \n \r \t \" \\`, lowercase `\u00xx` for the other control
+/// characters, and every other character (including `/`, DEL and non-ASCII)
+/// as its UTF-8 bytes.
+fn write_string(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => {
+                out.extend_from_slice(&bytes[start..i]);
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(b >> 4)]);
+                out.push(HEX[usize::from(b & 0xf)]);
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        out.extend_from_slice(escape);
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+const OUT_OF_RANGE: &str = "number out of I-JSON range";
+
+/// Parses one JSON value and writes its canonical form, refusing duplicate
+/// keys and out-of-range integers exactly as [`parse_strict`] followed by
+/// [`canonical_string`] would (a property test holds the two paths equal).
+struct CanonicalSeed<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+impl<'de> DeserializeSeed<'de> for CanonicalSeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for CanonicalSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<(), E> {
+        self.out.extend_from_slice(if v { b"true" } else { b"false" });
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        write_number(&serde_json::Number::from(v), self.out).map_err(|_| E::custom(OUT_OF_RANGE))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        write_number(&serde_json::Number::from(v), self.out).map_err(|_| E::custom(OUT_OF_RANGE))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        let n = serde_json::Number::from_f64(v).ok_or_else(|| E::custom("non-finite number"))?;
+        write_number(&n, self.out).map_err(|_| E::custom(OUT_OF_RANGE))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        write_string(v, self.out);
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.out.extend_from_slice(b"null");
+        Ok(())
+    }
+    fn visit_none<E>(self) -> Result<(), E> {
+        self.out.extend_from_slice(b"null");
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.out.push(b'[');
+        let mut first = true;
+        loop {
+            // Write the separator first, and take it back if the array ended.
+            let mark = self.out.len();
+            if !first {
+                self.out.push(b',');
+            }
+            if seq.next_element_seed(CanonicalSeed { out: &mut *self.out })?.is_none() {
+                self.out.truncate(mark);
+                break;
+            }
+            first = false;
+        }
+        self.out.push(b']');
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<(), A::Error> {
+        // Every value of this object goes into one buffer; entries remember
+        // their key and byte range, and are emitted in canonical key order.
+        let mut values = Vec::new();
+        let mut entries: Vec<(Key<'de>, std::ops::Range<usize>)> = Vec::new();
+        while let Some(key) = access.next_key::<Key<'de>>()? {
+            let start = values.len();
+            access.next_value_seed(CanonicalSeed { out: &mut values })?;
+            entries.push((key, start..values.len()));
+        }
+        if entries.iter().any(|(k, _)| k.as_str().chars().any(|c| c >= '\u{E000}')) {
+            entries.sort_by(|a, b| a.0.as_str().encode_utf16().cmp(b.0.as_str().encode_utf16()));
+        } else {
+            entries.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        }
+        if entries.windows(2).any(|w| w[0].0.as_str() == w[1].0.as_str()) {
+            return Err(de::Error::custom("duplicate key"));
+        }
+        self.out.push(b'{');
+        for (i, (k, range)) in entries.into_iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            write_string(k.as_str(), self.out);
+            self.out.push(b':');
+            self.out.extend_from_slice(&values[range]);
+        }
+        self.out.push(b'}');
+        Ok(())
+    }
+}
+
+/// An object key, borrowed from the input when it has no escapes.
+enum Key<'de> {
+    Borrowed(&'de str),
+    Owned(String),
+}
+
+impl Key<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            Key::Borrowed(s) => s,
+            Key::Owned(s) => s,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key::Borrowed(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key::Owned(v.to_owned()))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
     }
 }
 
@@ -225,9 +372,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
         Ok(Value::from(v))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        serde_json::Number::from_f64(v)
-            .map(Value::Number)
-            .ok_or_else(|| E::custom("non-finite number"))
+        serde_json::Number::from_f64(v).map(Value::Number).ok_or_else(|| E::custom("non-finite number"))
     }
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
         Ok(Value::String(v.to_owned()))
@@ -251,11 +396,10 @@ impl<'de> Visitor<'de> for StrictVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut map = Map::new();
         while let Some(key) = access.next_key::<String>()? {
-            if map.contains_key(&key) {
+            let value = access.next_value_seed(StrictValue)?;
+            if map.insert(key, value).is_some() {
                 return Err(de::Error::custom("duplicate key"));
             }
-            let value = access.next_value_seed(StrictValue)?;
-            map.insert(key, value);
         }
         Ok(Value::Object(map))
     }
@@ -290,10 +434,8 @@ mod tests {
     #[test]
     fn order_and_whitespace_do_not_change_the_digest_but_values_do() {
         let a = BodyDigest::of_json_bytes(br#"{"a":1,"b":[1,2,{"c":"x"}]}"#).unwrap();
-        let b = BodyDigest::of_json_bytes(
-            b" { \"b\" : [ 1 , 2 , { \"c\" : \"x\" } ] ,\n \"a\" : 1.0 } ",
-        )
-        .unwrap();
+        let b = BodyDigest::of_json_bytes(b" { \"b\" : [ 1 , 2 , { \"c\" : \"x\" } ] ,\n \"a\" : 1.0 } ")
+            .unwrap();
         assert_eq!(a, b);
         let c = BodyDigest::of_json_bytes(br#"{"a":1,"b":[1,2,{"c":"y"}]}"#).unwrap();
         assert_ne!(a, c);
@@ -310,36 +452,70 @@ mod tests {
     #[test]
     fn numbers_that_would_collide_are_refused() {
         assert_eq!(
-            parse_strict(b"9007199254740991")
-                .map(|v| canonical_string(&v).unwrap())
-                .unwrap(),
+            parse_strict(b"9007199254740991").map(|v| canonical_string(&v).unwrap()).unwrap(),
             "9007199254740991"
         );
-        assert_eq!(
-            BodyDigest::of_json_bytes(b"9007199254740993"),
-            Err(CanonicalError::NumberOutOfRange)
-        );
-        assert_eq!(
-            BodyDigest::of_json_bytes(b"-9007199254740992"),
-            Err(CanonicalError::NumberOutOfRange)
-        );
+        assert_eq!(BodyDigest::of_json_bytes(b"9007199254740993"), Err(CanonicalError::NumberOutOfRange));
+        assert_eq!(BodyDigest::of_json_bytes(b"-9007199254740992"), Err(CanonicalError::NumberOutOfRange));
     }
 
     #[test]
     fn malformed_input_is_an_error_not_a_panic() {
-        for bad in [
-            &b""[..],
-            b"{",
-            b"[1,]",
-            b"\"\\ud800\"",
-            b"1e999",
-            b"{} x",
-            b"\xff",
-        ] {
+        for bad in [&b""[..], b"{", b"[1,]", b"\"\\ud800\"", b"1e999", b"{} x", b"\xff"] {
             assert!(BodyDigest::of_json_bytes(bad).is_err(), "{bad:?}");
         }
         let deep = "[".repeat(10_000) + &"]".repeat(10_000);
         assert!(BodyDigest::of_json_bytes(deep.as_bytes()).is_err());
+    }
+
+    proptest::proptest! {
+        /// The one-pass digest and the tree digest agree on every document.
+        #[test]
+        fn one_pass_and_tree_digests_agree(v in arb_json()) {
+            let text = serde_json::to_vec(&v).unwrap();
+            let tree = parse_strict(&text).and_then(|v| BodyDigest::of_value(&v));
+            proptest::prop_assert_eq!(BodyDigest::of_json_bytes(&text), tree);
+        }
+
+        /// Reordering keys and adding whitespace never changes the digest.
+        #[test]
+        fn pretty_printing_keeps_the_digest(v in arb_json()) {
+            let compact = serde_json::to_vec(&v).unwrap();
+            let pretty = serde_json::to_vec_pretty(&v).unwrap();
+            proptest::prop_assert_eq!(BodyDigest::of_json_bytes(&compact), BodyDigest::of_json_bytes(&pretty));
+        }
+    }
+
+    fn arb_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (-(1i64 << 53) + 1..(1i64 << 53)).prop_map(Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            "\\PC{0,12}".prop_map(Value::from),
+            proptest::string::string_regex("[\\x00-\\x1f\"\\\\\u{e000}-\u{e010}\u{1f600}a-z]{0,6}")
+                .unwrap()
+                .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z\u{e000}\u{1f600}]{0,4}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    #[test]
+    fn one_pass_refuses_what_the_tree_refuses() {
+        for bad in [&br#"{"a":1,"a":2}"#[..], br#"[{"x":{"y":1,"y":1}}]"#] {
+            assert!(matches!(BodyDigest::of_json_bytes(bad), Err(CanonicalError::Syntax(_))));
+        }
+        assert_eq!(
+            BodyDigest::of_json_bytes(b"[1, 9007199254740993]"),
+            Err(CanonicalError::NumberOutOfRange)
+        );
     }
 
     #[test]

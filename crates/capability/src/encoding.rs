@@ -20,10 +20,7 @@ pub(crate) fn b64url_decode(text: &str) -> Option<Vec<u8>> {
 pub(crate) fn b64_decode_lenient_whitespace(text: &str) -> Option<Vec<u8>> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
     let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-    STANDARD
-        .decode(&compact)
-        .or_else(|_| STANDARD_NO_PAD.decode(&compact))
-        .ok()
+    STANDARD.decode(&compact).or_else(|_| STANDARD_NO_PAD.decode(&compact)).ok()
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! current or previous secret during rotation without trial decryption.
 //! Nonces are 192-bit random values, safe to draw independently on every node.
 
-use chacha20poly1305::aead::{Aead as _, Payload};
+use chacha20poly1305::aead::{Aead as _, AeadInOut as _, Payload};
 use chacha20poly1305::{KeyInit as _, XChaCha20Poly1305, XNonce};
 use gatehouse_core::{Reason, UnixTime, is_valid_id, new_id};
 use hkdf::Hkdf;
@@ -46,11 +46,7 @@ pub struct GrantBudgets {
 impl Default for GrantBudgets {
     /// Conservative defaults for a grant minted without explicit budgets.
     fn default() -> Self {
-        Self {
-            max_upload_bytes: 50 * 1024 * 1024,
-            max_output_files: 100,
-            max_requests: 1000,
-        }
+        Self { max_upload_bytes: 50 * 1024 * 1024, max_output_files: 100, max_requests: 1000 }
     }
 }
 
@@ -156,32 +152,16 @@ impl GrantRequest {
     ) -> Result<GrantClaims, MintError> {
         let grant_id = self.grant_id.unwrap_or_else(|| new_id("gr"));
         let check = |id: &str, what: &'static str| {
-            if is_valid_id(id) {
-                Ok(())
-            } else {
-                Err(MintError::Invalid(what))
-            }
+            if is_valid_id(id) { Ok(()) } else { Err(MintError::Invalid(what)) }
         };
-        check(
-            &grant_id,
-            "grant_id must be 1-128 characters of [A-Za-z0-9._:-]",
-        )?;
-        check(
-            &self.exec_id,
-            "exec_id must be 1-128 characters of [A-Za-z0-9._:-]",
-        )?;
-        check(
-            &self.user_id,
-            "user_id must be 1-128 characters of [A-Za-z0-9._:-]",
-        )?;
+        check(&grant_id, "grant_id must be 1-128 characters of [A-Za-z0-9._:-]")?;
+        check(&self.exec_id, "exec_id must be 1-128 characters of [A-Za-z0-9._:-]")?;
+        check(&self.user_id, "user_id must be 1-128 characters of [A-Za-z0-9._:-]")?;
         if let Some(t) = &self.tenant_id {
             check(t, "tenant_id must be 1-128 characters of [A-Za-z0-9._:-]")?;
         }
         if let Some(o) = &self.output_session_id {
-            check(
-                o,
-                "output_session_id must be 1-128 characters of [A-Za-z0-9._:-]",
-            )?;
+            check(o, "output_session_id must be 1-128 characters of [A-Za-z0-9._:-]")?;
         }
         let defaults = GrantBudgets::default();
         let iat = self.iat.unwrap_or(now);
@@ -238,20 +218,14 @@ pub struct GrantSealer {
 
 impl std::fmt::Debug for GrantSealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GrantSealer")
-            .field("previous", &self.previous.is_some())
-            .finish_non_exhaustive()
+        f.debug_struct("GrantSealer").field("previous", &self.previous.is_some()).finish_non_exhaustive()
     }
 }
 
 impl GrantSealer {
     /// A sealer for `secret` (already checked strong by [`Secret::new`]).
     pub fn new(secret: &Secret) -> Self {
-        Self {
-            current: SealKey::derive(secret),
-            previous: None,
-            clock_skew_secs: 30,
-        }
+        Self { current: SealKey::derive(secret), previous: None, clock_skew_secs: 30 }
     }
 
     /// Also opens grants sealed under `previous`, so the secret can be
@@ -266,19 +240,12 @@ impl GrantSealer {
     pub fn mint(&self, claims: &GrantClaims) -> Result<String, MintError> {
         let mut nonce = [0u8; NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|_| MintError::Random)?;
-        let plaintext = zeroize::Zeroizing::new(
-            serde_json::to_vec(claims).map_err(|_| MintError::Invalid("claims"))?,
-        );
+        let plaintext =
+            zeroize::Zeroizing::new(serde_json::to_vec(claims).map_err(|_| MintError::Invalid("claims"))?);
         let sealed = self
             .current
             .cipher
-            .encrypt(
-                &XNonce::from(nonce),
-                Payload {
-                    msg: &plaintext,
-                    aad: GRANT_AAD,
-                },
-            )
+            .encrypt(&XNonce::from(nonce), Payload { msg: &plaintext, aad: GRANT_AAD })
             .map_err(|_| MintError::Invalid("claims too large"))?;
         let mut raw = Vec::with_capacity(KID_LEN + NONCE_LEN + sealed.len());
         raw.extend_from_slice(&self.current.kid);
@@ -295,33 +262,27 @@ impl GrantSealer {
         if token.len() > MAX_GRANT_TOKEN_BYTES {
             return Err(Reason::GrantTooLarge);
         }
-        let body = token
-            .strip_prefix(GRANT_PREFIX)
-            .ok_or(Reason::GrantBadPrefix)?;
-        let raw = b64url_decode(body).ok_or(Reason::GrantMalformed)?;
+        let body = token.strip_prefix(GRANT_PREFIX).ok_or(Reason::GrantBadPrefix)?;
+        let mut raw = zeroize::Zeroizing::new(b64url_decode(body).ok_or(Reason::GrantMalformed)?);
         if raw.len() < KID_LEN + NONCE_LEN + TAG_LEN {
             return Err(Reason::GrantMalformed);
         }
-        let (kid, rest) = raw.split_at(KID_LEN);
-        let (nonce, sealed) = rest.split_at(NONCE_LEN);
+        let (head, sealed) = raw.split_at_mut(KID_LEN + NONCE_LEN);
+        let (kid, nonce) = head.split_at(KID_LEN);
         let key = std::iter::once(&self.current)
             .chain(self.previous.as_ref())
             .find(|k| k.kid == kid)
             .ok_or(Reason::GrantUnknownKey)?;
         let nonce = XNonce::try_from(nonce).map_err(|_| Reason::GrantMalformed)?;
-        let plaintext = zeroize::Zeroizing::new(
-            key.cipher
-                .decrypt(
-                    &nonce,
-                    Payload {
-                        msg: sealed,
-                        aad: GRANT_AAD,
-                    },
-                )
-                .map_err(|_| Reason::GrantTampered)?,
-        );
+        let (plaintext, tag) = sealed.split_at_mut(sealed.len() - TAG_LEN);
+        let tag = chacha20poly1305::Tag::try_from(&*tag).map_err(|_| Reason::GrantMalformed)?;
+        // Decrypt in place in the decoded buffer (wiped on drop): no second
+        // copy of the claims is made.
+        key.cipher
+            .decrypt_inout_detached(&nonce, GRANT_AAD, plaintext.into(), &tag)
+            .map_err(|_| Reason::GrantTampered)?;
         let claims: GrantClaims =
-            serde_json::from_slice(&plaintext).map_err(|_| Reason::GrantClaimsInvalid)?;
+            serde_json::from_slice(plaintext).map_err(|_| Reason::GrantClaimsInvalid)?;
         if claims.v != 1 || claims.typ != "grant" {
             return Err(Reason::GrantClaimsInvalid);
         }
@@ -374,16 +335,10 @@ mod tests {
     fn each_failure_has_its_own_reason() {
         let sealer = GrantSealer::new(&secret("a"));
         let token = sealer.mint(&claims()).unwrap();
-        assert_eq!(
-            GrantSealer::new(&secret("b")).open(&token, NOW),
-            Err(Reason::GrantUnknownKey)
-        );
+        assert_eq!(GrantSealer::new(&secret("b")).open(&token, NOW), Err(Reason::GrantUnknownKey));
         assert_eq!(sealer.open(&token, NOW + 300), Err(Reason::GrantExpired));
         assert_eq!(sealer.open(&token, NOW - 31), Err(Reason::GrantNotYetValid));
-        assert_eq!(
-            sealer.open(&token.replacen("ceg1.", "ceg2.", 1), NOW),
-            Err(Reason::GrantBadPrefix)
-        );
+        assert_eq!(sealer.open(&token.replacen("ceg1.", "ceg2.", 1), NOW), Err(Reason::GrantBadPrefix));
         assert_eq!(sealer.open("", NOW), Err(Reason::GrantMissing));
         assert_eq!(sealer.open("ceg1.!!", NOW), Err(Reason::GrantMalformed));
         assert_eq!(sealer.open("ceg1.AAAA", NOW), Err(Reason::GrantMalformed));
@@ -394,10 +349,7 @@ mod tests {
         let mut raw = b64url_decode(&token[5..]).unwrap();
         let last = raw.len() - 1;
         raw[last] ^= 0x80;
-        assert_eq!(
-            sealer.open(&format!("ceg1.{}", b64url_encode(&raw)), NOW),
-            Err(Reason::GrantTampered)
-        );
+        assert_eq!(sealer.open(&format!("ceg1.{}", b64url_encode(&raw)), NOW), Err(Reason::GrantTampered));
     }
 
     #[test]
@@ -412,26 +364,17 @@ mod tests {
 
     #[test]
     fn a_request_cannot_supply_a_session_key() {
-        let err = serde_json::from_str::<GrantRequest>(
-            r#"{"exec_id":"e","user_id":"u","session_key":"forged"}"#,
-        );
+        let err =
+            serde_json::from_str::<GrantRequest>(r#"{"exec_id":"e","user_id":"u","session_key":"forged"}"#);
         assert!(err.is_err());
     }
 
     #[test]
     fn bad_requests_are_refused() {
-        let bad = GrantRequest {
-            exec_id: "a b".into(),
-            user_id: "u".into(),
-            ..Default::default()
-        };
+        let bad = GrantRequest { exec_id: "a b".into(), user_id: "u".into(), ..Default::default() };
         assert!(bad.into_claims("k".into(), NOW, 60).is_err());
-        let bad = GrantRequest {
-            exec_id: "e".into(),
-            user_id: "u".into(),
-            exp: Some(NOW),
-            ..Default::default()
-        };
+        let bad =
+            GrantRequest { exec_id: "e".into(), user_id: "u".into(), exp: Some(NOW), ..Default::default() };
         assert!(bad.into_claims("k".into(), NOW, 60).is_err());
     }
 }

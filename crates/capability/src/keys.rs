@@ -91,14 +91,12 @@ impl ManifestSigningKey {
     /// The matching verification keys (what a runner may hold).
     pub fn verifying_keys(&self) -> ManifestVerifyingKeys {
         match self {
-            Self::Ed25519 { key, kid } => ManifestVerifyingKeys {
-                ed25519: vec![(kid.clone(), key.verifying_key())],
-                hmac: None,
-            },
-            Self::Hmac { secret, kid } => ManifestVerifyingKeys {
-                ed25519: Vec::new(),
-                hmac: Some((kid.clone(), secret.clone())),
-            },
+            Self::Ed25519 { key, kid } => {
+                ManifestVerifyingKeys { ed25519: vec![(kid.clone(), key.verifying_key())], hmac: None }
+            }
+            Self::Hmac { secret, kid } => {
+                ManifestVerifyingKeys { ed25519: Vec::new(), hmac: Some((kid.clone(), secret.clone())) }
+            }
         }
     }
 
@@ -117,10 +115,7 @@ impl ManifestSigningKey {
     /// SPKI PEM of the public half (`None` for HMAC).
     pub fn public_key_pem(&self) -> Option<String> {
         match self {
-            Self::Ed25519 { key, .. } => key
-                .verifying_key()
-                .to_public_key_pem(Default::default())
-                .ok(),
+            Self::Ed25519 { key, .. } => key.verifying_key().to_public_key_pem(Default::default()).ok(),
             Self::Hmac { .. } => None,
         }
     }
@@ -186,10 +181,7 @@ impl ManifestVerifyingKeys {
 
     /// The Ed25519 key ids held, in order.
     pub fn kids(&self) -> impl Iterator<Item = &str> {
-        self.ed25519
-            .iter()
-            .map(|(k, _)| k.as_str())
-            .chain(self.hmac.iter().map(|(k, _)| k.as_str()))
+        self.ed25519.iter().map(|(k, _)| k.as_str()).chain(self.hmac.iter().map(|(k, _)| k.as_str()))
     }
 
     /// Whether any key is held.
@@ -233,9 +225,7 @@ fn parse_private(text: &str) -> Result<SigningKey, KeyError> {
     let key = match pem_label(&text) {
         Some("PRIVATE KEY") => SigningKey::from_pkcs8_pem(&text).map_err(pkcs8_error)?,
         Some("PUBLIC KEY") => {
-            return Err(KeyError::WrongType(
-                "a public key was given where the private key belongs",
-            ));
+            return Err(KeyError::WrongType("a public key was given where the private key belongs"));
         }
         Some("ENCRYPTED PRIVATE KEY") => {
             return Err(KeyError::WrongType(
@@ -253,9 +243,7 @@ fn parse_private(text: &str) -> Result<SigningKey, KeyError> {
                 Ok(k) => k,
                 Err(e) if VerifyingKey::from_public_key_der(&der).is_ok() => {
                     let _ = e;
-                    return Err(KeyError::WrongType(
-                        "a public key was given where the private key belongs",
-                    ));
+                    return Err(KeyError::WrongType("a public key was given where the private key belongs"));
                 }
                 Err(e) => return Err(pkcs8_error(e)),
             }
@@ -271,17 +259,17 @@ fn parse_public(text: &str) -> Result<VerifyingKey, KeyError> {
     }
     match pem_label(&text) {
         Some("PUBLIC KEY") => VerifyingKey::from_public_key_pem(&text).map_err(spki_error),
-        Some(label) if label.contains("PRIVATE KEY") => Err(KeyError::WrongType(
-            "a private key was given where only the public key belongs",
-        )),
+        Some(label) if label.contains("PRIVATE KEY") => {
+            Err(KeyError::WrongType("a private key was given where only the public key belongs"))
+        }
         Some(_) => Err(KeyError::WrongType("not an Ed25519 SPKI public key")),
         None => {
             let der = b64_decode_lenient_whitespace(&text).ok_or(KeyError::Malformed)?;
             match VerifyingKey::from_public_key_der(&der) {
                 Ok(k) => Ok(k),
-                Err(_) if SigningKey::from_pkcs8_der(&der).is_ok() => Err(KeyError::WrongType(
-                    "a private key was given where only the public key belongs",
-                )),
+                Err(_) if SigningKey::from_pkcs8_der(&der).is_ok() => {
+                    Err(KeyError::WrongType("a private key was given where only the public key belongs"))
+                }
                 Err(e) => Err(spki_error(e)),
             }
         }
@@ -297,9 +285,7 @@ fn pkcs8_error(e: ed25519_dalek::pkcs8::Error) -> KeyError {
 
 fn spki_error(e: ed25519_dalek::pkcs8::spki::Error) -> KeyError {
     match e {
-        ed25519_dalek::pkcs8::spki::Error::OidUnknown { .. } => {
-            KeyError::WrongType("not an Ed25519 key")
-        }
+        ed25519_dalek::pkcs8::spki::Error::OidUnknown { .. } => KeyError::WrongType("not an Ed25519 key"),
         _ => KeyError::Malformed,
     }
 }
@@ -312,9 +298,8 @@ fn split_key_list(text: &str) -> Vec<&str> {
         let mut rest = text;
         while let Some(start) = rest.find("-----BEGIN") {
             let after = &rest[start..];
-            let end = after
-                .find("-----END")
-                .and_then(|e| after[e + 8..].find("-----").map(|t| e + 8 + t + 5));
+            let end =
+                after.find("-----END").and_then(|e| after[e + 8..].find("-----").map(|t| e + 8 + t + 5));
             match end {
                 Some(end) => {
                     parts.push(&after[..end]);
@@ -328,9 +313,7 @@ fn split_key_list(text: &str) -> Vec<&str> {
         }
         parts
     } else {
-        text.split(|c: char| c == ',' || c.is_ascii_whitespace())
-            .filter(|p| !p.is_empty())
-            .collect()
+        text.split(|c: char| c == ',' || c.is_ascii_whitespace()).filter(|p| !p.is_empty()).collect()
     }
 }
 
@@ -341,10 +324,7 @@ mod tests {
 
     fn pem_pair() -> (String, String) {
         let k = ManifestSigningKey::generate().unwrap();
-        (
-            k.to_pkcs8_pem().unwrap().to_string(),
-            k.public_key_pem().unwrap(),
-        )
+        (k.to_pkcs8_pem().unwrap().to_string(), k.public_key_pem().unwrap())
     }
 
     fn pem_body_to_b64(pem: &str) -> String {
@@ -358,15 +338,9 @@ mod tests {
         let b = ManifestSigningKey::from_ed25519_text(&pem_body_to_b64(&private_pem)).unwrap();
         assert_eq!(a.kid(), b.kid());
         let escaped = private_pem.replace('\n', "\\n");
-        assert_eq!(
-            ManifestSigningKey::from_ed25519_text(&escaped)
-                .unwrap()
-                .kid(),
-            a.kid()
-        );
+        assert_eq!(ManifestSigningKey::from_ed25519_text(&escaped).unwrap().kid(), a.kid());
         let p = ManifestVerifyingKeys::from_public_keys_text(&public_pem).unwrap();
-        let q =
-            ManifestVerifyingKeys::from_public_keys_text(&pem_body_to_b64(&public_pem)).unwrap();
+        let q = ManifestVerifyingKeys::from_public_keys_text(&pem_body_to_b64(&public_pem)).unwrap();
         assert_eq!(p.kids().collect::<Vec<_>>(), vec![a.kid()]);
         assert_eq!(q.kids().collect::<Vec<_>>(), vec![a.kid()]);
     }
@@ -378,13 +352,7 @@ mod tests {
         let keys = ManifestVerifyingKeys::from_public_keys_text(&format!("{one}\n{two}")).unwrap();
         assert_eq!(keys.kids().count(), 2);
         let csv = format!("{},{}", pem_body_to_b64(&one), pem_body_to_b64(&two));
-        assert_eq!(
-            ManifestVerifyingKeys::from_public_keys_text(&csv)
-                .unwrap()
-                .kids()
-                .count(),
-            2
-        );
+        assert_eq!(ManifestVerifyingKeys::from_public_keys_text(&csv).unwrap().kids().count(), 2);
     }
 
     #[test]
@@ -398,10 +366,7 @@ mod tests {
             ManifestVerifyingKeys::from_public_keys_text(&pem_body_to_b64(&private_pem)),
             Err(KeyError::WrongType(_))
         ));
-        assert!(matches!(
-            ManifestSigningKey::from_ed25519_text(&public_pem),
-            Err(KeyError::WrongType(_))
-        ));
+        assert!(matches!(ManifestSigningKey::from_ed25519_text(&public_pem), Err(KeyError::WrongType(_))));
         assert!(matches!(
             ManifestSigningKey::from_ed25519_text(&pem_body_to_b64(&public_pem)),
             Err(KeyError::WrongType(_))
@@ -412,15 +377,9 @@ mod tests {
     fn other_key_types_are_wrong_type() {
         // An EC P-256 SPKI public key (prime256v1), DER in base64.
         let ec = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEWbtvBsx0DMRVSu+nBRO4P2S8+fM3aqpL8xWS2p7e6ItrBM1e/GZ3I3yHRyW3l+vjBa5UkSZs7FbWYJF2BB5l3Q==";
-        assert!(matches!(
-            ManifestVerifyingKeys::from_public_keys_text(ec),
-            Err(KeyError::WrongType(_))
-        ));
+        assert!(matches!(ManifestVerifyingKeys::from_public_keys_text(ec), Err(KeyError::WrongType(_))));
         let rsa = "-----BEGIN RSA PRIVATE KEY-----\nMIIB\n-----END RSA PRIVATE KEY-----\n";
-        assert!(matches!(
-            ManifestSigningKey::from_ed25519_text(rsa),
-            Err(KeyError::WrongType(_))
-        ));
+        assert!(matches!(ManifestSigningKey::from_ed25519_text(rsa), Err(KeyError::WrongType(_))));
     }
 
     #[test]
@@ -432,20 +391,11 @@ mod tests {
             "-----BEGIN PUBLIC KEY-----",
         ] {
             assert!(ManifestSigningKey::from_ed25519_text(bad).is_err(), "{bad}");
-            assert!(
-                ManifestVerifyingKeys::from_public_keys_text(bad).is_err(),
-                "{bad}"
-            );
+            assert!(ManifestVerifyingKeys::from_public_keys_text(bad).is_err(), "{bad}");
         }
         let truncated = base64::engine::general_purpose::STANDARD.encode([0x30, 0x2e, 0x02, 0x01]);
-        assert_eq!(
-            ManifestSigningKey::from_ed25519_text(&truncated).unwrap_err(),
-            KeyError::Malformed
-        );
-        assert_eq!(
-            ManifestSigningKey::from_ed25519_text("  ").unwrap_err(),
-            KeyError::Missing
-        );
+        assert_eq!(ManifestSigningKey::from_ed25519_text(&truncated).unwrap_err(), KeyError::Malformed);
+        assert_eq!(ManifestSigningKey::from_ed25519_text("  ").unwrap_err(), KeyError::Missing);
     }
 
     #[test]

@@ -25,9 +25,7 @@ pub mod session_key;
 pub use canonical::BodyDigest;
 pub use grant::{GrantBudgets, GrantClaims, GrantRequest, GrantSealer};
 pub use keys::{KeyError, ManifestSigningKey, ManifestVerifyingKeys};
-pub use manifest::{
-    ManifestClaims, ManifestPresence, ManifestSigner, ManifestVerifier, VerifiedManifest,
-};
+pub use manifest::{ManifestClaims, ManifestPresence, ManifestSigner, ManifestVerifier, VerifiedManifest};
 pub use secret::{Secret, SecretError};
 pub use service_token::ServiceToken;
 pub use session_key::{Namespace, Principal, SessionKeyDeriver};

@@ -9,8 +9,6 @@
 //! signature — and only then are the claims interpreted. Every failure has
 //! its own reason code.
 
-use std::collections::BTreeMap;
-
 use ed25519_dalek::{Signature, Signer as _};
 use gatehouse_core::{Reason, UnixTime, is_valid_id};
 use hmac::{KeyInit as _, Mac};
@@ -19,7 +17,7 @@ use serde_json::{Map, Value};
 use sha2::Sha256;
 use subtle::ConstantTimeEq as _;
 
-use crate::canonical::{BodyDigest, parse_strict};
+use crate::canonical::BodyDigest;
 use crate::encoding::{b64url_decode, b64url_encode};
 use crate::keys::{ManifestSigningKey, ManifestVerifyingKeys};
 
@@ -32,9 +30,11 @@ pub const MANIFEST_TYP: &str = "gatehouse-manifest+jwt";
 
 /// The claims of an execution manifest.
 ///
-/// Claims gatehouse does not know are kept in `extra` (a platform may carry
-/// its own metadata) but carry no meaning here.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Unknown claims are refused rather than carried: a verifier must never sign
+/// or accept a statement containing something it does not understand.
+/// Platform metadata belongs in the execute body, which the manifest binds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ManifestClaims {
     /// Format version; always 1.
     pub v: u32,
@@ -73,9 +73,6 @@ pub struct ManifestClaims {
     pub iat: UnixTime,
     /// Expires at (Unix seconds).
     pub exp: UnixTime,
-    /// Claims gatehouse does not interpret.
-    #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
 }
 
 /// Why a manifest could not be signed.
@@ -136,13 +133,10 @@ impl ManifestSigner {
         ttl_secs: i64,
     ) -> Result<(String, ManifestClaims), SignError> {
         let digest = body.to_hex();
-        if let Some(given) = claims.get("execute_body_sha256") {
-            if given.as_str() != Some(digest.as_str()) {
-                return Err(SignError::InvalidClaims(
-                    "execute_body_sha256 is computed from the body; a different value was given"
-                        .into(),
-                ));
-            }
+        if claims.get("execute_body_sha256").is_some_and(|given| given.as_str() != Some(digest.as_str())) {
+            return Err(SignError::InvalidClaims(
+                "execute_body_sha256 is computed from the body; a different value was given".into(),
+            ));
         }
         claims.insert("v".into(), Value::from(1));
         claims.insert("typ".into(), Value::from("manifest"));
@@ -150,9 +144,7 @@ impl ManifestSigner {
         claims.insert("execute_body_sha256".into(), Value::from(digest));
         let iat = claims.entry("iat").or_insert(Value::from(now)).as_i64();
         if let Some(iat) = iat {
-            claims
-                .entry("exp")
-                .or_insert(Value::from(iat.saturating_add(ttl_secs)));
+            claims.entry("exp").or_insert(Value::from(iat.saturating_add(ttl_secs)));
         }
         let claims: ManifestClaims = serde_json::from_value(Value::Object(claims))
             .map_err(|e| SignError::InvalidClaims(field_error(&e)))?;
@@ -173,16 +165,10 @@ impl ManifestSigner {
         let mut token = b64url_encode(header.to_string().as_bytes());
         token.push('.');
         // Serializing a struct of strings, integers and JSON values cannot fail.
-        token.push_str(&b64url_encode(
-            &serde_json::to_vec(claims).unwrap_or_default(),
-        ));
+        token.push_str(&b64url_encode(&serde_json::to_vec(claims).unwrap_or_default()));
         let signature = match &self.key {
-            ManifestSigningKey::Ed25519 { key, .. } => {
-                key.sign(token.as_bytes()).to_bytes().to_vec()
-            }
-            ManifestSigningKey::Hmac { secret, .. } => {
-                hmac_tag(secret.expose(), token.as_bytes()).to_vec()
-            }
+            ManifestSigningKey::Ed25519 { key, .. } => key.sign(token.as_bytes()).to_bytes().to_vec(),
+            ManifestSigningKey::Hmac { secret, .. } => hmac_tag(secret.expose(), token.as_bytes()).to_vec(),
         };
         token.push('.');
         token.push_str(&b64url_encode(&signature));
@@ -203,11 +189,7 @@ fn field_error(e: &serde_json::Error) -> String {
     let msg = e.to_string();
     let cut = msg.find(['"', '`']).map_or(msg.as_str(), |i| &msg[..i]);
     let cut = cut.trim_end_matches([' ', ':', ',']);
-    if cut.is_empty() {
-        "claims do not match the manifest schema".into()
-    } else {
-        cut.to_owned()
-    }
+    if cut.is_empty() { "claims do not match the manifest schema".into() } else { cut.to_owned() }
 }
 
 fn validate_claims(c: &ManifestClaims) -> Result<(), &'static str> {
@@ -226,17 +208,11 @@ fn validate_claims(c: &ManifestClaims) -> Result<(), &'static str> {
     if c.tenant_id.as_deref().is_some_and(|t| !is_valid_id(t)) {
         return Err("tenant_id must be 1-128 characters of [A-Za-z0-9._:-]");
     }
-    if c.output_session_id
-        .as_deref()
-        .is_some_and(|t| !is_valid_id(t))
-    {
+    if c.output_session_id.as_deref().is_some_and(|t| !is_valid_id(t)) {
         return Err("output_session_id must be 1-128 characters of [A-Za-z0-9._:-]");
     }
     if c.execute_body_sha256.len() != 64
-        || !c
-            .execute_body_sha256
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        || !c.execute_body_sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     {
         return Err("execute_body_sha256 must be 64 lowercase hex digits");
     }
@@ -271,11 +247,7 @@ struct Header {
 impl ManifestVerifier {
     /// A verifier over `keys` with default skew and lifetime.
     pub fn new(keys: ManifestVerifyingKeys) -> Self {
-        Self {
-            keys,
-            clock_skew_secs: DEFAULT_CLOCK_SKEW_SECS,
-            max_lifetime_secs: DEFAULT_MAX_LIFETIME_SECS,
-        }
+        Self { keys, clock_skew_secs: DEFAULT_CLOCK_SKEW_SECS, max_lifetime_secs: DEFAULT_MAX_LIFETIME_SECS }
     }
 
     /// The keys held.
@@ -295,21 +267,14 @@ impl ManifestVerifier {
         required: bool,
     ) -> Result<ManifestPresence, Reason> {
         match token.map(str::trim).filter(|t| !t.is_empty()) {
-            Some(token) => self
-                .verify(token, body, now)
-                .map(|m| ManifestPresence::Signed(Box::new(m))),
+            Some(token) => self.verify(token, body, now).map(|m| ManifestPresence::Signed(Box::new(m))),
             None if required => Err(Reason::ManifestMissing),
             None => Ok(ManifestPresence::Unsigned),
         }
     }
 
     /// Verifies `token` against the execute body's digest at time `now`.
-    pub fn verify(
-        &self,
-        token: &str,
-        body: &BodyDigest,
-        now: UnixTime,
-    ) -> Result<VerifiedManifest, Reason> {
+    pub fn verify(&self, token: &str, body: &BodyDigest, now: UnixTime) -> Result<VerifiedManifest, Reason> {
         if token.is_empty() {
             return Err(Reason::ManifestMissing);
         }
@@ -323,10 +288,9 @@ impl ManifestVerifier {
             return Err(Reason::ManifestMalformed);
         };
         let header_bytes = b64url_decode(h64).ok_or(Reason::ManifestMalformed)?;
-        let header: Header = parse_strict(&header_bytes)
-            .ok()
-            .and_then(|v| serde_json::from_value(v).ok())
-            .ok_or(Reason::ManifestMalformed)?;
+        // Typed parsing refuses a repeated known field (`"alg"` twice), so
+        // no two readers can disagree about which algorithm was meant.
+        let header: Header = serde_json::from_slice(&header_bytes).map_err(|_| Reason::ManifestMalformed)?;
         // RFC 7515 §4.1.11: extensions marked critical must be understood.
         // gatehouse understands none, so any `crit` is refused.
         if header.crit.is_some() {
@@ -348,19 +312,13 @@ impl ManifestVerifier {
                     .find(|(kid, _)| *kid == header.kid)
                     .map(|(_, k)| k)
                     .ok_or(Reason::ManifestUnknownKey)?;
-                let signature: [u8; 64] = signature
-                    .try_into()
-                    .map_err(|_| Reason::ManifestBadSignature)?;
+                let signature: [u8; 64] = signature.try_into().map_err(|_| Reason::ManifestBadSignature)?;
                 key.verify_strict(signed, &Signature::from_bytes(&signature))
                     .map_err(|_| Reason::ManifestBadSignature)?;
                 "EdDSA"
             }
             "HS256" => {
-                let (kid, secret) = self
-                    .keys
-                    .hmac
-                    .as_ref()
-                    .ok_or(Reason::ManifestAlgorithmNotAllowed)?;
+                let (kid, secret) = self.keys.hmac.as_ref().ok_or(Reason::ManifestAlgorithmNotAllowed)?;
                 if *kid != header.kid {
                     return Err(Reason::ManifestUnknownKey);
                 }
@@ -374,10 +332,9 @@ impl ManifestVerifier {
         };
         // Authentic from here on; interpret the claims.
         let claims_bytes = b64url_decode(c64).ok_or(Reason::ManifestMalformed)?;
-        let claims: ManifestClaims = parse_strict(&claims_bytes)
-            .ok()
-            .and_then(|v| serde_json::from_value(v).ok())
-            .ok_or(Reason::ManifestClaimsInvalid)?;
+        // deny_unknown_fields plus typed parsing: unknown and repeated claims are refused.
+        let claims: ManifestClaims =
+            serde_json::from_slice(&claims_bytes).map_err(|_| Reason::ManifestClaimsInvalid)?;
         validate_claims(&claims).map_err(|_| Reason::ManifestClaimsInvalid)?;
         if claims.kid != header.kid {
             return Err(Reason::ManifestClaimsInvalid);
@@ -395,11 +352,7 @@ impl ManifestVerifier {
             return Err(Reason::ManifestNotYetValid);
         }
         let expected = body.to_hex();
-        if !bool::from(
-            expected
-                .as_bytes()
-                .ct_eq(claims.execute_body_sha256.as_bytes()),
-        ) {
+        if !bool::from(expected.as_bytes().ct_eq(claims.execute_body_sha256.as_bytes())) {
             return Err(Reason::ManifestBodyMismatch);
         }
         Ok(VerifiedManifest { claims, alg })
@@ -448,61 +401,37 @@ mod tests {
         let (signer, verifier) = pair();
         let (token, _) = signer.sign_for_body(claims(), &body(), NOW, 300).unwrap();
         let other_body = BodyDigest::of_json_bytes(br#"{"code":"print(2)"}"#).unwrap();
-        assert_eq!(
-            verifier.verify(&token, &other_body, NOW),
-            Err(Reason::ManifestBodyMismatch)
-        );
+        assert_eq!(verifier.verify(&token, &other_body, NOW), Err(Reason::ManifestBodyMismatch));
         assert_eq!(
             verifier.verify(&token, &body(), NOW + 300 + DEFAULT_CLOCK_SKEW_SECS),
             Err(Reason::ManifestExpired)
         );
-        assert!(
-            verifier
-                .verify(&token, &body(), NOW + 300 + DEFAULT_CLOCK_SKEW_SECS - 1)
-                .is_ok()
-        );
+        assert!(verifier.verify(&token, &body(), NOW + 300 + DEFAULT_CLOCK_SKEW_SECS - 1).is_ok());
         assert_eq!(
             verifier.verify(&token, &body(), NOW - DEFAULT_CLOCK_SKEW_SECS - 1),
             Err(Reason::ManifestNotYetValid)
         );
-        assert_eq!(
-            verifier.verify("", &body(), NOW),
-            Err(Reason::ManifestMissing)
-        );
-        assert_eq!(
-            verifier.verify("a.b", &body(), NOW),
-            Err(Reason::ManifestMalformed)
-        );
+        assert_eq!(verifier.verify("", &body(), NOW), Err(Reason::ManifestMissing));
+        assert_eq!(verifier.verify("a.b", &body(), NOW), Err(Reason::ManifestMalformed));
         assert_eq!(
             verifier.verify(&"a".repeat(MAX_MANIFEST_TOKEN_BYTES + 1), &body(), NOW),
             Err(Reason::ManifestTooLarge)
         );
         let (_, stranger) = pair();
-        assert_eq!(
-            stranger.verify(&token, &body(), NOW),
-            Err(Reason::ManifestUnknownKey)
-        );
+        assert_eq!(stranger.verify(&token, &body(), NOW), Err(Reason::ManifestUnknownKey));
         let (h, rest) = token.split_once('.').unwrap();
         let (c, s) = rest.rsplit_once('.').unwrap();
         let mut sig = b64url_decode(s).unwrap();
         sig[5] ^= 1;
         let bad = format!("{h}.{c}.{}", b64url_encode(&sig));
-        assert_eq!(
-            verifier.verify(&bad, &body(), NOW),
-            Err(Reason::ManifestBadSignature)
-        );
+        assert_eq!(verifier.verify(&bad, &body(), NOW), Err(Reason::ManifestBadSignature));
     }
 
     #[test]
     fn lifetime_is_capped() {
         let (signer, verifier) = pair();
-        let (token, _) = signer
-            .sign_for_body(claims(), &body(), NOW, DEFAULT_MAX_LIFETIME_SECS + 1)
-            .unwrap();
-        assert_eq!(
-            verifier.verify(&token, &body(), NOW),
-            Err(Reason::ManifestLifetimeTooLong)
-        );
+        let (token, _) = signer.sign_for_body(claims(), &body(), NOW, DEFAULT_MAX_LIFETIME_SECS + 1).unwrap();
+        assert_eq!(verifier.verify(&token, &body(), NOW), Err(Reason::ManifestLifetimeTooLong));
     }
 
     #[test]
@@ -515,9 +444,7 @@ mod tests {
         }
         let verifier = ManifestVerifier::new(keys);
         for key in [old, new] {
-            let (token, _) = ManifestSigner::new(key)
-                .sign_for_body(claims(), &body(), NOW, 60)
-                .unwrap();
+            let (token, _) = ManifestSigner::new(key).sign_for_body(claims(), &body(), NOW, 60).unwrap();
             assert!(verifier.verify(&token, &body(), NOW).is_ok());
         }
     }
@@ -527,16 +454,11 @@ mod tests {
         let secret = Secret::new("0123456789abcdefghijklmnopqrstuvwxyz").unwrap();
         let key = ManifestSigningKey::from_hmac_secret(secret);
         let verifier = ManifestVerifier::new(key.verifying_keys());
-        let (token, _) = ManifestSigner::new(key)
-            .sign_for_body(claims(), &body(), NOW, 60)
-            .unwrap();
+        let (token, _) = ManifestSigner::new(key).sign_for_body(claims(), &body(), NOW, 60).unwrap();
         assert_eq!(verifier.verify(&token, &body(), NOW).unwrap().alg, "HS256");
         // A runner holding only public keys refuses HMAC manifests outright.
         let (_, runner) = pair();
-        assert_eq!(
-            runner.verify(&token, &body(), NOW),
-            Err(Reason::ManifestAlgorithmNotAllowed)
-        );
+        assert_eq!(runner.verify(&token, &body(), NOW), Err(Reason::ManifestAlgorithmNotAllowed));
     }
 
     #[test]
@@ -551,37 +473,19 @@ mod tests {
             Err(Reason::ManifestAlgorithmNotAllowed)
         );
         let crit = b64url_encode(
-            json!({"alg": "EdDSA", "kid": kid, "crit": ["b64"], "b64": false})
-                .to_string()
-                .as_bytes(),
+            json!({"alg": "EdDSA", "kid": kid, "crit": ["b64"], "b64": false}).to_string().as_bytes(),
         );
-        assert_eq!(
-            verifier.verify(&format!("{crit}.{rest}"), &body(), NOW),
-            Err(Reason::ManifestMalformed)
-        );
-        let dup =
-            b64url_encode(format!(r#"{{"alg":"EdDSA","alg":"HS256","kid":"{kid}"}}"#).as_bytes());
-        assert_eq!(
-            verifier.verify(&format!("{dup}.{rest}"), &body(), NOW),
-            Err(Reason::ManifestMalformed)
-        );
+        assert_eq!(verifier.verify(&format!("{crit}.{rest}"), &body(), NOW), Err(Reason::ManifestMalformed));
+        let dup = b64url_encode(format!(r#"{{"alg":"EdDSA","alg":"HS256","kid":"{kid}"}}"#).as_bytes());
+        assert_eq!(verifier.verify(&format!("{dup}.{rest}"), &body(), NOW), Err(Reason::ManifestMalformed));
     }
 
     #[test]
     fn required_switch_governs_missing_manifests_only() {
         let (signer, verifier) = pair();
-        assert_eq!(
-            verifier.check_request(None, &body(), NOW, true),
-            Err(Reason::ManifestMissing)
-        );
-        assert_eq!(
-            verifier.check_request(Some("  "), &body(), NOW, true),
-            Err(Reason::ManifestMissing)
-        );
-        assert_eq!(
-            verifier.check_request(None, &body(), NOW, false),
-            Ok(ManifestPresence::Unsigned)
-        );
+        assert_eq!(verifier.check_request(None, &body(), NOW, true), Err(Reason::ManifestMissing));
+        assert_eq!(verifier.check_request(Some("  "), &body(), NOW, true), Err(Reason::ManifestMissing));
+        assert_eq!(verifier.check_request(None, &body(), NOW, false), Ok(ManifestPresence::Unsigned));
         assert_eq!(
             verifier.check_request(Some("x.y.z"), &body(), NOW, false),
             Err(Reason::ManifestMalformed)

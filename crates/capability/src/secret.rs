@@ -80,10 +80,7 @@ mod tests {
     fn short_and_monotonous_secrets_are_weak() {
         assert_eq!(Secret::new("short").unwrap_err(), SecretError::Weak);
         assert_eq!(Secret::new(&"a".repeat(64)).unwrap_err(), SecretError::Weak);
-        assert_eq!(
-            Secret::new(&"0123456".repeat(6)).unwrap_err(),
-            SecretError::Weak
-        );
+        assert_eq!(Secret::new(&"0123456".repeat(6)).unwrap_err(), SecretError::Weak);
         // 31 bytes plus the newline a file ends with is still 31.
         assert!(Secret::new("0123456789abcdefghijklmnopqrstu\n").is_err());
         assert!(Secret::new("0123456789abcdefghijklmnopqrstuv\n").is_ok());

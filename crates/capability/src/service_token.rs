@@ -25,9 +25,7 @@ impl ServiceToken {
     /// Accepts the configured token if it is strong enough.
     pub fn new(token: &str) -> Result<Self, SecretError> {
         let secret = Secret::new(token)?;
-        Ok(Self {
-            digest: Sha256::digest(secret.expose()).into(),
-        })
+        Ok(Self { digest: Sha256::digest(secret.expose()).into() })
     }
 
     /// Whether `presented` is the token.

@@ -73,25 +73,18 @@ impl SessionKeyDeriver {
         let hk = Hkdf::<Sha256>::new(Some(b"gatehouse/session-key"), secret.expose());
         let mut key = zeroize::Zeroizing::new([0u8; 32]);
         let _ = hk.expand(b"gatehouse/session-key/v1", key.as_mut());
-        Self {
-            key,
-            strict_tenants,
-        }
+        Self { key, strict_tenants }
     }
 
     /// The session key (`sk1_…`) for `principal` and `namespace`.
-    pub fn derive(
-        &self,
-        principal: &Principal,
-        namespace: &Namespace<'_>,
-    ) -> Result<String, Reason> {
+    pub fn derive(&self, principal: &Principal, namespace: &Namespace<'_>) -> Result<String, Reason> {
         let tenant = match (&principal.tenant_id, self.strict_tenants) {
             (Some(t), _) => Some(t.as_str()),
             (None, true) => return Err(Reason::TenantMissing),
             (None, false) => None,
         };
-        let mut mac = <hmac::Hmac<Sha256>>::new_from_slice(self.key.as_ref())
-            .unwrap_or_else(|_| unreachable!());
+        let mut mac =
+            <hmac::Hmac<Sha256>>::new_from_slice(self.key.as_ref()).unwrap_or_else(|_| unreachable!());
         // Length-prefixed fields: no two different tuples encode alike.
         let mut field = |bytes: &[u8]| {
             mac.update(&u64::try_from(bytes.len()).unwrap_or(u64::MAX).to_be_bytes());
@@ -109,9 +102,7 @@ impl SessionKeyDeriver {
                 field(b"user");
                 field(principal.user_id.as_bytes());
             }
-            Namespace::User {
-                conversation: Some(c),
-            } => {
+            Namespace::User { conversation: Some(c) } => {
                 field(b"conversation");
                 field(principal.user_id.as_bytes());
                 field(c.as_bytes());
@@ -123,10 +114,7 @@ impl SessionKeyDeriver {
                 field(&version.to_be_bytes());
             }
         }
-        Ok(format!(
-            "sk1_{}",
-            b64url_encode(&mac.finalize().into_bytes())
-        ))
+        Ok(format!("sk1_{}", b64url_encode(&mac.finalize().into_bytes())))
     }
 }
 
@@ -135,17 +123,11 @@ mod tests {
     use super::*;
 
     fn deriver(strict: bool) -> SessionKeyDeriver {
-        SessionKeyDeriver::new(
-            &Secret::new("0123456789abcdefghijklmnopqrstuvwxyz").unwrap(),
-            strict,
-        )
+        SessionKeyDeriver::new(&Secret::new("0123456789abcdefghijklmnopqrstuvwxyz").unwrap(), strict)
     }
 
     fn alice() -> Principal {
-        Principal {
-            tenant_id: Some("t1".into()),
-            user_id: "alice".into(),
-        }
+        Principal { tenant_id: Some("t1".into()), user_id: "alice".into() }
     }
 
     #[test]
@@ -153,68 +135,26 @@ mod tests {
         let d = deriver(true);
         let out = d.derive(&alice(), &Namespace::Output).unwrap();
         assert_eq!(out, d.derive(&alice(), &Namespace::Output).unwrap());
-        assert_eq!(
-            out,
-            d.derive(&alice(), &Namespace::User { conversation: None })
-                .unwrap()
-        );
-        let bob = Principal {
-            user_id: "bob".into(),
-            ..alice()
-        };
+        assert_eq!(out, d.derive(&alice(), &Namespace::User { conversation: None }).unwrap());
+        let bob = Principal { user_id: "bob".into(), ..alice() };
         assert_ne!(out, d.derive(&bob, &Namespace::Output).unwrap());
-        let other_tenant = Principal {
-            tenant_id: Some("t2".into()),
-            ..alice()
-        };
+        let other_tenant = Principal { tenant_id: Some("t2".into()), ..alice() };
         assert_ne!(out, d.derive(&other_tenant, &Namespace::Output).unwrap());
     }
 
     #[test]
     fn a_new_skill_version_derives_a_new_key() {
         let d = deriver(true);
-        let v1 = d
-            .derive(
-                &alice(),
-                &Namespace::Shared {
-                    kind: "skill",
-                    id: "s",
-                    version: 1,
-                },
-            )
-            .unwrap();
-        let v2 = d
-            .derive(
-                &alice(),
-                &Namespace::Shared {
-                    kind: "skill",
-                    id: "s",
-                    version: 2,
-                },
-            )
-            .unwrap();
+        let v1 = d.derive(&alice(), &Namespace::Shared { kind: "skill", id: "s", version: 1 }).unwrap();
+        let v2 = d.derive(&alice(), &Namespace::Shared { kind: "skill", id: "s", version: 2 }).unwrap();
         assert_ne!(v1, v2);
     }
 
     #[test]
     fn conversations_are_separate_namespaces() {
         let d = deriver(true);
-        let a = d
-            .derive(
-                &alice(),
-                &Namespace::User {
-                    conversation: Some("c1"),
-                },
-            )
-            .unwrap();
-        let b = d
-            .derive(
-                &alice(),
-                &Namespace::User {
-                    conversation: Some("c2"),
-                },
-            )
-            .unwrap();
+        let a = d.derive(&alice(), &Namespace::User { conversation: Some("c1") }).unwrap();
+        let b = d.derive(&alice(), &Namespace::User { conversation: Some("c2") }).unwrap();
         assert_ne!(a, b);
         assert_ne!(a, d.derive(&alice(), &Namespace::Output).unwrap());
     }
@@ -222,39 +162,15 @@ mod tests {
     #[test]
     fn field_boundaries_cannot_be_shifted() {
         let d = deriver(true);
-        let a = d
-            .derive(
-                &alice(),
-                &Namespace::Shared {
-                    kind: "ab",
-                    id: "c",
-                    version: 1,
-                },
-            )
-            .unwrap();
-        let b = d
-            .derive(
-                &alice(),
-                &Namespace::Shared {
-                    kind: "a",
-                    id: "bc",
-                    version: 1,
-                },
-            )
-            .unwrap();
+        let a = d.derive(&alice(), &Namespace::Shared { kind: "ab", id: "c", version: 1 }).unwrap();
+        let b = d.derive(&alice(), &Namespace::Shared { kind: "a", id: "bc", version: 1 }).unwrap();
         assert_ne!(a, b);
     }
 
     #[test]
     fn strict_mode_refuses_a_missing_tenant() {
-        let nobody = Principal {
-            tenant_id: None,
-            user_id: "alice".into(),
-        };
-        assert_eq!(
-            deriver(true).derive(&nobody, &Namespace::Output),
-            Err(Reason::TenantMissing)
-        );
+        let nobody = Principal { tenant_id: None, user_id: "alice".into() };
+        assert_eq!(deriver(true).derive(&nobody, &Namespace::Output), Err(Reason::TenantMissing));
         assert!(deriver(false).derive(&nobody, &Namespace::Output).is_ok());
     }
 }

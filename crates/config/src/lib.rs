@@ -22,9 +22,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use gatehouse_capability::{
-    KeyError, ManifestSigningKey, ManifestVerifyingKeys, Secret, ServiceToken,
-};
+use gatehouse_capability::{KeyError, ManifestSigningKey, ManifestVerifyingKeys, Secret, ServiceToken};
 use ipnet::IpNet;
 
 pub use source::{MapSource, ProcessSource, Source};
@@ -89,13 +87,8 @@ pub mod names {
     pub const LOG_FORMAT: &str = "GATEHOUSE_LOG_FORMAT";
 
     /// Settings that hold secrets: each also accepts `NAME_FILE`.
-    pub const SECRETS: &[&str] = &[
-        MANIFEST_PRIVATE_KEY,
-        GRANT_SECRET,
-        SERVICE_TOKEN,
-        MANIFEST_HMAC_SECRET,
-        GRANT_PREVIOUS_SECRET,
-    ];
+    pub const SECRETS: &[&str] =
+        &[MANIFEST_PRIVATE_KEY, GRANT_SECRET, SERVICE_TOKEN, MANIFEST_HMAC_SECRET, GRANT_PREVIOUS_SECRET];
 
     /// Every name, including the `_FILE` forms.
     pub const ALL: &[&str] = &[
@@ -236,18 +229,10 @@ pub struct Problem {
 
 impl Problem {
     fn new(setting: &str, code: &'static str, message: String) -> Self {
-        Self {
-            setting: setting.to_owned(),
-            code,
-            message,
-        }
+        Self { setting: setting.to_owned(), code, message }
     }
     fn new_dynamic(setting: String, code: &'static str, message: String) -> Self {
-        Self {
-            setting,
-            code,
-            message,
-        }
+        Self { setting, code, message }
     }
 }
 
@@ -320,9 +305,7 @@ impl Config {
     /// off (`LOCAL_MODE`, `CODEAPI_AUTH_PROVIDER=none` with its allow flag, or
     /// the loopback-only development flag).
     pub fn service_auth_required(&self) -> bool {
-        !self.local_mode
-            && self.auth_provider == AuthProvider::ServiceToken
-            && self.service_token.is_some()
+        !self.local_mode && self.auth_provider == AuthProvider::ServiceToken && self.service_token.is_some()
     }
 }
 
@@ -347,27 +330,17 @@ impl fmt::Debug for Secretish {
 }
 
 /// The cloud metadata addresses no operator setting may open.
-pub const METADATA_ADDRESSES: &[&str] = &[
-    "169.254.169.254",
-    "169.254.170.2",
-    "fd00:ec2::254",
-    "168.63.129.16",
-    "100.100.100.200",
-];
+pub const METADATA_ADDRESSES: &[&str] =
+    &["169.254.169.254", "169.254.170.2", "fd00:ec2::254", "168.63.129.16", "100.100.100.200"];
 
 /// Loads and validates configuration. `file` is the optional TOML file
 /// (`--config`, or `GATEHOUSE_CONFIG`).
 pub fn load(source: &dyn Source, file: Option<&Path>) -> Result<Config, Vec<Problem>> {
     let mut p = Vec::new();
-    let config_file = file
-        .map(Path::to_path_buf)
-        .or_else(|| source.var("GATEHOUSE_CONFIG").map(PathBuf::from));
+    let config_file =
+        file.map(Path::to_path_buf).or_else(|| source.var("GATEHOUSE_CONFIG").map(PathBuf::from));
     let layered = source::layer(source, config_file.as_deref(), names::ALL, &mut p);
-    let r = Reader {
-        layered: &layered,
-        source,
-        problems: &mut p,
-    };
+    let r = Reader { layered: &layered, source, problems: &mut p };
     let config = r.build();
     match config {
         Some(c) if p.is_empty() => Ok(c),
@@ -380,19 +353,12 @@ pub fn load(source: &dyn Source, file: Option<&Path>) -> Result<Config, Vec<Prob
 /// there before calling [`load`].
 pub fn embedded_data_dir(source: &dyn Source, file: Option<&Path>) -> Option<PathBuf> {
     let mut p = Vec::new();
-    let config_file = file
-        .map(Path::to_path_buf)
-        .or_else(|| source.var("GATEHOUSE_CONFIG").map(PathBuf::from));
+    let config_file =
+        file.map(Path::to_path_buf).or_else(|| source.var("GATEHOUSE_CONFIG").map(PathBuf::from));
     let layered = source::layer(source, config_file.as_deref(), names::ALL, &mut p);
-    let role = layered
-        .get(names::ROLE)
-        .map_or(Some(Role::All), Role::parse)?;
+    let role = layered.get(names::ROLE).map_or(Some(Role::All), Role::parse)?;
     let listen = parse_addr(layered.get(names::LISTEN).unwrap_or(DEFAULT_LISTEN))?;
-    let proxy = parse_addr(
-        layered
-            .get(names::PROXY_LISTEN)
-            .unwrap_or(DEFAULT_PROXY_LISTEN),
-    )?;
+    let proxy = parse_addr(layered.get(names::PROXY_LISTEN).unwrap_or(DEFAULT_PROXY_LISTEN))?;
     (role == Role::All && listen.ip().is_loopback() && proxy.ip().is_loopback())
         .then(|| PathBuf::from(layered.get(names::DATA_DIR).unwrap_or(DEFAULT_DATA_DIR)))
 }
@@ -413,8 +379,7 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn problem(&mut self, setting: &str, code: &'static str, message: impl Into<String>) {
-        self.problems
-            .push(Problem::new(setting, code, message.into()));
+        self.problems.push(Problem::new(setting, code, message.into()));
     }
 
     fn get(&self, name: &str) -> Option<&str> {
@@ -441,11 +406,7 @@ impl Reader<'_> {
             Some(v) => match v.trim().parse::<i64>() {
                 Ok(n) if range.contains(&n) => n,
                 _ => {
-                    let msg = format!(
-                        "must be an integer from {} to {}",
-                        range.start(),
-                        range.end()
-                    );
+                    let msg = format!("must be an integer from {} to {}", range.start(), range.end());
                     self.problem(name, "invalid_value", msg);
                     default
                 }
@@ -456,11 +417,7 @@ impl Reader<'_> {
     fn addr(&mut self, name: &str, default: &str) -> SocketAddr {
         let raw = self.get(name).unwrap_or(default).to_owned();
         parse_addr(&raw).unwrap_or_else(|| {
-            self.problem(
-                name,
-                "invalid_value",
-                "must be IP:PORT, e.g. 127.0.0.1:8700",
-            );
+            self.problem(name, "invalid_value", "must be IP:PORT, e.g. 127.0.0.1:8700");
             parse_addr(default).unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))
         })
     }
@@ -473,11 +430,7 @@ impl Reader<'_> {
         let file = self.get(&file_name).map(str::to_owned);
         match (direct, file) {
             (Some(_), Some(_)) => {
-                self.problem(
-                    name,
-                    "ambiguous_source",
-                    format!("set either {name} or {file_name}, not both"),
-                );
+                self.problem(name, "ambiguous_source", format!("set either {name} or {file_name}, not both"));
                 None
             }
             (Some(v), None) => Some(v),
@@ -500,11 +453,7 @@ impl Reader<'_> {
         let role = match self.get(names::ROLE) {
             None => Role::All,
             Some(v) => Role::parse(v).unwrap_or_else(|| {
-                self.problem(
-                    names::ROLE,
-                    "invalid_value",
-                    "must be all, worker, runner or gateway",
-                );
+                self.problem(names::ROLE, "invalid_value", "must be all, worker, runner or gateway");
                 Role::All
             }),
         };
@@ -522,26 +471,16 @@ impl Reader<'_> {
         let allow_none = self.bool(names::ALLOW_AUTH_PROVIDER_NONE, false);
         let sandbox_execution = self.bool(names::SANDBOX_EXECUTION, true);
         let dev_no_token = self.bool(names::DEV_ALLOW_NO_SERVICE_TOKEN, false);
-        let auth_provider = match self
-            .get(names::AUTH_PROVIDER)
-            .map(|v| v.trim().to_ascii_lowercase())
-        {
+        let auth_provider = match self.get(names::AUTH_PROVIDER).map(|v| v.trim().to_ascii_lowercase()) {
             None => AuthProvider::ServiceToken,
             Some(v) if v == "service_token" => AuthProvider::ServiceToken,
             Some(v) if v == "none" => AuthProvider::None,
             Some(_) => {
-                self.problem(
-                    names::AUTH_PROVIDER,
-                    "invalid_value",
-                    "must be service_token or none",
-                );
+                self.problem(names::AUTH_PROVIDER, "invalid_value", "must be service_token or none");
                 AuthProvider::ServiceToken
             }
         };
-        let log_format = match self
-            .get(names::LOG_FORMAT)
-            .map(|v| v.trim().to_ascii_lowercase())
-        {
+        let log_format = match self.get(names::LOG_FORMAT).map(|v| v.trim().to_ascii_lowercase()) {
             None => LogFormat::Text,
             Some(v) if v == "text" => LogFormat::Text,
             Some(v) if v == "json" => LogFormat::Json,
@@ -551,8 +490,7 @@ impl Reader<'_> {
             }
         };
         let manifest_clock_skew_secs = self.int(names::MANIFEST_CLOCK_SKEW_SECS, 30, 0..=600);
-        let manifest_max_lifetime_secs =
-            self.int(names::MANIFEST_MAX_LIFETIME_SECS, 86_400, 1..=7 * 86_400);
+        let manifest_max_lifetime_secs = self.int(names::MANIFEST_MAX_LIFETIME_SECS, 86_400, 1..=7 * 86_400);
         let manifest_ttl_secs = self.int(names::MANIFEST_TTL_SECS, 300, 1..=86_400);
         let grant_ttl_secs = self.int(names::GRANT_TTL_SECS, 900, 1..=7 * 86_400);
         if manifest_ttl_secs > manifest_max_lifetime_secs {
@@ -580,15 +518,11 @@ impl Reader<'_> {
                 .ok()
         });
         let hmac_secret = self.strong_secret(names::MANIFEST_HMAC_SECRET, None);
-        let grant_secret = self.strong_secret(
-            names::GRANT_SECRET,
-            in_data_dir(embedded_files::GRANT_SECRET).as_deref(),
-        );
+        let grant_secret =
+            self.strong_secret(names::GRANT_SECRET, in_data_dir(embedded_files::GRANT_SECRET).as_deref());
         let grant_previous_secret = self.strong_secret(names::GRANT_PREVIOUS_SECRET, None);
-        let service_token_text = self.secret_text(
-            names::SERVICE_TOKEN,
-            in_data_dir(embedded_files::SERVICE_TOKEN).as_deref(),
-        );
+        let service_token_text =
+            self.secret_text(names::SERVICE_TOKEN, in_data_dir(embedded_files::SERVICE_TOKEN).as_deref());
         let service_token = service_token_text.as_deref().and_then(|t| {
             ServiceToken::new(t)
                 .map_err(|_| {
@@ -679,17 +613,11 @@ impl Reader<'_> {
         // HMAC manifests still in flight). A runner never gets the HMAC secret.
         if role != Role::Runner {
             let own = [
-                manifest_signing_key
-                    .as_ref()
-                    .map(ManifestSigningKey::verifying_keys),
-                hmac_secret
-                    .clone()
-                    .map(|s| ManifestSigningKey::from_hmac_secret(s).verifying_keys()),
+                manifest_signing_key.as_ref().map(ManifestSigningKey::verifying_keys),
+                hmac_secret.clone().map(|s| ManifestSigningKey::from_hmac_secret(s).verifying_keys()),
             ];
             for keys in own.into_iter().flatten() {
-                manifest_verifying_keys
-                    .get_or_insert_with(Default::default)
-                    .merge(keys);
+                manifest_verifying_keys.get_or_insert_with(Default::default).merge(keys);
             }
         }
         let manifest_signing_key =
@@ -700,10 +628,7 @@ impl Reader<'_> {
             self.problem(
                 names::AUTH_PROVIDER,
                 "insecure_combination",
-                format!(
-                    "CODEAPI_AUTH_PROVIDER=none requires {}=true",
-                    names::ALLOW_AUTH_PROVIDER_NONE
-                ),
+                format!("CODEAPI_AUTH_PROVIDER=none requires {}=true", names::ALLOW_AUTH_PROVIDER_NONE),
             );
         }
         if local_mode && !loopback_only {
@@ -730,31 +655,17 @@ impl Reader<'_> {
         }
 
         // Stores.
-        let database_url = self
-            .get(names::DATABASE_URL)
-            .map(|u| Secretish(u.trim().to_owned()));
+        let database_url = self.get(names::DATABASE_URL).map(|u| Secretish(u.trim().to_owned()));
         if let Some(u) = &database_url {
             let u = u.expose();
-            if !(u.starts_with("sqlite:")
-                || u.starts_with("postgres://")
-                || u.starts_with("postgresql://"))
-            {
-                self.problem(
-                    names::DATABASE_URL,
-                    "invalid_value",
-                    "must be a sqlite:// or postgres:// URL",
-                );
+            if !(u.starts_with("sqlite:") || u.starts_with("postgres://") || u.starts_with("postgresql://")) {
+                self.problem(names::DATABASE_URL, "invalid_value", "must be a sqlite:// or postgres:// URL");
             }
         }
-        let redis_url = self
-            .get(names::REDIS_URL)
-            .map(|u| Secretish(u.trim().to_owned()));
+        let redis_url = self.get(names::REDIS_URL).map(|u| Secretish(u.trim().to_owned()));
         if let Some(u) = &redis_url {
             let u = u.expose();
-            if !["redis://", "rediss://", "redis+unix://", "unix://"]
-                .iter()
-                .any(|s| u.starts_with(s))
-            {
+            if !["redis://", "rediss://", "redis+unix://", "unix://"].iter().any(|s| u.starts_with(s)) {
                 self.problem(
                     names::REDIS_URL,
                     "invalid_value",
@@ -767,9 +678,7 @@ impl Reader<'_> {
         let mut egress_allow_ranges = Vec::new();
         if let Some(v) = self.get(names::EGRESS_ALLOW_RANGES).map(str::to_owned) {
             for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                let net = part
-                    .parse::<IpNet>()
-                    .or_else(|_| part.parse::<IpAddr>().map(IpNet::from));
+                let net = part.parse::<IpNet>().or_else(|_| part.parse::<IpAddr>().map(IpNet::from));
                 match net {
                     Ok(net)
                         if METADATA_ADDRESSES
@@ -799,33 +708,39 @@ impl Reader<'_> {
 
         let mut warnings = Vec::new();
         if local_mode {
-            warnings.push(
-                "LOCAL_MODE=true: authentication is disabled entirely (development only)".into(),
-            );
+            warnings.push("LOCAL_MODE=true: authentication is disabled entirely (development only)".into());
         }
         if auth_provider == AuthProvider::None {
             warnings.push("CODEAPI_AUTH_PROVIDER=none: principals are not authenticated".into());
         }
         if dev_no_token && service_token.is_none() {
-            warnings.push("GATEHOUSE_DEV_ALLOW_NO_SERVICE_TOKEN=true: internal routes are open (development only)".into());
+            warnings.push(
+                "GATEHOUSE_DEV_ALLOW_NO_SERVICE_TOKEN=true: internal routes are open (development only)"
+                    .into(),
+            );
         }
         if !require_manifest {
-            warnings.push("SANDBOX_REQUIRE_EGRESS_MANIFEST=false: unsigned requests pass and are recorded as unsigned".into());
+            warnings.push(
+                "SANDBOX_REQUIRE_EGRESS_MANIFEST=false: unsigned requests pass and are recorded as unsigned"
+                    .into(),
+            );
         }
         if !ledger_required {
-            warnings.push("CODEAPI_EGRESS_LEDGER_REQUIRED=false: grants without a ledger record are not refused".into());
+            warnings.push(
+                "CODEAPI_EGRESS_LEDGER_REQUIRED=false: grants without a ledger record are not refused".into(),
+            );
         }
         if !tenant_isolation_strict {
-            warnings.push("CODEAPI_TENANT_ISOLATION_STRICT=false: requests without a tenant share a legacy namespace".into());
+            warnings.push(
+                "CODEAPI_TENANT_ISOLATION_STRICT=false: requests without a tenant share a legacy namespace"
+                    .into(),
+            );
         }
         if self.is_set(names::MANIFEST_HMAC_SECRET) {
             warnings.push("legacy HMAC manifests are enabled: weaker than the keypair; never mount this secret into a runner".into());
         }
         if !egress_allow_ranges.is_empty() {
-            let list: Vec<String> = egress_allow_ranges
-                .iter()
-                .map(ToString::to_string)
-                .collect();
+            let list: Vec<String> = egress_allow_ranges.iter().map(ToString::to_string).collect();
             warnings.push(format!(
                 "GATEHOUSE_EGRESS_ALLOW_RANGES opens internal ranges to egress: {}",
                 list.join(", ")
@@ -841,22 +756,10 @@ impl Reader<'_> {
             database_url,
             redis_url,
             egress_allow_ranges,
-            manifest_signing_key: if role.mints() {
-                manifest_signing_key
-            } else {
-                None
-            },
-            manifest_verifying_keys: if role.verifies_manifests() {
-                manifest_verifying_keys
-            } else {
-                None
-            },
+            manifest_signing_key: if role.mints() { manifest_signing_key } else { None },
+            manifest_verifying_keys: if role.verifies_manifests() { manifest_verifying_keys } else { None },
             require_manifest,
-            grant_secret: if role.opens_grants() {
-                grant_secret
-            } else {
-                None
-            },
+            grant_secret: if role.opens_grants() { grant_secret } else { None },
             grant_previous_secret,
             ledger_required,
             service_token,
@@ -882,11 +785,7 @@ impl Reader<'_> {
         let text = self.secret_text(name, embedded)?;
         Secret::new(&text)
             .map_err(|_| {
-                self.problem(
-                    name,
-                    "weak_secret",
-                    "must be at least 32 bytes of random text (weak_secret)",
-                )
+                self.problem(name, "weak_secret", "must be at least 32 bytes of random text (weak_secret)")
             })
             .ok()
     }

@@ -26,9 +26,7 @@ impl Source for ProcessSource {
         std::env::var(name).ok()
     }
     fn var_names(&self) -> Vec<String> {
-        std::env::vars_os()
-            .filter_map(|(k, _)| k.into_string().ok())
-            .collect()
+        std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()).collect()
     }
     fn read_file(&self, path: &Path) -> std::io::Result<String> {
         std::fs::read_to_string(path)
@@ -82,10 +80,7 @@ pub(crate) struct Layered {
 
 impl Layered {
     pub(crate) fn get(&self, name: &str) -> Option<&str> {
-        self.values
-            .get(name)
-            .map(String::as_str)
-            .filter(|v| !v.trim().is_empty())
+        self.values.get(name).map(String::as_str).filter(|v| !v.trim().is_empty())
     }
 }
 
@@ -103,11 +98,7 @@ pub(crate) fn layer(
             Err(e) => problems.push(crate::Problem::new(
                 "--config",
                 "unreadable_file",
-                format!(
-                    "cannot read the configuration file {}: {}",
-                    path.display(),
-                    e.kind()
-                ),
+                format!("cannot read the configuration file {}: {}", path.display(), e.kind()),
             )),
             Ok(text) => match text.parse::<toml::Table>() {
                 Err(e) => problems.push(crate::Problem::new(
@@ -139,10 +130,7 @@ pub(crate) fn layer(
                             problems.push(crate::Problem::new_dynamic(
                                 k.clone(),
                                 "unknown_setting",
-                                format!(
-                                    "{} names a setting gatehouse does not have",
-                                    path.display()
-                                ),
+                                format!("{} names a setting gatehouse does not have", path.display()),
                             ));
                             continue;
                         }

@@ -1,5 +1,7 @@
 //! Secure startup: every insecure combination refuses, all problems at once.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
+
 use gatehouse_capability::ManifestSigningKey;
 use gatehouse_config::{MapSource, Problem, Role, embedded_files, load, names};
 
@@ -13,10 +15,7 @@ struct Keys {
 
 fn keys() -> Keys {
     let k = ManifestSigningKey::generate().unwrap();
-    Keys {
-        private: k.to_pkcs8_pem().unwrap().to_string(),
-        public: k.public_key_pem().unwrap(),
-    }
+    Keys { private: k.to_pkcs8_pem().unwrap().to_string(), public: k.public_key_pem().unwrap() }
 }
 
 /// A complete, secure worker configuration on a public address.
@@ -38,9 +37,7 @@ fn problems(src: &MapSource) -> Vec<Problem> {
 }
 
 fn has(problems: &[Problem], setting: &str, code: &str) -> bool {
-    problems
-        .iter()
-        .any(|p| p.setting == setting && p.code == code)
+    problems.iter().any(|p| p.setting == setting && p.code == code)
 }
 
 #[test]
@@ -48,14 +45,8 @@ fn a_secure_worker_loads() {
     let c = load(&worker(), None).unwrap();
     assert_eq!(c.role, Role::Worker);
     assert!(c.manifest_signing_key.is_some());
-    assert!(
-        c.manifest_verifying_keys.is_some(),
-        "a worker verifies what it signs"
-    );
-    assert!(
-        c.require_manifest && c.ledger_required && c.tenant_isolation_strict,
-        "secure defaults"
-    );
+    assert!(c.manifest_verifying_keys.is_some(), "a worker verifies what it signs");
+    assert!(c.require_manifest && c.ledger_required && c.tenant_isolation_strict, "secure defaults");
     assert!(c.service_auth_required());
     assert!(!c.embedded);
 }
@@ -63,14 +54,9 @@ fn a_secure_worker_loads() {
 #[test]
 fn auth_provider_none_needs_the_explicit_allow() {
     let p = problems(&worker().with(names::AUTH_PROVIDER, "none"));
-    assert!(
-        has(&p, names::AUTH_PROVIDER, "insecure_combination"),
-        "{p:?}"
-    );
+    assert!(has(&p, names::AUTH_PROVIDER, "insecure_combination"), "{p:?}");
     let ok = load(
-        &worker()
-            .with(names::AUTH_PROVIDER, "none")
-            .with(names::ALLOW_AUTH_PROVIDER_NONE, "true"),
+        &worker().with(names::AUTH_PROVIDER, "none").with(names::ALLOW_AUTH_PROVIDER_NONE, "true"),
         None,
     );
     assert!(ok.is_ok());
@@ -87,21 +73,12 @@ fn missing_manifest_keys_refuse_when_sandbox_execution_is_on() {
     let mut src = worker();
     src.set(names::MANIFEST_PRIVATE_KEY, "");
     let p = problems(&src);
-    assert!(
-        has(&p, names::MANIFEST_PRIVATE_KEY, "missing_required"),
-        "{p:?}"
-    );
+    assert!(has(&p, names::MANIFEST_PRIVATE_KEY, "missing_required"), "{p:?}");
     src.set(names::SANDBOX_EXECUTION, "false");
     assert!(load(&src, None).is_ok());
 
-    let runner = MapSource::new()
-        .with(names::ROLE, "runner")
-        .with(names::SERVICE_TOKEN, TOKEN);
-    assert!(has(
-        &problems(&runner),
-        names::MANIFEST_PUBLIC_KEY,
-        "missing_required"
-    ));
+    let runner = MapSource::new().with(names::ROLE, "runner").with(names::SERVICE_TOKEN, TOKEN);
+    assert!(has(&problems(&runner), names::MANIFEST_PUBLIC_KEY, "missing_required"));
 }
 
 #[test]
@@ -115,27 +92,15 @@ fn a_runner_refuses_the_private_key_and_the_hmac_secret() {
     assert!(c.manifest_signing_key.is_none() && c.grant_secret.is_none());
 
     let p = problems(&runner.clone().with(names::MANIFEST_PRIVATE_KEY, &k.private));
-    assert!(
-        has(&p, names::MANIFEST_PRIVATE_KEY, "forbidden_for_role"),
-        "{p:?}"
-    );
+    assert!(has(&p, names::MANIFEST_PRIVATE_KEY, "forbidden_for_role"), "{p:?}");
     let p = problems(&runner.clone().with(names::MANIFEST_HMAC_SECRET, GRANT));
-    assert!(
-        has(&p, names::MANIFEST_HMAC_SECRET, "forbidden_for_role"),
-        "{p:?}"
-    );
+    assert!(has(&p, names::MANIFEST_HMAC_SECRET, "forbidden_for_role"), "{p:?}");
     // Even a malformed private key is refused for the role, not just as malformed.
     let p = problems(&runner.clone().with(names::MANIFEST_PRIVATE_KEY, "garbage"));
-    assert!(
-        has(&p, names::MANIFEST_PRIVATE_KEY, "forbidden_for_role"),
-        "{p:?}"
-    );
+    assert!(has(&p, names::MANIFEST_PRIVATE_KEY, "forbidden_for_role"), "{p:?}");
     // The private key smuggled in where the public key belongs.
     let p = problems(&runner.with(names::MANIFEST_PUBLIC_KEY, &k.private));
-    assert!(
-        has(&p, names::MANIFEST_PUBLIC_KEY, "key_wrong_type"),
-        "{p:?}"
-    );
+    assert!(has(&p, names::MANIFEST_PUBLIC_KEY, "key_wrong_type"), "{p:?}");
 }
 
 #[test]
@@ -145,20 +110,10 @@ fn a_gateway_refuses_minting_keys() {
         .with(names::SERVICE_TOKEN, TOKEN)
         .with(names::GRANT_SECRET, GRANT);
     assert!(load(&gateway, None).is_ok());
-    let p = problems(
-        &gateway
-            .clone()
-            .with(names::MANIFEST_PRIVATE_KEY, keys().private),
-    );
-    assert!(
-        has(&p, names::MANIFEST_PRIVATE_KEY, "forbidden_for_role"),
-        "{p:?}"
-    );
+    let p = problems(&gateway.clone().with(names::MANIFEST_PRIVATE_KEY, keys().private));
+    assert!(has(&p, names::MANIFEST_PRIVATE_KEY, "forbidden_for_role"), "{p:?}");
     let p = problems(&gateway.with(names::MANIFEST_HMAC_SECRET, GRANT));
-    assert!(
-        has(&p, names::MANIFEST_HMAC_SECRET, "forbidden_for_role"),
-        "{p:?}"
-    );
+    assert!(has(&p, names::MANIFEST_HMAC_SECRET, "forbidden_for_role"), "{p:?}");
 }
 
 #[test]
@@ -177,21 +132,13 @@ fn local_mode_is_refused_off_loopback() {
 fn the_service_token_is_required_unless_a_loopback_dev_flag_says_otherwise() {
     let mut src = worker();
     src.set(names::SERVICE_TOKEN, "");
-    assert!(has(
-        &problems(&src),
-        names::SERVICE_TOKEN,
-        "missing_required"
-    ));
+    assert!(has(&problems(&src), names::SERVICE_TOKEN, "missing_required"));
     src.set(names::SERVICE_TOKEN, "too-short");
     assert!(has(&problems(&src), names::SERVICE_TOKEN, "weak_secret"));
     src.set(names::SERVICE_TOKEN, "");
     src.set(names::DEV_ALLOW_NO_SERVICE_TOKEN, "true");
     assert!(
-        has(
-            &problems(&src),
-            names::DEV_ALLOW_NO_SERVICE_TOKEN,
-            "insecure_combination"
-        ),
+        has(&problems(&src), names::DEV_ALLOW_NO_SERVICE_TOKEN, "insecure_combination"),
         "public address"
     );
     src.set(names::LISTEN, "127.0.0.1:8700");
@@ -233,17 +180,8 @@ fn problems_never_contain_secret_values() {
         .with(names::SERVICE_TOKEN, "tiny-secret-token")
         .with(names::MANIFEST_HMAC_SECRET, GRANT);
     let text: String = problems(&src).iter().map(|p| format!("{p}\n")).collect();
-    let key_body: String = k
-        .private
-        .lines()
-        .filter(|l| !l.starts_with("-----"))
-        .collect();
-    for secret in [
-        &key_body[..24],
-        "weak-but-secret-value",
-        "tiny-secret-token",
-        GRANT,
-    ] {
+    let key_body: String = k.private.lines().filter(|l| !l.starts_with("-----")).collect();
+    for secret in [&key_body[..24], "weak-but-secret-value", "tiny-secret-token", GRANT] {
         assert!(!text.contains(secret), "{text}");
     }
 }
@@ -258,21 +196,10 @@ fn secrets_can_come_from_files_but_not_from_both_places() {
     src.set("CODEAPI_EGRESS_GRANT_SECRET_FILE", path.to_str().unwrap());
     assert!(load(&src, None).unwrap().grant_secret.is_some());
     src.set(names::GRANT_SECRET, GRANT);
-    assert!(has(
-        &problems(&src),
-        names::GRANT_SECRET,
-        "ambiguous_source"
-    ));
+    assert!(has(&problems(&src), names::GRANT_SECRET, "ambiguous_source"));
     src.set(names::GRANT_SECRET, "");
-    src.set(
-        "CODEAPI_EGRESS_GRANT_SECRET_FILE",
-        dir.path().join("nope").to_str().unwrap(),
-    );
-    assert!(has(
-        &problems(&src),
-        "CODEAPI_EGRESS_GRANT_SECRET_FILE",
-        "unreadable_file"
-    ));
+    src.set("CODEAPI_EGRESS_GRANT_SECRET_FILE", dir.path().join("nope").to_str().unwrap());
+    assert!(has(&problems(&src), "CODEAPI_EGRESS_GRANT_SECRET_FILE", "unreadable_file"));
 }
 
 #[test]
@@ -287,25 +214,13 @@ fn a_toml_file_sets_the_same_keys_and_the_environment_wins() {
     let c = load(&MapSource::new(), Some(&path)).unwrap();
     assert_eq!(c.role, Role::Gateway);
     assert_eq!(c.manifest_clock_skew_secs, 5);
-    let c = load(
-        &MapSource::new().with(names::MANIFEST_CLOCK_SKEW_SECS, "7"),
-        Some(&path),
-    )
-    .unwrap();
+    let c = load(&MapSource::new().with(names::MANIFEST_CLOCK_SKEW_SECS, "7"), Some(&path)).unwrap();
     assert_eq!(c.manifest_clock_skew_secs, 7);
 
     std::fs::write(&path, "GATEHOUSE_LISTN = \"0.0.0.0:1\"\n").unwrap();
-    assert!(has(
-        &load(&MapSource::new(), Some(&path)).unwrap_err(),
-        "GATEHOUSE_LISTN",
-        "unknown_setting"
-    ));
+    assert!(has(&load(&MapSource::new(), Some(&path)).unwrap_err(), "GATEHOUSE_LISTN", "unknown_setting"));
     std::fs::write(&path, "not toml [").unwrap();
-    assert!(has(
-        &load(&MapSource::new(), Some(&path)).unwrap_err(),
-        "--config",
-        "invalid_file"
-    ));
+    assert!(has(&load(&MapSource::new(), Some(&path)).unwrap_err(), "--config", "invalid_file"));
 }
 
 #[test]
@@ -317,20 +232,10 @@ fn misspelled_gatehouse_variables_are_refused() {
 #[test]
 fn metadata_addresses_can_never_be_opened() {
     let p = problems(&worker().with(names::EGRESS_ALLOW_RANGES, "10.0.0.0/8, 169.254.0.0/16"));
-    assert!(
-        has(&p, names::EGRESS_ALLOW_RANGES, "insecure_combination"),
-        "{p:?}"
-    );
+    assert!(has(&p, names::EGRESS_ALLOW_RANGES, "insecure_combination"), "{p:?}");
     let p = problems(&worker().with(names::EGRESS_ALLOW_RANGES, "fd00:ec2::/32"));
-    assert!(
-        has(&p, names::EGRESS_ALLOW_RANGES, "insecure_combination"),
-        "{p:?}"
-    );
-    let c = load(
-        &worker().with(names::EGRESS_ALLOW_RANGES, "10.1.0.0/16,192.168.5.7"),
-        None,
-    )
-    .unwrap();
+    assert!(has(&p, names::EGRESS_ALLOW_RANGES, "insecure_combination"), "{p:?}");
+    let c = load(&worker().with(names::EGRESS_ALLOW_RANGES, "10.1.0.0/16,192.168.5.7"), None).unwrap();
     assert_eq!(c.egress_allow_ranges.len(), 2);
     assert!(c.warnings.iter().any(|w| w.contains("10.1.0.0/16")));
 }
@@ -339,11 +244,7 @@ fn metadata_addresses_can_never_be_opened() {
 fn store_urls_are_checked_and_never_printed() {
     let p = problems(&worker().with(names::DATABASE_URL, "mysql://root:pw@db/x"));
     assert!(has(&p, names::DATABASE_URL, "invalid_value"));
-    let c = load(
-        &worker().with(names::DATABASE_URL, "postgres://u:hunter2@db/x"),
-        None,
-    )
-    .unwrap();
+    let c = load(&worker().with(names::DATABASE_URL, "postgres://u:hunter2@db/x"), None).unwrap();
     assert!(!format!("{c:?}").contains("hunter2"));
 }
 
@@ -351,18 +252,11 @@ fn store_urls_are_checked_and_never_printed() {
 fn embedded_mode_reads_keys_from_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     let k = keys();
-    std::fs::write(
-        dir.path().join(embedded_files::MANIFEST_PRIVATE_KEY),
-        &k.private,
-    )
-    .unwrap();
+    std::fs::write(dir.path().join(embedded_files::MANIFEST_PRIVATE_KEY), &k.private).unwrap();
     std::fs::write(dir.path().join(embedded_files::GRANT_SECRET), GRANT).unwrap();
     std::fs::write(dir.path().join(embedded_files::SERVICE_TOKEN), TOKEN).unwrap();
     let src = MapSource::new().with(names::DATA_DIR, dir.path().to_str().unwrap());
-    assert_eq!(
-        gatehouse_config::embedded_data_dir(&src, None).as_deref(),
-        Some(dir.path())
-    );
+    assert_eq!(gatehouse_config::embedded_data_dir(&src, None).as_deref(), Some(dir.path()));
     let c = load(&src, None).unwrap();
     assert!(
         c.embedded
@@ -374,9 +268,5 @@ fn embedded_mode_reads_keys_from_the_data_dir() {
     // Off loopback, the data dir is not a key source: configuration must be explicit.
     let public = src.clone().with(names::LISTEN, "0.0.0.0:8700");
     assert_eq!(gatehouse_config::embedded_data_dir(&public, None), None);
-    assert!(has(
-        &problems(&public),
-        names::GRANT_SECRET,
-        "missing_required"
-    ));
+    assert!(has(&problems(&public), names::GRANT_SECRET, "missing_required"));
 }

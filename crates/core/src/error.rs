@@ -93,12 +93,7 @@ pub struct PublicError {
 impl PublicError {
     /// An error with the code's default message.
     pub fn new(code: ErrorCode, request_id: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: code.default_message(),
-            reason: None,
-            request_id: request_id.into(),
-        }
+        Self { code, message: code.default_message(), reason: None, request_id: request_id.into() }
     }
 
     /// Replaces the message with another fixed text.

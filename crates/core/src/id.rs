@@ -15,8 +15,7 @@ pub fn new_id(prefix: &str) -> String {
 /// anything that could need escaping in one of those is refused.
 pub fn is_valid_id(s: &str) -> bool {
     (1..=128).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
 #[cfg(test)]

@@ -3,13 +3,12 @@
 //! configuration that enforces it cannot silently rot: the constructors stay
 //! listed, every other crate denies the lints, and only this crate allows them.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
+
 use std::path::{Path, PathBuf};
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("workspace root")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
 }
 
 fn read(path: &Path) -> String {
@@ -18,16 +17,9 @@ fn read(path: &Path) -> String {
 
 #[test]
 fn clippy_toml_forbids_every_way_to_dial_out() {
-    let cfg: toml::Table = read(&workspace_root().join("clippy.toml"))
-        .parse()
-        .expect("clippy.toml is TOML");
+    let cfg: toml::Table = read(&workspace_root().join("clippy.toml")).parse().expect("clippy.toml is TOML");
     let paths = |key: &str| -> Vec<String> {
-        cfg[key]
-            .as_array()
-            .expect(key)
-            .iter()
-            .map(|e| e["path"].as_str().expect("path").to_owned())
-            .collect()
+        cfg[key].as_array().expect(key).iter().map(|e| e["path"].as_str().expect("path").to_owned()).collect()
     };
     let methods = paths("disallowed-methods");
     for required in [
@@ -40,17 +32,11 @@ fn clippy_toml_forbids_every_way_to_dial_out() {
         "hyper_util::client::legacy::Client::builder",
         "std::env::set_var",
     ] {
-        assert!(
-            methods.iter().any(|m| m == required),
-            "clippy.toml no longer forbids {required}"
-        );
+        assert!(methods.iter().any(|m| m == required), "clippy.toml no longer forbids {required}");
     }
     let types = paths("disallowed-types");
     for required in ["reqwest::Client", "hyper_util::client::legacy::Client"] {
-        assert!(
-            types.iter().any(|t| t == required),
-            "clippy.toml no longer forbids the type {required}"
-        );
+        assert!(types.iter().any(|t| t == required), "clippy.toml no longer forbids the type {required}");
     }
 }
 
@@ -69,10 +55,8 @@ fn only_the_egress_crate_allows_the_forbidden_calls() {
                 continue;
             }
             let text = read(&path);
-            let allows =
-                text.contains("#![allow(clippy::disallowed_methods, clippy::disallowed_types)]");
-            let denies =
-                text.contains("#![deny(clippy::disallowed_methods, clippy::disallowed_types)]");
+            let allows = text.contains("#![allow(clippy::disallowed_methods, clippy::disallowed_types)]");
+            let denies = text.contains("#![deny(clippy::disallowed_methods, clippy::disallowed_types)]");
             if name == "egress" {
                 assert!(allows, "crates/egress/{root} must carry the allow");
             } else {
@@ -97,17 +81,12 @@ fn only_the_egress_crate_allows_the_forbidden_calls() {
             }
         }
     }
-    assert!(
-        checked >= 5,
-        "expected every crate root to be checked, saw {checked}"
-    );
+    assert!(checked >= 5, "expected every crate root to be checked, saw {checked}");
 }
 
 #[test]
 fn the_workspace_denies_the_lints_by_default() {
-    let manifest: toml::Table = read(&workspace_root().join("Cargo.toml"))
-        .parse()
-        .expect("Cargo.toml");
+    let manifest: toml::Table = read(&workspace_root().join("Cargo.toml")).parse().expect("Cargo.toml");
     let clippy = &manifest["workspace"]["lints"]["clippy"];
     assert_eq!(clippy["disallowed_methods"].as_str(), Some("deny"));
     assert_eq!(clippy["disallowed_types"].as_str(), Some("deny"));

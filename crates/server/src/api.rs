@@ -25,10 +25,7 @@ pub fn router(state: AppState) -> Router {
         .route("/grants", post(mint_grant))
         .route("/grants/open", post(open_grant))
         .route("/refusals", get(list_refusals))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            crate::http::require_service_token,
-        ));
+        .route_layer(middleware::from_fn_with_state(state.clone(), crate::http::require_service_token));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -37,10 +34,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(crate::http::not_found)
         .method_not_allowed_fallback(crate::http::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            crate::http::request_context,
-        ))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::http::request_context))
         .with_state(state)
 }
 
@@ -53,10 +47,7 @@ async fn readyz(State(state): State<AppState>) -> Json<Value> {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    (
-        [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(&state.refusals),
-    )
+    ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render(&state.refusals))
         .into_response()
 }
 
@@ -87,16 +78,8 @@ async fn sign_manifest(
     StrictJson(req): StrictJson<SignRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let signer = state.signer.as_ref().ok_or_else(|| forbidden(&rid))?;
-    let tenant = req
-        .claims
-        .get("tenant_id")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let exec = req
-        .claims
-        .get("exec_id")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let tenant = req.claims.get("tenant_id").and_then(Value::as_str).map(str::to_owned);
+    let exec = req.claims.get("exec_id").and_then(Value::as_str).map(str::to_owned);
     if state.tenant_isolation_strict && tenant.is_none() {
         state.refusals.record(
             RefusalKind::ManifestRefused,
@@ -108,27 +91,21 @@ async fn sign_manifest(
         return Err(refused(&rid, Reason::TenantMissing));
     }
     let body = BodyDigest::of_value(&req.body).map_err(|_| {
-        bad_request(
-            &rid,
-            "body is not canonicalizable JSON (integers must be within ±2^53-1)",
-        )
+        bad_request(&rid, "body is not canonicalizable JSON (integers must be within ±2^53-1)")
     })?;
     let ttl = req.ttl_seconds.unwrap_or(state.manifest_ttl_secs);
     if ttl <= 0 {
         return Err(bad_request(&rid, "ttl_seconds must be positive"));
     }
-    let (token, claims) = signer
-        .sign_for_body(req.claims, &body, state.clock.now(), ttl)
-        .map_err(|e| {
-            tracing::info!(request_id = %rid.0, error = %e, "manifest sign request rejected");
-            match e {
-                SignError::InvalidClaims(_) => bad_request(
-                    &rid,
-                    "claims are not a valid manifest (see the documentation)",
-                ),
-                SignError::InvalidBody(_) => bad_request(&rid, "body is not canonicalizable JSON"),
+    let (token, claims) = signer.sign_for_body(req.claims, &body, state.clock.now(), ttl).map_err(|e| {
+        tracing::info!(request_id = %rid.0, error = %e, "manifest sign request rejected");
+        match e {
+            SignError::InvalidClaims(_) => {
+                bad_request(&rid, "claims are not a valid manifest (see the documentation)")
             }
-        })?;
+            SignError::InvalidBody(_) => bad_request(&rid, "body is not canonicalizable JSON"),
+        }
+    })?;
     Ok(Json(
         json!({"token": token, "kid": claims.kid, "exp": claims.exp, "execute_body_sha256": claims.execute_body_sha256}),
     ))
@@ -148,16 +125,9 @@ async fn verify_manifest(
     StrictJson(req): StrictJson<VerifyRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let verifier = state.verifier.as_ref().ok_or_else(|| forbidden(&rid))?;
-    let outcome = BodyDigest::of_value(&req.body)
-        .map_err(|_| Reason::ManifestBodyInvalid)
-        .and_then(|body| {
-            verifier.check_request(
-                req.token.as_deref(),
-                &body,
-                state.clock.now(),
-                state.require_manifest,
-            )
-        });
+    let outcome = BodyDigest::of_value(&req.body).map_err(|_| Reason::ManifestBodyInvalid).and_then(|body| {
+        verifier.check_request(req.token.as_deref(), &body, state.clock.now(), state.require_manifest)
+    });
     Ok(Json(match outcome {
         Ok(ManifestPresence::Signed(m)) => json!({"valid": true, "alg": m.alg, "claims": m.claims}),
         Ok(ManifestPresence::Unsigned) => {
@@ -165,13 +135,7 @@ async fn verify_manifest(
             json!({"valid": true, "unsigned": true})
         }
         Err(reason) => {
-            state.refusals.record(
-                RefusalKind::ManifestRefused,
-                reason,
-                None,
-                None,
-                Some(&rid.0),
-            );
+            state.refusals.record(RefusalKind::ManifestRefused, reason, None, None, Some(&rid.0));
             json!({"valid": false, "reason": reason})
         }
     }))
@@ -185,33 +149,23 @@ async fn mint_grant(
     let (Some(sealer), Some(sessions)) = (state.sealer.as_ref(), state.sessions.as_ref()) else {
         return Err(forbidden(&rid));
     };
-    let principal = Principal {
-        tenant_id: req.tenant_id.clone(),
-        user_id: req.user_id.clone(),
-    };
-    let session_key = sessions
-        .derive(&principal, &Namespace::Output)
-        .map_err(|reason| {
-            state.refusals.record(
-                RefusalKind::GrantRefused,
-                reason,
-                None,
-                Some(&req.exec_id),
-                Some(&rid.0),
-            );
-            refused(&rid, reason)
-        })?;
+    let principal = Principal { tenant_id: req.tenant_id.clone(), user_id: req.user_id.clone() };
+    let session_key = sessions.derive(&principal, &Namespace::Output).map_err(|reason| {
+        state.refusals.record(RefusalKind::GrantRefused, reason, None, Some(&req.exec_id), Some(&rid.0));
+        refused(&rid, reason)
+    })?;
     let claims = req.into_claims(session_key, state.clock.now(), state.grant_ttl_secs).map_err(|e| {
         tracing::info!(request_id = %rid.0, error = %e, "grant request rejected");
-        bad_request(&rid, "the grant request is not valid (ids must be 1-128 characters of [A-Za-z0-9._:-]; exp after iat)")
+        bad_request(
+            &rid,
+            "the grant request is not valid (ids must be 1-128 characters of [A-Za-z0-9._:-]; exp after iat)",
+        )
     })?;
     let token = sealer.mint(&claims).map_err(|e| {
         tracing::error!(request_id = %rid.0, error = %e, "grant mint failed");
         ApiError::new(ErrorCode::Internal, &rid)
     })?;
-    Ok(Json(
-        json!({"token": token, "grant_id": claims.grant_id, "exp": claims.exp}),
-    ))
+    Ok(Json(json!({"token": token, "grant_id": claims.grant_id, "exp": claims.exp})))
 }
 
 #[derive(Deserialize)]
@@ -231,9 +185,7 @@ async fn open_grant(
     Ok(Json(match sealer.open(token.trim(), state.clock.now()) {
         Ok(claims) => json!({"valid": true, "claims": claims}),
         Err(reason) => {
-            state
-                .refusals
-                .record(RefusalKind::GrantRefused, reason, None, None, Some(&rid.0));
+            state.refusals.record(RefusalKind::GrantRefused, reason, None, None, Some(&rid.0));
             json!({"valid": false, "reason": reason})
         }
     }))

@@ -11,8 +11,7 @@ use gatehouse_capability::grant::GrantRequest;
 use gatehouse_capability::manifest::ManifestSigner;
 use gatehouse_capability::session_key::{Namespace, Principal};
 use gatehouse_capability::{
-    GrantSealer, ManifestSigningKey, ManifestVerifier, ManifestVerifyingKeys, Secret,
-    SessionKeyDeriver,
+    GrantSealer, ManifestSigningKey, ManifestVerifier, ManifestVerifyingKeys, Secret, SessionKeyDeriver,
 };
 use gatehouse_config::{MapSource, Source, load, names};
 use gatehouse_core::{Clock, SystemClock};
@@ -160,9 +159,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve { role, config } => serve(role, config),
-        Command::Config {
-            command: ConfigCommand::Check { config, role, json },
-        } => config_check(config, role, json),
+        Command::Config { command: ConfigCommand::Check { config, role, json } } => {
+            config_check(config, role, json)
+        }
         Command::Keygen { out } => keygen(out),
         Command::Manifest { command } => manifest(command),
         Command::Grant { command } => grant(command),
@@ -178,8 +177,8 @@ pub fn main() -> ExitCode {
 
 fn environment(role: Option<String>) -> MapSource {
     let mut source = MapSource::new();
-    for (k, v) in std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+    for (k, v) in
+        std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
     {
         source.set(&k, v);
     }
@@ -199,11 +198,7 @@ fn serve(role: Option<String>, config: Option<PathBuf>) -> Result<ExitCode, Fail
     Ok(ExitCode::SUCCESS)
 }
 
-fn config_check(
-    config: Option<PathBuf>,
-    role: Option<String>,
-    json_out: bool,
-) -> Result<ExitCode, Fail> {
+fn config_check(config: Option<PathBuf>, role: Option<String>, json_out: bool) -> Result<ExitCode, Fail> {
     let source = environment(role);
     // `config check` reports what `serve` would do, but never writes: in
     // embedded mode missing key files are reported as "would be generated".
@@ -227,8 +222,7 @@ fn config_check(
             let problems: Vec<_> = problems
                 .into_iter()
                 .filter(|p| {
-                    embedded.is_none()
-                        || !(p.code == "missing_required" && embedded_generates(&p.setting))
+                    embedded.is_none() || !(p.code == "missing_required" && embedded_generates(&p.setting))
                 })
                 .collect();
             if problems.is_empty() {
@@ -262,22 +256,15 @@ fn config_check(
 }
 
 fn embedded_generates(setting: &str) -> bool {
-    [
-        names::MANIFEST_PRIVATE_KEY,
-        names::GRANT_SECRET,
-        names::SERVICE_TOKEN,
-    ]
-    .contains(&setting)
+    [names::MANIFEST_PRIVATE_KEY, names::GRANT_SECRET, names::SERVICE_TOKEN].contains(&setting)
 }
 
 fn keygen(out: Option<PathBuf>) -> Result<ExitCode, Fail> {
     let dir = match out {
         Some(dir) => dir,
-        None => PathBuf::from(
-            environment(None)
-                .var(names::DATA_DIR)
-                .unwrap_or_else(|| "./gatehouse-data".into()),
-        ),
+        None => {
+            PathBuf::from(environment(None).var(names::DATA_DIR).unwrap_or_else(|| "./gatehouse-data".into()))
+        }
     };
     let keys = KeySet::generate()?;
     let written = keys.write_new(&dir)?;
@@ -303,24 +290,17 @@ fn read_token(token: &str) -> Result<String, Fail> {
 fn read_secret(flag: &str, path: &Path) -> Result<Secret, Fail> {
     let text = read_text(flag, path)?;
     Secret::new(&text).map_err(|_| {
-        Fail(format!(
-            "{flag}: weak_secret: the secret must be at least 32 bytes of random text"
-        ))
+        Fail(format!("{flag}: weak_secret: the secret must be at least 32 bytes of random text"))
     })
 }
 
 fn manifest(command: ManifestCommand) -> Result<ExitCode, Fail> {
     let now = SystemClock.now();
     match command {
-        ManifestCommand::Sign {
-            key,
-            claims,
-            body,
-            ttl,
-        } => {
+        ManifestCommand::Sign { key, claims, body, ttl } => {
             let key_text = read_text("--key", &key)?;
-            let key = ManifestSigningKey::from_ed25519_text(&key_text)
-                .map_err(|e| Fail(format!("--key: {e}")))?;
+            let key =
+                ManifestSigningKey::from_ed25519_text(&key_text).map_err(|e| Fail(format!("--key: {e}")))?;
             let Value::Object(claims) = read_json("--claims", &claims)? else {
                 return Err(Fail("--claims: must be a JSON object".into()));
             };
@@ -335,12 +315,7 @@ fn manifest(command: ManifestCommand) -> Result<ExitCode, Fail> {
             println!("{token}");
             Ok(ExitCode::SUCCESS)
         }
-        ManifestCommand::Verify {
-            public_key,
-            body,
-            token,
-            out,
-        } => {
+        ManifestCommand::Verify { public_key, body, token, out } => {
             let key_text = read_text("--public-key", &public_key)?;
             let keys = ManifestVerifyingKeys::from_public_keys_text(&key_text)
                 .map_err(|e| Fail(format!("--public-key: {e}")))?;
@@ -348,10 +323,7 @@ fn manifest(command: ManifestCommand) -> Result<ExitCode, Fail> {
                 .map_err(|e| Fail(format!("--body: {e}")))?;
             let token = read_token(&token)?;
             let verdict = ManifestVerifier::new(keys).verify(&token, &body, now);
-            Ok(report(
-                verdict.map(|m| serde_json::to_value(m.claims).unwrap_or(Value::Null)),
-                out.json,
-            ))
+            Ok(report(verdict.map(|m| serde_json::to_value(m.claims).unwrap_or(Value::Null)), out.json))
         }
     }
 }
@@ -359,44 +331,30 @@ fn manifest(command: ManifestCommand) -> Result<ExitCode, Fail> {
 fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
     let now = SystemClock.now();
     match command {
-        GrantCommand::Mint {
-            secret_file,
-            claims,
-            ttl,
-        } => {
+        GrantCommand::Mint { secret_file, claims, ttl } => {
             let secret = read_secret("--secret-file", &secret_file)?;
-            let request: GrantRequest = serde_json::from_value(read_json("--claims", &claims)?).map_err(|e| {
-                Fail(format!("--claims: not a valid grant request ({}); session_key is derived, never supplied", first_clause(&e)))
-            })?;
+            let request: GrantRequest =
+                serde_json::from_value(read_json("--claims", &claims)?).map_err(|e| {
+                    Fail(format!(
+                        "--claims: not a valid grant request ({}); session_key is derived, never supplied",
+                        first_clause(&e)
+                    ))
+                })?;
             if ttl <= 0 {
                 return Err(Fail("--ttl must be positive".into()));
             }
-            let principal = Principal {
-                tenant_id: request.tenant_id.clone(),
-                user_id: request.user_id.clone(),
-            };
-            let session_key = SessionKeyDeriver::new(&secret, true)
-                .derive(&principal, &Namespace::Output)
-                .map_err(|r| {
-                    Fail(format!(
-                        "--claims: {r}: tenant_id is required (strict tenant isolation)"
-                    ))
-                })?;
-            let claims = request
-                .into_claims(session_key, now, ttl)
-                .map_err(|e| Fail(e.to_string()))?;
-            let token = GrantSealer::new(&secret)
-                .mint(&claims)
-                .map_err(|e| Fail(e.to_string()))?;
+            let principal =
+                Principal { tenant_id: request.tenant_id.clone(), user_id: request.user_id.clone() };
+            let session_key =
+                SessionKeyDeriver::new(&secret, true).derive(&principal, &Namespace::Output).map_err(
+                    |r| Fail(format!("--claims: {r}: tenant_id is required (strict tenant isolation)")),
+                )?;
+            let claims = request.into_claims(session_key, now, ttl).map_err(|e| Fail(e.to_string()))?;
+            let token = GrantSealer::new(&secret).mint(&claims).map_err(|e| Fail(e.to_string()))?;
             println!("{token}");
             Ok(ExitCode::SUCCESS)
         }
-        GrantCommand::Open {
-            secret_file,
-            previous_secret_file,
-            token,
-            out,
-        } => {
+        GrantCommand::Open { secret_file, previous_secret_file, token, out } => {
             let secret = read_secret("--secret-file", &secret_file)?;
             let mut sealer = GrantSealer::new(&secret);
             if let Some(previous) = previous_secret_file {
@@ -404,10 +362,7 @@ fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
             }
             let token = read_token(&token)?;
             let verdict = sealer.open(&token, now);
-            Ok(report(
-                verdict.map(|c| serde_json::to_value(c).unwrap_or(Value::Null)),
-                out.json,
-            ))
+            Ok(report(verdict.map(|c| serde_json::to_value(c).unwrap_or(Value::Null)), out.json))
         }
     }
 }
@@ -415,11 +370,7 @@ fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
 /// serde's message up to the first quote: names the field, never echoes a value.
 fn first_clause(e: &serde_json::Error) -> String {
     let msg = e.to_string();
-    msg.split(['"', '`'])
-        .next()
-        .unwrap_or("")
-        .trim_end_matches([' ', ':'])
-        .to_owned()
+    msg.split(['"', '`']).next().unwrap_or("").trim_end_matches([' ', ':']).to_owned()
 }
 
 fn report(verdict: Result<Value, gatehouse_core::Reason>, json_out: bool) -> ExitCode {
@@ -429,10 +380,7 @@ fn report(verdict: Result<Value, gatehouse_core::Reason>, json_out: bool) -> Exi
                 println!("{}", json!({"valid": true, "claims": claims}));
             } else {
                 println!("valid");
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&claims).unwrap_or_default()
-                );
+                println!("{}", serde_json::to_string_pretty(&claims).unwrap_or_default());
             }
             ExitCode::SUCCESS
         }

@@ -17,28 +17,18 @@ pub(crate) struct KeySet {
 impl KeySet {
     /// Fresh keys: Ed25519 keypair, grant secret, service token.
     pub(crate) fn generate() -> Result<Self, String> {
-        let key = ManifestSigningKey::generate()
-            .map_err(|_| "the OS random generator failed".to_owned())?;
-        let private = key
-            .to_pkcs8_pem()
-            .ok_or("could not encode the private key")?;
-        let public = key
-            .public_key_pem()
-            .ok_or("could not encode the public key")?;
+        let key = ManifestSigningKey::generate().map_err(|_| "the OS random generator failed".to_owned())?;
+        let private = key.to_pkcs8_pem().ok_or("could not encode the private key")?;
+        let public = key.public_key_pem().ok_or("could not encode the public key")?;
         let secret_line = || -> Result<Zeroizing<String>, String> {
             let s = Secret::generate().map_err(|_| "the OS random generator failed".to_owned())?;
-            let text =
-                std::str::from_utf8(s.expose()).map_err(|_| "bad secret encoding".to_owned())?;
+            let text = std::str::from_utf8(s.expose()).map_err(|_| "bad secret encoding".to_owned())?;
             Ok(Zeroizing::new(format!("{text}\n")))
         };
         Ok(Self {
             files: vec![
                 (embedded_files::MANIFEST_PRIVATE_KEY, private, 0o600),
-                (
-                    embedded_files::MANIFEST_PUBLIC_KEY,
-                    Zeroizing::new(public),
-                    0o644,
-                ),
+                (embedded_files::MANIFEST_PUBLIC_KEY, Zeroizing::new(public), 0o644),
                 (embedded_files::GRANT_SECRET, secret_line()?, 0o600),
                 (embedded_files::SERVICE_TOKEN, secret_line()?, 0o600),
             ],
@@ -63,10 +53,7 @@ impl KeySet {
         for (name, _, _) in &self.files {
             let path = dir.join(name);
             if path.symlink_metadata().is_ok() {
-                return Err(format!(
-                    "{} already exists; refusing to overwrite",
-                    path.display()
-                ));
+                return Err(format!("{} already exists; refusing to overwrite", path.display()));
             }
         }
         let mut written = Vec::new();
@@ -99,8 +86,7 @@ pub(crate) fn ensure_private_dir(dir: &Path) -> Result<(), String> {
             .create(dir)
             .map_err(|e| format!("cannot create {}: {}", dir.display(), e.kind()))?;
     }
-    let meta = std::fs::metadata(dir)
-        .map_err(|e| format!("cannot read {}: {}", dir.display(), e.kind()))?;
+    let meta = std::fs::metadata(dir).map_err(|e| format!("cannot read {}: {}", dir.display(), e.kind()))?;
     if !meta.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
@@ -121,6 +107,5 @@ pub(crate) fn read_text(flag: &str, path: &Path) -> Result<String, String> {
             .map_err(|e| format!("{flag}: cannot read stdin: {}", e.kind()))?;
         return Ok(s);
     }
-    std::fs::read_to_string(path)
-        .map_err(|e| format!("{flag}: cannot read {}: {}", path.display(), e.kind()))
+    std::fs::read_to_string(path).map_err(|e| format!("{flag}: cannot read {}: {}", path.display(), e.kind()))
 }

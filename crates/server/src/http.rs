@@ -38,8 +38,8 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status =
+            StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         (status, axum::Json(self.0.to_json())).into_response()
     }
 }
@@ -47,11 +47,7 @@ impl IntoResponse for ApiError {
 /// Outermost middleware: assigns the request id, logs one line per request,
 /// enforces the timeout, and turns a panic into a safe 500 — so no stack
 /// trace or panic message ever reaches a caller.
-pub async fn request_context(
-    State(state): State<AppState>,
-    mut req: Request,
-    next: Next,
-) -> Response {
+pub async fn request_context(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     // A caller-supplied id is kept only if it is a plain token: ids land in
     // log lines, and a newline or escape sequence there would forge entries.
     let id = req
@@ -67,11 +63,7 @@ pub async fn request_context(
     let path = req.uri().path().to_owned();
     let started = Instant::now();
 
-    let outcome = tokio::time::timeout(
-        REQUEST_TIMEOUT,
-        AssertUnwindSafe(next.run(req)).catch_unwind(),
-    )
-    .await;
+    let outcome = tokio::time::timeout(REQUEST_TIMEOUT, AssertUnwindSafe(next.run(req)).catch_unwind()).await;
     let mut response = match outcome {
         Ok(Ok(response)) => response,
         Ok(Err(_panic)) => {
@@ -86,13 +78,8 @@ pub async fn request_context(
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", v);
     }
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response.headers_mut().insert(
-        "x-content-type-options",
-        HeaderValue::from_static("nosniff"),
-    );
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response.headers_mut().insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     let status = response.status().as_u16();
     state.metrics.record_response(status);
     tracing::info!(
@@ -107,56 +94,33 @@ pub async fn request_context(
 }
 
 /// Authenticates `/v1` calls with the internal service token.
-pub async fn require_service_token(
-    State(state): State<AppState>,
-    req: Request,
-    next: Next,
-) -> Response {
+pub async fn require_service_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let Some(expected) = state.service_token.as_ref() else {
         return next.run(req).await;
     };
     let request_id = request_id_of(&req);
-    let presented = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer);
+    let presented = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     let reason = match presented {
         None => Reason::ServiceTokenMissing,
         Some(token) if expected.verify(token) => return next.run(req).await,
         Some(_) => Reason::ServiceTokenInvalid,
     };
-    state.refusals.record(
-        RefusalKind::AuthRefused,
-        reason,
-        None,
-        None,
-        Some(&request_id.0),
-    );
+    state.refusals.record(RefusalKind::AuthRefused, reason, None, None, Some(&request_id.0));
     let mut response =
-        ApiError(PublicError::new(ErrorCode::Unauthorized, request_id.0).with_reason(reason))
-            .into_response();
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        ApiError(PublicError::new(ErrorCode::Unauthorized, request_id.0).with_reason(reason)).into_response();
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     response
 }
 
 /// The token of an `Authorization: Bearer …` value (scheme case-insensitive).
 pub fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
 }
 
 /// The request id set by [`request_context`].
 pub fn request_id_of<B>(req: &http::Request<B>) -> RequestId {
-    req.extensions()
-        .get::<RequestId>()
-        .cloned()
-        .unwrap_or_else(|| RequestId(new_id("req")))
+    req.extensions().get::<RequestId>().cloned().unwrap_or_else(|| RequestId(new_id("req")))
 }
 
 /// A JSON body parsed strictly: `application/json` only, size-capped,

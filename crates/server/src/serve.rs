@@ -21,16 +21,10 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
     if fresh_dir {
         restrict_dir(&dir)?;
     }
-    let configured =
-        |name: &str| source.var(name).is_some() || source.var(&format!("{name}_FILE")).is_some();
+    let configured = |name: &str| source.var(name).is_some() || source.var(&format!("{name}_FILE")).is_some();
     let mut wanted = Vec::new();
-    if !configured(names::MANIFEST_PRIVATE_KEY)
-        && !dir.join(embedded_files::MANIFEST_PRIVATE_KEY).exists()
-    {
-        wanted.extend([
-            embedded_files::MANIFEST_PRIVATE_KEY,
-            embedded_files::MANIFEST_PUBLIC_KEY,
-        ]);
+    if !configured(names::MANIFEST_PRIVATE_KEY) && !dir.join(embedded_files::MANIFEST_PRIVATE_KEY).exists() {
+        wanted.extend([embedded_files::MANIFEST_PRIVATE_KEY, embedded_files::MANIFEST_PUBLIC_KEY]);
     }
     if !configured(names::GRANT_SECRET) && !dir.join(embedded_files::GRANT_SECRET).exists() {
         wanted.push(embedded_files::GRANT_SECRET);
@@ -64,10 +58,8 @@ pub fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GATEHOUSE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
@@ -79,10 +71,7 @@ pub fn init_tracing(format: LogFormat) {
 pub async fn serve(source: &dyn Source, file: Option<&Path>) -> Result<(), String> {
     let generated = bootstrap_embedded(source, file)?;
     let config = load(source, file).map_err(|problems| {
-        let mut msg = format!(
-            "refusing to start: {} configuration problem(s)",
-            problems.len()
-        );
+        let mut msg = format!("refusing to start: {} configuration problem(s)", problems.len());
         for p in problems {
             msg.push_str(&format!("\n  - {p}"));
         }
@@ -104,18 +93,12 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {}", e.kind()))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
+    let bound = listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
     let app = crate::api::router(AppState::from_config(config, Arc::new(SystemClock)));
     for line in generated {
         println!("{line}");
     }
-    println!(
-        "gatehouse {} listening on http://{bound} (role {})",
-        env!("CARGO_PKG_VERSION"),
-        role.as_str()
-    );
+    println!("gatehouse {} listening on http://{bound} (role {})", env!("CARGO_PKG_VERSION"), role.as_str());
     if embedded && auth {
         let token = data_dir.join(embedded_files::SERVICE_TOKEN);
         println!(

@@ -80,11 +80,7 @@ impl AppState {
             verifier,
             sealer,
             sessions,
-            service_token: if auth_required {
-                config.service_token
-            } else {
-                None
-            },
+            service_token: if auth_required { config.service_token } else { None },
             require_manifest: config.require_manifest,
             tenant_isolation_strict: config.tenant_isolation_strict,
             manifest_ttl_secs: config.manifest_ttl_secs,
@@ -111,15 +107,8 @@ pub struct RefusalLog {
 impl RefusalLog {
     /// A log keeping the last `cap` refusals.
     pub fn new(cap: usize, clock: Arc<dyn Clock>) -> Self {
-        let counts = (0..RefusalKind::ALL.len() * Reason::ALL.len())
-            .map(|_| AtomicU64::new(0))
-            .collect();
-        Self {
-            cap,
-            clock,
-            entries: Mutex::new(VecDeque::with_capacity(cap)),
-            counts,
-        }
+        let counts = (0..RefusalKind::ALL.len() * Reason::ALL.len()).map(|_| AtomicU64::new(0)).collect();
+        Self { cap, clock, entries: Mutex::new(VecDeque::with_capacity(cap)), counts }
     }
 
     /// Records one refusal.
@@ -150,10 +139,7 @@ impl RefusalLog {
         if let Some(c) = self.counts.get(Self::slot(kind, reason)) {
             c.fetch_add(1, Ordering::Relaxed);
         }
-        let mut entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if entries.len() == self.cap {
             entries.pop_front();
         }
@@ -162,19 +148,11 @@ impl RefusalLog {
 
     /// The recorded refusals, oldest first.
     pub fn recent(&self) -> Vec<Refusal> {
-        self.entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect()
+        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect()
     }
 
     fn slot(kind: RefusalKind, reason: Reason) -> usize {
-        let k = RefusalKind::ALL
-            .iter()
-            .position(|x| *x == kind)
-            .unwrap_or(0);
+        let k = RefusalKind::ALL.iter().position(|x| *x == kind).unwrap_or(0);
         let r = Reason::ALL.iter().position(|x| *x == reason).unwrap_or(0);
         k * Reason::ALL.len() + r
     }
@@ -184,15 +162,10 @@ impl RefusalLog {
         out.push_str("# TYPE gatehouse_refusals_total counter\n");
         for kind in RefusalKind::ALL {
             for reason in Reason::ALL {
-                let n = self
-                    .counts
-                    .get(Self::slot(*kind, *reason))
-                    .map_or(0, |c| c.load(Ordering::Relaxed));
+                let n = self.counts.get(Self::slot(*kind, *reason)).map_or(0, |c| c.load(Ordering::Relaxed));
                 if n > 0 {
-                    let _ = writeln!(
-                        out,
-                        "gatehouse_refusals_total{{kind=\"{kind}\",reason=\"{reason}\"}} {n}"
-                    );
+                    let _ =
+                        writeln!(out, "gatehouse_refusals_total{{kind=\"{kind}\",reason=\"{reason}\"}} {n}");
                 }
             }
         }

@@ -1,0 +1,343 @@
+//! The HTTP API, in process, with a controlled clock.
+
+use axum::body::Body;
+use gatehouse_config::names;
+use http::Request;
+use serde_json::json;
+
+use crate::support::*;
+
+fn exec_body() -> serde_json::Value {
+    json!({"code": "print(1)", "lang": "python", "files": ["a.csv"]})
+}
+
+fn claims() -> serde_json::Value {
+    json!({"exec_id": "exec-1", "tenant_id": "t1", "user_id": "u1", "input_files": ["a.csv"], "max_requests": 5})
+}
+
+async fn sign(node: &Node) -> String {
+    let r = call(node, "/v1/manifests/sign", json!({"claims": claims(), "body": exec_body()})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.json()["token"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_manifest_signed_by_the_worker_verifies_against_its_body_only() {
+    let node = node();
+    let token = sign(&node).await;
+    // Same body, other key order and whitespace: still the same body.
+    let reordered: serde_json::Value =
+        serde_json::from_str(r#"{ "files": ["a.csv"], "lang": "python", "code": "print(1)" }"#).unwrap();
+    let r = call(&node, "/v1/manifests/verify", json!({"token": token, "body": reordered})).await;
+    assert_eq!(r.json()["valid"], true, "{}", r.text);
+    assert_eq!(r.json()["claims"]["exec_id"], "exec-1");
+    assert_eq!(r.json()["claims"]["max_requests"], 5);
+
+    let other = json!({"code": "import os; os.system('curl evil')", "lang": "python", "files": ["a.csv"]});
+    let r = call(&node, "/v1/manifests/verify", json!({"token": token, "body": other})).await;
+    assert_eq!(r.json(), json!({"valid": false, "reason": "manifest_body_mismatch"}));
+
+    node.clock.advance(300 + 31);
+    let r = call(&node, "/v1/manifests/verify", json!({"token": token, "body": exec_body()})).await;
+    assert_eq!(r.json(), json!({"valid": false, "reason": "manifest_expired"}));
+
+    let kinds: Vec<(String, String)> = node
+        .state
+        .refusals
+        .recent()
+        .iter()
+        .map(|r| (r.kind.as_str().to_owned(), r.reason.as_str().to_owned()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("manifest_refused".to_owned(), "manifest_body_mismatch".to_owned()),
+            ("manifest_refused".to_owned(), "manifest_expired".to_owned())
+        ],
+        "every refusal is recorded with its reason"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_manifest_is_refused_unless_the_operator_allows_unsigned() {
+    let node = node();
+    let r = call(&node, "/v1/manifests/verify", json!({"body": exec_body()})).await;
+    assert_eq!(r.json(), json!({"valid": false, "reason": "manifest_missing"}));
+
+    let lenient = node_with("all", &[(names::REQUIRE_MANIFEST, "false")]);
+    let r = call(&lenient, "/v1/manifests/verify", json!({"body": exec_body()})).await;
+    assert_eq!(r.json(), json!({"valid": true, "unsigned": true}));
+    // The switch never lets a bad manifest through.
+    let r = call(&lenient, "/v1/manifests/verify", json!({"token": "x.y.z", "body": exec_body()})).await;
+    assert_eq!(r.json()["valid"], false);
+}
+
+#[tokio::test]
+async fn a_runner_verifies_but_cannot_mint() {
+    let worker = node();
+    let token = sign(&worker).await;
+    // A runner configured with the worker's public key.
+    let public = gatehouse_capability::ManifestSigningKey::from_ed25519_text(&worker.private_pem)
+        .unwrap()
+        .public_key_pem()
+        .unwrap();
+    let runner = node_with("runner", &[(names::MANIFEST_PUBLIC_KEY, &public)]);
+    let r = call(&runner, "/v1/manifests/verify", json!({"token": token, "body": exec_body()})).await;
+    assert_eq!(r.json()["valid"], true, "{}", r.text);
+
+    for (path, body) in [
+        ("/v1/manifests/sign", json!({"claims": claims(), "body": exec_body()})),
+        ("/v1/grants", json!({"exec_id": "e", "tenant_id": "t", "user_id": "u"})),
+        ("/v1/grants/open", json!({"token": "ceg1.x"})),
+    ] {
+        let r = call(&runner, path, body).await;
+        assert_eq!(r.status, 403, "{path}: {}", r.text);
+        assert_eq!(r.json()["error"]["code"], "forbidden");
+    }
+}
+
+#[tokio::test]
+async fn grants_round_trip_and_refuse_with_reasons() {
+    let node = node();
+    let r = call(
+        &node,
+        "/v1/grants",
+        json!({"exec_id": "exec-1", "tenant_id": "t1", "user_id": "u1", "input_files": ["f"], "max_requests": 3}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let token = r.json()["token"].as_str().unwrap().to_owned();
+    let grant_id = r.json()["grant_id"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("ceg1."));
+
+    let r = call(&node, "/v1/grants/open", json!({"token": token})).await;
+    let claims = &r.json()["claims"];
+    assert_eq!(claims["grant_id"], grant_id.as_str());
+    assert_eq!(claims["max_requests"], 3);
+    assert!(claims["session_key"].as_str().unwrap().starts_with("sk1_"));
+
+    let r = call(&node, "/v1/grants/open", json!({"token": token.replacen("ceg1.", "ceg0.", 1)})).await;
+    assert_eq!(r.json(), json!({"valid": false, "reason": "grant_bad_prefix"}));
+    let r = call(&node, "/v1/grants/open", json!({})).await;
+    assert_eq!(r.json(), json!({"valid": false, "reason": "grant_missing"}));
+    node.clock.advance(900);
+    let r = call(&node, "/v1/grants/open", json!({"token": token})).await;
+    assert_eq!(r.json(), json!({"valid": false, "reason": "grant_expired"}));
+
+    // The same principal always derives the same namespace, another one never does.
+    let a = call(&node, "/v1/grants", json!({"exec_id": "e2", "tenant_id": "t1", "user_id": "u1"})).await;
+    let b = call(&node, "/v1/grants", json!({"exec_id": "e3", "tenant_id": "t1", "user_id": "u2"})).await;
+    node.clock.set(NOW + 900);
+    let mut keys = Vec::new();
+    for minted in [&a, &b] {
+        let r = call(&node, "/v1/grants/open", json!({"token": minted.json()["token"]})).await;
+        keys.push(r.json()["claims"]["session_key"].clone());
+    }
+    assert!(keys[0].is_string());
+    assert_ne!(keys[0], keys[1]);
+}
+
+#[tokio::test]
+async fn a_caller_cannot_supply_the_session_key_or_skip_the_tenant() {
+    let node = node();
+    let r = call(
+        &node,
+        "/v1/grants",
+        json!({"exec_id": "e", "tenant_id": "t", "user_id": "u", "session_key": "sk1_forged"}),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    let r = call(&node, "/v1/grants", json!({"exec_id": "e", "user_id": "u"})).await;
+    assert_eq!(r.status, 403);
+    assert_eq!(r.json()["error"]["reason"], "tenant_missing");
+    let r =
+        call(&node, "/v1/manifests/sign", json!({"claims": {"exec_id": "e", "user_id": "u"}, "body": {}}))
+            .await;
+    assert_eq!(r.json()["error"]["reason"], "tenant_missing");
+}
+
+#[tokio::test]
+async fn internal_routes_need_the_service_token() {
+    let node = node();
+    let no_auth = Request::post("/v1/grants/open")
+        .header("content-type", "application/json")
+        .body(Body::from("{}"))
+        .unwrap();
+    let r = send(&node.router, no_auth).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.json()["error"]["reason"], "service_token_missing");
+    let wrong = Request::post("/v1/grants/open")
+        .header("authorization", format!("Bearer {TOKEN}x"))
+        .header("content-type", "application/json")
+        .body(Body::from("{}"))
+        .unwrap();
+    let r = send(&node.router, wrong).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.json()["error"]["reason"], "service_token_invalid");
+    assert_eq!(node.state.refusals.recent().len(), 2);
+    // Health stays open for load balancers.
+    let r = send(&node.router, Request::get("/healthz").body(Body::empty()).unwrap()).await;
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test]
+async fn bad_requests_get_the_safe_error_shape() {
+    let node = node();
+    let cases: Vec<(Request<Body>, u16, &str)> = vec![
+        (post("/v1/grants/open", "{\"token\": \"a\", \"token\": \"b\"}"), 400, "invalid_json"),
+        (post("/v1/grants/open", "{not json"), 400, "invalid_json"),
+        (post("/v1/grants/open", "{\"token\": 5}"), 400, "bad_request"),
+        (post("/v1/grants/open", "{\"token\": \"a\", \"extra\": 1}"), 400, "bad_request"),
+        (
+            post("/v1/grants/open", &format!("{{\"token\": \"{}\"}}", "a".repeat(2 * 1024 * 1024))),
+            413,
+            "payload_too_large",
+        ),
+        (
+            Request::post("/v1/grants/open")
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .header("content-type", "text/plain")
+                .body(Body::from("{}"))
+                .unwrap(),
+            415,
+            "unsupported_media_type",
+        ),
+        (Request::get("/v2/nothing").body(Body::empty()).unwrap(), 404, "not_found"),
+        (Request::delete("/healthz").body(Body::empty()).unwrap(), 405, "method_not_allowed"),
+    ];
+    for (req, status, code) in cases {
+        let r = send(&node.router, req).await;
+        assert_eq!(r.status, status, "{}", r.text);
+        let body = r.json();
+        assert_eq!(body["error"]["code"], code, "{}", r.text);
+        let rid = body["error"]["request_id"].as_str().unwrap();
+        assert_eq!(r.headers["x-request-id"], rid);
+        assert_eq!(
+            body["error"].as_object().unwrap().keys().filter(|k| *k != "reason").count(),
+            3,
+            "{}",
+            r.text
+        );
+    }
+}
+
+#[tokio::test]
+async fn request_ids_from_callers_cannot_forge_log_lines() {
+    let node = node();
+    let req = Request::get("/healthz").header("x-request-id", "ok-id.1").body(Body::empty()).unwrap();
+    assert_eq!(send(&node.router, req).await.headers["x-request-id"], "ok-id.1");
+    let req = Request::get("/healthz")
+        .header("x-request-id", "a\" status=200 forged=\"")
+        .body(Body::empty())
+        .unwrap();
+    let r = send(&node.router, req).await;
+    assert!(r.headers["x-request-id"].to_str().unwrap().starts_with("req_"));
+}
+
+async fn boom() -> &'static str {
+    panic!("secret path /etc/gatehouse/key.pem")
+}
+
+#[tokio::test]
+async fn a_panic_becomes_a_safe_internal_error() {
+    use axum::middleware;
+    use axum::routing::get;
+    let node = node();
+    let app = axum::Router::new()
+        .route("/boom", get(boom))
+        .layer(middleware::from_fn_with_state(node.state.clone(), gatehouse_server::http::request_context))
+        .with_state(node.state.clone());
+    let r = send(&app, Request::get("/boom").body(Body::empty()).unwrap()).await;
+    assert_eq!(r.status, 500);
+    assert_eq!(r.json()["error"]["code"], "internal");
+    assert!(!r.text.contains("/etc/gatehouse"));
+}
+
+#[tokio::test]
+async fn no_secret_reaches_a_response_a_log_line_or_a_metric() {
+    let logs = LogBuffer::default();
+    let _guard = logs.install();
+    let node = node();
+    let manifest = sign(&node).await;
+    let grant = call(&node, "/v1/grants", json!({"exec_id": "e", "tenant_id": "t", "user_id": "u"}))
+        .await
+        .json()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let mut responses = String::new();
+    let requests = vec![
+        post("/v1/manifests/verify", &json!({"token": manifest, "body": {"other": true}}).to_string()),
+        post("/v1/manifests/verify", &json!({"token": manifest, "body": exec_body()}).to_string()),
+        post("/v1/grants/open", &json!({"token": grant}).to_string()),
+        post("/v1/grants/open", &json!({"token": format!("{grant}x")}).to_string()),
+        post(
+            "/v1/manifests/sign",
+            &json!({"claims": {"exec_id": GRANT_SECRET, "tenant_id": "t", "user_id": "u"}, "body": {}})
+                .to_string(),
+        ),
+        post(
+            "/v1/manifests/sign",
+            &json!({"claims": {"exec_id": "e", "tenant_id": "t", "user_id": [TOKEN]}, "body": {}})
+                .to_string(),
+        ),
+        post(
+            "/v1/grants",
+            &json!({"exec_id": "e", "tenant_id": "t", "user_id": "u", "session_key": GRANT_SECRET})
+                .to_string(),
+        ),
+        post("/v1/grants/open", &format!("{{\"token\": \"{TOKEN}\", \"token\": 1}}")),
+        Request::post("/v1/grants/open")
+            .header("authorization", format!("Bearer {GRANT_SECRET}"))
+            .header("content-type", "application/json")
+            .body(Body::from("{}"))
+            .unwrap(),
+        Request::get("/metrics").body(Body::empty()).unwrap(),
+        Request::get(format!("/v1/refusals?token={TOKEN}"))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .body(Body::empty())
+            .unwrap(),
+    ];
+    for req in requests {
+        responses.push_str(&send(&node.router, req).await.text);
+    }
+    let log = logs.text();
+    assert!(log.contains("refused"), "the refusals were logged: {log}");
+    let key_body: String = node.private_pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    for secret in [TOKEN, GRANT_SECRET, &key_body[..30]] {
+        assert!(!responses.contains(secret), "a response carried a secret: {responses}");
+        assert!(!log.contains(secret), "a log line carried a secret: {log}");
+    }
+    for token in [&manifest, &grant] {
+        assert!(!log.contains(token.as_str()), "a log line carried a token");
+    }
+}
+
+#[tokio::test]
+async fn metrics_count_refusals_by_closed_labels() {
+    let node = node();
+    call(&node, "/v1/grants/open", json!({"token": "nope"})).await;
+    let r = send(&node.router, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert!(
+        r.text.contains("gatehouse_refusals_total{kind=\"grant_refused\",reason=\"grant_bad_prefix\"} 1"),
+        "{}",
+        r.text
+    );
+    assert!(r.text.contains("gatehouse_http_responses_total{class=\"2xx\"}"));
+}
+
+#[tokio::test]
+async fn refusals_are_listed_for_operators() {
+    let node = node();
+    call(&node, "/v1/grants/open", json!({"token": "nope"})).await;
+    let req = Request::get("/v1/refusals")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(Body::empty())
+        .unwrap();
+    let list = send(&node.router, req).await.json();
+    assert_eq!(list["refusals"][0]["kind"], "grant_refused");
+    assert_eq!(list["refusals"][0]["reason"], "grant_bad_prefix");
+    assert_eq!(list["refusals"][0]["at"], NOW);
+    assert!(list["refusals"][0]["request_id"].as_str().unwrap().starts_with("req_"));
+}

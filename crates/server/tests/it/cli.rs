@@ -1,0 +1,366 @@
+//! The `gatehouse` binary: the command-line contract (exit codes, `--json`
+//! shapes) and the embedded first start, run as a user would run them.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gatehouse");
+
+/// A command with an empty environment (plus PATH), so the developer's own
+/// settings never leak into a test.
+fn gatehouse(dir: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.current_dir(dir).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+    c
+}
+
+fn run(c: &mut Command) -> (i32, String, String) {
+    let Output { status, stdout, stderr } = c.output().unwrap();
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+fn write(dir: &Path, name: &str, content: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p.to_str().unwrap().to_owned()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn keygen_writes_owner_only_files_and_refuses_to_overwrite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("keys");
+    let (code, stdout, _) = run(gatehouse(tmp.path()).args(["keygen", "--out"]).arg(&out));
+    assert_eq!(code, 0);
+    for (name, want) in [
+        ("manifest-private.pem", 0o600),
+        ("grant-secret", 0o600),
+        ("service-token", 0o600),
+        ("manifest-public.pem", 0o644),
+    ] {
+        assert_eq!(mode(&out.join(name)), want, "{name}");
+    }
+    assert_eq!(mode(&out), 0o700);
+    let grant = std::fs::read_to_string(out.join("grant-secret")).unwrap();
+    assert!(grant.trim().len() >= 32);
+    assert!(!stdout.contains(grant.trim()), "keygen printed a secret");
+    assert!(
+        std::fs::read_to_string(out.join("manifest-private.pem"))
+            .unwrap()
+            .starts_with("-----BEGIN PRIVATE KEY-----")
+    );
+    assert!(
+        std::fs::read_to_string(out.join("manifest-public.pem"))
+            .unwrap()
+            .starts_with("-----BEGIN PUBLIC KEY-----")
+    );
+
+    let (code, _, stderr) = run(gatehouse(tmp.path()).args(["keygen", "--out"]).arg(&out));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("refusing to overwrite"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(out.join("grant-secret")).unwrap(), grant, "nothing was overwritten");
+}
+
+#[test]
+fn manifest_sign_and_verify_follow_the_cli_contract() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    run(gatehouse(dir).args(["keygen", "--out", "k"]));
+    let claims = write(
+        dir,
+        "claims.json",
+        r#"{"exec_id":"exec-9","tenant_id":"t","user_id":"u","input_files":["in.txt"]}"#,
+    );
+    let body = write(dir, "body.json", r#"{"b": [1, 2], "a": "x"}"#);
+    let same_body = write(dir, "same.json", "{\"a\":\"x\",\n \"b\":[1,2]}");
+    let other_body = write(dir, "other.json", r#"{"a": "y", "b": [1, 2]}"#);
+
+    let (code, token, stderr) = run(gatehouse(dir).args([
+        "manifest",
+        "sign",
+        "--key",
+        "k/manifest-private.pem",
+        "--claims",
+        &claims,
+        "--body",
+        &body,
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    let token = token.trim().to_owned();
+    assert_eq!(token.split('.').count(), 3, "the token alone on stdout");
+
+    let (code, out, _) = run(gatehouse(dir).args([
+        "manifest",
+        "verify",
+        "--public-key",
+        "k/manifest-public.pem",
+        "--body",
+        &same_body,
+        &token,
+        "--json",
+    ]));
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["claims"]["exec_id"], "exec-9");
+    assert!(v["claims"]["exp"].as_i64().unwrap() - v["claims"]["iat"].as_i64().unwrap() == 300);
+
+    let (code, out, _) = run(gatehouse(dir).args([
+        "manifest",
+        "verify",
+        "--public-key",
+        "k/manifest-public.pem",
+        "--body",
+        &other_body,
+        &token,
+        "--json",
+    ]));
+    assert_eq!(code, 1);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        json!({"valid": false, "reason": "manifest_body_mismatch"})
+    );
+
+    // The token can come from stdin, out of sight of `ps`.
+    let mut child = gatehouse(dir)
+        .args(["manifest", "verify", "--public-key", "k/manifest-public.pem", "--body", &body, "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(token.as_bytes()).unwrap();
+    assert!(child.wait_with_output().unwrap().status.success());
+
+    // Bad input is exit 2 with one line on stderr: a private key where the
+    // public key belongs, an unreadable key, a body that is not JSON.
+    let (code, _, stderr) = run(gatehouse(dir).args([
+        "manifest",
+        "verify",
+        "--public-key",
+        "k/manifest-private.pem",
+        "--body",
+        &body,
+        &token,
+    ]));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("key_wrong_type"), "{stderr}");
+    let (code, _, _) = run(gatehouse(dir).args([
+        "manifest",
+        "verify",
+        "--public-key",
+        "missing.pem",
+        "--body",
+        &body,
+        &token,
+    ]));
+    assert_eq!(code, 2);
+    let not_json = write(dir, "bad.json", "{\"a\":1,\"a\":2}");
+    let (code, _, _) = run(gatehouse(dir).args([
+        "manifest",
+        "sign",
+        "--key",
+        "k/manifest-private.pem",
+        "--claims",
+        &claims,
+        "--body",
+        &not_json,
+    ]));
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn grant_mint_and_open_follow_the_cli_contract() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    run(gatehouse(dir).args(["keygen", "--out", "k"]));
+    let claims = write(
+        dir,
+        "claims.json",
+        r#"{"grant_id":"g-1","exec_id":"e","tenant_id":"t","user_id":"u","max_requests":7}"#,
+    );
+    let (code, token, stderr) =
+        run(gatehouse(dir).args(["grant", "mint", "--secret-file", "k/grant-secret", "--claims", &claims]));
+    assert_eq!(code, 0, "{stderr}");
+    let token = token.trim().to_owned();
+    assert!(token.starts_with("ceg1."));
+
+    let (code, out, _) =
+        run(gatehouse(dir).args(["grant", "open", "--secret-file", "k/grant-secret", &token, "--json"]));
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["valid"].clone(), v["claims"]["grant_id"].clone(), v["claims"]["max_requests"].clone()),
+        (json!(true), json!("g-1"), json!(7))
+    );
+
+    let mut tampered = token.clone().into_bytes();
+    let i = tampered.len() - 3;
+    tampered[i] = if tampered[i] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    let (code, out, _) =
+        run(gatehouse(dir).args(["grant", "open", "--secret-file", "k/grant-secret", &tampered, "--json"]));
+    assert_eq!(code, 1);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["reason"], "grant_tampered");
+
+    let weak = write(dir, "weak", "short-secret\n");
+    let (code, _, stderr) =
+        run(gatehouse(dir).args(["grant", "open", "--secret-file", &weak, &token, "--json"]));
+    assert_eq!(code, 2);
+    assert!(stderr.contains("weak_secret") && !stderr.contains("short-secret"), "{stderr}");
+
+    let forged = write(
+        dir,
+        "forged.json",
+        r#"{"exec_id":"e","tenant_id":"t","user_id":"u","session_key":"sk1_mine"}"#,
+    );
+    let (code, _, stderr) =
+        run(gatehouse(dir).args(["grant", "mint", "--secret-file", "k/grant-secret", "--claims", &forged]));
+    assert_eq!(code, 2, "{stderr}");
+}
+
+#[test]
+fn config_check_lists_every_problem_and_serve_refuses_to_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    run(gatehouse(dir).args(["keygen", "--out", "k"]));
+    let insecure = |c: &mut Command| {
+        c.env("GATEHOUSE_ROLE", "runner")
+            .env("GATEHOUSE_LISTEN", "0.0.0.0:8700")
+            .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY_FILE", "k/manifest-private.pem")
+            .env("CODEAPI_AUTH_PROVIDER", "none")
+            .env("LOCAL_MODE", "true");
+    };
+    let mut c = gatehouse(dir);
+    insecure(&mut c);
+    let (code, out, _) = run(c.args(["config", "check", "--json"]));
+    assert_eq!(code, 2);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let codes: Vec<(String, String)> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["setting"].as_str().unwrap().to_owned(), p["code"].as_str().unwrap().to_owned()))
+        .collect();
+    for want in [
+        ("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY", "forbidden_for_role"),
+        ("CODEAPI_AUTH_PROVIDER", "insecure_combination"),
+        ("LOCAL_MODE", "insecure_combination"),
+        ("SANDBOX_EXECUTION_MANIFEST_PUBLIC_KEY", "missing_required"),
+    ] {
+        assert!(codes.iter().any(|(s, c)| s == want.0 && c == want.1), "missing {want:?} in {codes:?}");
+    }
+
+    let mut c = gatehouse(dir);
+    insecure(&mut c);
+    let (code, _, stderr) = run(c.arg("serve"));
+    assert_eq!(code, 2, "serve must refuse to start");
+    assert!(stderr.contains("refusing to start") && stderr.contains("forbidden_for_role"), "{stderr}");
+    assert!(!stderr.contains("PRIVATE KEY"), "{stderr}");
+
+    // A secure runner passes.
+    let (code, out, stderr) = run(gatehouse(dir)
+        .env("SANDBOX_EXECUTION_MANIFEST_PUBLIC_KEY_FILE", "k/manifest-public.pem")
+        .env("CODEAPI_INTERNAL_SERVICE_TOKEN_FILE", "k/service-token")
+        .args(["config", "check", "--role", "runner"]));
+    assert_eq!(code, 0, "{out}{stderr}");
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[allow(clippy::disallowed_methods, reason = "a test client talking to the server under test on loopback")]
+fn http(addr: &str, request: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+#[test]
+fn the_embedded_first_start_works_with_no_configuration() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut child = gatehouse(dir)
+        .env("GATEHOUSE_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
+        .arg("serve")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let _server = Server(child);
+    let stderr_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = BufReader::new(stderr).read_to_string(&mut s);
+        s
+    });
+    let mut printed = String::new();
+    let mut addr = None;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut lines = BufReader::new(stdout).lines();
+    while addr.is_none() && Instant::now() < deadline {
+        let Some(Ok(line)) = lines.next() else { break };
+        printed.push_str(&line);
+        printed.push('\n');
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            addr = rest.split_whitespace().next().map(str::to_owned);
+        }
+    }
+    let addr = addr.unwrap_or_else(|| panic!("no listening line in: {printed}"));
+    assert!(addr.starts_with("127.0.0.1:"), "binds loopback only");
+
+    let data = dir.join("gatehouse-data");
+    assert_eq!(mode(&data), 0o700);
+    for f in ["manifest-private.pem", "grant-secret", "service-token"] {
+        assert_eq!(mode(&data.join(f)), 0o600, "{f}");
+    }
+    assert!(printed.contains("generated") && printed.contains("service-token"), "{printed}");
+    let token = std::fs::read_to_string(data.join("service-token")).unwrap().trim().to_owned();
+    let grant_secret = std::fs::read_to_string(data.join("grant-secret")).unwrap().trim().to_owned();
+    assert!(!printed.contains(&token) && !printed.contains(&grant_secret), "secrets printed: {printed}");
+
+    let health = http(&addr, "GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+
+    let body = json!({"claims": {"exec_id": "e1", "tenant_id": "t1", "user_id": "u1"}, "body": {"code": "print(1)"}}).to_string();
+    let sign = http(
+        &addr,
+        &format!(
+            "POST /v1/manifests/sign HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert!(sign.starts_with("HTTP/1.1 200"), "{sign}");
+    assert!(sign.contains("\"token\":\"ey"), "{sign}");
+
+    drop(_server);
+    let logs = stderr_thread.join().unwrap();
+    assert!(!logs.contains(&token) && !logs.contains(&grant_secret), "secrets logged: {logs}");
+
+    // A second start reuses the keys instead of generating new ones.
+    let (code, out, _) = run(gatehouse(dir).args(["config", "check"]));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(std::fs::read_to_string(data.join("service-token")).unwrap().trim(), token);
+}

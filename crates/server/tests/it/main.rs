@@ -1,0 +1,7 @@
+//! gatehouse-server integration tests: one binary, several modules.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
+
+mod api;
+mod cli;
+mod support;

@@ -1,0 +1,125 @@
+//! Shared test fixtures.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Body;
+use gatehouse_capability::ManifestSigningKey;
+use gatehouse_config::{MapSource, load, names};
+use gatehouse_core::ManualClock;
+use gatehouse_server::state::AppState;
+use http::Request;
+use http_body_util::BodyExt as _;
+use serde_json::Value;
+use tower::ServiceExt as _;
+
+pub const TOKEN: &str = "svc-token-0123456789abcdefghijklmnopqrstuvwxyz";
+pub const GRANT_SECRET: &str = "grant-secret-0123456789abcdefghijklmnopqrstuvwxyz";
+pub const NOW: i64 = 1_800_000_000;
+
+pub struct Node {
+    pub router: Router,
+    pub state: AppState,
+    pub clock: ManualClock,
+    pub private_pem: String,
+}
+
+pub fn private_key_pem() -> String {
+    ManifestSigningKey::generate().unwrap().to_pkcs8_pem().unwrap().to_string()
+}
+
+/// A node of `role` with the given extra settings.
+pub fn node_with(role: &str, extra: &[(&str, &str)]) -> Node {
+    let private_pem = private_key_pem();
+    let mut src = MapSource::new()
+        .with(names::ROLE, role)
+        .with(names::LISTEN, "127.0.0.1:0")
+        .with(names::PROXY_LISTEN, "127.0.0.1:0")
+        .with(names::DATA_DIR, "/nonexistent-gatehouse-test-dir")
+        .with(names::SERVICE_TOKEN, TOKEN);
+    match role {
+        "runner" => {
+            let public =
+                ManifestSigningKey::from_ed25519_text(&private_pem).unwrap().public_key_pem().unwrap();
+            src.set(names::MANIFEST_PUBLIC_KEY, public);
+        }
+        "gateway" => src.set(names::GRANT_SECRET, GRANT_SECRET),
+        _ => {
+            src.set(names::MANIFEST_PRIVATE_KEY, private_pem.clone());
+            src.set(names::GRANT_SECRET, GRANT_SECRET);
+        }
+    }
+    for (k, v) in extra {
+        src.set(k, *v);
+    }
+    let config = load(&src, None).unwrap_or_else(|p| panic!("test config invalid: {p:?}"));
+    let clock = ManualClock::new(NOW);
+    let state = AppState::from_config(config, Arc::new(clock.clone()));
+    Node { router: gatehouse_server::api::router(state.clone()), state, clock, private_pem }
+}
+
+pub fn node() -> Node {
+    node_with("all", &[])
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub text: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+}
+
+pub async fn send(router: &Router, req: Request<Body>) -> Reply {
+    let response = router.clone().oneshot(req).await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    Reply { status, headers, text: String::from_utf8_lossy(&bytes).into_owned() }
+}
+
+pub fn post(path: &str, body: &str) -> Request<Body> {
+    Request::post(path)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_owned()))
+        .unwrap()
+}
+
+pub async fn call(node: &Node, path: &str, body: Value) -> Reply {
+    send(&node.router, post(path, &body.to_string())).await
+}
+
+/// Captures log output for the duration of a test (current-thread runtime).
+#[derive(Clone, Default)]
+pub struct LogBuffer(Arc<Mutex<Vec<u8>>>);
+
+impl LogBuffer {
+    pub fn install(&self) -> tracing::subscriber::DefaultGuard {
+        let writer = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
