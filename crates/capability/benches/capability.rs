@@ -87,7 +87,7 @@ fn grant(c: &mut Criterion) {
     .into_claims("sk1_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-abcd".into(), NOW, 900)
     .unwrap();
     let token = sealer.mint(&claims).unwrap();
-    let plaintext = serde_json::to_vec(&claims).unwrap();
+    let plaintext = postcard::to_allocvec(&claims).unwrap();
 
     // The raw primitive: XChaCha20-Poly1305 over a plaintext of the same size.
     let cipher = XChaCha20Poly1305::new(&chacha20poly1305::Key::from([9u8; 32]));

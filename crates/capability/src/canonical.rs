@@ -9,10 +9,11 @@
 //! - **Duplicate object keys are refused.** Parsers disagree about
 //!   `{"cmd":"ls","cmd":"rm -rf /"}` (first wins, last wins, error), so a body
 //!   that one side reads differently from the other must never verify.
-//! - **Numbers must be I-JSON (RFC 7493).** JCS models numbers as IEEE-754
-//!   doubles, so `9007199254740993` and `9007199254740992` would canonicalize
-//!   alike; an integer outside ±(2^53−1) is refused instead of being rounded
-//!   into a collision. Lone surrogates in strings are refused by the parser.
+//! - **Numbers must be I-JSON (RFC 7493 §2.2).** JCS models numbers as
+//!   IEEE-754 doubles, so `9007199254740993` and `9007199254740992` would
+//!   canonicalize alike; any number whose magnitude exceeds 2^53−1 (however
+//!   it is written) is refused instead of being rounded into a collision.
+//!   Lone surrogates in strings are refused by the parser.
 
 use std::fmt;
 
@@ -134,12 +135,15 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonicalErro
 }
 
 fn write_object(map: &Map<String, Value>, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
-    // serde_json's map iterates in UTF-8 byte order, which equals code point
-    // order. JCS sorts by UTF-16 code units; the two orders differ only when a
-    // key holds a character at or above U+E000, so re-sort only then.
+    // JCS sorts by UTF-16 code units, which differs from code point order
+    // only when a key holds a character at or above U+E000. The map's own
+    // order is not relied on: a dependency enabling serde_json's
+    // `preserve_order` feature would silently turn it into insertion order.
     let mut entries: Vec<(&String, &Value)> = map.iter().collect();
     if map.keys().any(|k| k.chars().any(|c| c >= '\u{E000}')) {
         entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+    } else {
+        entries.sort_by(|a, b| a.0.cmp(b.0));
     }
     out.extend_from_slice(b"{");
     for (i, (k, v)) in entries.into_iter().enumerate() {
@@ -166,9 +170,14 @@ fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) -> Result<(), Canonic
         }
         out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
     } else if let Some(f) = n.as_f64() {
-        // A float with an integral value beyond 2^53 (e.g. 1e300) is a valid
-        // double, and JCS prints it in ECMAScript form; only integer tokens
-        // risk silent rounding, and those arrive as u64/i64 above.
+        // The same bound applies to numbers written with a fraction or an
+        // exponent: JCS prints doubles below 1e21 in integer form, so
+        // `9007199254740993.0` would come back out as an integer no exact
+        // parser could read the same way, and the canonical form would no
+        // longer be a fixed point.
+        if f.abs() > MAX_SAFE_INTEGER as f64 {
+            return Err(CanonicalError::NumberOutOfRange);
+        }
         let mut buf = ryu_js::Buffer::new();
         out.extend_from_slice(buf.format_finite(f).as_bytes());
     } else {
@@ -415,12 +424,13 @@ mod tests {
 
     #[test]
     fn rfc8785_examples() {
-        // RFC 8785 section 3.2.2 / appendix B number and string samples.
+        // RFC 8785 section 3.2.2 / appendix B number and string samples,
+        // less `1E30`, which gatehouse refuses (magnitude beyond 2^53-1).
         assert_eq!(
             canon(
-                r#"{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],"string":"\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/","literals":[null,true,false]}"#
+                r#"{"numbers":[333333333.33333329,4.50,2e-3,0.000000000000000000000000001],"string":"\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/","literals":[null,true,false]}"#
             ),
-            r#"{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}"#
+            r#"{"literals":[null,true,false],"numbers":[333333333.3333333,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}"#
         );
         // RFC 8785 section 3.2.3: sorting by UTF-16 code units.
         assert_eq!(
@@ -457,6 +467,13 @@ mod tests {
         );
         assert_eq!(BodyDigest::of_json_bytes(b"9007199254740993"), Err(CanonicalError::NumberOutOfRange));
         assert_eq!(BodyDigest::of_json_bytes(b"-9007199254740992"), Err(CanonicalError::NumberOutOfRange));
+        // Found by fuzzing: a large float prints in integer form under JCS.
+        assert_eq!(
+            BodyDigest::of_json_bytes(b"1333333333333313112.0"),
+            Err(CanonicalError::NumberOutOfRange)
+        );
+        assert_eq!(BodyDigest::of_json_bytes(b"1e300"), Err(CanonicalError::NumberOutOfRange));
+        assert!(BodyDigest::of_json_bytes(b"[1e-300, 0.5, -2.5e15]").is_ok());
     }
 
     #[test]
@@ -492,7 +509,10 @@ mod tests {
             Just(Value::Null),
             any::<bool>().prop_map(Value::from),
             (-(1i64 << 53) + 1..(1i64 << 53)).prop_map(Value::from),
-            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            (-9.0e15f64..9.0e15).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite and small", |f| f.is_finite() && f.abs() < 9.0e15)
+                .prop_map(Value::from),
             "\\PC{0,12}".prop_map(Value::from),
             proptest::string::string_regex("[\\x00-\\x1f\"\\\\\u{e000}-\u{e010}\u{1f600}a-z]{0,6}")
                 .unwrap()

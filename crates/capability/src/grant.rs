@@ -6,6 +6,9 @@
 //! but can neither read its scope nor alter it.
 //!
 //! Wire form: `ceg1.` + base64url(`kid`(8) ‖ `nonce`(24) ‖ ciphertext‖tag).
+//! The plaintext is the claims in postcard's compact binary serde format:
+//! nobody but gatehouse ever reads it, and opening a grant is on the path of
+//! every outbound request, where JSON parsing would cost more than the AEAD.
 //! The key id is public and lets a node tell "sealed under a secret I do not
 //! hold" (`grant_unknown_key`) from "altered" (`grant_tampered`), and pick the
 //! current or previous secret during rotation without trial decryption.
@@ -241,7 +244,7 @@ impl GrantSealer {
         let mut nonce = [0u8; NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|_| MintError::Random)?;
         let plaintext =
-            zeroize::Zeroizing::new(serde_json::to_vec(claims).map_err(|_| MintError::Invalid("claims"))?);
+            zeroize::Zeroizing::new(postcard::to_allocvec(claims).map_err(|_| MintError::Invalid("claims"))?);
         let sealed = self
             .current
             .cipher
@@ -281,8 +284,9 @@ impl GrantSealer {
         key.cipher
             .decrypt_inout_detached(&nonce, GRANT_AAD, plaintext.into(), &tag)
             .map_err(|_| Reason::GrantTampered)?;
-        let claims: GrantClaims =
-            serde_json::from_slice(plaintext).map_err(|_| Reason::GrantClaimsInvalid)?;
+        let Ok((claims, [])) = postcard::take_from_bytes::<GrantClaims>(plaintext) else {
+            return Err(Reason::GrantClaimsInvalid);
+        };
         if claims.v != 1 || claims.typ != "grant" {
             return Err(Reason::GrantClaimsInvalid);
         }

@@ -551,12 +551,14 @@ impl Reader<'_> {
                     "a runner must never hold the HMAC manifest secret: it can both verify and mint",
                 );
             }
-            if grant_secret.is_some() || self.is_set(names::GRANT_SECRET) {
-                self.problem(
-                    names::GRANT_SECRET,
-                    "forbidden_for_role",
-                    "a runner must not hold the egress grant secret: it could mint grants",
-                );
+            for name in [names::GRANT_SECRET, names::GRANT_PREVIOUS_SECRET] {
+                if self.is_set(name) {
+                    self.problem(
+                        name,
+                        "forbidden_for_role",
+                        "a runner must not hold an egress grant secret: it could mint grants",
+                    );
+                }
             }
         }
         if role == Role::Gateway {
@@ -760,7 +762,7 @@ impl Reader<'_> {
             manifest_verifying_keys: if role.verifies_manifests() { manifest_verifying_keys } else { None },
             require_manifest,
             grant_secret: if role.opens_grants() { grant_secret } else { None },
-            grant_previous_secret,
+            grant_previous_secret: if role.opens_grants() { grant_previous_secret } else { None },
             ledger_required,
             service_token,
             tenant_isolation_strict,

@@ -74,8 +74,6 @@ impl Source for MapSource {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Layered {
     pub(crate) values: BTreeMap<String, String>,
-    /// Where each value came from, for messages.
-    pub(crate) origin: BTreeMap<String, &'static str>,
 }
 
 impl Layered {
@@ -134,8 +132,7 @@ pub(crate) fn layer(
                             ));
                             continue;
                         }
-                        out.values.insert(k.clone(), value);
-                        out.origin.insert(k, "file");
+                        out.values.insert(k, value);
                     }
                 }
             },
@@ -144,7 +141,6 @@ pub(crate) fn layer(
     for name in known {
         if let Some(v) = source.var(name) {
             out.values.insert((*name).to_owned(), v);
-            out.origin.insert((*name).to_owned(), "env");
         }
     }
     // A misspelled GATEHOUSE_ setting would silently fall back to a default;

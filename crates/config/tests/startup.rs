@@ -95,6 +95,10 @@ fn a_runner_refuses_the_private_key_and_the_hmac_secret() {
     assert!(has(&p, names::MANIFEST_PRIVATE_KEY, "forbidden_for_role"), "{p:?}");
     let p = problems(&runner.clone().with(names::MANIFEST_HMAC_SECRET, GRANT));
     assert!(has(&p, names::MANIFEST_HMAC_SECRET, "forbidden_for_role"), "{p:?}");
+    for secret in [names::GRANT_SECRET, names::GRANT_PREVIOUS_SECRET] {
+        let p = problems(&runner.clone().with(secret, GRANT));
+        assert!(has(&p, secret, "forbidden_for_role"), "{p:?}");
+    }
     // Even a malformed private key is refused for the role, not just as malformed.
     let p = problems(&runner.clone().with(names::MANIFEST_PRIVATE_KEY, "garbage"));
     assert!(has(&p, names::MANIFEST_PRIVATE_KEY, "forbidden_for_role"), "{p:?}");

@@ -5,7 +5,7 @@ use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, Request, State};
+use axum::extract::{FromRequest, MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt as _;
@@ -59,8 +59,9 @@ pub async fn request_context(State(state): State<AppState>, mut req: Request, ne
     let request_id = RequestId(id.clone());
     req.extensions_mut().insert(request_id.clone());
     let method = req.method().clone();
-    // The path only: query strings may carry tokens.
-    let path = req.uri().path().to_owned();
+    // The route template, never the raw path or query: a confused client may
+    // put a token in either, and tokens must not reach the log.
+    let path = req.extensions().get::<MatchedPath>().map_or("<unmatched>", MatchedPath::as_str).to_owned();
     let started = Instant::now();
 
     let outcome = tokio::time::timeout(REQUEST_TIMEOUT, AssertUnwindSafe(next.run(req)).catch_unwind()).await;
