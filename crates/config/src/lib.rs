@@ -85,6 +85,10 @@ pub mod names {
     pub const GRANT_TTL_SECS: &str = "GATEHOUSE_GRANT_TTL_SECS";
     /// `text` or `json` [text].
     pub const LOG_FORMAT: &str = "GATEHOUSE_LOG_FORMAT";
+    /// Log filter in `tracing` syntax, e.g. `info,gatehouse_server=debug` [info].
+    pub const LOG_FILTER: &str = "GATEHOUSE_LOG";
+    /// A TOML configuration file (same keys as the environment).
+    pub const CONFIG_FILE: &str = "GATEHOUSE_CONFIG";
 
     /// Settings that hold secrets: each also accepts `NAME_FILE`.
     pub const SECRETS: &[&str] =
@@ -126,7 +130,8 @@ pub mod names {
         MANIFEST_TTL_SECS,
         GRANT_TTL_SECS,
         LOG_FORMAT,
-        "GATEHOUSE_CONFIG",
+        LOG_FILTER,
+        CONFIG_FILE,
     ];
 }
 
@@ -337,9 +342,7 @@ pub const METADATA_ADDRESSES: &[&str] =
 /// (`--config`, or `GATEHOUSE_CONFIG`).
 pub fn load(source: &dyn Source, file: Option<&Path>) -> Result<Config, Vec<Problem>> {
     let mut p = Vec::new();
-    let config_file =
-        file.map(Path::to_path_buf).or_else(|| source.var("GATEHOUSE_CONFIG").map(PathBuf::from));
-    let layered = source::layer(source, config_file.as_deref(), names::ALL, &mut p);
+    let layered = source::layer(source, config_file(source, file).as_deref(), names::ALL, &mut p);
     let r = Reader { layered: &layered, source, problems: &mut p };
     let config = r.build();
     match config {
@@ -353,14 +356,18 @@ pub fn load(source: &dyn Source, file: Option<&Path>) -> Result<Config, Vec<Prob
 /// there before calling [`load`].
 pub fn embedded_data_dir(source: &dyn Source, file: Option<&Path>) -> Option<PathBuf> {
     let mut p = Vec::new();
-    let config_file =
-        file.map(Path::to_path_buf).or_else(|| source.var("GATEHOUSE_CONFIG").map(PathBuf::from));
-    let layered = source::layer(source, config_file.as_deref(), names::ALL, &mut p);
+    let layered = source::layer(source, config_file(source, file).as_deref(), names::ALL, &mut p);
     let role = layered.get(names::ROLE).map_or(Some(Role::All), Role::parse)?;
     let listen = parse_addr(layered.get(names::LISTEN).unwrap_or(DEFAULT_LISTEN))?;
     let proxy = parse_addr(layered.get(names::PROXY_LISTEN).unwrap_or(DEFAULT_PROXY_LISTEN))?;
     (role == Role::All && listen.ip().is_loopback() && proxy.ip().is_loopback())
         .then(|| PathBuf::from(layered.get(names::DATA_DIR).unwrap_or(DEFAULT_DATA_DIR)))
+}
+
+/// The TOML file: `--config`, else `GATEHOUSE_CONFIG` when set and non-empty.
+fn config_file(source: &dyn Source, file: Option<&Path>) -> Option<PathBuf> {
+    file.map(Path::to_path_buf)
+        .or_else(|| source.var(names::CONFIG_FILE).filter(|v| !v.trim().is_empty()).map(PathBuf::from))
 }
 
 const DEFAULT_LISTEN: &str = "127.0.0.1:8700";

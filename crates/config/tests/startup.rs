@@ -231,6 +231,8 @@ fn a_toml_file_sets_the_same_keys_and_the_environment_wins() {
 fn misspelled_gatehouse_variables_are_refused() {
     let p = problems(&worker().with("GATEHOUSE_REDIS_URI", "redis://x"));
     assert!(has(&p, "GATEHOUSE_REDIS_URI", "unknown_setting"), "{p:?}");
+    // Every documented name is known, including the non-config ones.
+    assert!(load(&worker().with("GATEHOUSE_LOG", "debug").with("GATEHOUSE_CONFIG", ""), None).is_ok());
 }
 
 #[test]

@@ -131,6 +131,7 @@ async fn verify_manifest(
     Ok(Json(match outcome {
         Ok(ManifestPresence::Signed(m)) => json!({"valid": true, "alg": m.alg, "claims": m.claims}),
         Ok(ManifestPresence::Unsigned) => {
+            state.metrics.record_unsigned();
             tracing::warn!(request_id = %rid.0, "unsigned execute request passed (SANDBOX_REQUIRE_EGRESS_MANIFEST=false)");
             json!({"valid": true, "unsigned": true})
         }

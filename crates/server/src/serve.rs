@@ -55,7 +55,7 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
 
 /// Installs the log subscriber.
 pub fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("GATEHOUSE_LOG")
+    let filter = tracing_subscriber::EnvFilter::try_from_env(names::LOG_FILTER)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder =

@@ -177,6 +177,7 @@ impl RefusalLog {
 #[derive(Default)]
 pub struct Metrics {
     by_class: [AtomicU64; 5],
+    unsigned_passed: AtomicU64,
 }
 
 impl Metrics {
@@ -184,6 +185,12 @@ impl Metrics {
     pub fn record_response(&self, status: u16) {
         let class = usize::from(status / 100).saturating_sub(1).min(4);
         self.by_class[class].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an execute request that passed without a manifest because
+    /// `SANDBOX_REQUIRE_EGRESS_MANIFEST=false`.
+    pub fn record_unsigned(&self) {
+        self.unsigned_passed.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Prometheus text exposition of every counter.
@@ -199,6 +206,13 @@ impl Metrics {
                 c.load(Ordering::Relaxed)
             );
         }
+        out.push_str("# HELP gatehouse_unsigned_requests_total Execute requests passed without a manifest (SANDBOX_REQUIRE_EGRESS_MANIFEST=false).\n");
+        out.push_str("# TYPE gatehouse_unsigned_requests_total counter\n");
+        let _ = writeln!(
+            out,
+            "gatehouse_unsigned_requests_total {}",
+            self.unsigned_passed.load(Ordering::Relaxed)
+        );
         refusals.render(&mut out);
         out
     }

@@ -67,6 +67,12 @@ async fn a_missing_manifest_is_refused_unless_the_operator_allows_unsigned() {
     let lenient = node_with("all", &[(names::REQUIRE_MANIFEST, "false")]);
     let r = call(&lenient, "/v1/manifests/verify", json!({"body": exec_body()})).await;
     assert_eq!(r.json(), json!({"valid": true, "unsigned": true}));
+    let metrics = send(&lenient.router, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert!(
+        metrics.text.contains("gatehouse_unsigned_requests_total 1"),
+        "recorded as unsigned: {}",
+        metrics.text
+    );
     // The switch never lets a bad manifest through.
     let r = call(&lenient, "/v1/manifests/verify", json!({"token": "x.y.z", "body": exec_body()})).await;
     assert_eq!(r.json()["valid"], false);
