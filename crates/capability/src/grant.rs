@@ -166,6 +166,16 @@ impl GrantRequest {
         if let Some(o) = &self.output_session_id {
             check(o, "output_session_id must be 1-128 characters of [A-Za-z0-9._:-]")?;
         }
+        // Budgets stay within the exactly representable integers, so every
+        // ledger backend (Redis counts in Lua doubles) enforces them exactly.
+        const MAX_BUDGET: u64 = (1 << 53) - 1;
+        if [self.max_upload_bytes, self.max_output_files, self.max_requests]
+            .iter()
+            .flatten()
+            .any(|b| *b > MAX_BUDGET)
+        {
+            return Err(MintError::Invalid("budgets must not exceed 2^53-1"));
+        }
         let defaults = GrantBudgets::default();
         let iat = self.iat.unwrap_or(now);
         let exp = self.exp.unwrap_or(iat.saturating_add(ttl_secs));

@@ -674,12 +674,14 @@ impl Reader<'_> {
         let redis_url = self.get(names::REDIS_URL).map(|u| Secretish(u.trim().to_owned()));
         if let Some(u) = &redis_url {
             let u = u.expose();
-            if !["redis://", "rediss://", "redis+unix://", "unix://"].iter().any(|s| u.starts_with(s)) {
+            if u.starts_with("rediss://") {
                 self.problem(
                     names::REDIS_URL,
                     "invalid_value",
-                    "must be a redis://, rediss:// or redis+unix:// URL",
+                    "TLS to Redis (rediss://) is not supported yet; use redis:// on a private network or redis+unix://",
                 );
+            } else if !["redis://", "redis+unix://", "unix://"].iter().any(|s| u.starts_with(s)) {
+                self.problem(names::REDIS_URL, "invalid_value", "must be a redis:// or redis+unix:// URL");
             }
         }
 

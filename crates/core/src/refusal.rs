@@ -111,6 +111,26 @@ closed_codes! {
         ServiceTokenMissing => "service_token_missing",
         /// An internal call carried a wrong service token.
         ServiceTokenInvalid => "service_token_invalid",
+        /// The ledger holds no live record for the grant.
+        GrantUnknown => "grant_unknown",
+        /// The grant was revoked.
+        GrantRevoked => "grant_revoked",
+        /// A different grant is already registered under this id.
+        GrantConflict => "grant_conflict",
+        /// The request budget is spent.
+        BudgetRequestsExhausted => "budget_requests_exhausted",
+        /// The upload would exceed the byte budget.
+        BudgetUploadBytesExhausted => "budget_upload_bytes_exhausted",
+        /// The upload would exceed the output-file budget.
+        BudgetOutputFilesExhausted => "budget_output_files_exhausted",
+        /// The file is not among the grant's input files.
+        ScopeFileNotGranted => "scope_file_not_granted",
+        /// The session is not among the grant's read sessions.
+        ScopeSessionNotGranted => "scope_session_not_granted",
+        /// The upload targets a session other than the grant's output session.
+        ScopeOutputSessionMismatch => "scope_output_session_mismatch",
+        /// The ledger cannot answer (unreachable, slow, erroring): fail closed.
+        LedgerUnavailable => "ledger_unavailable",
     }
 }
 
@@ -206,6 +226,16 @@ mod tests {
                 "tenant_missing",
                 "service_token_missing",
                 "service_token_invalid",
+                "grant_unknown",
+                "grant_revoked",
+                "grant_conflict",
+                "budget_requests_exhausted",
+                "budget_upload_bytes_exhausted",
+                "budget_output_files_exhausted",
+                "scope_file_not_granted",
+                "scope_session_not_granted",
+                "scope_output_session_mismatch",
+                "ledger_unavailable",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

@@ -1,7 +1,7 @@
 //! The HTTP API. Handlers translate between wire shapes and the capability
 //! crate's decisions; every refusal is recorded before it is answered.
 
-use axum::extract::{DefaultBodyLimit, Extension, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -10,7 +10,8 @@ use gatehouse_capability::canonical::BodyDigest;
 use gatehouse_capability::grant::GrantRequest;
 use gatehouse_capability::manifest::{ManifestPresence, SignError};
 use gatehouse_capability::session_key::{Namespace, Principal};
-use gatehouse_core::{ErrorCode, PublicError, Reason, RefusalKind};
+use gatehouse_core::{ErrorCode, PublicError, Reason, RefusalKind, is_valid_id};
+use gatehouse_ledger::{LedgerBackend as _, Operation, Registration, RevokeScope, Status};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -24,6 +25,9 @@ pub fn router(state: AppState) -> Router {
         .route("/manifests/verify", post(verify_manifest))
         .route("/grants", post(mint_grant))
         .route("/grants/open", post(open_grant))
+        .route("/grants/consume", post(consume_grant))
+        .route("/grants/revoke", post(revoke_grants))
+        .route("/grants/{grant_id}/revoke", post(revoke_grant))
         .route("/refusals", get(list_refusals))
         .route_layer(middleware::from_fn_with_state(state.clone(), crate::http::require_service_token));
     Router::new()
@@ -162,6 +166,32 @@ async fn mint_grant(
             "the grant request is not valid (ids must be 1-128 characters of [A-Za-z0-9._:-]; exp after iat)",
         )
     })?;
+    // The record exists before the token does: with the ledger required, a
+    // grant that could not be registered is never handed out.
+    if let Some(ledger) = state.ledger.as_ref() {
+        match ledger.register(&Registration::from(&claims)).await {
+            Ok(_) => {}
+            Err(Reason::LedgerUnavailable) if !state.ledger_required => {
+                tracing::warn!(request_id = %rid.0, "grant minted without a ledger record (ledger not required)");
+            }
+            Err(Reason::LedgerUnavailable) => {
+                return Err(ApiError(
+                    PublicError::new(ErrorCode::Unavailable, rid.0.clone())
+                        .with_reason(Reason::LedgerUnavailable),
+                ));
+            }
+            Err(reason) => {
+                state.refusals.record(
+                    RefusalKind::GrantRefused,
+                    reason,
+                    claims.tenant_id.as_deref(),
+                    Some(&claims.exec_id),
+                    Some(&rid.0),
+                );
+                return Err(refused(&rid, reason));
+            }
+        }
+    }
     let token = sealer.mint(&claims).map_err(|e| {
         tracing::error!(request_id = %rid.0, error = %e, "grant mint failed");
         ApiError::new(ErrorCode::Internal, &rid)
@@ -183,13 +213,147 @@ async fn open_grant(
 ) -> Result<Json<Value>, ApiError> {
     let sealer = state.sealer.as_ref().ok_or_else(|| forbidden(&rid))?;
     let token = req.token.unwrap_or_default();
-    Ok(Json(match sealer.open(token.trim(), state.clock.now()) {
-        Ok(claims) => json!({"valid": true, "claims": claims}),
+    let claims = match sealer.open(token.trim(), state.clock.now()) {
+        Ok(claims) => claims,
         Err(reason) => {
             state.refusals.record(RefusalKind::GrantRefused, reason, None, None, Some(&rid.0));
-            json!({"valid": false, "reason": reason})
+            return Ok(Json(json!({"valid": false, "reason": reason})));
         }
-    }))
+    };
+    let record = match state.ledger.as_ref() {
+        Some(ledger) => ledger.get(&claims.grant_id).await,
+        None => Ok(None),
+    };
+    let refusal = match &record {
+        Ok(Some(r)) if r.status == Status::Revoked => Some(Reason::GrantRevoked),
+        Ok(None) if state.ledger_required => Some(Reason::GrantUnknown),
+        Err(reason) if state.ledger_required => Some(*reason),
+        _ => None,
+    };
+    if let Some(reason) = refusal {
+        state.refusals.record(
+            RefusalKind::GrantRefused,
+            reason,
+            claims.tenant_id.as_deref(),
+            Some(&claims.exec_id),
+            Some(&rid.0),
+        );
+        return Ok(Json(json!({"valid": false, "reason": reason})));
+    }
+    let ledger = match record {
+        Ok(Some(r)) => json!({
+            "status": r.status,
+            "request_count": r.request_count,
+            "read_count": r.read_count,
+            "upload_count": r.upload_count,
+            "tool_call_count": r.tool_call_count,
+            "uploaded_bytes": r.uploaded_bytes,
+            "output_file_ids": r.output_file_ids,
+            "remaining": r.remaining(),
+        }),
+        _ => Value::Null,
+    };
+    Ok(Json(json!({"valid": true, "claims": claims, "ledger": ledger})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConsumeRequest {
+    #[serde(default)]
+    token: Option<String>,
+    operation: Operation,
+}
+
+/// Spends one operation of a grant: the check every outbound request and
+/// file or tool access makes. Opens the grant, then consumes atomically.
+async fn consume_grant(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    StrictJson(req): StrictJson<ConsumeRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let (Some(sealer), Some(ledger)) = (state.sealer.as_ref(), state.ledger.as_ref()) else {
+        return Err(forbidden(&rid));
+    };
+    let now = state.clock.now();
+    let claims = match sealer.open(req.token.as_deref().unwrap_or_default().trim(), now) {
+        Ok(claims) => claims,
+        Err(reason) => {
+            state.refusals.record(RefusalKind::GrantRefused, reason, None, None, Some(&rid.0));
+            return Ok(Json(json!({"allowed": false, "reason": reason})));
+        }
+    };
+    match ledger.consume(&claims.grant_id, &req.operation, now).await {
+        Ok(remaining) => {
+            Ok(Json(json!({"allowed": true, "grant_id": claims.grant_id, "remaining": remaining})))
+        }
+        Err(Reason::GrantUnknown | Reason::LedgerUnavailable) if !state.ledger_required => {
+            tracing::warn!(request_id = %rid.0, "operation allowed without a ledger record (ledger not required)");
+            Ok(Json(json!({"allowed": true, "grant_id": claims.grant_id, "remaining": null})))
+        }
+        Err(reason) => {
+            let kind = match reason {
+                Reason::BudgetRequestsExhausted
+                | Reason::BudgetUploadBytesExhausted
+                | Reason::BudgetOutputFilesExhausted => RefusalKind::BudgetExhausted,
+                _ => RefusalKind::GrantRefused,
+            };
+            state.refusals.record(
+                kind,
+                reason,
+                claims.tenant_id.as_deref(),
+                Some(&claims.exec_id),
+                Some(&rid.0),
+            );
+            Ok(Json(json!({"allowed": false, "reason": reason})))
+        }
+    }
+}
+
+async fn revoke(state: &AppState, rid: &RequestId, scope: RevokeScope) -> Result<Json<Value>, ApiError> {
+    let ledger = state.ledger.as_ref().ok_or_else(|| forbidden(rid))?;
+    let revoked = ledger.revoke(&scope).await.map_err(|reason| {
+        ApiError(PublicError::new(ErrorCode::Unavailable, rid.0.clone()).with_reason(reason))
+    })?;
+    tracing::info!(request_id = %rid.0, ?scope, revoked, "grants revoked");
+    Ok(Json(json!({"revoked": revoked})))
+}
+
+async fn revoke_grant(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Path(grant_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if !is_valid_id(&grant_id) {
+        return Err(bad_request(&rid, "grant_id must be 1-128 characters of [A-Za-z0-9._:-]"));
+    }
+    revoke(&state, &rid, RevokeScope::Grant(grant_id)).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevokeRequest {
+    #[serde(default)]
+    exec_id: Option<String>,
+    #[serde(default)]
+    tenant_id: Option<String>,
+    #[serde(default)]
+    all: bool,
+}
+
+/// Revokes every grant of one run, of one tenant, or — `{"all": true}`,
+/// the emergency revoke — every grant.
+async fn revoke_grants(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    StrictJson(req): StrictJson<RevokeRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let scope = match (req.exec_id, req.tenant_id, req.all) {
+        (Some(exec), None, false) if is_valid_id(&exec) => RevokeScope::Exec(exec),
+        (None, Some(tenant), false) if is_valid_id(&tenant) => RevokeScope::Tenant(tenant),
+        (None, None, true) => RevokeScope::All,
+        _ => return Err(bad_request(&rid, "give exactly one of exec_id, tenant_id or \"all\": true")),
+    };
+    revoke(&state, &rid, scope).await
 }
 
 async fn list_refusals(State(state): State<AppState>) -> Json<Value> {

@@ -4,7 +4,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gatehouse_config::{Config, LogFormat, Source, embedded_data_dir, embedded_files, load, names};
-use gatehouse_core::SystemClock;
+use gatehouse_core::{Clock as _, SystemClock};
+use gatehouse_ledger::Ledger;
 
 use crate::files::{KeySet, ensure_private_dir, restrict_dir};
 use crate::state::AppState;
@@ -94,7 +95,20 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {listen}: {}", e.kind()))?;
     let bound = listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
-    let app = crate::api::router(AppState::from_config(config, Arc::new(SystemClock)));
+    let state = AppState::from_config(config, Arc::new(SystemClock))?;
+    if let Some(Ledger::Memory(memory)) = &state.ledger {
+        // Records of long-expired grants are dropped from memory; Redis
+        // expires its keys by itself.
+        let memory = memory.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                memory.purge_expired(SystemClock.now());
+            }
+        });
+    }
+    let app = crate::api::router(state);
     for line in generated {
         println!("{line}");
     }

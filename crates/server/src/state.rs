@@ -10,6 +10,7 @@ use gatehouse_capability::manifest::ManifestSigner;
 use gatehouse_capability::{GrantSealer, ManifestVerifier, ServiceToken, SessionKeyDeriver};
 use gatehouse_config::{Config, Role};
 use gatehouse_core::{Clock, Reason, Refusal, RefusalKind};
+use gatehouse_ledger::{Ledger, MemoryLedger, RedisLedger, RedisLedgerConfig};
 
 /// Everything a handler needs. Cheap to clone.
 #[derive(Clone)]
@@ -25,6 +26,10 @@ pub struct Inner {
     pub verifier: Option<ManifestVerifier>,
     /// Present on roles that mint or open grants.
     pub sealer: Option<GrantSealer>,
+    /// The grant ledger (roles that mint or open grants).
+    pub ledger: Option<Ledger>,
+    /// `CODEAPI_EGRESS_LEDGER_REQUIRED`: a grant without a live record is refused.
+    pub ledger_required: bool,
     /// Derives storage namespaces (minting roles).
     pub sessions: Option<SessionKeyDeriver>,
     /// `None` when authentication is explicitly off.
@@ -54,7 +59,18 @@ impl std::ops::Deref for AppState {
 
 impl AppState {
     /// Builds the state from a validated configuration, moving the keys out of it.
-    pub fn from_config(config: Config, clock: Arc<dyn Clock>) -> Self {
+    pub fn from_config(config: Config, clock: Arc<dyn Clock>) -> Result<Self, String> {
+        let ledger = if config.role.opens_grants() {
+            Some(match &config.redis_url {
+                Some(url) => Ledger::Redis(
+                    RedisLedger::new(&RedisLedgerConfig::new(url.expose()))
+                        .map_err(|_| "GATEHOUSE_REDIS_URL is not a usable Redis URL".to_owned())?,
+                ),
+                None => Ledger::Memory(MemoryLedger::new()),
+            })
+        } else {
+            None
+        };
         let auth_required = config.service_auth_required();
         let verifier = config.manifest_verifying_keys.map(|keys| {
             let mut v = ManifestVerifier::new(keys);
@@ -74,11 +90,13 @@ impl AppState {
             .as_ref()
             .filter(|_| config.role.mints())
             .map(|s| SessionKeyDeriver::new(s, config.tenant_isolation_strict));
-        Self(Arc::new(Inner {
+        Ok(Self(Arc::new(Inner {
             role: config.role,
             signer: config.manifest_signing_key.map(ManifestSigner::new),
             verifier,
             sealer,
+            ledger,
+            ledger_required: config.ledger_required,
             sessions,
             service_token: if auth_required { config.service_token } else { None },
             require_manifest: config.require_manifest,
@@ -88,7 +106,7 @@ impl AppState {
             refusals: RefusalLog::new(1000, clock.clone()),
             metrics: Metrics::default(),
             clock,
-        }))
+        })))
     }
 }
 

@@ -347,3 +347,107 @@ async fn refusals_are_listed_for_operators() {
     assert_eq!(list["refusals"][0]["at"], NOW);
     assert!(list["refusals"][0]["request_id"].as_str().unwrap().starts_with("req_"));
 }
+
+async fn mint(node: &Node, extra: serde_json::Value) -> (String, String) {
+    let mut body = json!({"exec_id": "exec-1", "tenant_id": "t1", "user_id": "u1", "input_files": ["f1"], "output_session_id": "out-1"});
+    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    let r = call(node, "/v1/grants", body).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    (r.json()["token"].as_str().unwrap().to_owned(), r.json()["grant_id"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn a_minted_grant_spends_its_ledger_budget_and_no_more() {
+    let node = node();
+    let (token, grant_id) = mint(&node, json!({"max_requests": 2})).await;
+    for left in [1, 0] {
+        let r = call(&node, "/v1/grants/consume", json!({"token": token, "operation": {"kind": "request"}}))
+            .await;
+        assert_eq!(r.json()["allowed"], true, "{}", r.text);
+        assert_eq!(r.json()["remaining"]["requests"], left);
+    }
+    let r =
+        call(&node, "/v1/grants/consume", json!({"token": token, "operation": {"kind": "request"}})).await;
+    assert_eq!(r.json(), json!({"allowed": false, "reason": "budget_requests_exhausted"}));
+    let last = node.state.refusals.recent().pop().unwrap();
+    assert_eq!((last.kind.as_str(), last.run_id.as_deref()), ("budget_exhausted", Some("exec-1")));
+
+    let r = call(&node, "/v1/grants/open", json!({"token": token})).await;
+    assert_eq!(r.json()["ledger"]["request_count"], 2, "{}", r.text);
+    assert_eq!(r.json()["ledger"]["remaining"]["requests"], 0);
+    assert_eq!(r.json()["claims"]["grant_id"], grant_id.as_str());
+}
+
+#[tokio::test]
+async fn consume_checks_scope_and_refuses_forged_grants() {
+    let node = node();
+    let (token, _) = mint(&node, json!({})).await;
+    let op = |o: serde_json::Value| json!({"token": token, "operation": o});
+    let r = call(&node, "/v1/grants/consume", op(json!({"kind": "read_file", "file": "f1"}))).await;
+    assert_eq!(r.json()["allowed"], true);
+    let r = call(&node, "/v1/grants/consume", op(json!({"kind": "read_file", "file": "other"}))).await;
+    assert_eq!(r.json()["reason"], "scope_file_not_granted");
+    let r = call(
+        &node,
+        "/v1/grants/consume",
+        op(json!({"kind": "upload", "session": "out-2", "bytes": 1, "output_file_id": "o"})),
+    )
+    .await;
+    assert_eq!(r.json()["reason"], "scope_output_session_mismatch");
+    let r = call(&node, "/v1/grants/consume", op(json!({"kind": "launch_missiles"}))).await;
+    assert_eq!(r.status, 400);
+    let r =
+        call(&node, "/v1/grants/consume", json!({"token": "ceg1.AAAA", "operation": {"kind": "request"}}))
+            .await;
+    assert_eq!(r.json()["reason"], "grant_malformed");
+}
+
+#[tokio::test]
+async fn a_revoked_grant_is_refused_everywhere() {
+    let node = node();
+    let (token, grant_id) = mint(&node, json!({})).await;
+    let (other, _) = mint(&node, json!({"exec_id": "exec-2"})).await;
+    let r = call(&node, &format!("/v1/grants/{grant_id}/revoke"), json!({})).await;
+    assert_eq!(r.json(), json!({"revoked": 1}), "{}", r.text);
+    let r =
+        call(&node, "/v1/grants/consume", json!({"token": token, "operation": {"kind": "request"}})).await;
+    assert_eq!(r.json()["reason"], "grant_revoked");
+    let r = call(&node, "/v1/grants/open", json!({"token": token})).await;
+    assert_eq!(r.json(), json!({"valid": false, "reason": "grant_revoked"}));
+
+    // Kill switch for the tenant, then emergency revoke of everything.
+    let r = call(&node, "/v1/grants/revoke", json!({"tenant_id": "t1"})).await;
+    assert_eq!(r.json(), json!({"revoked": 1}));
+    let r =
+        call(&node, "/v1/grants/consume", json!({"token": other, "operation": {"kind": "request"}})).await;
+    assert_eq!(r.json()["reason"], "grant_revoked");
+    assert_eq!(call(&node, "/v1/grants/revoke", json!({"all": true})).await.json(), json!({"revoked": 0}));
+    let r = call(&node, "/v1/grants/revoke", json!({"all": true, "tenant_id": "t1"})).await;
+    assert_eq!(r.status, 400);
+}
+
+#[tokio::test]
+async fn a_grant_without_a_ledger_record_is_refused_when_the_ledger_is_required() {
+    // A grant sealed by another node's secret copy but never registered here.
+    let node = node();
+    let secret = gatehouse_capability::Secret::new(GRANT_SECRET).unwrap();
+    let claims = gatehouse_capability::GrantRequest {
+        exec_id: "e".into(),
+        tenant_id: Some("t".into()),
+        user_id: "u".into(),
+        ..Default::default()
+    }
+    .into_claims("sk1_x".into(), NOW, 300)
+    .unwrap();
+    let token = gatehouse_capability::GrantSealer::new(&secret).mint(&claims).unwrap();
+    let r =
+        call(&node, "/v1/grants/consume", json!({"token": token, "operation": {"kind": "request"}})).await;
+    assert_eq!(r.json()["reason"], "grant_unknown");
+    let r = call(&node, "/v1/grants/open", json!({"token": token})).await;
+    assert_eq!(r.json()["reason"], "grant_unknown");
+
+    let lenient = node_with("all", &[(names::LEDGER_REQUIRED, "false")]);
+    let r =
+        call(&lenient, "/v1/grants/consume", json!({"token": token, "operation": {"kind": "request"}})).await;
+    assert_eq!(r.json()["allowed"], true);
+}

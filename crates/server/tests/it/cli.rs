@@ -13,7 +13,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_gatehouse");
 
 /// A command with an empty environment (plus PATH), so the developer's own
 /// settings never leak into a test.
-fn gatehouse(dir: &Path) -> Command {
+pub(crate) fn gatehouse(dir: &Path) -> Command {
     let mut c = Command::new(BIN);
     c.current_dir(dir).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
     c
@@ -277,7 +277,7 @@ fn config_check_lists_every_problem_and_serve_refuses_to_start() {
     assert_eq!(code, 0, "{out}{stderr}");
 }
 
-struct Server(Child);
+pub(crate) struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -287,7 +287,7 @@ impl Drop for Server {
 }
 
 #[allow(clippy::disallowed_methods, reason = "a test client talking to the server under test on loopback")]
-fn http(addr: &str, request: &str) -> String {
+pub(crate) fn http(addr: &str, request: &str) -> String {
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     stream.write_all(request.as_bytes()).unwrap();
@@ -296,21 +296,16 @@ fn http(addr: &str, request: &str) -> String {
     response
 }
 
-#[test]
-fn the_embedded_first_start_works_with_no_configuration() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let mut child = gatehouse(dir)
-        .env("GATEHOUSE_LISTEN", "127.0.0.1:0")
-        .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
-        .arg("serve")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+/// Starts `gatehouse serve` and waits for its "listening on" line. Returns the
+/// process guard, the address, what it printed up to then, and a thread
+/// collecting its stderr until it exits.
+pub(crate) fn spawn_server(
+    mut command: Command,
+) -> (Server, String, String, std::thread::JoinHandle<String>) {
+    let mut child = command.arg("serve").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let stderr = child.stderr.take().unwrap();
-    let _server = Server(child);
+    let server = Server(child);
     let stderr_thread = std::thread::spawn(move || {
         let mut s = String::new();
         let _ = BufReader::new(stderr).read_to_string(&mut s);
@@ -328,7 +323,22 @@ fn the_embedded_first_start_works_with_no_configuration() {
             addr = rest.split_whitespace().next().map(str::to_owned);
         }
     }
-    let addr = addr.unwrap_or_else(|| panic!("no listening line in: {printed}"));
+    // Keep draining stdout so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    let Some(addr) = addr else {
+        drop(server);
+        panic!("no listening line in: {printed}\nstderr: {}", stderr_thread.join().unwrap_or_default());
+    };
+    (server, addr, printed, stderr_thread)
+}
+
+#[test]
+fn the_embedded_first_start_works_with_no_configuration() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut command = gatehouse(dir);
+    command.env("GATEHOUSE_LISTEN", "127.0.0.1:0").env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0");
+    let (server, addr, printed, stderr_thread) = spawn_server(command);
     assert!(addr.starts_with("127.0.0.1:"), "binds loopback only");
 
     let data = dir.join("gatehouse-data");
@@ -355,7 +365,7 @@ fn the_embedded_first_start_works_with_no_configuration() {
     assert!(sign.starts_with("HTTP/1.1 200"), "{sign}");
     assert!(sign.contains("\"token\":\"ey"), "{sign}");
 
-    drop(_server);
+    drop(server);
     let logs = stderr_thread.join().unwrap();
     assert!(!logs.contains(&token) && !logs.contains(&grant_secret), "secrets logged: {logs}");
 

@@ -4,4 +4,5 @@
 
 mod api;
 mod cli;
+mod ledger;
 mod support;

@@ -54,7 +54,7 @@ pub fn node_with(role: &str, extra: &[(&str, &str)]) -> Node {
     }
     let config = load(&src, None).unwrap_or_else(|p| panic!("test config invalid: {p:?}"));
     let clock = ManualClock::new(NOW);
-    let state = AppState::from_config(config, Arc::new(clock.clone()));
+    let state = AppState::from_config(config, Arc::new(clock.clone())).unwrap();
     Node { router: gatehouse_server::api::router(state.clone()), state, clock, private_pem }
 }
 

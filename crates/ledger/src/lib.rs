@@ -1,0 +1,114 @@
+//! The egress ledger: server-side counters for every egress grant.
+//!
+//! A sealed grant says what a run may do; it cannot count. The ledger keeps
+//! one record per grant so that budgets hold across requests, a grant can be
+//! revoked mid-execution, and a captured grant is still bound by counters
+//! already spent (seed: "The egress ledger").
+//!
+//! Two backends, one behaviour: [`MemoryLedger`] (the embedded default) and
+//! [`RedisLedger`] (scale-out; every check-and-update is one Lua script, so
+//! it is atomic on the server). `tests/conformance.rs` runs the same suite
+//! against both.
+//!
+//! Architecture invariant: failure is refusal. A backend that cannot answer
+//! returns `ledger_unavailable`; no error path ever allows an operation.
+
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+mod memory;
+mod record;
+mod redis_backend;
+
+use gatehouse_core::{Reason, UnixTime};
+
+pub use memory::MemoryLedger;
+pub use record::{GrantRecord, Operation, RETENTION_SECS, Registration, Remaining, Status};
+pub use redis_backend::{RedisLedger, RedisLedgerConfig};
+
+/// Whether a registration created a record or found the identical one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registered {
+    /// A new record.
+    New,
+    /// The same grant was already registered (idempotent retry).
+    Existing,
+}
+
+/// Which grants a revocation targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RevokeScope {
+    /// One grant.
+    Grant(String),
+    /// Every grant of one run.
+    Exec(String),
+    /// Every grant of one tenant (the kill switch).
+    Tenant(String),
+    /// Every grant (emergency revoke).
+    All,
+}
+
+/// The ledger operations. Every error is a stable reason code; a backend
+/// that cannot answer says [`Reason::LedgerUnavailable`].
+///
+/// The futures are `Send`, so callers may spawn them on any runtime thread.
+pub trait LedgerBackend {
+    /// Records a grant. Registering the same grant again is a no-op; a
+    /// different grant under the same id is `grant_conflict`.
+    fn register(
+        &self,
+        registration: &Registration,
+    ) -> impl Future<Output = Result<Registered, Reason>> + Send;
+
+    /// Spends one operation atomically, or refuses without changing anything.
+    fn consume(
+        &self,
+        grant_id: &str,
+        op: &Operation,
+        now: UnixTime,
+    ) -> impl Future<Output = Result<Remaining, Reason>> + Send;
+
+    /// Revokes active grants in `scope`; returns how many changed state.
+    fn revoke(&self, scope: &RevokeScope) -> impl Future<Output = Result<u64, Reason>> + Send;
+
+    /// The record, for the admin view (`None` when unknown or purged).
+    fn get(&self, grant_id: &str) -> impl Future<Output = Result<Option<GrantRecord>, Reason>> + Send;
+}
+
+/// The configured backend.
+#[derive(Debug, Clone)]
+pub enum Ledger {
+    /// In-process.
+    Memory(MemoryLedger),
+    /// Redis.
+    Redis(RedisLedger),
+}
+
+impl LedgerBackend for Ledger {
+    async fn register(&self, registration: &Registration) -> Result<Registered, Reason> {
+        match self {
+            Ledger::Memory(l) => l.register(registration).await,
+            Ledger::Redis(l) => l.register(registration).await,
+        }
+    }
+
+    async fn consume(&self, grant_id: &str, op: &Operation, now: UnixTime) -> Result<Remaining, Reason> {
+        match self {
+            Ledger::Memory(l) => l.consume(grant_id, op, now).await,
+            Ledger::Redis(l) => l.consume(grant_id, op, now).await,
+        }
+    }
+
+    async fn revoke(&self, scope: &RevokeScope) -> Result<u64, Reason> {
+        match self {
+            Ledger::Memory(l) => l.revoke(scope).await,
+            Ledger::Redis(l) => l.revoke(scope).await,
+        }
+    }
+
+    async fn get(&self, grant_id: &str) -> Result<Option<GrantRecord>, Reason> {
+        match self {
+            Ledger::Memory(l) => l.get(grant_id).await,
+            Ledger::Redis(l) => l.get(grant_id).await,
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! The Redis backend (`GATEHOUSE_REDIS_URL`).
+//!
+//! Every check-and-update is one Lua script (EVALSHA, falling back to EVAL on
+//! NOSCRIPT), so it runs atomically on the server: concurrent consumers on any
+//! number of gatehouse nodes can never spend a budget twice. One grant's keys
+//! share a hash tag (`{grant_id}`), so they live in one Redis Cluster slot.
+//!
+//! The ledger has its own multiplexed connection (redis-rs' `ConnectionManager`
+//! needs no pool for non-blocking commands), created lazily and reconnecting
+//! by itself, with connection and response timeouts. Any error or timeout is
+//! `ledger_unavailable`: fail closed, and recover when Redis returns.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gatehouse_core::{Reason, UnixTime};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Script, Value};
+
+use crate::record::{GrantRecord, Operation, RETENTION_SECS, Registration, Remaining, Status};
+use crate::{LedgerBackend, Registered, RevokeScope};
+
+/// Numbers the scripts handle must be exact in Lua's doubles.
+const MAX_EXACT: u64 = (1 << 53) - 1;
+
+/// Connection settings.
+#[derive(Clone)]
+pub struct RedisLedgerConfig {
+    /// `redis://`, `rediss://` or `redis+unix://` URL. May hold a password;
+    /// never logged.
+    pub url: String,
+    /// Prefix of every key, e.g. `gatehouse:ledger:`.
+    pub prefix: String,
+    /// Upper bound on one ledger operation, connection included.
+    pub op_timeout: Duration,
+}
+
+impl std::fmt::Debug for RedisLedgerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLedgerConfig")
+            .field("prefix", &self.prefix)
+            .field("op_timeout", &self.op_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisLedgerConfig {
+    /// Defaults: prefix `gatehouse:ledger:`, 1 s per operation.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into(), prefix: "gatehouse:ledger:".into(), op_timeout: Duration::from_secs(1) }
+    }
+}
+
+/// The Redis-backed ledger. Cheap to clone (one shared connection).
+#[derive(Clone)]
+pub struct RedisLedger {
+    conn: ConnectionManager,
+    prefix: Arc<str>,
+    op_timeout: Duration,
+    scripts: Arc<Scripts>,
+}
+
+impl std::fmt::Debug for RedisLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLedger").field("prefix", &self.prefix).finish_non_exhaustive()
+    }
+}
+
+struct Scripts {
+    register: Script,
+    consume: Script,
+    revoke: Script,
+}
+
+/// KEYS: record, inputs, read sessions, outputs.
+/// ARGV: registration JSON, exp, max_requests, max_upload_bytes,
+/// max_output_files, output session ("" for none), expire-at,
+/// number of inputs, inputs…, read sessions…
+const REGISTER: &str = r"
+local existing = redis.call('HGET', KEYS[1], 'reg')
+if existing then
+  if existing == ARGV[1] then return 'existing' end
+  return 'conflict'
+end
+redis.call('HSET', KEYS[1], 'reg', ARGV[1], 'status', 'active', 'exp', ARGV[2], 'mr', ARGV[3], 'mu', ARGV[4],
+  'mf', ARGV[5], 'os', ARGV[6], 'xa', ARGV[7], 'request_count', 0, 'read_count', 0, 'upload_count', 0,
+  'tool_call_count', 0, 'uploaded_bytes', 0)
+local n = tonumber(ARGV[8])
+for i = 9, 8 + n do redis.call('SADD', KEYS[2], ARGV[i]) end
+for i = 9 + n, #ARGV do redis.call('SADD', KEYS[3], ARGV[i]) end
+for i = 1, 3 do redis.call('EXPIREAT', KEYS[i], ARGV[7]) end
+return 'new'
+";
+
+/// KEYS: record, inputs, read sessions, outputs.
+/// ARGV: operation, now, file/session, bytes, output file id.
+/// Mirrors `GrantRecord::consume`: status, expiry, scope, then budgets; all
+/// changes or none.
+const CONSUME: &str = r"
+local h = redis.call('HMGET', KEYS[1], 'status', 'exp', 'mr', 'mu', 'mf', 'os', 'request_count', 'uploaded_bytes', 'xa')
+if not h[1] then return {0, 'grant_unknown'} end
+if h[1] == 'revoked' then return {0, 'grant_revoked'} end
+if tonumber(ARGV[2]) >= tonumber(h[2]) then return {0, 'grant_expired'} end
+local op = ARGV[1]
+if op == 'read_file' and redis.call('SISMEMBER', KEYS[2], ARGV[3]) == 0 then return {0, 'scope_file_not_granted'} end
+if op == 'read_session' and redis.call('SISMEMBER', KEYS[3], ARGV[3]) == 0 then return {0, 'scope_session_not_granted'} end
+if op == 'upload' and (h[6] == '' or h[6] ~= ARGV[3]) then return {0, 'scope_output_session_mismatch'} end
+local rc, mr = tonumber(h[7]), tonumber(h[3])
+if rc >= mr then return {0, 'budget_requests_exhausted'} end
+local ub, mu, mf = tonumber(h[8]), tonumber(h[4]), tonumber(h[5])
+local files = redis.call('SCARD', KEYS[4])
+local new_file = false
+if op == 'upload' then
+  if ub + tonumber(ARGV[4]) > mu then return {0, 'budget_upload_bytes_exhausted'} end
+  new_file = redis.call('SISMEMBER', KEYS[4], ARGV[5]) == 0
+  if new_file and files >= mf then return {0, 'budget_output_files_exhausted'} end
+end
+redis.call('HINCRBY', KEYS[1], 'request_count', 1)
+if op == 'read_file' or op == 'read_session' then
+  redis.call('HINCRBY', KEYS[1], 'read_count', 1)
+elseif op == 'tool_call' then
+  redis.call('HINCRBY', KEYS[1], 'tool_call_count', 1)
+elseif op == 'upload' then
+  redis.call('HINCRBY', KEYS[1], 'upload_count', 1)
+  ub = redis.call('HINCRBY', KEYS[1], 'uploaded_bytes', ARGV[4])
+  if new_file then
+    redis.call('SADD', KEYS[4], ARGV[5])
+    redis.call('EXPIREAT', KEYS[4], h[9])
+    files = files + 1
+  end
+end
+return {1, mr - rc - 1, mu - ub, mf - files}
+";
+
+/// KEYS: record. Returns 1 if an active grant was revoked.
+const REVOKE: &str = r"
+if redis.call('HGET', KEYS[1], 'status') == 'active' then
+  redis.call('HSET', KEYS[1], 'status', 'revoked')
+  return 1
+end
+return 0
+";
+
+impl RedisLedger {
+    /// A ledger on `config.url`. Connects lazily: an unreachable Redis makes
+    /// operations refuse with `ledger_unavailable`, not construction fail.
+    pub fn new(config: &RedisLedgerConfig) -> Result<Self, Reason> {
+        let client = redis::Client::open(config.url.as_str()).map_err(|_| Reason::LedgerUnavailable)?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.op_timeout))
+            .set_response_timeout(Some(config.op_timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(200));
+        let conn = ConnectionManager::new_lazy_with_config(client, manager_config)
+            .map_err(|_| Reason::LedgerUnavailable)?;
+        Ok(Self {
+            conn,
+            prefix: config.prefix.as_str().into(),
+            op_timeout: config.op_timeout,
+            scripts: Arc::new(Scripts {
+                register: Script::new(REGISTER),
+                consume: Script::new(CONSUME),
+                revoke: Script::new(REVOKE),
+            }),
+        })
+    }
+
+    fn record_keys(&self, grant_id: &str) -> [String; 4] {
+        let base = format!("{}{{{grant_id}}}", self.prefix);
+        let (inputs, sessions, outputs) = (format!("{base}:in"), format!("{base}:rs"), format!("{base}:out"));
+        [base, inputs, sessions, outputs]
+    }
+
+    fn index_key(&self, kind: &str, id: &str) -> String {
+        format!("{}idx:{kind}:{{{id}}}", self.prefix)
+    }
+
+    /// Runs `fut` under the operation timeout; every failure is `ledger_unavailable`.
+    async fn run<T>(
+        &self,
+        what: &'static str,
+        fut: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, Reason> {
+        match tokio::time::timeout(self.op_timeout, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                tracing::warn!(operation = what, kind = ?e.kind(), "ledger unavailable: redis error");
+                Err(Reason::LedgerUnavailable)
+            }
+            Err(_) => {
+                tracing::warn!(operation = what, "ledger unavailable: redis timed out");
+                Err(Reason::LedgerUnavailable)
+            }
+        }
+    }
+
+    async fn revoke_one(&self, grant_id: &str) -> Result<u64, Reason> {
+        let [rec, ..] = self.record_keys(grant_id);
+        let mut conn = self.conn.clone();
+        self.run("revoke", self.scripts.revoke.key(rec).invoke_async::<u64>(&mut conn)).await
+    }
+
+    async fn members(&self, key: String) -> Result<Vec<String>, Reason> {
+        let mut conn = self.conn.clone();
+        self.run("revoke", redis::cmd("SMEMBERS").arg(key).query_async::<Vec<String>>(&mut conn)).await
+    }
+}
+
+impl LedgerBackend for RedisLedger {
+    async fn register(&self, registration: &Registration) -> Result<Registered, Reason> {
+        let r = registration;
+        if [r.max_requests, r.max_upload_bytes, r.max_output_files].iter().any(|&n| n > MAX_EXACT) {
+            return Err(Reason::GrantConflict);
+        }
+        let expire_at = r.exp.saturating_add(RETENTION_SECS);
+        let mut conn = self.conn.clone();
+        // Index first: an index entry for a grant that failed to register is
+        // harmless, but a grant missing from the index would escape a
+        // tenant-wide or emergency revocation.
+        let mut pipe = redis::pipe();
+        let mut indexes = vec![self.index_key("exec", &r.exec_id), self.index_key("all", "all")];
+        if let Some(t) = &r.tenant_id {
+            indexes.push(self.index_key("tenant", t));
+        }
+        for key in &indexes {
+            pipe.cmd("SADD").arg(key).arg(&r.grant_id).ignore();
+            pipe.cmd("EXPIREAT").arg(key).arg(expire_at).arg("GT").ignore();
+            pipe.cmd("EXPIREAT").arg(key).arg(expire_at).arg("NX").ignore();
+        }
+        self.run("register", pipe.query_async::<()>(&mut conn)).await?;
+
+        let reg_json = serde_json::to_string(r).map_err(|_| Reason::LedgerUnavailable)?;
+        let [rec, ins, rss, outs] = self.record_keys(&r.grant_id);
+        let mut invocation = self.scripts.register.key(rec);
+        invocation
+            .key(ins)
+            .key(rss)
+            .key(outs)
+            .arg(reg_json)
+            .arg(r.exp)
+            .arg(r.max_requests)
+            .arg(r.max_upload_bytes)
+            .arg(r.max_output_files)
+            .arg(r.output_session_id.as_deref().unwrap_or(""))
+            .arg(expire_at)
+            .arg(r.input_files.len())
+            .arg(&r.input_files)
+            .arg(&r.read_sessions);
+        match self.run("register", invocation.invoke_async::<String>(&mut conn)).await?.as_str() {
+            "new" => Ok(Registered::New),
+            "existing" => Ok(Registered::Existing),
+            _ => Err(Reason::GrantConflict),
+        }
+    }
+
+    async fn consume(&self, grant_id: &str, op: &Operation, now: UnixTime) -> Result<Remaining, Reason> {
+        let (name, target, bytes, file_id) = match op {
+            Operation::Request => ("request", "", 0, ""),
+            Operation::ReadFile { file } => ("read_file", file.as_str(), 0, ""),
+            Operation::ReadSession { session } => ("read_session", session.as_str(), 0, ""),
+            // Budgets never exceed 2^53-1, so clamping keeps "too large" too large.
+            Operation::Upload { session, bytes, output_file_id } => {
+                ("upload", session.as_str(), (*bytes).min(MAX_EXACT + 1), output_file_id.as_str())
+            }
+            Operation::ToolCall => ("tool_call", "", 0, ""),
+        };
+        let [rec, ins, rss, outs] = self.record_keys(grant_id);
+        let mut conn = self.conn.clone();
+        let mut invocation = self.scripts.consume.key(rec);
+        invocation.key(ins).key(rss).key(outs).arg(name).arg(now).arg(target).arg(bytes).arg(file_id);
+        let reply = self.run("consume", invocation.invoke_async::<Vec<Value>>(&mut conn)).await?;
+        let int = |v: &Value| match v {
+            Value::Int(n) => u64::try_from(*n).ok(),
+            _ => None,
+        };
+        match reply.as_slice() {
+            [Value::Int(1), a, b, c] => match (int(a), int(b), int(c)) {
+                (Some(requests), Some(upload_bytes), Some(output_files)) => {
+                    Ok(Remaining { requests, upload_bytes, output_files })
+                }
+                _ => Err(Reason::LedgerUnavailable),
+            },
+            [Value::Int(0), reason] => {
+                let text = match reason {
+                    Value::BulkString(b) => std::str::from_utf8(b).ok(),
+                    Value::SimpleString(s) => Some(s.as_str()),
+                    _ => None,
+                };
+                // An unexpected reply is not a reason to allow: fail closed.
+                Err(text.and_then(Reason::parse).unwrap_or(Reason::LedgerUnavailable))
+            }
+            _ => Err(Reason::LedgerUnavailable),
+        }
+    }
+
+    async fn revoke(&self, scope: &RevokeScope) -> Result<u64, Reason> {
+        let ids = match scope {
+            RevokeScope::Grant(id) => return self.revoke_one(id).await,
+            RevokeScope::Exec(exec) => self.members(self.index_key("exec", exec)).await?,
+            RevokeScope::Tenant(t) => self.members(self.index_key("tenant", t)).await?,
+            RevokeScope::All => self.members(self.index_key("all", "all")).await?,
+        };
+        let mut revoked = 0;
+        for id in ids {
+            revoked += self.revoke_one(&id).await?;
+        }
+        Ok(revoked)
+    }
+
+    async fn get(&self, grant_id: &str) -> Result<Option<GrantRecord>, Reason> {
+        let [rec, _, _, outs] = self.record_keys(grant_id);
+        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGETALL").arg(&rec).cmd("SMEMBERS").arg(&outs);
+        let (fields, mut outputs): (std::collections::HashMap<String, String>, Vec<String>) =
+            self.run("get", pipe.query_async(&mut conn)).await?;
+        let Some(reg) = fields.get("reg") else { return Ok(None) };
+        let registration: Registration = serde_json::from_str(reg).map_err(|_| Reason::LedgerUnavailable)?;
+        let count = |k: &str| fields.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        outputs.sort();
+        Ok(Some(GrantRecord {
+            registration,
+            status: if fields.get("status").map(String::as_str) == Some("active") {
+                Status::Active
+            } else {
+                Status::Revoked
+            },
+            request_count: count("request_count"),
+            read_count: count("read_count"),
+            upload_count: count("upload_count"),
+            tool_call_count: count("tool_call_count"),
+            uploaded_bytes: count("uploaded_bytes"),
+            output_file_ids: outputs,
+        }))
+    }
+}

@@ -1,0 +1,250 @@
+//! One conformance suite, run against both backends: the in-process ledger
+//! and a private `redis-server` started for each test on a free loopback port.
+
+use gatehouse_test_support::RedisServer;
+
+use gatehouse_core::Reason;
+use gatehouse_ledger::{
+    LedgerBackend, MemoryLedger, Operation, RedisLedger, RedisLedgerConfig, Registered, Registration,
+    RevokeScope, Status,
+};
+
+const NOW: i64 = 1_800_000_000;
+
+fn registration(grant_id: &str) -> Registration {
+    Registration {
+        grant_id: grant_id.into(),
+        exec_id: "exec-1".into(),
+        tenant_id: Some("t1".into()),
+        exp: NOW + 300,
+        input_files: vec!["in-a".into(), "in-b".into()],
+        read_sessions: vec!["sess-1".into()],
+        output_session_id: Some("out-1".into()),
+        max_upload_bytes: 100,
+        max_output_files: 2,
+        max_requests: 10,
+    }
+}
+
+fn upload(bytes: u64, file: &str) -> Operation {
+    Operation::Upload { session: "out-1".into(), bytes, output_file_id: file.into() }
+}
+
+async fn registers_idempotently_and_refuses_conflicts(l: impl LedgerBackend) {
+    let r = registration("g1");
+    assert_eq!(l.register(&r).await, Ok(Registered::New));
+    assert_eq!(l.register(&r).await, Ok(Registered::Existing));
+    let other = Registration { max_requests: 11, ..r.clone() };
+    assert_eq!(l.register(&other).await, Err(Reason::GrantConflict));
+    let record = l.get("g1").await.unwrap().unwrap();
+    assert_eq!(record.registration, r, "a conflicting registration changes nothing");
+}
+
+async fn spends_the_request_budget_exactly(l: impl LedgerBackend) {
+    l.register(&Registration { max_requests: 3, ..registration("g1") }).await.unwrap();
+    let mut left = Vec::new();
+    for _ in 0..3 {
+        left.push(l.consume("g1", &Operation::Request, NOW).await.unwrap().requests);
+    }
+    assert_eq!(left, [2, 1, 0]);
+    for op in [Operation::Request, Operation::ToolCall, Operation::ReadFile { file: "in-a".into() }] {
+        assert_eq!(l.consume("g1", &op, NOW).await, Err(Reason::BudgetRequestsExhausted));
+    }
+    assert_eq!(l.get("g1").await.unwrap().unwrap().request_count, 3);
+}
+
+async fn checks_scope(l: impl LedgerBackend) {
+    l.register(&registration("g1")).await.unwrap();
+    assert!(l.consume("g1", &Operation::ReadFile { file: "in-a".into() }, NOW).await.is_ok());
+    assert_eq!(
+        l.consume("g1", &Operation::ReadFile { file: "secret".into() }, NOW).await,
+        Err(Reason::ScopeFileNotGranted)
+    );
+    assert!(l.consume("g1", &Operation::ReadSession { session: "sess-1".into() }, NOW).await.is_ok());
+    assert_eq!(
+        l.consume("g1", &Operation::ReadSession { session: "sess-2".into() }, NOW).await,
+        Err(Reason::ScopeSessionNotGranted)
+    );
+    let wrong = Operation::Upload { session: "other".into(), bytes: 1, output_file_id: "f".into() };
+    assert_eq!(l.consume("g1", &wrong, NOW).await, Err(Reason::ScopeOutputSessionMismatch));
+
+    l.register(&Registration { output_session_id: None, ..registration("g2") }).await.unwrap();
+    assert_eq!(l.consume("g2", &upload(1, "f"), NOW).await, Err(Reason::ScopeOutputSessionMismatch));
+
+    let record = l.get("g1").await.unwrap().unwrap();
+    assert_eq!((record.request_count, record.read_count), (2, 2), "refusals spend nothing");
+}
+
+async fn spends_upload_budgets_atomically(l: impl LedgerBackend) {
+    l.register(&registration("g1")).await.unwrap();
+    let r = l.consume("g1", &upload(60, "f1"), NOW).await.unwrap();
+    assert_eq!((r.upload_bytes, r.output_files), (40, 1));
+    // Too many bytes: refused, and neither bytes nor files nor requests move.
+    assert_eq!(l.consume("g1", &upload(41, "f2"), NOW).await, Err(Reason::BudgetUploadBytesExhausted));
+    assert_eq!(l.consume("g1", &upload(u64::MAX, "f2"), NOW).await, Err(Reason::BudgetUploadBytesExhausted));
+    // Appending to an existing output file spends bytes, not files.
+    let r = l.consume("g1", &upload(10, "f1"), NOW).await.unwrap();
+    assert_eq!((r.upload_bytes, r.output_files), (30, 1));
+    l.consume("g1", &upload(10, "f2"), NOW).await.unwrap();
+    assert_eq!(l.consume("g1", &upload(1, "f3"), NOW).await, Err(Reason::BudgetOutputFilesExhausted));
+    let record = l.get("g1").await.unwrap().unwrap();
+    assert_eq!(
+        (record.request_count, record.upload_count, record.uploaded_bytes),
+        (3, 3, 80),
+        "only the accepted uploads counted"
+    );
+    let mut files = record.output_file_ids.clone();
+    files.sort();
+    assert_eq!(files, ["f1", "f2"]);
+}
+
+async fn refuses_unknown_expired_and_revoked_grants(l: impl LedgerBackend) {
+    assert_eq!(l.consume("nope", &Operation::Request, NOW).await, Err(Reason::GrantUnknown));
+    assert_eq!(l.get("nope").await, Ok(None));
+    l.register(&registration("g1")).await.unwrap();
+    assert_eq!(l.consume("g1", &Operation::Request, NOW + 300).await, Err(Reason::GrantExpired));
+    assert_eq!(l.revoke(&RevokeScope::Grant("g1".into())).await, Ok(1));
+    assert_eq!(l.revoke(&RevokeScope::Grant("g1".into())).await, Ok(0), "already revoked");
+    assert_eq!(l.consume("g1", &Operation::Request, NOW).await, Err(Reason::GrantRevoked));
+    assert_eq!(l.get("g1").await.unwrap().unwrap().status, Status::Revoked);
+    // Registering a revoked grant again does not revive it.
+    assert_eq!(l.register(&registration("g1")).await, Ok(Registered::Existing));
+    assert_eq!(l.consume("g1", &Operation::Request, NOW).await, Err(Reason::GrantRevoked));
+}
+
+async fn revokes_by_exec_tenant_and_all(l: impl LedgerBackend) {
+    let grant = |id: &str, exec: &str, tenant: &str| Registration {
+        exec_id: exec.into(),
+        tenant_id: Some(tenant.into()),
+        ..registration(id)
+    };
+    for r in [grant("a", "e1", "t1"), grant("b", "e1", "t1"), grant("c", "e2", "t1"), grant("d", "e3", "t2")]
+    {
+        l.register(&r).await.unwrap();
+    }
+    assert_eq!(l.revoke(&RevokeScope::Exec("e1".into())).await, Ok(2));
+    assert_eq!(l.revoke(&RevokeScope::Tenant("t1".into())).await, Ok(1), "a and b were already revoked");
+    assert!(l.consume("d", &Operation::Request, NOW).await.is_ok(), "another tenant is untouched");
+    assert_eq!(l.revoke(&RevokeScope::All).await, Ok(1));
+    for id in ["a", "b", "c", "d"] {
+        assert_eq!(l.consume(id, &Operation::Request, NOW).await, Err(Reason::GrantRevoked), "{id}");
+    }
+}
+
+/// Many tasks against one budget spend exactly the budget, never one more.
+async fn concurrent_consumers_never_overspend(l: impl LedgerBackend + Clone + Send + Sync + 'static) {
+    l.register(&Registration { max_requests: 100, ..registration("g1") }).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        let l = l.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ok = 0u32;
+            for _ in 0..5 {
+                if l.consume("g1", &Operation::Request, NOW).await.is_ok() {
+                    ok += 1;
+                }
+            }
+            ok
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(total, 100);
+    assert_eq!(l.get("g1").await.unwrap().unwrap().request_count, 100);
+}
+
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(gatehouse_ledger::MemoryLedger::new()).await;
+                }
+            )*
+        }
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let server = super::RedisServer::start();
+                    super::$name(server.ledger()).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    registers_idempotently_and_refuses_conflicts,
+    spends_the_request_budget_exactly,
+    checks_scope,
+    spends_upload_budgets_atomically,
+    refuses_unknown_expired_and_revoked_grants,
+    revokes_by_exec_tenant_and_all,
+    concurrent_consumers_never_overspend,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn separate_redis_clients_share_one_budget() {
+    let server = RedisServer::start();
+    let nodes: Vec<RedisLedger> = (0..4).map(|_| server.ledger()).collect();
+    nodes[0].register(&Registration { max_requests: 60, ..registration("g1") }).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let node = nodes[i % nodes.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ok = 0u32;
+            for _ in 0..3 {
+                ok += u32::from(node.consume("g1", &Operation::Request, NOW).await.is_ok());
+            }
+            ok
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(total, 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_going_away_fails_closed_and_coming_back_recovers() {
+    let mut server = RedisServer::start();
+    let l = server.ledger();
+    l.register(&registration("g1")).await.unwrap();
+    l.consume("g1", &Operation::Request, NOW).await.unwrap();
+
+    server.stop();
+    for op in [Operation::Request, upload(1, "f")] {
+        assert_eq!(l.consume("g1", &op, NOW).await, Err(Reason::LedgerUnavailable));
+    }
+    assert_eq!(l.register(&registration("g2")).await, Err(Reason::LedgerUnavailable));
+    assert_eq!(l.revoke(&RevokeScope::All).await, Err(Reason::LedgerUnavailable));
+    assert_eq!(l.get("g1").await, Err(Reason::LedgerUnavailable));
+
+    server.restart();
+    // The same client reconnects by itself. A non-persistent Redis lost the
+    // record, which is `grant_unknown`: still a refusal.
+    let mut recovered = Err(Reason::LedgerUnavailable);
+    for _ in 0..50 {
+        recovered = l.consume("g1", &Operation::Request, NOW).await;
+        if recovered != Err(Reason::LedgerUnavailable) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(recovered, Err(Reason::GrantUnknown));
+    assert_eq!(l.register(&registration("g1")).await, Ok(Registered::New));
+    assert!(l.consume("g1", &Operation::Request, NOW).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_bad_url_is_unavailable_not_a_panic() {
+    let l = RedisLedger::new(&RedisLedgerConfig::new("redis://127.0.0.1:1/")).unwrap();
+    assert_eq!(l.consume("g", &Operation::Request, NOW).await, Err(Reason::LedgerUnavailable));
+    assert!(RedisLedger::new(&RedisLedgerConfig::new("not a url")).is_err());
+    let _ = MemoryLedger::new();
+}

@@ -1,0 +1,146 @@
+//! The ledger across processes: two gatehouse nodes sharing one real Redis.
+
+use std::path::Path;
+
+use gatehouse_test_support::RedisServer;
+use serde_json::{Value, json};
+
+use crate::cli::{Server, gatehouse, http, spawn_server};
+use crate::support::{GRANT_SECRET, TOKEN, private_key_pem};
+
+fn node(dir: &Path, redis: &RedisServer, key: &str) -> (Server, String) {
+    let mut c = gatehouse(dir);
+    c.env("GATEHOUSE_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_REDIS_URL", redis.url())
+        .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY", key)
+        .env("CODEAPI_EGRESS_GRANT_SECRET", GRANT_SECRET)
+        .env("CODEAPI_INTERNAL_SERVICE_TOKEN", TOKEN);
+    let (server, addr, _, _) = spawn_server(c);
+    (server, addr)
+}
+
+fn post(addr: &str, path: &str, body: &Value) -> Value {
+    let body = body.to_string();
+    let response = http(
+        addr,
+        &format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    let json = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {response}"))
+}
+
+/// Consumes from `addr` until refused or `attempts` run out; returns the
+/// number allowed and the refusal reasons seen.
+fn spend(addr: String, token: String, attempts: usize) -> (usize, Vec<String>) {
+    let mut allowed = 0;
+    let mut reasons = Vec::new();
+    for _ in 0..attempts {
+        let r = post(&addr, "/v1/grants/consume", &json!({"token": token, "operation": {"kind": "request"}}));
+        if r["allowed"] == true {
+            allowed += 1;
+        } else {
+            reasons.push(r["reason"].as_str().unwrap_or("?").to_owned());
+        }
+    }
+    (allowed, reasons)
+}
+
+#[test]
+fn two_processes_on_one_redis_spend_exactly_the_budget() {
+    let redis = RedisServer::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let key = private_key_pem();
+    let (_a, a) = node(tmp.path(), &redis, &key);
+    let (_b, b) = node(tmp.path(), &redis, &key);
+
+    let budget = 37;
+    let minted = post(
+        &a,
+        "/v1/grants",
+        &json!({"exec_id": "e1", "tenant_id": "t1", "user_id": "u1", "max_requests": budget}),
+    );
+    let token = minted["token"].as_str().unwrap().to_owned();
+
+    // 8 clients, half on each process, 10 attempts each: 80 attempts for 37.
+    let workers: Vec<_> = (0..8)
+        .map(|i| {
+            let addr = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let token = token.clone();
+            std::thread::spawn(move || spend(addr, token, 10))
+        })
+        .collect();
+    let mut allowed = 0;
+    for w in workers {
+        let (n, reasons) = w.join().unwrap();
+        allowed += n;
+        assert!(reasons.iter().all(|r| r == "budget_requests_exhausted"), "{reasons:?}");
+    }
+    assert_eq!(allowed, budget, "exactly the budget, never one more");
+
+    let opened = post(&b, "/v1/grants/open", &json!({"token": token}));
+    assert_eq!(opened["ledger"]["request_count"], budget);
+}
+
+#[test]
+fn a_revocation_on_one_process_stops_the_other() {
+    let redis = RedisServer::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let key = private_key_pem();
+    let (_a, a) = node(tmp.path(), &redis, &key);
+    let (_b, b) = node(tmp.path(), &redis, &key);
+    let minted = post(
+        &a,
+        "/v1/grants",
+        &json!({"exec_id": "e1", "tenant_id": "t1", "user_id": "u1", "max_requests": 1000}),
+    );
+    let token = minted["token"].as_str().unwrap().to_owned();
+    let grant_id = minted["grant_id"].as_str().unwrap().to_owned();
+
+    assert_eq!(spend(b.clone(), token.clone(), 3).0, 3);
+    assert_eq!(post(&a, &format!("/v1/grants/{grant_id}/revoke"), &json!({})), json!({"revoked": 1}));
+    for addr in [&a, &b] {
+        let (allowed, reasons) = spend(addr.clone(), token.clone(), 2);
+        assert_eq!(allowed, 0);
+        assert_eq!(reasons, ["grant_revoked", "grant_revoked"]);
+    }
+}
+
+#[test]
+fn a_node_whose_redis_dies_refuses_and_recovers() {
+    let mut redis = RedisServer::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_a, a) = node(tmp.path(), &redis, &private_key_pem());
+    let minted = post(
+        &a,
+        "/v1/grants",
+        &json!({"exec_id": "e1", "tenant_id": "t1", "user_id": "u1", "max_requests": 5}),
+    );
+    let token = minted["token"].as_str().unwrap().to_owned();
+    assert_eq!(spend(a.clone(), token.clone(), 2).0, 2);
+
+    redis.stop();
+    let (allowed, reasons) = spend(a.clone(), token.clone(), 3);
+    assert_eq!(allowed, 0, "nothing is allowed while the ledger cannot answer");
+    assert!(reasons.iter().all(|r| r == "ledger_unavailable"), "{reasons:?}");
+    let refused = post(&a, "/v1/grants", &json!({"exec_id": "e2", "tenant_id": "t1", "user_id": "u1"}));
+    assert_eq!(refused["error"]["reason"], "ledger_unavailable", "no grant without a record: {refused}");
+
+    redis.restart();
+    let mut last = Vec::new();
+    for _ in 0..50 {
+        let (allowed, reasons) = spend(a.clone(), token.clone(), 1);
+        assert_eq!(allowed, 0, "the lost record must not turn into a fresh budget");
+        if reasons != ["ledger_unavailable"] {
+            last = reasons;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(last, ["grant_unknown"]);
+    let fresh = post(&a, "/v1/grants", &json!({"exec_id": "e3", "tenant_id": "t1", "user_id": "u1"}));
+    assert!(fresh["token"].is_string(), "recovered: {fresh}");
+}
