@@ -65,6 +65,10 @@ pub mod names {
     pub const DATABASE_URL: &str = "GATEHOUSE_DATABASE_URL";
     /// Redis for the ledger and leases [in-process].
     pub const REDIS_URL: &str = "GATEHOUSE_REDIS_URL";
+    /// Prefix of every ledger key in Redis [gatehouse:ledger:].
+    pub const LEDGER_KEY_PREFIX: &str = "GATEHOUSE_LEDGER_KEY_PREFIX";
+    /// Upper bound on one ledger operation, in milliseconds [1000].
+    pub const LEDGER_TIMEOUT_MS: &str = "GATEHOUSE_LEDGER_TIMEOUT_MS";
     /// CIDRs an operator explicitly opens to egress (never metadata).
     pub const EGRESS_ALLOW_RANGES: &str = "GATEHOUSE_EGRESS_ALLOW_RANGES";
     /// Legacy HMAC manifest secret (weaker; never on a runner).
@@ -118,6 +122,8 @@ pub mod names {
         DATA_DIR,
         DATABASE_URL,
         REDIS_URL,
+        LEDGER_KEY_PREFIX,
+        LEDGER_TIMEOUT_MS,
         EGRESS_ALLOW_RANGES,
         MANIFEST_HMAC_SECRET,
         "GATEHOUSE_MANIFEST_HMAC_SECRET_FILE",
@@ -264,6 +270,10 @@ pub struct Config {
     pub database_url: Option<Secretish>,
     /// Redis URL (may hold a password: never log it).
     pub redis_url: Option<Secretish>,
+    /// Prefix of ledger keys in Redis.
+    pub ledger_key_prefix: String,
+    /// Upper bound on one ledger operation.
+    pub ledger_timeout: std::time::Duration,
     /// Operator-opened egress ranges.
     pub egress_allow_ranges: Vec<IpNet>,
     /// The manifest signing key (worker, all).
@@ -685,6 +695,18 @@ impl Reader<'_> {
             }
         }
 
+        let ledger_key_prefix = self.get(names::LEDGER_KEY_PREFIX).unwrap_or("gatehouse:ledger:").to_owned();
+        if ledger_key_prefix.contains(['{', '}']) || ledger_key_prefix.chars().any(char::is_whitespace) {
+            self.problem(
+                names::LEDGER_KEY_PREFIX,
+                "invalid_value",
+                "must not contain braces (they would break the per-grant hash tag) or whitespace",
+            );
+        }
+        let ledger_timeout_ms = self.int(names::LEDGER_TIMEOUT_MS, 1000, 10..=60_000);
+        let ledger_timeout =
+            std::time::Duration::from_millis(u64::try_from(ledger_timeout_ms).unwrap_or(1000));
+
         // Egress ranges an operator opens.
         let mut egress_allow_ranges = Vec::new();
         if let Some(v) = self.get(names::EGRESS_ALLOW_RANGES).map(str::to_owned) {
@@ -766,6 +788,8 @@ impl Reader<'_> {
             embedded,
             database_url,
             redis_url,
+            ledger_key_prefix,
+            ledger_timeout,
             egress_allow_ranges,
             manifest_signing_key: if role.mints() { manifest_signing_key } else { None },
             manifest_verifying_keys: if role.verifies_manifests() { manifest_verifying_keys } else { None },

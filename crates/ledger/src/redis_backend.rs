@@ -144,7 +144,12 @@ return 0
 impl RedisLedger {
     /// A ledger on `config.url`. Connects lazily: an unreachable Redis makes
     /// operations refuse with `ledger_unavailable`, not construction fail.
+    /// Must be called inside a Tokio runtime (the connection task runs there);
+    /// outside one it refuses instead of panicking.
     pub fn new(config: &RedisLedgerConfig) -> Result<Self, Reason> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(Reason::LedgerUnavailable);
+        }
         let client = redis::Client::open(config.url.as_str()).map_err(|_| Reason::LedgerUnavailable)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.op_timeout))

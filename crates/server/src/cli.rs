@@ -15,6 +15,7 @@ use gatehouse_capability::{
 };
 use gatehouse_config::{MapSource, Source, load, names};
 use gatehouse_core::{Clock, SystemClock};
+use gatehouse_ledger::{LedgerBackend as _, RedisLedger, RedisLedgerConfig, RevokeScope};
 use serde_json::{Value, json};
 
 use crate::files::{KeySet, read_text};
@@ -136,6 +137,35 @@ enum GrantCommand {
         #[command(flatten)]
         out: Output,
     },
+    /// Revoke grants in the shared Redis ledger, even with every gatehouse
+    /// node down. (The embedded in-process ledger lives inside the running
+    /// server: use its `POST /v1/grants/{id}/revoke` instead.)
+    Revoke {
+        #[command(flatten)]
+        scope: RevokeTarget,
+        /// The ledger's Redis [GATEHOUSE_REDIS_URL].
+        #[arg(long = "redis-url")]
+        redis_url: Option<String>,
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct RevokeTarget {
+    /// One grant.
+    #[arg(long = "grant-id")]
+    grant_id: Option<String>,
+    /// Every grant of one run.
+    #[arg(long = "exec-id")]
+    exec_id: Option<String>,
+    /// Every grant of one tenant (kill switch).
+    #[arg(long = "tenant-id")]
+    tenant_id: Option<String>,
+    /// Every grant (emergency revoke).
+    #[arg(long)]
+    all: bool,
 }
 
 #[derive(Args)]
@@ -331,6 +361,7 @@ fn manifest(command: ManifestCommand) -> Result<ExitCode, Fail> {
 fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
     let now = SystemClock.now();
     match command {
+        GrantCommand::Revoke { scope, redis_url, out } => revoke(scope, redis_url, out.json),
         GrantCommand::Mint { secret_file, claims, ttl } => {
             let secret = read_secret("--secret-file", &secret_file)?;
             let request: GrantRequest =
@@ -365,6 +396,43 @@ fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
             Ok(report(verdict.map(|c| serde_json::to_value(c).unwrap_or(Value::Null)), out.json))
         }
     }
+}
+
+fn revoke(target: RevokeTarget, redis_url: Option<String>, json_out: bool) -> Result<ExitCode, Fail> {
+    let env = environment(None);
+    let url = redis_url
+        .or_else(|| env.var(names::REDIS_URL))
+        .ok_or("no ledger to revoke in: give --redis-url or set GATEHOUSE_REDIS_URL")?;
+    let scope = match target {
+        RevokeTarget { grant_id: Some(id), .. } => RevokeScope::Grant(id),
+        RevokeTarget { exec_id: Some(id), .. } => RevokeScope::Exec(id),
+        RevokeTarget { tenant_id: Some(id), .. } => RevokeScope::Tenant(id),
+        RevokeTarget { all: true, .. } => RevokeScope::All,
+        _ => return Err(Fail("give one of --grant-id, --exec-id, --tenant-id or --all".into())),
+    };
+    if let RevokeScope::Grant(id) | RevokeScope::Exec(id) | RevokeScope::Tenant(id) = &scope
+        && !gatehouse_core::is_valid_id(id)
+    {
+        return Err(Fail("ids are 1-128 characters of [A-Za-z0-9._:-]".into()));
+    }
+    let mut config = RedisLedgerConfig::new(url);
+    if let Some(prefix) = env.var(names::LEDGER_KEY_PREFIX) {
+        config.prefix = prefix;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {}", e.kind()))?;
+    let revoked = runtime.block_on(async {
+        let ledger = RedisLedger::new(&config).map_err(|r| Fail(format!("{r}: not a usable Redis URL")))?;
+        ledger.revoke(&scope).await.map_err(|r| Fail(format!("{r}: the ledger did not answer")))
+    })?;
+    if json_out {
+        println!("{}", json!({"revoked": revoked}));
+    } else {
+        println!("revoked {revoked} grant(s)");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// serde's message up to the first quote: names the field, never echoes a value.

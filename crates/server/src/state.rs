@@ -62,10 +62,15 @@ impl AppState {
     pub fn from_config(config: Config, clock: Arc<dyn Clock>) -> Result<Self, String> {
         let ledger = if config.role.opens_grants() {
             Some(match &config.redis_url {
-                Some(url) => Ledger::Redis(
-                    RedisLedger::new(&RedisLedgerConfig::new(url.expose()))
-                        .map_err(|_| "GATEHOUSE_REDIS_URL is not a usable Redis URL".to_owned())?,
-                ),
+                Some(url) => {
+                    let mut ledger_config = RedisLedgerConfig::new(url.expose());
+                    ledger_config.prefix.clone_from(&config.ledger_key_prefix);
+                    ledger_config.op_timeout = config.ledger_timeout;
+                    Ledger::Redis(
+                        RedisLedger::new(&ledger_config)
+                            .map_err(|_| "GATEHOUSE_REDIS_URL is not a usable Redis URL".to_owned())?,
+                    )
+                }
                 None => Ledger::Memory(MemoryLedger::new()),
             })
         } else {

@@ -241,6 +241,11 @@ async fn redis_going_away_fails_closed_and_coming_back_recovers() {
     assert!(l.consume("g1", &Operation::Request, NOW).await.is_ok());
 }
 
+#[test]
+fn outside_a_runtime_construction_refuses_instead_of_panicking() {
+    assert!(RedisLedger::new(&RedisLedgerConfig::new("redis://127.0.0.1:1/")).is_err());
+}
+
 #[tokio::test]
 async fn a_bad_url_is_unavailable_not_a_panic() {
     let l = RedisLedger::new(&RedisLedgerConfig::new("redis://127.0.0.1:1/")).unwrap();

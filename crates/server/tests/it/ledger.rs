@@ -144,3 +144,32 @@ fn a_node_whose_redis_dies_refuses_and_recovers() {
     let fresh = post(&a, "/v1/grants", &json!({"exec_id": "e3", "tenant_id": "t1", "user_id": "u1"}));
     assert!(fresh["token"].is_string(), "recovered: {fresh}");
 }
+
+#[test]
+fn the_cli_revokes_in_the_shared_ledger() {
+    let redis = RedisServer::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_a, a) = node(tmp.path(), &redis, &private_key_pem());
+    let minted = post(&a, "/v1/grants", &json!({"exec_id": "e9", "tenant_id": "t1", "user_id": "u1"}));
+    let token = minted["token"].as_str().unwrap().to_owned();
+    assert_eq!(spend(a.clone(), token.clone(), 1).0, 1);
+
+    let out = gatehouse(tmp.path())
+        .env("GATEHOUSE_REDIS_URL", redis.url())
+        .args(["grant", "revoke", "--exec-id", "e9", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap(), json!({"revoked": 1}));
+    assert_eq!(spend(a.clone(), token, 1).1, ["grant_revoked"]);
+
+    // No ledger configured, or one that cannot answer: exit 2, never a silent success.
+    let out = gatehouse(tmp.path()).args(["grant", "revoke", "--all"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = gatehouse(tmp.path())
+        .args(["grant", "revoke", "--all", "--redis-url", "redis://127.0.0.1:1/"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ledger_unavailable"));
+}
