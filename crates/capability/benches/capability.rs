@@ -41,7 +41,22 @@ fn body_1k() -> Vec<u8> {
     bytes
 }
 
-fn manifest(c: &mut Criterion) {
+/// A signed manifest for a 1 KB body, and the raw primitive beside it: one
+/// Ed25519 signature over a message of the token's signed length.
+struct ManifestFixture {
+    signer: ManifestSigner,
+    verifier: ManifestVerifier,
+    body: Vec<u8>,
+    digest: BodyDigest,
+    token: String,
+    complete: gatehouse_capability::ManifestClaims,
+    raw: SigningKey,
+    raw_public: ed25519_dalek::VerifyingKey,
+    message: Vec<u8>,
+    raw_sig: ed25519_dalek::Signature,
+}
+
+fn manifest_fixture() -> ManifestFixture {
     let key = ManifestSigningKey::generate().unwrap();
     let verifier = ManifestVerifier::new(key.verifying_keys());
     let signer = ManifestSigner::new(key);
@@ -50,12 +65,50 @@ fn manifest(c: &mut Criterion) {
     let claims = json!({"exec_id": "exec-1", "tenant_id": "t1", "user_id": "u1", "input_files": ["a", "b"], "max_requests": 100});
     let (token, complete) =
         signer.sign_for_body(claims.as_object().cloned().unwrap(), &digest, NOW, 300).unwrap();
-
-    // The raw primitive: one Ed25519 signature over a message of the token's signed length.
     let raw = SigningKey::from_bytes(&[7u8; 32]);
     let raw_public = raw.verifying_key();
     let message = vec![b'x'; token.rfind('.').unwrap()];
     let raw_sig = raw.sign(&message);
+    ManifestFixture { signer, verifier, body, digest, token, complete, raw, raw_public, message, raw_sig }
+}
+
+/// A minted grant, and the raw primitive beside it: XChaCha20-Poly1305 over a
+/// plaintext of the same size.
+struct GrantFixture {
+    sealer: GrantSealer,
+    claims: GrantClaims,
+    token: String,
+    plaintext: Vec<u8>,
+    cipher: XChaCha20Poly1305,
+    nonce: XNonce,
+    sealed: Vec<u8>,
+}
+
+fn grant_fixture() -> GrantFixture {
+    let secret = Secret::new("bench-0123456789abcdefghijklmnopqrstuvwxyz").unwrap();
+    let sealer = GrantSealer::new(&secret);
+    let claims = bench_grant_claims();
+    let token = sealer.mint(&claims).unwrap();
+    let plaintext = postcard::to_allocvec(&claims).unwrap();
+    let cipher = XChaCha20Poly1305::new(&chacha20poly1305::Key::from([9u8; 32]));
+    let nonce = XNonce::from([3u8; 24]);
+    let sealed = cipher.encrypt(&nonce, Payload { msg: &plaintext, aad: GRANT_AAD }).unwrap();
+    GrantFixture { sealer, claims, token, plaintext, cipher, nonce, sealed }
+}
+
+fn manifest(c: &mut Criterion) {
+    let ManifestFixture {
+        signer,
+        verifier,
+        body,
+        digest,
+        token,
+        complete,
+        raw,
+        raw_public,
+        message,
+        raw_sig,
+    } = manifest_fixture();
 
     let mut g = c.benchmark_group("manifest");
     g.bench_function("raw_ed25519_sign", |b| b.iter(|| raw.sign(black_box(&message))));
@@ -94,16 +147,7 @@ fn bench_grant_claims() -> GrantClaims {
 }
 
 fn grant(c: &mut Criterion) {
-    let secret = Secret::new("bench-0123456789abcdefghijklmnopqrstuvwxyz").unwrap();
-    let sealer = GrantSealer::new(&secret);
-    let claims = bench_grant_claims();
-    let token = sealer.mint(&claims).unwrap();
-    let plaintext = postcard::to_allocvec(&claims).unwrap();
-
-    // The raw primitive: XChaCha20-Poly1305 over a plaintext of the same size.
-    let cipher = XChaCha20Poly1305::new(&chacha20poly1305::Key::from([9u8; 32]));
-    let nonce = XNonce::from([3u8; 24]);
-    let sealed = cipher.encrypt(&nonce, Payload { msg: &plaintext, aad: GRANT_AAD }).unwrap();
+    let GrantFixture { sealer, claims, token, plaintext, cipher, nonce, sealed } = grant_fixture();
 
     let mut g = c.benchmark_group("grant");
     g.bench_function("raw_xchacha20poly1305_seal", |b| {
@@ -144,17 +188,7 @@ fn interleaved_ratio(ops: u32, rounds: usize, mut raw: impl FnMut(), mut wrapped
 }
 
 fn ratios() {
-    let key = ManifestSigningKey::generate().unwrap();
-    let verifier = ManifestVerifier::new(key.verifying_keys());
-    let signer = ManifestSigner::new(key);
-    let body = body_1k();
-    let digest = BodyDigest::of_json_bytes(&body).unwrap();
-    let claims = json!({"exec_id": "exec-1", "tenant_id": "t1", "user_id": "u1", "input_files": ["a", "b"], "max_requests": 100});
-    let (token, _) = signer.sign_for_body(claims.as_object().cloned().unwrap(), &digest, NOW, 300).unwrap();
-    let raw = SigningKey::from_bytes(&[7u8; 32]);
-    let raw_public = raw.verifying_key();
-    let message = vec![b'x'; token.rfind('.').unwrap()];
-    let raw_sig = raw.sign(&message);
+    let ManifestFixture { verifier, body, token, raw_public, message, raw_sig, .. } = manifest_fixture();
     let verify = interleaved_ratio(
         50,
         201,
@@ -165,14 +199,7 @@ fn ratios() {
         },
     );
 
-    let secret = Secret::new("bench-0123456789abcdefghijklmnopqrstuvwxyz").unwrap();
-    let sealer = GrantSealer::new(&secret);
-    let claims = bench_grant_claims();
-    let token = sealer.mint(&claims).unwrap();
-    let plaintext = postcard::to_allocvec(&claims).unwrap();
-    let cipher = XChaCha20Poly1305::new(&chacha20poly1305::Key::from([9u8; 32]));
-    let nonce = XNonce::from([3u8; 24]);
-    let sealed = cipher.encrypt(&nonce, Payload { msg: &plaintext, aad: GRANT_AAD }).unwrap();
+    let GrantFixture { sealer, token, cipher, nonce, sealed, .. } = grant_fixture();
     let open = interleaved_ratio(
         1000,
         201,

@@ -16,7 +16,9 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use gatehouse_ledger::{LedgerBackend, MemoryLedger, Operation, RedisLedger, RedisLedgerConfig, Registration};
+use gatehouse_ledger::{
+    LedgerBackend, MemoryLedger, Operation, RedisLedger, RedisLedgerConfig, Registration,
+};
 use gatehouse_test_support::RedisServer;
 
 const NOW: i64 = 1_800_000_000;
@@ -118,7 +120,18 @@ fn in_process() {
 
 fn redis_benchmark_incr(port: u16, clients: usize) -> Option<f64> {
     let out = Command::new("redis-benchmark")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-c", &clients.to_string(), "-n", "300000", "-P", "1"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-c",
+            &clients.to_string(),
+            "-n",
+            "300000",
+            "-P",
+            "1",
+        ])
         .args(["-t", "incr", "-q"])
         .output()
         .ok()?;

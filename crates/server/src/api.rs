@@ -6,6 +6,7 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use gatehouse_capability::GrantClaims;
 use gatehouse_capability::canonical::BodyDigest;
 use gatehouse_capability::grant::GrantRequest;
 use gatehouse_capability::manifest::{ManifestPresence, SignError};
@@ -199,6 +200,19 @@ async fn mint_grant(
     Ok(Json(json!({"token": token, "grant_id": claims.grant_id, "exp": claims.exp})))
 }
 
+/// Opens a grant token, recording a refusal when it does not open. The
+/// outer error is for nodes that hold no grant secret.
+fn open_token(
+    state: &AppState,
+    rid: &RequestId,
+    token: Option<&str>,
+) -> Result<Result<GrantClaims, Reason>, ApiError> {
+    let sealer = state.sealer.as_ref().ok_or_else(|| forbidden(rid))?;
+    Ok(sealer.open(token.unwrap_or_default().trim(), state.clock.now()).inspect_err(|reason| {
+        state.refusals.record(RefusalKind::GrantRefused, *reason, None, None, Some(&rid.0));
+    }))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OpenRequest {
@@ -211,14 +225,9 @@ async fn open_grant(
     Extension(rid): Extension<RequestId>,
     StrictJson(req): StrictJson<OpenRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    let sealer = state.sealer.as_ref().ok_or_else(|| forbidden(&rid))?;
-    let token = req.token.unwrap_or_default();
-    let claims = match sealer.open(token.trim(), state.clock.now()) {
+    let claims = match open_token(&state, &rid, req.token.as_deref())? {
         Ok(claims) => claims,
-        Err(reason) => {
-            state.refusals.record(RefusalKind::GrantRefused, reason, None, None, Some(&rid.0));
-            return Ok(Json(json!({"valid": false, "reason": reason})));
-        }
+        Err(reason) => return Ok(Json(json!({"valid": false, "reason": reason}))),
     };
     let record = match state.ledger.as_ref() {
         Some(ledger) => ledger.get(&claims.grant_id).await,
@@ -271,17 +280,12 @@ async fn consume_grant(
     Extension(rid): Extension<RequestId>,
     StrictJson(req): StrictJson<ConsumeRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    let (Some(sealer), Some(ledger)) = (state.sealer.as_ref(), state.ledger.as_ref()) else {
-        return Err(forbidden(&rid));
+    let ledger = state.ledger.as_ref().ok_or_else(|| forbidden(&rid))?;
+    let claims = match open_token(&state, &rid, req.token.as_deref())? {
+        Ok(claims) => claims,
+        Err(reason) => return Ok(Json(json!({"allowed": false, "reason": reason}))),
     };
     let now = state.clock.now();
-    let claims = match sealer.open(req.token.as_deref().unwrap_or_default().trim(), now) {
-        Ok(claims) => claims,
-        Err(reason) => {
-            state.refusals.record(RefusalKind::GrantRefused, reason, None, None, Some(&rid.0));
-            return Ok(Json(json!({"allowed": false, "reason": reason})));
-        }
-    };
     match ledger.consume(&claims.grant_id, &req.operation, now).await {
         Ok(remaining) => {
             Ok(Json(json!({"allowed": true, "grant_id": claims.grant_id, "remaining": remaining})))
