@@ -131,6 +131,42 @@ closed_codes! {
         ScopeOutputSessionMismatch => "scope_output_session_mismatch",
         /// The ledger cannot answer (unreachable, slow, erroring): fail closed.
         LedgerUnavailable => "ledger_unavailable",
+        /// The URL cannot be parsed unambiguously.
+        UrlMalformed => "url_malformed",
+        /// The URL holds whitespace, a control character or a backslash.
+        UrlForbiddenCharacter => "url_forbidden_character",
+        /// Only http and https are allowed.
+        SchemeNotAllowed => "scheme_not_allowed",
+        /// The URL carries credentials (`user:pass@`, even empty).
+        UserinfoPresent => "userinfo_present",
+        /// The host is empty or not a valid domain name.
+        HostInvalid => "host_invalid",
+        /// The host is an IPv4 address in a non-canonical spelling (decimal, octal, hex, shortened, zero-padded).
+        HostNoncanonicalIp => "host_noncanonical_ip",
+        /// The host is percent-encoded.
+        HostPercentEncoded => "host_percent_encoded",
+        /// The host is an IPv6 address with a zone id.
+        HostZoneId => "host_zone_id",
+        /// The port is malformed or out of range.
+        PortInvalid => "port_invalid",
+        /// The port is not allowed for this kind of connection.
+        PortNotAllowed => "port_not_allowed",
+        /// The tenant's egress policy cannot be read or parsed: every request is refused.
+        PolicyUnreadable => "policy_unreadable",
+        /// A deny rule of the tenant's policy matched.
+        PolicyDenied => "policy_denied",
+        /// The tenant's allowlist has no rule for the host.
+        PolicyNotAllowed => "policy_not_allowed",
+        /// The host names a cloud metadata service.
+        HostMetadataName => "host_metadata_name",
+        /// The host name did not resolve (error or no addresses): fail closed.
+        DnsFailed => "dns_failed",
+        /// An address is in an IANA special-purpose range.
+        AddressSpecialPurpose => "address_special_purpose",
+        /// An address is a cloud metadata address.
+        AddressMetadata => "address_metadata",
+        /// An IPv6 address embeds IPv4 (mapped, compatible, 6to4, Teredo).
+        AddressEmbeddedIpv4 => "address_embedded_ipv4",
     }
 }
 
@@ -236,6 +272,24 @@ mod tests {
                 "scope_session_not_granted",
                 "scope_output_session_mismatch",
                 "ledger_unavailable",
+                "url_malformed",
+                "url_forbidden_character",
+                "scheme_not_allowed",
+                "userinfo_present",
+                "host_invalid",
+                "host_noncanonical_ip",
+                "host_percent_encoded",
+                "host_zone_id",
+                "port_invalid",
+                "port_not_allowed",
+                "policy_unreadable",
+                "policy_denied",
+                "policy_not_allowed",
+                "host_metadata_name",
+                "dns_failed",
+                "address_special_purpose",
+                "address_metadata",
+                "address_embedded_ipv4",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

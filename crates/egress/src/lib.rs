@@ -5,14 +5,28 @@
 //! keep a sandbox from reaching private networks, metadata services or hosts
 //! its tenant's policy refuses live in exactly one place.
 //!
+//! - [`target`]: the strict URL parser whose result is what connects.
+//! - [`policy`]: per-tenant `open`/`allowlist` policies with deny rules.
+//! - [`special`]: the address guard built from the IANA special-purpose
+//!   registries, plus cloud metadata addresses and names.
+//! - [`decision`]: the pure pipeline tying them together (the resolver is a
+//!   parameter), shared by `gatehouse egress check` and the network paths.
+//!
 //! Architecture invariant: this is the **only** crate allowed to open network
 //! connections or construct HTTP clients. `clippy.toml` forbids the
 //! constructors everywhere (`disallowed-methods`, `disallowed-types`); every
 //! other crate root denies those lints, and this crate alone allows them.
 //! `tests/one_door.rs` fails if that configuration rots.
-//!
-//! The policy engine, address guard, pinned resolver, client and forward
-//! proxy arrive with the egress work; until then no gatehouse code dials out
-//! at all, which the same lint configuration guarantees.
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+pub mod decision;
+pub mod policy;
+pub mod resolve;
+pub mod special;
+pub mod target;
+
+pub use decision::{Decision, Purpose, decide, decide_target};
+pub use policy::{Policy, PolicyDocument, PolicyError};
+pub use special::AddressGuard;
+pub use target::{Host, Scheme, Target, parse_url};

@@ -14,7 +14,10 @@ use gatehouse_capability::{
     GrantSealer, ManifestSigningKey, ManifestVerifier, ManifestVerifyingKeys, Secret, SessionKeyDeriver,
 };
 use gatehouse_config::{MapSource, Source, load, names};
+use std::net::IpAddr;
+
 use gatehouse_core::{Clock, SystemClock};
+use gatehouse_egress::{AddressGuard, Policy, PolicyError, Purpose, decide};
 use gatehouse_ledger::{LedgerBackend as _, RedisLedger, RedisLedgerConfig, RevokeScope};
 use serde_json::{Value, json};
 
@@ -59,6 +62,35 @@ enum Command {
     Grant {
         #[command(subcommand)]
         command: GrantCommand,
+    },
+    /// The outbound door's decisions.
+    Egress {
+        #[command(subcommand)]
+        command: EgressCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum EgressCommand {
+    /// Decide whether a run may fetch URL, exactly as the door would, without
+    /// connecting. Exit 0 allow, 1 refuse, 2 bad input.
+    Check {
+        /// The URL.
+        url: String,
+        /// A policy document (JSON) [a tenant with no policy: open].
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Answer for HOST instead of DNS (as curl's --resolve): HOST=IP[,IP...].
+        #[arg(long = "resolve", value_name = "HOST=IP[,IP...]")]
+        resolve: Vec<String>,
+        /// Check as a webhook delivery (no redirects).
+        #[arg(long)]
+        webhook: bool,
+        /// Ranges an operator opens (as GATEHOUSE_EGRESS_ALLOW_RANGES).
+        #[arg(long = "allow-ranges", value_name = "CIDR[,CIDR...]")]
+        allow_ranges: Option<String>,
+        #[command(flatten)]
+        out: Output,
     },
 }
 
@@ -195,6 +227,9 @@ pub fn main() -> ExitCode {
         Command::Keygen { out } => keygen(out),
         Command::Manifest { command } => manifest(command),
         Command::Grant { command } => grant(command),
+        Command::Egress {
+            command: EgressCommand::Check { url, policy, resolve, webhook, allow_ranges, out },
+        } => egress_check(&url, policy, &resolve, webhook, allow_ranges, out.json),
     };
     match result {
         Ok(code) => code,
@@ -433,6 +468,73 @@ fn revoke(target: RevokeTarget, redis_url: Option<String>, json_out: bool) -> Re
         println!("revoked {revoked} grant(s)");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn egress_check(
+    url: &str,
+    policy: Option<PathBuf>,
+    resolve: &[String],
+    webhook: bool,
+    allow_ranges: Option<String>,
+    json_out: bool,
+) -> Result<ExitCode, Fail> {
+    // A policy that cannot be read is not bad input here: it is exactly the
+    // case the door refuses (policy_unreadable), and the check says so.
+    let policy = match policy {
+        None => Ok(Policy::open()),
+        Some(path) => match read_text("--policy", &path) {
+            Ok(text) => Policy::from_json(text.as_bytes()),
+            Err(e) => Err(PolicyError(e)),
+        },
+    };
+    let mut answers: std::collections::HashMap<String, Vec<IpAddr>> = std::collections::HashMap::new();
+    for entry in resolve {
+        let (host, ips) = entry
+            .split_once('=')
+            .ok_or_else(|| Fail(format!("--resolve {entry}: expected HOST=IP[,IP...]")))?;
+        let Ok(gatehouse_egress::Host::Name(host)) = gatehouse_egress::target::parse_host(host.trim()) else {
+            return Err(Fail(format!("--resolve {entry}: not a host name")));
+        };
+        let ips = ips
+            .split(',')
+            .map(|ip| ip.trim().trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| Fail(format!("--resolve {entry}: not a list of IP addresses")))?;
+        answers.entry(host).or_default().extend(ips);
+    }
+    let ranges = match allow_ranges {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| s.trim().parse::<ipnet::IpNet>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| Fail("--allow-ranges: not a list of CIDR ranges".into()))?,
+    };
+    let purpose = if webhook { Purpose::Webhook } else { Purpose::Request };
+    let decision =
+        decide(url, policy.as_ref(), &AddressGuard::new(ranges), purpose, |host| match answers.get(host) {
+            Some(ips) => Ok(ips.clone()),
+            None => system_resolve(host),
+        });
+    if json_out {
+        println!("{}", serde_json::to_string(&decision).unwrap_or_default());
+    } else if decision.allowed() {
+        let list: Vec<String> = decision.addresses.iter().map(ToString::to_string).collect();
+        println!("allow {} ({})", decision.host.as_deref().unwrap_or(""), list.join(", "));
+    } else {
+        match &decision.rule {
+            Some(rule) => println!("refuse: {} ({rule})", decision.reason),
+            None => println!("refuse: {}", decision.reason),
+        }
+    }
+    Ok(if decision.allowed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The system resolver, for `egress check` without `--resolve`.
+fn system_resolve(host: &str) -> Result<Vec<IpAddr>, ()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|_| ())?;
+    runtime.block_on(gatehouse_egress::resolve::system(host))
 }
 
 /// serde's message up to the first quote: names the field, never echoes a value.

@@ -374,3 +374,74 @@ fn the_embedded_first_start_works_with_no_configuration() {
     assert_eq!(code, 0, "{out}");
     assert_eq!(std::fs::read_to_string(data.join("service-token")).unwrap().trim(), token);
 }
+
+#[test]
+fn egress_check_follows_the_cli_contract() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let check = |args: &[&str]| {
+        let (code, out, err) = run(gatehouse(dir).args(["egress", "check", "--json"]).args(args));
+        let json = if code == 2 {
+            Value::Null
+        } else {
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"))
+        };
+        (code, json)
+    };
+    let (code, v) = check(&[
+        "https://example.com/x?key=secret",
+        "--resolve",
+        "example.com=93.184.216.34,2606:2800:220:1::1",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(v["decision"], "allow");
+    assert_eq!(v["addresses"], json!(["93.184.216.34", "2606:2800:220:1::1"]));
+    assert!(!v.to_string().contains("secret"));
+
+    for (url, reason) in [
+        ("http://2130706433/", "host_noncanonical_ip"),
+        ("http://[::ffff:127.0.0.1]/", "address_embedded_ipv4"),
+        ("http://169.254.169.254/latest/meta-data/", "address_metadata"),
+        ("http://user:pw@example.com/", "userinfo_present"),
+        ("gopher://example.com/", "scheme_not_allowed"),
+        ("http://localhost:8080/", "address_special_purpose"),
+    ] {
+        let (code, v) = check(&[url]);
+        assert_eq!(
+            (code, v["decision"].as_str(), v["reason"].as_str()),
+            (1, Some("refuse"), Some(reason)),
+            "{url}"
+        );
+    }
+    let (code, v) = check(&["https://rebind.example/", "--resolve", "rebind.example=93.184.216.34,10.0.0.5"]);
+    assert_eq!((code, v["reason"].as_str()), (1, Some("address_special_purpose")));
+
+    let policy = write(
+        dir,
+        "policy.json",
+        r#"{"mode":"allowlist","allow":["api.github.com"],"deny":["93.184.216.0/24"]}"#,
+    );
+    let (code, v) = check(&["https://example.com/", "--policy", &policy, "--resolve", "example.com=1.1.1.1"]);
+    assert_eq!((code, v["reason"].as_str()), (1, Some("policy_not_allowed")));
+    let (code, v) =
+        check(&["https://api.github.com/", "--policy", &policy, "--resolve", "api.github.com=93.184.216.9"]);
+    assert_eq!(
+        (code, v["reason"].as_str(), v["rule"].as_str()),
+        (1, Some("policy_denied"), Some("93.184.216.0/24"))
+    );
+    let broken = write(dir, "broken.json", r#"{"mode":"allowlist","allow":["*"]}"#);
+    let (code, v) =
+        check(&["https://api.github.com/", "--policy", &broken, "--resolve", "api.github.com=1.1.1.1"]);
+    assert_eq!((code, v["reason"].as_str()), (1, Some("policy_unreadable")));
+
+    // Operator-opened ranges, never the metadata addresses.
+    let (code, _) = check(&["http://10.1.2.3/", "--allow-ranges", "10.0.0.0/8"]);
+    assert_eq!(code, 0);
+    let (code, v) = check(&["http://169.254.169.254/", "--allow-ranges", "169.254.0.0/16"]);
+    assert_eq!((code, v["reason"].as_str()), (1, Some("address_metadata")));
+
+    let (code, v) = check(&["https://hooks.example/", "--webhook", "--resolve", "hooks.example=1.1.1.1"]);
+    assert_eq!((code, v["max_redirects"].as_u64()), (0, Some(0)));
+    assert_eq!(check(&["https://x.example/", "--resolve", "x.example"]).0, 2);
+    assert_eq!(check(&["https://x.example/", "--resolve", "x.example=not-an-ip"]).0, 2);
+}
