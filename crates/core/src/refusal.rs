@@ -222,7 +222,7 @@ mod tests {
         for r in Reason::ALL {
             let s = r.as_str();
             assert!(seen.insert(s), "duplicate code {s}");
-            assert!(s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{s}");
+            assert!(s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'), "{s}");
             assert_eq!(Reason::parse(s), Some(*r));
             let json = serde_json::to_string(r).unwrap();
             assert_eq!(serde_json::from_str::<Reason>(&json).unwrap(), *r);
