@@ -84,6 +84,36 @@ fn only_the_egress_crate_allows_the_forbidden_calls() {
     assert!(checked >= 5, "expected every crate root to be checked, saw {checked}");
 }
 
+/// HTTP client crates, and crates that open sockets for clients: only
+/// `crates/egress` may depend on them directly (`redis` is the ledger's
+/// infrastructure connection, not a path a run can steer).
+const CLIENT_CRATES: &[&str] =
+    &["reqwest", "hyper-util", "ureq", "isahc", "curl", "surf", "attohttpc", "minreq", "hickory-resolver", "trust-dns-resolver"];
+
+#[test]
+fn no_crate_outside_egress_depends_on_an_http_client() {
+    let crates = workspace_root().join("crates");
+    for entry in std::fs::read_dir(&crates).expect("crates/") {
+        let dir = entry.expect("entry").path();
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml")) else { continue };
+        let manifest: toml::Table = text.parse().expect("Cargo.toml is TOML");
+        let hyper_client = |dep: &toml::Value| {
+            dep.get("features").and_then(|f| f.as_array()).is_some_and(|f| f.iter().any(|x| x.as_str() == Some("client")))
+        };
+        for section in ["dependencies", "build-dependencies"] {
+            let Some(deps) = manifest.get(section).and_then(|d| d.as_table()) else { continue };
+            for (dep, spec) in deps {
+                if name == "egress" {
+                    continue;
+                }
+                assert!(!CLIENT_CRATES.contains(&dep.as_str()), "crates/{name} depends on {dep} directly; go through gatehouse-egress");
+                assert!(!(dep == "hyper" && hyper_client(spec)), "crates/{name} enables hyper's client; go through gatehouse-egress");
+            }
+        }
+    }
+}
+
 #[test]
 fn the_workspace_denies_the_lints_by_default() {
     let manifest: toml::Table = read(&workspace_root().join("Cargo.toml")).parse().expect("Cargo.toml");
