@@ -87,8 +87,18 @@ fn only_the_egress_crate_allows_the_forbidden_calls() {
 /// HTTP client crates, and crates that open sockets for clients: only
 /// `crates/egress` may depend on them directly (`redis` is the ledger's
 /// infrastructure connection, not a path a run can steer).
-const CLIENT_CRATES: &[&str] =
-    &["reqwest", "hyper-util", "ureq", "isahc", "curl", "surf", "attohttpc", "minreq", "hickory-resolver", "trust-dns-resolver"];
+const CLIENT_CRATES: &[&str] = &[
+    "reqwest",
+    "hyper-util",
+    "ureq",
+    "isahc",
+    "curl",
+    "surf",
+    "attohttpc",
+    "minreq",
+    "hickory-resolver",
+    "trust-dns-resolver",
+];
 
 #[test]
 fn no_crate_outside_egress_depends_on_an_http_client() {
@@ -99,7 +109,9 @@ fn no_crate_outside_egress_depends_on_an_http_client() {
         let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml")) else { continue };
         let manifest: toml::Table = text.parse().expect("Cargo.toml is TOML");
         let hyper_client = |dep: &toml::Value| {
-            dep.get("features").and_then(|f| f.as_array()).is_some_and(|f| f.iter().any(|x| x.as_str() == Some("client")))
+            dep.get("features")
+                .and_then(|f| f.as_array())
+                .is_some_and(|f| f.iter().any(|x| x.as_str() == Some("client")))
         };
         for section in ["dependencies", "build-dependencies"] {
             let Some(deps) = manifest.get(section).and_then(|d| d.as_table()) else { continue };
@@ -107,8 +119,14 @@ fn no_crate_outside_egress_depends_on_an_http_client() {
                 if name == "egress" {
                     continue;
                 }
-                assert!(!CLIENT_CRATES.contains(&dep.as_str()), "crates/{name} depends on {dep} directly; go through gatehouse-egress");
-                assert!(!(dep == "hyper" && hyper_client(spec)), "crates/{name} enables hyper's client; go through gatehouse-egress");
+                assert!(
+                    !CLIENT_CRATES.contains(&dep.as_str()),
+                    "crates/{name} depends on {dep} directly; go through gatehouse-egress"
+                );
+                assert!(
+                    !(dep == "hyper" && hyper_client(spec)),
+                    "crates/{name} enables hyper's client; go through gatehouse-egress"
+                );
             }
         }
     }
