@@ -71,6 +71,8 @@ pub mod names {
     pub const LEDGER_TIMEOUT_MS: &str = "GATEHOUSE_LEDGER_TIMEOUT_MS";
     /// CIDRs an operator explicitly opens to egress (never metadata).
     pub const EGRESS_ALLOW_RANGES: &str = "GATEHOUSE_EGRESS_ALLOW_RANGES";
+    /// Ports the proxy lets `CONNECT` reach [80,443].
+    pub const PROXY_CONNECT_PORTS: &str = "GATEHOUSE_PROXY_CONNECT_PORTS";
     /// Legacy HMAC manifest secret (weaker; never on a runner).
     pub const MANIFEST_HMAC_SECRET: &str = "GATEHOUSE_MANIFEST_HMAC_SECRET";
     /// The previous grant secret, accepted for opening during rotation.
@@ -125,6 +127,7 @@ pub mod names {
         LEDGER_KEY_PREFIX,
         LEDGER_TIMEOUT_MS,
         EGRESS_ALLOW_RANGES,
+        PROXY_CONNECT_PORTS,
         MANIFEST_HMAC_SECRET,
         "GATEHOUSE_MANIFEST_HMAC_SECRET_FILE",
         GRANT_PREVIOUS_SECRET,
@@ -276,6 +279,8 @@ pub struct Config {
     pub ledger_timeout: std::time::Duration,
     /// Operator-opened egress ranges.
     pub egress_allow_ranges: Vec<IpNet>,
+    /// Ports the proxy lets `CONNECT` reach.
+    pub proxy_connect_ports: Vec<u16>,
     /// The manifest signing key (worker, all).
     pub manifest_signing_key: Option<ManifestSigningKey>,
     /// Keys manifests verify against (runner, worker, all).
@@ -735,6 +740,19 @@ impl Reader<'_> {
             }
         }
 
+        let mut proxy_connect_ports = Vec::new();
+        let ports = self.get(names::PROXY_CONNECT_PORTS).unwrap_or("80,443").to_owned();
+        for part in ports.split(',') {
+            match part.trim().parse::<u16>() {
+                Ok(p) if p > 0 => proxy_connect_ports.push(p),
+                _ => self.problem(
+                    names::PROXY_CONNECT_PORTS,
+                    "invalid_value",
+                    "must be a comma-separated list of ports",
+                ),
+            }
+        }
+
         let clamd = self.get(names::CLAMD_HOST).map(|h| h.trim().to_owned());
         let clamd_port = self.int(names::CLAMD_PORT, 3310, 1..=65_535);
         let clamd = clamd.map(|h| (h, u16::try_from(clamd_port).unwrap_or(3310)));
@@ -791,6 +809,7 @@ impl Reader<'_> {
             ledger_key_prefix,
             ledger_timeout,
             egress_allow_ranges,
+            proxy_connect_ports,
             manifest_signing_key: if role.mints() { manifest_signing_key } else { None },
             manifest_verifying_keys: if role.verifies_manifests() { manifest_verifying_keys } else { None },
             require_manifest,

@@ -167,6 +167,14 @@ closed_codes! {
         AddressMetadata => "address_metadata",
         /// An IPv6 address embeds IPv4 (mapped, compatible, 6to4, Teredo).
         AddressEmbeddedIpv4 => "address_embedded_ipv4",
+        /// No vetted address of the destination accepted a connection.
+        UpstreamUnreachable => "upstream_unreachable",
+        /// The destination did not answer in time.
+        UpstreamTimeout => "upstream_timeout",
+        /// The response body exceeded the cap.
+        ResponseTooLarge => "response_too_large",
+        /// A proxy request carried no grant.
+        ProxyAuthMissing => "proxy_auth_missing",
     }
 }
 
@@ -207,6 +215,13 @@ pub struct Refusal {
     /// The request that caused it, to join with logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// For egress refusals: the destination host (never the full URL, whose
+    /// path or query may carry secrets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The policy entry or registry row that fired, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
     /// When.
     pub at: UnixTime,
 }
@@ -290,6 +305,10 @@ mod tests {
                 "address_special_purpose",
                 "address_metadata",
                 "address_embedded_ipv4",
+                "upstream_unreachable",
+                "upstream_timeout",
+                "response_too_large",
+                "proxy_auth_missing",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

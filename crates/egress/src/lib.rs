@@ -20,8 +20,10 @@
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+pub mod connect;
 pub mod decision;
 pub mod policy;
+pub mod proxy;
 pub mod resolve;
 pub mod special;
 pub mod target;

@@ -4,7 +4,7 @@
 use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use gatehouse_capability::GrantClaims;
 use gatehouse_capability::canonical::BodyDigest;
@@ -12,6 +12,7 @@ use gatehouse_capability::grant::GrantRequest;
 use gatehouse_capability::manifest::{ManifestPresence, SignError};
 use gatehouse_capability::session_key::{Namespace, Principal};
 use gatehouse_core::{ErrorCode, PublicError, Reason, RefusalKind, is_valid_id};
+use gatehouse_egress::{Policy, PolicyDocument};
 use gatehouse_ledger::{LedgerBackend as _, Operation, Registration, RevokeScope, Status};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -30,6 +31,7 @@ pub fn router(state: AppState) -> Router {
         .route("/grants/revoke", post(revoke_grants))
         .route("/grants/{grant_id}/revoke", post(revoke_grant))
         .route("/refusals", get(list_refusals))
+        .route("/tenants/{tenant_id}/egress-policy", put(set_egress_policy))
         .route_layer(middleware::from_fn_with_state(state.clone(), crate::http::require_service_token));
     Router::new()
         .route("/healthz", get(healthz))
@@ -358,6 +360,32 @@ async fn revoke_grants(
         _ => return Err(bad_request(&rid, "give exactly one of exec_id, tenant_id or \"all\": true")),
     };
     revoke(&state, &rid, scope).await
+}
+
+/// Stores a tenant's egress policy. An unreadable document is refused here
+/// (400, nothing stored), so a typo never reaches the door.
+async fn set_egress_policy(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Path(tenant_id): Path<String>,
+    StrictJson(doc): StrictJson<PolicyDocument>,
+) -> Result<Json<Value>, ApiError> {
+    if !is_valid_id(&tenant_id) {
+        return Err(bad_request(&rid, "tenant_id must be 1-128 characters of [A-Za-z0-9._:-]"));
+    }
+    let policy = Policy::from_document(&doc).map_err(|e| {
+        tracing::info!(request_id = %rid.0, error = %e, "egress policy rejected");
+        ApiError(
+            PublicError::new(ErrorCode::BadRequest, rid.0.clone())
+                .with_message(
+                    "the policy is unreadable: entries are host, *.domain, IP or CIDR, optionally :port",
+                )
+                .with_reason(Reason::PolicyUnreadable),
+        )
+    })?;
+    state.policies.set(&tenant_id, Ok(policy));
+    tracing::info!(request_id = %rid.0, tenant_id = %tenant_id, mode = ?doc.mode, dry_run = doc.dry_run, "egress policy set");
+    Ok(Json(json!({"tenant_id": tenant_id, "policy": doc})))
 }
 
 async fn list_refusals(State(state): State<AppState>) -> Json<Value> {

@@ -87,6 +87,7 @@ pub async fn serve(source: &dyn Source, file: Option<&Path>) -> Result<(), Strin
 
 async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
     let listen = config.listen;
+    let proxy_listen = config.proxy_listen;
     let role = config.role;
     let embedded = config.embedded;
     let data_dir = config.data_dir.clone();
@@ -108,8 +109,23 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
             }
         });
     }
+    let proxy_line = match state.proxy.clone() {
+        Some(proxy) => {
+            let listener = tokio::net::TcpListener::bind(proxy_listen)
+                .await
+                .map_err(|e| format!("cannot listen on {proxy_listen}: {}", e.kind()))?;
+            let bound =
+                listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
+            tokio::spawn(gatehouse_egress::proxy::serve(proxy, listener));
+            Some(format!("gatehouse egress proxy listening on http://{bound}"))
+        }
+        None => None,
+    };
     let app = crate::api::router(state);
     for line in generated {
+        println!("{line}");
+    }
+    if let Some(line) = proxy_line {
         println!("{line}");
     }
     println!("gatehouse {} listening on http://{bound} (role {})", env!("CARGO_PKG_VERSION"), role.as_str());

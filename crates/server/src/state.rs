@@ -10,6 +10,8 @@ use gatehouse_capability::manifest::ManifestSigner;
 use gatehouse_capability::{GrantSealer, ManifestVerifier, ServiceToken, SessionKeyDeriver};
 use gatehouse_config::{Config, Role};
 use gatehouse_core::{Clock, Reason, Refusal, RefusalKind};
+use gatehouse_egress::AddressGuard;
+use gatehouse_egress::proxy::{Limits, MemoryPolicies, Proxy, RefusalSink, Resolver};
 use gatehouse_ledger::{Ledger, MemoryLedger, RedisLedger, RedisLedgerConfig};
 
 /// Everything a handler needs. Cheap to clone.
@@ -45,7 +47,11 @@ pub struct Inner {
     /// The time.
     pub clock: Arc<dyn Clock>,
     /// Recent refusals.
-    pub refusals: RefusalLog,
+    pub refusals: Arc<RefusalLog>,
+    /// Tenants' egress policies.
+    pub policies: Arc<MemoryPolicies>,
+    /// The forward proxy (roles that open grants).
+    pub proxy: Option<Arc<Proxy>>,
     /// Counters for `/metrics`.
     pub metrics: Metrics,
 }
@@ -77,6 +83,8 @@ impl AppState {
             None
         };
         let auth_required = config.service_auth_required();
+        let refusals = Arc::new(RefusalLog::new(1000, clock.clone()));
+        let policies = Arc::new(MemoryPolicies::default());
         let verifier = config.manifest_verifying_keys.map(|keys| {
             let mut v = ManifestVerifier::new(keys);
             v.clock_skew_secs = config.manifest_clock_skew_secs;
@@ -90,6 +98,27 @@ impl AppState {
                 None => sealer,
             }
         });
+        let proxy = match (config.grant_secret.as_ref(), ledger.as_ref()) {
+            (Some(secret), Some(ledger)) => {
+                let sealer = GrantSealer::new(secret);
+                let sealer = match &config.grant_previous_secret {
+                    Some(previous) => sealer.with_previous(previous),
+                    None => sealer,
+                };
+                Some(Arc::new(Proxy {
+                    sealer,
+                    ledger: ledger.clone(),
+                    ledger_required: config.ledger_required,
+                    policies: policies.clone(),
+                    guard: AddressGuard::new(config.egress_allow_ranges.clone()),
+                    resolver: Resolver::System,
+                    sink: refusals.clone(),
+                    clock: clock.clone(),
+                    limits: Limits { connect_ports: config.proxy_connect_ports.clone(), ..Limits::default() },
+                }))
+            }
+            _ => None,
+        };
         let sessions = config
             .grant_secret
             .as_ref()
@@ -108,7 +137,9 @@ impl AppState {
             tenant_isolation_strict: config.tenant_isolation_strict,
             manifest_ttl_secs: config.manifest_ttl_secs,
             grant_ttl_secs: config.grant_ttl_secs,
-            refusals: RefusalLog::new(1000, clock.clone()),
+            refusals,
+            policies,
+            proxy,
             metrics: Metrics::default(),
             clock,
         })))
@@ -143,23 +174,32 @@ impl RefusalLog {
         run_id: Option<&str>,
         request_id: Option<&str>,
     ) {
-        tracing::warn!(
-            kind = kind.as_str(),
-            reason = reason.as_str(),
-            tenant_id = tenant_id.unwrap_or(""),
-            run_id = run_id.unwrap_or(""),
-            request_id = request_id.unwrap_or(""),
-            "refused"
-        );
-        let refusal = Refusal {
+        self.record_refusal(Refusal {
             kind,
             reason,
             tenant_id: tenant_id.map(str::to_owned),
             run_id: run_id.map(str::to_owned),
             request_id: request_id.map(str::to_owned),
+            host: None,
+            rule: None,
             at: self.clock.now(),
-        };
-        if let Some(c) = self.counts.get(Self::slot(kind, reason)) {
+        });
+    }
+
+    /// Records a complete refusal record (its `at` is replaced by now).
+    pub fn record_refusal(&self, mut refusal: Refusal) {
+        refusal.at = self.clock.now();
+        tracing::warn!(
+            kind = refusal.kind.as_str(),
+            reason = refusal.reason.as_str(),
+            tenant_id = refusal.tenant_id.as_deref().unwrap_or(""),
+            run_id = refusal.run_id.as_deref().unwrap_or(""),
+            request_id = refusal.request_id.as_deref().unwrap_or(""),
+            host = refusal.host.as_deref().unwrap_or(""),
+            rule = refusal.rule.as_deref().unwrap_or(""),
+            "refused"
+        );
+        if let Some(c) = self.counts.get(Self::slot(refusal.kind, refusal.reason)) {
             c.fetch_add(1, Ordering::Relaxed);
         }
         let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -192,6 +232,12 @@ impl RefusalLog {
                 }
             }
         }
+    }
+}
+
+impl RefusalSink for RefusalLog {
+    fn refused(&self, refusal: Refusal) {
+        self.record_refusal(refusal);
     }
 }
 

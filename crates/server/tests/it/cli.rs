@@ -319,7 +319,8 @@ pub(crate) fn spawn_server(
         let Some(Ok(line)) = lines.next() else { break };
         printed.push_str(&line);
         printed.push('\n');
-        if let Some(rest) = line.split("listening on http://").nth(1) {
+        // The API's line ends with the role; the proxy prints its own line.
+        if let Some(rest) = line.split("listening on http://").nth(1).filter(|_| line.contains("(role ")) {
             addr = rest.split_whitespace().next().map(str::to_owned);
         }
     }

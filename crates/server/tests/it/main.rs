@@ -5,4 +5,5 @@
 mod api;
 mod cli;
 mod ledger;
+mod proxy;
 mod support;

@@ -1,0 +1,190 @@
+//! The forward proxy, end to end: a real gatehouse process, a real upstream
+//! on loopback (opened with an explicit allow range), and curl as the client.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use crate::cli::{Server, gatehouse, http, spawn_server};
+use crate::support::{GRANT_SECRET, TOKEN, private_key_pem};
+
+/// A tiny HTTP/1.1 upstream that records the request heads it receives.
+struct Upstream {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Upstream {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut head = String::new();
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                            break;
+                        }
+                        head.push_str(&line);
+                    }
+                    log.lock().unwrap().push(head);
+                    let body = "hello from upstream";
+                    let mut stream = stream;
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                });
+            }
+        });
+        Self { port, seen }
+    }
+}
+
+fn start(dir: &Path, upstream: &Upstream) -> (Server, String, String) {
+    let mut c = gatehouse(dir);
+    c.env("GATEHOUSE_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.0/8")
+        .env("GATEHOUSE_PROXY_CONNECT_PORTS", format!("443,{}", upstream.port))
+        .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY", private_key_pem())
+        .env("CODEAPI_EGRESS_GRANT_SECRET", GRANT_SECRET)
+        .env("CODEAPI_INTERNAL_SERVICE_TOKEN", TOKEN);
+    let (server, api, printed, _) = spawn_server(c);
+    let proxy = printed
+        .lines()
+        .find_map(|l| l.split("egress proxy listening on http://").nth(1))
+        .unwrap_or_else(|| panic!("no proxy line: {printed}"))
+        .trim()
+        .to_owned();
+    (server, api, proxy)
+}
+
+fn api(addr: &str, method: &str, path: &str, body: &Value) -> Value {
+    let body = body.to_string();
+    let response = http(
+        addr,
+        &format!(
+            "{method} {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap_or_default()).unwrap()
+}
+
+fn curl(args: &[&str]) -> (String, String) {
+    let Output { stdout, stderr, .. } = Command::new("curl")
+        .args(["-s", "-S", "--max-time", "10", "-D", "-"])
+        .args(args)
+        .output()
+        .expect("curl is installed");
+    (String::from_utf8_lossy(&stdout).into_owned(), String::from_utf8_lossy(&stderr).into_owned())
+}
+
+#[test]
+fn curl_through_the_proxy_reaches_only_what_the_grant_and_policy_allow() {
+    let upstream = Upstream::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, api_addr, proxy) = start(tmp.path(), &upstream);
+    let grant = api(
+        &api_addr,
+        "POST",
+        "/v1/grants",
+        &json!({"exec_id": "e1", "tenant_id": "t1", "user_id": "u1", "max_requests": 6}),
+    );
+    assert!(grant["token"].is_string(), "{grant}");
+    let token = grant["token"].as_str().unwrap().to_owned();
+    let with_grant = format!("http://grant:{token}@{proxy}");
+    let target = format!("http://127.0.0.1:{}/hello?q=1", upstream.port);
+
+    // No credentials: 407.
+    let (out, _) = curl(&["-x", &format!("http://{proxy}"), &target]);
+    assert!(out.starts_with("HTTP/1.1 407"), "{out}");
+    assert!(out.contains("x-gatehouse-reason: proxy_auth_missing"), "{out}");
+
+    // Allowed: forwarded, and the upstream never sees the grant.
+    let (out, err) = curl(&["-x", &with_grant, &target]);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}{err}");
+    assert!(out.ends_with("hello from upstream"), "{out}");
+    let head = upstream.seen.lock().unwrap().last().cloned().unwrap();
+    assert!(head.starts_with("GET /hello?q=1 HTTP/1.1"), "{head}");
+    assert!(!head.to_ascii_lowercase().contains("proxy-authorization"), "{head}");
+    assert!(!head.contains(&token), "{head}");
+
+    // CONNECT tunnel to an allowed port, and to a port that is not.
+    let (out, err) = curl(&["-p", "-x", &with_grant, &format!("http://127.0.0.1:{}/tunnel", upstream.port)]);
+    assert!(out.contains("HTTP/1.1 200") && out.ends_with("hello from upstream"), "{out}{err}");
+    let (out, _) = curl(&["-p", "-x", &with_grant, "http://127.0.0.1:8/"]);
+    assert!(out.contains("x-gatehouse-reason: port_not_allowed"), "{out}");
+
+    // The address guard: metadata and non-opened private ranges.
+    let (out, _) = curl(&["-x", &with_grant, "http://169.254.169.254/latest/meta-data/"]);
+    assert!(out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: address_metadata"), "{out}");
+    let (out, _) = curl(&["-x", &with_grant, "http://10.1.2.3/"]);
+    assert!(out.contains("x-gatehouse-reason: address_special_purpose"), "{out}");
+
+    // The tenant's policy.
+    let set = api(
+        &api_addr,
+        "PUT",
+        "/v1/tenants/t1/egress-policy",
+        &json!({"mode": "allowlist", "allow": ["api.github.com"]}),
+    );
+    assert_eq!(set["tenant_id"], "t1", "{set}");
+    let (out, _) = curl(&["-x", &with_grant, &target]);
+    assert!(
+        out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: policy_not_allowed"),
+        "{out}"
+    );
+    let bad =
+        api(&api_addr, "PUT", "/v1/tenants/t1/egress-policy", &json!({"mode": "allowlist", "allow": ["*"]}));
+    assert_eq!(bad["error"]["reason"], "policy_unreadable");
+
+    // Every request spent the budget: six allowed, the seventh refused.
+    let (out, _) = curl(&["-x", &with_grant, &target]);
+    assert!(out.contains("x-gatehouse-reason: budget_requests_exhausted"), "{out}");
+
+    let refusals = api(&api_addr, "GET", "/v1/refusals", &json!({}));
+    let egress: Vec<&Value> =
+        refusals["refusals"].as_array().unwrap().iter().filter(|r| r["kind"] == "egress_refused").collect();
+    assert!(
+        egress.iter().any(|r| r["reason"] == "address_metadata"
+            && r["host"] == "169.254.169.254"
+            && r["run_id"] == "e1")
+    );
+    assert!(!refusals.to_string().contains("meta-data"), "the path never reaches the record");
+    assert!(!refusals.to_string().contains(&token));
+}
+
+#[test]
+fn a_forged_or_revoked_grant_gets_nothing_through() {
+    let upstream = Upstream::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, api_addr, proxy) = start(tmp.path(), &upstream);
+    let target = format!("http://127.0.0.1:{}/", upstream.port);
+    let (out, _) = curl(&["-x", &format!("http://grant:ceg1.AAAA@{proxy}"), &target]);
+    assert!(out.starts_with("HTTP/1.1 407") && out.contains("x-gatehouse-reason: grant_malformed"), "{out}");
+
+    let grant =
+        api(&api_addr, "POST", "/v1/grants", &json!({"exec_id": "e2", "tenant_id": "t1", "user_id": "u1"}));
+    let token = grant["token"].as_str().unwrap();
+    let id = grant["grant_id"].as_str().unwrap();
+    let bearer = format!("Proxy-Authorization: Bearer {token}");
+    let (out, _) = curl(&["-x", &format!("http://{proxy}"), "--proxy-header", &bearer, &target]);
+    assert!(out.starts_with("HTTP/1.1 200"), "Bearer credentials work too: {out}");
+    api(&api_addr, "POST", &format!("/v1/grants/{id}/revoke"), &json!({}));
+    let (out, _) = curl(&["-x", &format!("http://{proxy}"), "--proxy-header", &bearer, &target]);
+    assert!(out.contains("x-gatehouse-reason: grant_revoked"), "{out}");
+    assert_eq!(upstream.seen.lock().unwrap().len(), 1, "only the allowed request reached the upstream");
+}
