@@ -78,15 +78,31 @@ impl PolicySource for MemoryPolicies {
     }
 }
 
+/// A resolver supplied by the embedder (tests: answers that change between
+/// queries, to prove nothing resolves twice).
+pub type ResolveFn = dyn Fn(&str) -> Result<Vec<IpAddr>, ()> + Send + Sync;
+
 /// How names are resolved. Resolution happens once per request; the answer
 /// is what gets checked and what gets dialled.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub enum Resolver {
     /// The operating system's resolver.
     #[default]
     System,
-    /// Fixed answers (tests, `egress check --resolve`); unknown names fail.
+    /// Fixed answers; unknown names fail.
     Static(Arc<HashMap<String, Vec<IpAddr>>>),
+    /// Any function.
+    Custom(Arc<ResolveFn>),
+}
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Resolver::System => "Resolver::System",
+            Resolver::Static(_) => "Resolver::Static",
+            Resolver::Custom(_) => "Resolver::Custom",
+        })
+    }
 }
 
 impl Resolver {
@@ -95,8 +111,19 @@ impl Resolver {
         match self {
             Resolver::System => crate::resolve::system(host).await,
             Resolver::Static(map) => map.get(host).cloned().ok_or(()),
+            Resolver::Custom(f) => f(host),
         }
     }
+}
+
+/// Counters of what the proxy let through (refusals are counted where they
+/// are recorded, by kind and reason).
+#[derive(Debug, Default)]
+pub struct ProxyStats {
+    /// Requests forwarded.
+    pub forwarded: std::sync::atomic::AtomicU64,
+    /// Tunnels opened.
+    pub tunnels: std::sync::atomic::AtomicU64,
 }
 
 /// Limits applied to every request and tunnel.
@@ -146,6 +173,8 @@ pub struct Proxy {
     pub clock: Arc<dyn Clock>,
     /// Limits.
     pub limits: Limits,
+    /// What was let through.
+    pub stats: ProxyStats,
 }
 
 /// A refusal on its way to the client and the record.
@@ -298,6 +327,7 @@ impl Proxy {
             ..Refused::new(StatusCode::BAD_GATEWAY, RefusalKind::EgressRefused, reason)
         })?;
         let limits = self.limits.clone();
+        self.stats.tunnels.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tokio::spawn(async move {
             let Ok(upgraded) = hyper::upgrade::on(&mut req).await else { return };
             let mut client = TokioIo::new(upgraded);
@@ -354,6 +384,7 @@ impl Proxy {
             .await
             .map_err(|_| fail(Reason::UpstreamTimeout))?
             .map_err(|_| fail(Reason::UpstreamUnreachable))?;
+        self.stats.forwarded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let body = Limited::new(body, self.limits.response_bytes).map_err(Into::into).boxed();

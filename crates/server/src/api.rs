@@ -54,7 +54,10 @@ async fn readyz(State(state): State<AppState>) -> Json<Value> {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    ([(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render(&state.refusals))
+    (
+        [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(&state.refusals, state.proxy.as_deref().map(|p| &p.stats)),
+    )
         .into_response()
 }
 

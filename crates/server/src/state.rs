@@ -11,7 +11,7 @@ use gatehouse_capability::{GrantSealer, ManifestVerifier, ServiceToken, SessionK
 use gatehouse_config::{Config, Role};
 use gatehouse_core::{Clock, Reason, Refusal, RefusalKind};
 use gatehouse_egress::AddressGuard;
-use gatehouse_egress::proxy::{Limits, MemoryPolicies, Proxy, RefusalSink, Resolver};
+use gatehouse_egress::proxy::{Limits, MemoryPolicies, Proxy, ProxyStats, RefusalSink, Resolver};
 use gatehouse_ledger::{Ledger, MemoryLedger, RedisLedger, RedisLedgerConfig};
 
 /// Everything a handler needs. Cheap to clone.
@@ -115,6 +115,7 @@ impl AppState {
                     sink: refusals.clone(),
                     clock: clock.clone(),
                     limits: Limits { connect_ports: config.proxy_connect_ports.clone(), ..Limits::default() },
+                    stats: ProxyStats::default(),
                 }))
             }
             _ => None,
@@ -263,7 +264,7 @@ impl Metrics {
     }
 
     /// Prometheus text exposition of every counter.
-    pub fn render(&self, refusals: &RefusalLog) -> String {
+    pub fn render(&self, refusals: &RefusalLog, proxy: Option<&ProxyStats>) -> String {
         let mut out = String::new();
         out.push_str("# HELP gatehouse_http_responses_total HTTP responses by status class.\n");
         out.push_str("# TYPE gatehouse_http_responses_total counter\n");
@@ -282,6 +283,20 @@ impl Metrics {
             "gatehouse_unsigned_requests_total {}",
             self.unsigned_passed.load(Ordering::Relaxed)
         );
+        if let Some(stats) = proxy {
+            out.push_str("# HELP gatehouse_egress_allowed_total Egress requests and tunnels let through.\n");
+            out.push_str("# TYPE gatehouse_egress_allowed_total counter\n");
+            let _ = writeln!(
+                out,
+                "gatehouse_egress_allowed_total{{kind=\"request\"}} {}",
+                stats.forwarded.load(Ordering::Relaxed)
+            );
+            let _ = writeln!(
+                out,
+                "gatehouse_egress_allowed_total{{kind=\"tunnel\"}} {}",
+                stats.tunnels.load(Ordering::Relaxed)
+            );
+        }
         refusals.render(&mut out);
         out
     }

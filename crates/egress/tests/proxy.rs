@@ -1,0 +1,156 @@
+//! The proxy in process, against real loopback upstreams, with tight limits:
+//! pinning under a rebinding resolver, slow upstreams, body caps.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::{IpAddr, TcpListener};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use gatehouse_capability::{GrantRequest, GrantSealer, Secret};
+use gatehouse_core::{ManualClock, Refusal};
+use gatehouse_egress::AddressGuard;
+use gatehouse_egress::proxy::{Limits, MemoryPolicies, Proxy, ProxyStats, RefusalSink, Resolver};
+use gatehouse_ledger::{Ledger, LedgerBackend as _, MemoryLedger, Registration};
+
+const NOW: i64 = 1_800_000_000;
+const SECRET: &str = "proxy-test-0123456789abcdefghijklmnopqrstuvwxyz";
+
+#[derive(Default)]
+struct Sink(std::sync::Mutex<Vec<Refusal>>);
+impl RefusalSink for Sink {
+    fn refused(&self, refusal: Refusal) {
+        self.0.lock().unwrap().push(refusal);
+    }
+}
+
+/// An upstream that answers every request with `body` after `delay`.
+fn upstream(body: &'static str, delay: Duration) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                    line.clear();
+                }
+                std::thread::sleep(delay);
+                let mut stream = stream;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    port
+}
+
+struct Harness {
+    proxy_addr: String,
+    token: String,
+    sink: Arc<Sink>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+fn harness(limits: Limits, resolver: Resolver) -> Harness {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let secret = Secret::new(SECRET).unwrap();
+    let sealer = GrantSealer::new(&secret);
+    let claims = GrantRequest {
+        exec_id: "e".into(),
+        tenant_id: Some("t".into()),
+        user_id: "u".into(),
+        ..Default::default()
+    }
+    .into_claims("sk1_x".into(), NOW, 600)
+    .unwrap();
+    let token = sealer.mint(&claims).unwrap();
+    let ledger = MemoryLedger::new();
+    runtime.block_on(ledger.register(&Registration::from(&claims))).unwrap();
+    let sink = Arc::new(Sink::default());
+    let proxy = Arc::new(Proxy {
+        sealer,
+        ledger: Ledger::Memory(ledger),
+        ledger_required: true,
+        policies: Arc::new(MemoryPolicies::default()),
+        guard: AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]),
+        resolver,
+        sink: sink.clone(),
+        clock: Arc::new(ManualClock::new(NOW)),
+        limits,
+        stats: ProxyStats::default(),
+    });
+    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let proxy_addr = listener.local_addr().unwrap().to_string();
+    runtime.spawn(gatehouse_egress::proxy::serve(proxy, listener));
+    Harness { proxy_addr, token, sink, _runtime: runtime }
+}
+
+fn curl(h: &Harness, url: &str) -> (Option<i32>, String) {
+    let out = Command::new("curl")
+        .args(["-s", "-D", "-", "--max-time", "10", "-x"])
+        .arg(format!("http://grant:{}@{}", h.token, h.proxy_addr))
+        .arg(url)
+        .output()
+        .expect("curl is installed");
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn a_name_is_resolved_once_and_the_checked_answer_is_dialled() {
+    let port = upstream("pinned", Duration::ZERO);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    // First answer: the (opened) loopback upstream. Any later answer: a
+    // private address the guard refuses. A second resolution would show.
+    let resolver = Resolver::Custom(Arc::new(move |_host: &str| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        let ip: IpAddr = if n % 2 == 0 { "127.0.0.1".parse().unwrap() } else { "10.9.9.9".parse().unwrap() };
+        Ok(vec![ip])
+    }));
+    let h = harness(Limits::default(), resolver);
+    let (_, out) = curl(&h, &format!("http://rebind.test:{port}/"));
+    assert!(out.starts_with("HTTP/1.1 200") && out.ends_with("pinned"), "{out}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "exactly one resolution per request");
+    // The next request's resolution answers the private address: refused.
+    let (_, out) = curl(&h, &format!("http://rebind.test:{port}/"));
+    assert!(out.contains("x-gatehouse-reason: address_special_purpose"), "{out}");
+}
+
+#[test]
+fn a_slow_upstream_times_out() {
+    let port = upstream("late", Duration::from_secs(3));
+    let limits = Limits { response_timeout: Duration::from_millis(300), ..Limits::default() };
+    let h = harness(limits, Resolver::default());
+    let (_, out) = curl(&h, &format!("http://127.0.0.1:{port}/"));
+    assert!(out.starts_with("HTTP/1.1 502") && out.contains("x-gatehouse-reason: upstream_timeout"), "{out}");
+    assert!(h.sink.0.lock().unwrap().iter().any(|r| r.reason.as_str() == "upstream_timeout"));
+}
+
+#[test]
+fn response_bodies_are_capped() {
+    let port = upstream("0123456789abcdefghijklmnopqrstuvwxyz", Duration::ZERO);
+    let limits = Limits { response_bytes: 10, ..Limits::default() };
+    let h = harness(limits, Resolver::default());
+    let (code, out) = curl(&h, &format!("http://127.0.0.1:{port}/"));
+    assert_ne!(code, Some(0), "the client sees a broken transfer, not a complete body: {out}");
+    assert!(!out.contains("qrstuvwxyz"), "{out}");
+}
+
+#[test]
+fn a_closed_port_is_unreachable_not_a_hang() {
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let h = harness(Limits::default(), Resolver::default());
+    let (_, out) = curl(&h, &format!("http://127.0.0.1:{closed}/"));
+    assert!(
+        out.starts_with("HTTP/1.1 502") && out.contains("x-gatehouse-reason: upstream_unreachable"),
+        "{out}"
+    );
+}
