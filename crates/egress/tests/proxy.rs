@@ -112,7 +112,8 @@ fn a_name_is_resolved_once_and_the_checked_answer_is_dialled() {
     // private address the guard refuses. A second resolution would show.
     let resolver = Resolver::Custom(Arc::new(move |_host: &str| {
         let n = counter.fetch_add(1, Ordering::SeqCst);
-        let ip: IpAddr = if n % 2 == 0 { "127.0.0.1".parse().unwrap() } else { "10.9.9.9".parse().unwrap() };
+        let ip: IpAddr =
+            if n.is_multiple_of(2) { "127.0.0.1".parse().unwrap() } else { "10.9.9.9".parse().unwrap() };
         Ok(vec![ip])
     }));
     let h = harness(Limits::default(), resolver);
