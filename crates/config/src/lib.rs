@@ -71,6 +71,8 @@ pub mod names {
     pub const LEDGER_TIMEOUT_MS: &str = "GATEHOUSE_LEDGER_TIMEOUT_MS";
     /// CIDRs an operator explicitly opens to egress (never metadata).
     pub const EGRESS_ALLOW_RANGES: &str = "GATEHOUSE_EGRESS_ALLOW_RANGES";
+    /// DNS servers for egress resolution: comma-separated `IP` or `IP:port` [/etc/resolv.conf].
+    pub const DNS_SERVERS: &str = "GATEHOUSE_DNS_SERVERS";
     /// Ports the proxy lets `CONNECT` reach [80,443].
     pub const PROXY_CONNECT_PORTS: &str = "GATEHOUSE_PROXY_CONNECT_PORTS";
     /// Legacy HMAC manifest secret (weaker; never on a runner).
@@ -128,6 +130,7 @@ pub mod names {
         LEDGER_TIMEOUT_MS,
         EGRESS_ALLOW_RANGES,
         PROXY_CONNECT_PORTS,
+        DNS_SERVERS,
         MANIFEST_HMAC_SECRET,
         "GATEHOUSE_MANIFEST_HMAC_SECRET_FILE",
         GRANT_PREVIOUS_SECRET,
@@ -281,6 +284,8 @@ pub struct Config {
     pub egress_allow_ranges: Vec<IpNet>,
     /// Ports the proxy lets `CONNECT` reach.
     pub proxy_connect_ports: Vec<u16>,
+    /// DNS servers for egress (empty: the system's configuration).
+    pub dns_servers: Vec<SocketAddr>,
     /// The manifest signing key (worker, all).
     pub manifest_signing_key: Option<ManifestSigningKey>,
     /// Keys manifests verify against (runner, worker, all).
@@ -753,6 +758,22 @@ impl Reader<'_> {
             }
         }
 
+        let mut dns_servers = Vec::new();
+        let servers = self.get(names::DNS_SERVERS).unwrap_or("").to_owned();
+        for part in servers.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part
+                .parse::<SocketAddr>()
+                .or_else(|_| part.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+            {
+                Ok(addr) => dns_servers.push(addr),
+                Err(_) => self.problem(
+                    names::DNS_SERVERS,
+                    "invalid_value",
+                    "must be a comma-separated list of IP or IP:port",
+                ),
+            }
+        }
+
         let clamd = self.get(names::CLAMD_HOST).map(|h| h.trim().to_owned());
         let clamd_port = self.int(names::CLAMD_PORT, 3310, 1..=65_535);
         let clamd = clamd.map(|h| (h, u16::try_from(clamd_port).unwrap_or(3310)));
@@ -810,6 +831,7 @@ impl Reader<'_> {
             ledger_timeout,
             egress_allow_ranges,
             proxy_connect_ports,
+            dns_servers,
             manifest_signing_key: if role.mints() { manifest_signing_key } else { None },
             manifest_verifying_keys: if role.verifies_manifests() { manifest_verifying_keys } else { None },
             require_manifest,

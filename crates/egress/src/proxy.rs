@@ -84,11 +84,10 @@ pub type ResolveFn = dyn Fn(&str) -> Result<Vec<IpAddr>, ()> + Send + Sync;
 
 /// How names are resolved. Resolution happens once per request; the answer
 /// is what gets checked and what gets dialled.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub enum Resolver {
-    /// The operating system's resolver.
-    #[default]
-    System,
+    /// DNS (hickory).
+    Dns(Arc<crate::resolve::DnsResolver>),
     /// Fixed answers; unknown names fail.
     Static(Arc<HashMap<String, Vec<IpAddr>>>),
     /// Any function.
@@ -98,7 +97,7 @@ pub enum Resolver {
 impl std::fmt::Debug for Resolver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Resolver::System => "Resolver::System",
+            Resolver::Dns(_) => "Resolver::Dns",
             Resolver::Static(_) => "Resolver::Static",
             Resolver::Custom(_) => "Resolver::Custom",
         })
@@ -109,7 +108,7 @@ impl Resolver {
     /// Resolves `host`; an error or empty answer refuses (fail closed).
     pub async fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ()> {
         match self {
-            Resolver::System => crate::resolve::system(host).await,
+            Resolver::Dns(dns) => dns.lookup(host).await,
             Resolver::Static(map) => map.get(host).cloned().ok_or(()),
             Resolver::Custom(f) => f(host),
         }

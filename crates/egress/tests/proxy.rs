@@ -129,7 +129,7 @@ fn a_name_is_resolved_once_and_the_checked_answer_is_dialled() {
 fn a_slow_upstream_times_out() {
     let port = upstream("late", Duration::from_secs(3));
     let limits = Limits { response_timeout: Duration::from_millis(300), ..Limits::default() };
-    let h = harness(limits, Resolver::default());
+    let h = harness(limits, Resolver::Static(Arc::default()));
     let (_, out) = curl(&h, &format!("http://127.0.0.1:{port}/"));
     assert!(out.starts_with("HTTP/1.1 502") && out.contains("x-gatehouse-reason: upstream_timeout"), "{out}");
     assert!(h.sink.0.lock().unwrap().iter().any(|r| r.reason.as_str() == "upstream_timeout"));
@@ -139,7 +139,7 @@ fn a_slow_upstream_times_out() {
 fn response_bodies_are_capped() {
     let port = upstream("0123456789abcdefghijklmnopqrstuvwxyz", Duration::ZERO);
     let limits = Limits { response_bytes: 10, ..Limits::default() };
-    let h = harness(limits, Resolver::default());
+    let h = harness(limits, Resolver::Static(Arc::default()));
     let (code, out) = curl(&h, &format!("http://127.0.0.1:{port}/"));
     assert_ne!(code, Some(0), "the client sees a broken transfer, not a complete body: {out}");
     assert!(!out.contains("qrstuvwxyz"), "{out}");
@@ -148,7 +148,7 @@ fn response_bodies_are_capped() {
 #[test]
 fn a_closed_port_is_unreachable_not_a_hang() {
     let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let h = harness(Limits::default(), Resolver::default());
+    let h = harness(Limits::default(), Resolver::Static(Arc::default()));
     let (_, out) = curl(&h, &format!("http://127.0.0.1:{closed}/"));
     assert!(
         out.starts_with("HTTP/1.1 502") && out.contains("x-gatehouse-reason: upstream_unreachable"),

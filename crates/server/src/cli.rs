@@ -531,10 +531,28 @@ fn egress_check(
     Ok(if decision.allowed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-/// The system resolver, for `egress check` without `--resolve`.
+/// DNS as the door resolves (GATEHOUSE_DNS_SERVERS, else the system's
+/// configuration), for `egress check` without `--resolve`.
 fn system_resolve(host: &str) -> Result<Vec<IpAddr>, ()> {
+    let servers: Vec<std::net::SocketAddr> = environment(None)
+        .var(names::DNS_SERVERS)
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|s| {
+            let s = s.trim();
+            s.parse().ok().or_else(|| s.parse::<IpAddr>().ok().map(|ip| std::net::SocketAddr::new(ip, 53)))
+        })
+        .collect();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|_| ())?;
-    runtime.block_on(gatehouse_egress::resolve::system(host))
+    runtime.block_on(async {
+        let dns = if servers.is_empty() {
+            gatehouse_egress::resolve::DnsResolver::system()
+        } else {
+            gatehouse_egress::resolve::DnsResolver::with_servers(&servers)
+        }
+        .map_err(|_| ())?;
+        dns.lookup(host).await
+    })
 }
 
 /// serde's message up to the first quote: names the field, never echoes a value.

@@ -12,6 +12,7 @@ use gatehouse_config::{Config, Role};
 use gatehouse_core::{Clock, Reason, Refusal, RefusalKind};
 use gatehouse_egress::AddressGuard;
 use gatehouse_egress::proxy::{Limits, MemoryPolicies, Proxy, ProxyStats, RefusalSink, Resolver};
+use gatehouse_egress::resolve::DnsResolver;
 use gatehouse_ledger::{Ledger, MemoryLedger, RedisLedger, RedisLedgerConfig};
 
 /// Everything a handler needs. Cheap to clone.
@@ -111,7 +112,7 @@ impl AppState {
                     ledger_required: config.ledger_required,
                     policies: policies.clone(),
                     guard: AddressGuard::new(config.egress_allow_ranges.clone()),
-                    resolver: Resolver::System,
+                    resolver: dns_resolver(&config.dns_servers),
                     sink: refusals.clone(),
                     clock: clock.clone(),
                     limits: Limits { connect_ports: config.proxy_connect_ports.clone(), ..Limits::default() },
@@ -232,6 +233,20 @@ impl RefusalLog {
                         writeln!(out, "gatehouse_refusals_total{{kind=\"{kind}\",reason=\"{reason}\"}} {n}");
                 }
             }
+        }
+    }
+}
+
+/// The egress resolver: the operator's servers, or the system's. A system
+/// without a readable DNS configuration resolves nothing (every name is
+/// `dns_failed`) rather than failing to start: fail closed, loudly.
+fn dns_resolver(servers: &[std::net::SocketAddr]) -> Resolver {
+    let built = if servers.is_empty() { DnsResolver::system() } else { DnsResolver::with_servers(servers) };
+    match built {
+        Ok(dns) => Resolver::Dns(Arc::new(dns)),
+        Err(e) => {
+            tracing::warn!(error = %e, "no DNS resolver: every egress host name will be refused (dns_failed)");
+            Resolver::Static(Arc::default())
         }
     }
 }
