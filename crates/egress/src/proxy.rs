@@ -205,7 +205,11 @@ impl Refused {
 /// Runs the proxy on `listener` until the task is dropped.
 pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
     loop {
-        let Ok((stream, _peer)) = listener.accept().await else { continue };
+        let Ok((stream, _peer)) = listener.accept().await else {
+            // Out of file descriptors and the like: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let proxy = proxy.clone();
         tokio::spawn(async move {

@@ -1,6 +1,7 @@
 //! The HTTP API. Handlers translate between wire shapes and the capability
 //! crate's decisions; every refusal is recorded before it is answered.
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
@@ -49,8 +50,17 @@ async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-async fn readyz(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({"status": "ready", "role": state.role.as_str()}))
+/// Ready when every dependency this node needs can answer: a node whose
+/// ledger is unreachable refuses all grant traffic, so it says so here and
+/// load balancers route around it.
+async fn readyz(State(state): State<AppState>) -> Response {
+    if let Some(ledger) = state.ledger.as_ref()
+        && let Err(reason) = ledger.get("readyz-probe").await
+    {
+        let body = json!({"status": "not_ready", "role": state.role.as_str(), "reason": reason});
+        return (http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
+    Json(json!({"status": "ready", "role": state.role.as_str()})).into_response()
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
@@ -330,8 +340,9 @@ async fn revoke(state: &AppState, rid: &RequestId, scope: RevokeScope) -> Result
 async fn revoke_grant(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
-    Path(grant_id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let grant_id = path.map(|Path(id)| id).unwrap_or_default();
     if !is_valid_id(&grant_id) {
         return Err(bad_request(&rid, "grant_id must be 1-128 characters of [A-Za-z0-9._:-]"));
     }
@@ -370,9 +381,11 @@ async fn revoke_grants(
 async fn set_egress_policy(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
-    Path(tenant_id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     StrictJson(doc): StrictJson<PolicyDocument>,
 ) -> Result<Json<Value>, ApiError> {
+    // axum's own rejection text may quote the path: never let it through.
+    let tenant_id = path.map(|Path(id)| id).unwrap_or_default();
     if !is_valid_id(&tenant_id) {
         return Err(bad_request(&rid, "tenant_id must be 1-128 characters of [A-Za-z0-9._:-]"));
     }

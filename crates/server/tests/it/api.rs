@@ -451,3 +451,26 @@ async fn a_grant_without_a_ledger_record_is_refused_when_the_ledger_is_required(
         call(&lenient, "/v1/grants/consume", json!({"token": token, "operation": {"kind": "request"}})).await;
     assert_eq!(r.json()["allowed"], true);
 }
+
+#[tokio::test]
+async fn malformed_path_parameters_get_the_safe_shape() {
+    let node = node();
+    let r = send(&node.router, post("/v1/grants/%FF%FE/revoke", "{}")).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert_eq!(r.json()["error"]["code"], "bad_request");
+    let r = send(&node.router, post("/v1/grants/a%20b/revoke", "{}")).await;
+    assert_eq!(r.json()["error"]["code"], "bad_request");
+    assert!(!r.text.contains("a b"));
+}
+
+#[tokio::test]
+async fn readiness_reflects_the_ledger() {
+    let node = node();
+    let r = send(&node.router, Request::get("/readyz").body(Body::empty()).unwrap()).await;
+    assert_eq!((r.status, r.json()["status"].as_str()), (200, Some("ready")));
+    // A Redis ledger nobody listens on: not ready, and why.
+    let unreachable = node_with("all", &[(names::REDIS_URL, "redis://127.0.0.1:1/")]);
+    let r = send(&unreachable.router, Request::get("/readyz").body(Body::empty()).unwrap()).await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.json()["reason"], "ledger_unavailable");
+}
