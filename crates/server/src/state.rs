@@ -223,17 +223,13 @@ impl RefusalLog {
     }
 
     fn render(&self, out: &mut String) {
-        out.push_str("# HELP gatehouse_refusals_total Security refusals by kind and reason.\n");
-        out.push_str("# TYPE gatehouse_refusals_total counter\n");
-        for kind in RefusalKind::ALL {
-            for reason in Reason::ALL {
+        let samples = RefusalKind::ALL.iter().flat_map(|kind| {
+            Reason::ALL.iter().filter_map(move |reason| {
                 let n = self.counts.get(Self::slot(*kind, *reason)).map_or(0, |c| c.load(Ordering::Relaxed));
-                if n > 0 {
-                    let _ =
-                        writeln!(out, "gatehouse_refusals_total{{kind=\"{kind}\",reason=\"{reason}\"}} {n}");
-                }
-            }
-        }
+                (n > 0).then(|| (format!("{{kind=\"{kind}\",reason=\"{reason}\"}}"), n))
+            })
+        });
+        counter_family(out, "gatehouse_refusals_total", "Security refusals by kind and reason.", samples);
     }
 }
 
@@ -281,38 +277,50 @@ impl Metrics {
     /// Prometheus text exposition of every counter.
     pub fn render(&self, refusals: &RefusalLog, proxy: Option<&ProxyStats>) -> String {
         let mut out = String::new();
-        out.push_str("# HELP gatehouse_http_responses_total HTTP responses by status class.\n");
-        out.push_str("# TYPE gatehouse_http_responses_total counter\n");
-        for (i, c) in self.by_class.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "gatehouse_http_responses_total{{class=\"{}xx\"}} {}",
-                i + 1,
-                c.load(Ordering::Relaxed)
-            );
-        }
-        out.push_str("# HELP gatehouse_unsigned_requests_total Execute requests passed without a manifest (SANDBOX_REQUIRE_EGRESS_MANIFEST=false).\n");
-        out.push_str("# TYPE gatehouse_unsigned_requests_total counter\n");
-        let _ = writeln!(
-            out,
-            "gatehouse_unsigned_requests_total {}",
-            self.unsigned_passed.load(Ordering::Relaxed)
+        let classes = self
+            .by_class
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (format!("{{class=\"{}xx\"}}", i + 1), c.load(Ordering::Relaxed)));
+        counter_family(
+            &mut out,
+            "gatehouse_http_responses_total",
+            "HTTP responses by status class.",
+            classes,
+        );
+        counter_family(
+            &mut out,
+            "gatehouse_unsigned_requests_total",
+            "Execute requests passed without a manifest (SANDBOX_REQUIRE_EGRESS_MANIFEST=false).",
+            [(String::new(), self.unsigned_passed.load(Ordering::Relaxed))],
         );
         if let Some(stats) = proxy {
-            out.push_str("# HELP gatehouse_egress_allowed_total Egress requests and tunnels let through.\n");
-            out.push_str("# TYPE gatehouse_egress_allowed_total counter\n");
-            let _ = writeln!(
-                out,
-                "gatehouse_egress_allowed_total{{kind=\"request\"}} {}",
-                stats.forwarded.load(Ordering::Relaxed)
-            );
-            let _ = writeln!(
-                out,
-                "gatehouse_egress_allowed_total{{kind=\"tunnel\"}} {}",
-                stats.tunnels.load(Ordering::Relaxed)
+            counter_family(
+                &mut out,
+                "gatehouse_egress_allowed_total",
+                "Egress requests and tunnels let through.",
+                [
+                    ("{kind=\"request\"}".to_owned(), stats.forwarded.load(Ordering::Relaxed)),
+                    ("{kind=\"tunnel\"}".to_owned(), stats.tunnels.load(Ordering::Relaxed)),
+                ],
             );
         }
         refusals.render(&mut out);
         out
+    }
+}
+
+/// One Prometheus counter family: HELP, TYPE, then `name{labels} value` per
+/// sample. Labels come from closed sets only.
+fn counter_family(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (String, u64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{labels} {value}");
     }
 }
