@@ -175,6 +175,8 @@ closed_codes! {
         ResponseTooLarge => "response_too_large",
         /// A proxy request carried no grant.
         ProxyAuthMissing => "proxy_auth_missing",
+        /// The request body exceeded the cap.
+        RequestTooLarge => "request_too_large",
     }
 }
 
@@ -309,6 +311,7 @@ mod tests {
                 "upstream_timeout",
                 "response_too_large",
                 "proxy_auth_missing",
+                "request_too_large",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

@@ -136,6 +136,8 @@ pub struct Limits {
     pub tunnel_duration: Duration,
     /// Response body cap for forwarded requests.
     pub response_bytes: usize,
+    /// Request body cap for forwarded requests (uploads).
+    pub request_bytes: usize,
     /// Time to the upstream's response headers.
     pub response_timeout: Duration,
 }
@@ -147,6 +149,7 @@ impl Default for Limits {
             tunnel_bytes: 1 << 30,
             tunnel_duration: Duration::from_secs(600),
             response_bytes: 64 << 20,
+            request_bytes: 64 << 20,
             response_timeout: Duration::from_secs(30),
         }
     }
@@ -366,7 +369,7 @@ impl Proxy {
         let target = decision.target.clone().ok_or_else(|| fail(Reason::UpstreamUnreachable))?;
         let upstream = connect_pinned(&decision, &self.guard).await.map_err(fail)?;
         let (mut sender, connection) =
-            hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(upstream))
+            hyper::client::conn::http1::handshake::<_, Limited<Incoming>>(TokioIo::new(upstream))
                 .await
                 .map_err(|_| fail(Reason::UpstreamUnreachable))?;
         tokio::spawn(connection);
@@ -382,7 +385,24 @@ impl Proxy {
             parts.headers.insert(header::HOST, v);
         }
         parts.uri = target.path_and_query.parse().map_err(|_| fail(Reason::UrlMalformed))?;
-        let upstream_req = Request::from_parts(parts, body);
+        if parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n > self.limits.request_bytes as u64)
+        {
+            return Err(Refused {
+                host: host.clone(),
+                ..Refused::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    RefusalKind::EgressRefused,
+                    Reason::RequestTooLarge,
+                )
+            });
+        }
+        // Bodies without a length are cut off at the cap while streaming.
+        let upstream_req = Request::from_parts(parts, Limited::new(body, self.limits.request_bytes));
         let response = tokio::time::timeout(self.limits.response_timeout, sender.send_request(upstream_req))
             .await
             .map_err(|_| fail(Reason::UpstreamTimeout))?
@@ -473,6 +493,8 @@ fn refusal_response(refused: &Refused, request_id: &str) -> Response<ProxyBody> 
         ErrorCode::Unauthorized
     } else if refused.status == StatusCode::BAD_GATEWAY {
         ErrorCode::Unavailable
+    } else if refused.status == StatusCode::PAYLOAD_TOO_LARGE {
+        ErrorCode::PayloadTooLarge
     } else {
         ErrorCode::Refused
     };

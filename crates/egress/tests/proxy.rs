@@ -155,3 +155,27 @@ fn a_closed_port_is_unreachable_not_a_hang() {
         "{out}"
     );
 }
+
+#[test]
+fn request_bodies_are_capped() {
+    let port = upstream("ok", Duration::ZERO);
+    let limits = Limits { request_bytes: 16, ..Limits::default() };
+    let h = harness(limits, Resolver::Static(Arc::default()));
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-D",
+            "-",
+            "--max-time",
+            "10",
+            "--data-binary",
+            "0123456789abcdefghijklmnopqrstuvwxyz",
+            "-x",
+        ])
+        .arg(format!("http://grant:{}@{}", h.token, h.proxy_addr))
+        .arg(format!("http://127.0.0.1:{port}/upload"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.contains("x-gatehouse-reason: request_too_large"), "{out}");
+}
