@@ -99,8 +99,11 @@ impl AppState {
                 None => sealer,
             }
         });
+        // The forward proxy is the gateway's (and the single-machine `all`
+        // node's); a worker is control plane and never carries sandbox traffic.
+        let runs_proxy = matches!(config.role, Role::Gateway | Role::All);
         let proxy = match (config.grant_secret.as_ref(), ledger.as_ref()) {
-            (Some(secret), Some(ledger)) => {
+            (Some(secret), Some(ledger)) if runs_proxy => {
                 let sealer = GrantSealer::new(secret);
                 let sealer = match &config.grant_previous_secret {
                     Some(previous) => sealer.with_previous(previous),

@@ -446,3 +446,32 @@ fn egress_check_follows_the_cli_contract() {
     assert_eq!(check(&["https://x.example/", "--resolve", "x.example"]).0, 2);
     assert_eq!(check(&["https://x.example/", "--resolve", "x.example=not-an-ip"]).0, 2);
 }
+
+#[test]
+fn only_the_gateway_and_all_roles_run_the_proxy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    run(gatehouse(dir).args(["keygen", "--out", "k"]));
+    let base = |role: &str| {
+        let mut c = gatehouse(dir);
+        c.env("GATEHOUSE_ROLE", role)
+            .env("GATEHOUSE_LISTEN", "127.0.0.1:0")
+            .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
+            .env("CODEAPI_INTERNAL_SERVICE_TOKEN_FILE", "k/service-token");
+        c
+    };
+    let mut gateway = base("gateway");
+    gateway.env("CODEAPI_EGRESS_GRANT_SECRET_FILE", "k/grant-secret");
+    let (_g, _, printed, _) = spawn_server(gateway);
+    assert!(printed.contains("egress proxy listening"), "{printed}");
+    let mut worker = base("worker");
+    worker
+        .env("CODEAPI_EGRESS_GRANT_SECRET_FILE", "k/grant-secret")
+        .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY_FILE", "k/manifest-private.pem");
+    let (_w, _, printed, _) = spawn_server(worker);
+    assert!(!printed.contains("egress proxy"), "{printed}");
+    let mut runner = base("runner");
+    runner.env("SANDBOX_EXECUTION_MANIFEST_PUBLIC_KEY_FILE", "k/manifest-public.pem");
+    let (_r, _, printed, _) = spawn_server(runner);
+    assert!(!printed.contains("egress proxy"), "{printed}");
+}
