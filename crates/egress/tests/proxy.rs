@@ -2,6 +2,7 @@
 //! pinning under a rebinding resolver, slow upstreams, body caps.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
+#![allow(clippy::disallowed_methods, reason = "the egress crate's own tests probe loopback servers")]
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{IpAddr, TcpListener};
@@ -178,4 +179,79 @@ fn request_bodies_are_capped() {
         .unwrap();
     let out = String::from_utf8_lossy(&out.stdout);
     assert!(out.contains("x-gatehouse-reason: request_too_large"), "{out}");
+}
+
+/// `openssl s_server` with a fresh self-signed certificate, killed on drop.
+struct TlsUpstream {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for TlsUpstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tls_upstream() -> TlsUpstream {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "1",
+        ])
+        .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl is installed");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-accept", &format!("127.0.0.1:{port}")])
+        .arg("-cert")
+        .arg(&cert)
+        .arg("-key")
+        .arg(&key)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    TlsUpstream { child, port, _dir: dir }
+}
+
+#[test]
+fn a_connect_tunnel_carries_real_tls_end_to_end() {
+    let upstream = tls_upstream();
+    let limits = Limits { connect_ports: vec![443, upstream.port], ..Limits::default() };
+    let h = harness(limits, Resolver::Static(Arc::default()));
+    let out = Command::new("curl")
+        .args(["-s", "-k", "--max-time", "10", "-x"])
+        .arg(format!("http://grant:{}@{}", h.token, h.proxy_addr))
+        .arg(format!("https://127.0.0.1:{}/", upstream.port))
+        .output()
+        .unwrap();
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "curl failed: {}", String::from_utf8_lossy(&out.stderr));
+    // s_server -www answers with its TLS session report: the handshake ran
+    // between curl and the upstream, through the tunnel.
+    assert!(body.contains("Cipher") || body.contains("s_server"), "{body}");
 }
