@@ -177,6 +177,12 @@ closed_codes! {
         ProxyAuthMissing => "proxy_auth_missing",
         /// The request body exceeded the cap.
         RequestTooLarge => "request_too_large",
+        /// A redirect pointed to another origin (scheme, host or port).
+        RedirectCrossOrigin => "redirect_cross_origin",
+        /// More redirects than allowed.
+        RedirectLimit => "redirect_limit",
+        /// The TLS handshake with the destination failed (certificate or protocol).
+        TlsFailed => "tls_failed",
     }
 }
 
@@ -312,6 +318,9 @@ mod tests {
                 "response_too_large",
                 "proxy_auth_missing",
                 "request_too_large",
+                "redirect_cross_origin",
+                "redirect_limit",
+                "tls_failed",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

@@ -22,6 +22,7 @@
 
 pub mod connect;
 pub mod decision;
+pub mod fetch;
 pub mod policy;
 pub mod proxy;
 pub mod resolve;

@@ -207,7 +207,12 @@ pub struct PolicyRefusal {
 impl Policy {
     /// The policy of a tenant that has none: open.
     pub fn open() -> Self {
-        Self::default()
+        Self::open_const()
+    }
+
+    /// [`Policy::open`], usable in constants.
+    pub const fn open_const() -> Self {
+        Self { mode: Mode::Open, allow: Vec::new(), deny: Vec::new(), dry_run: false }
     }
 
     /// Parses a policy document (JSON). Every entry must parse; otherwise the

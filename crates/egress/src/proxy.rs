@@ -434,7 +434,7 @@ pub fn grant_from_proxy_authorization(value: &str) -> Option<String> {
 
 /// Removes hop-by-hop headers (RFC 9110 §7.6.1), the ones `Connection` names,
 /// and the proxy credentials.
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()

@@ -197,27 +197,51 @@ impl Drop for TlsUpstream {
 
 fn tls_upstream() -> TlsUpstream {
     let dir = tempfile::tempdir().unwrap();
+    // A test CA and a server certificate it signs (a self-signed CA
+    // certificate cannot serve as an end-entity certificate in webpki).
     let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    let made = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-days",
-            "1",
-        ])
-        .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl is installed");
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .expect("openssl is installed");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &["-days", "1", "-subj", "/CN=gatehouse-test-ca", "-keyout", "ca.key", "-out", "ca.pem"],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[&["req"][..], &ec, &["-subj", "/CN=127.0.0.1", "-keyout", "key.pem", "-out", "leaf.csr"]].concat(),
+    );
+    std::fs::write(
+        dir.path().join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-out",
+        "cert.pem",
+        "-extfile",
+        "ext.cnf",
+    ]);
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let child = Command::new("openssl")
         .args(["s_server", "-quiet", "-www", "-accept", &format!("127.0.0.1:{port}")])
@@ -254,4 +278,132 @@ fn a_connect_tunnel_carries_real_tls_end_to_end() {
     // s_server -www answers with its TLS session report: the handshake ran
     // between curl and the upstream, through the tunnel.
     assert!(body.contains("Cipher") || body.contains("s_server"), "{body}");
+}
+
+// ---- The fetch client -------------------------------------------------------
+
+use gatehouse_egress::Purpose;
+use gatehouse_egress::fetch::{FetchRequest, Fetcher, tls_config};
+use gatehouse_egress::{Policy, PolicyError};
+
+/// An upstream that routes by path: redirects of every kind, a big body.
+fn routing_upstream() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request_line = String::new();
+                let _ = reader.read_line(&mut request_line);
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                    line.clear();
+                }
+                let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                let (status, location, body) = match path.as_str() {
+                    "/same" => ("302 Found", Some("/final".to_owned()), String::new()),
+                    "/cross" => ("302 Found", Some(format!("http://127.0.0.2:{port}/final")), String::new()),
+                    "/loop" => ("307 Temporary Redirect", Some("/loop".to_owned()), String::new()),
+                    "/final" => (
+                        "200 OK",
+                        None,
+                        format!("final via {}", request_line.split_whitespace().next().unwrap_or("")),
+                    ),
+                    "/big" => ("200 OK", None, "x".repeat(4096)),
+                    _ => ("404 Not Found", None, String::new()),
+                };
+                let location = location.map(|l| format!("location: {l}\r\n")).unwrap_or_default();
+                let mut stream = stream;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\n{location}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    port
+}
+
+fn fetcher(limits: Limits, extra_roots: &[rustls::pki_types::CertificateDer<'static>]) -> Fetcher {
+    Fetcher::new(
+        AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]),
+        Resolver::Static(Arc::default()),
+        limits,
+        tls_config(extra_roots).unwrap(),
+    )
+}
+
+fn get(url: &str, purpose: Purpose) -> FetchRequest {
+    FetchRequest {
+        method: http::Method::POST,
+        url: url.into(),
+        headers: http::HeaderMap::new(),
+        body: "payload".into(),
+        purpose,
+    }
+}
+
+const OPEN: Result<&Policy, &PolicyError> = Ok(&Policy::open_const());
+
+#[tokio::test]
+async fn same_origin_redirects_are_followed_and_others_refused() {
+    let port = routing_upstream();
+    let f = fetcher(Limits::default(), &[]);
+    let r = f.fetch(OPEN, get(&format!("http://127.0.0.1:{port}/same"), Purpose::Request)).await.unwrap();
+    assert_eq!((r.status.as_u16(), r.redirects), (200, 1));
+    assert_eq!(r.body, "final via GET", "a 302 continues as GET");
+
+    let r =
+        f.fetch(OPEN, get(&format!("http://127.0.0.1:{port}/cross"), Purpose::Request)).await.unwrap_err();
+    assert_eq!(r.reason, gatehouse_core::Reason::RedirectCrossOrigin);
+    let r = f.fetch(OPEN, get(&format!("http://127.0.0.1:{port}/loop"), Purpose::Request)).await.unwrap_err();
+    assert_eq!(r.reason, gatehouse_core::Reason::RedirectLimit);
+
+    // Webhook deliveries follow nothing: the redirect is the answer.
+    let r = f.fetch(OPEN, get(&format!("http://127.0.0.1:{port}/same"), Purpose::Webhook)).await.unwrap();
+    assert_eq!((r.status.as_u16(), r.redirects), (302, 0));
+}
+
+#[tokio::test]
+async fn fetch_applies_the_guard_caps_and_timeouts() {
+    let port = routing_upstream();
+    let r = fetcher(Limits::default(), &[])
+        .fetch(OPEN, get("http://169.254.169.254/latest/", Purpose::Request))
+        .await;
+    assert_eq!(r.unwrap_err().reason, gatehouse_core::Reason::AddressMetadata);
+    let f = fetcher(Limits { response_bytes: 1024, request_bytes: 4, ..Limits::default() }, &[]);
+    let r = f.fetch(OPEN, get(&format!("http://127.0.0.1:{port}/big"), Purpose::Request)).await.unwrap_err();
+    assert_eq!(r.reason, gatehouse_core::Reason::RequestTooLarge, "the 7-byte body exceeds the 4-byte cap");
+    let small = FetchRequest {
+        body: bytes::Bytes::new(),
+        ..get(&format!("http://127.0.0.1:{port}/big"), Purpose::Request)
+    };
+    assert_eq!(f.fetch(OPEN, small).await.unwrap_err().reason, gatehouse_core::Reason::ResponseTooLarge);
+
+    let slow = upstream("late", Duration::from_secs(3));
+    let f = fetcher(Limits { response_timeout: Duration::from_millis(300), ..Limits::default() }, &[]);
+    let r = f.fetch(OPEN, get(&format!("http://127.0.0.1:{slow}/"), Purpose::Request)).await.unwrap_err();
+    assert_eq!(r.reason, gatehouse_core::Reason::UpstreamTimeout);
+}
+
+#[tokio::test]
+async fn https_verifies_the_certificate_against_the_roots() {
+    let upstream = tls_upstream();
+    let url = format!("https://127.0.0.1:{}/", upstream.port);
+    // Not trusted: refused, nothing sent in clear.
+    let r = fetcher(Limits::default(), &[]).fetch(OPEN, get(&url, Purpose::Request)).await.unwrap_err();
+    assert_eq!(r.reason, gatehouse_core::Reason::TlsFailed);
+    // Trusted as an operator-added root: the exchange happens over TLS.
+    let cert = {
+        use rustls::pki_types::pem::PemObject as _;
+        rustls::pki_types::CertificateDer::from_pem_file(upstream._dir.path().join("ca.pem")).unwrap()
+    };
+    // (s_server -www answers GET only.)
+    let req =
+        FetchRequest { method: http::Method::GET, body: bytes::Bytes::new(), ..get(&url, Purpose::Request) };
+    let r = fetcher(Limits::default(), &[cert]).fetch(OPEN, req).await.unwrap();
+    assert_eq!(r.status.as_u16(), 200);
+    assert!(String::from_utf8_lossy(&r.body).contains("Cipher"), "{:?}", r.body);
 }

@@ -1,0 +1,274 @@
+//! The fetch client: gatehouse's own outbound requests on a run's behalf
+//! (`POST /v1/egress/fetch`) and, later, its calls to OSV and webhooks.
+//!
+//! Each hop is decided and dialled exactly like a proxied request — policy,
+//! one resolution, the address guard, a pinned connection — then TLS (rustls
+//! with the aws-lc-rs provider; the system's roots plus any the operator
+//! adds) for `https`. Redirects are followed only to the same origin, at most
+//! [`MAX_REDIRECTS`], each hop re-checked; webhook deliveries follow none.
+//! Bodies are capped both ways and every hop has a timeout.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use gatehouse_core::Reason;
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+
+use crate::connect::connect_pinned;
+use crate::decision::{MAX_REDIRECTS, Purpose, decide_target};
+use crate::policy::{Policy, PolicyError};
+use crate::proxy::{Limits, Resolver};
+use crate::special::AddressGuard;
+use crate::target::{Host, Scheme, Target, parse_url};
+
+/// One request to make.
+#[derive(Debug, Clone)]
+pub struct FetchRequest {
+    /// The method.
+    pub method: Method,
+    /// The absolute URL.
+    pub url: String,
+    /// Headers to send (hop-by-hop ones are dropped).
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+    /// Ordinary request or webhook delivery.
+    pub purpose: Purpose,
+}
+
+/// The final response.
+#[derive(Debug, Clone)]
+pub struct FetchResponse {
+    /// Status code.
+    pub status: StatusCode,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// The whole body (within the cap).
+    pub body: Bytes,
+    /// Redirects followed.
+    pub redirects: u8,
+}
+
+/// Why a fetch did not happen or did not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchRefusal {
+    /// The reason code.
+    pub reason: Reason,
+    /// The rule that fired, when one did.
+    pub rule: Option<String>,
+    /// The host concerned (never the full URL).
+    pub host: Option<String>,
+}
+
+impl FetchRefusal {
+    fn new(reason: Reason, host: Option<&Host>) -> Self {
+        Self { reason, rule: None, host: host.map(ToString::to_string) }
+    }
+}
+
+/// Makes requests through the door.
+#[derive(Clone)]
+pub struct Fetcher {
+    guard: AddressGuard,
+    resolver: Resolver,
+    limits: Limits,
+    tls: tokio_rustls::TlsConnector,
+}
+
+impl std::fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetcher").field("resolver", &self.resolver).finish_non_exhaustive()
+    }
+}
+
+/// Builds the TLS client configuration: the system's roots, plus the PEM
+/// certificates in `extra_roots` (an operator's internal CA).
+pub fn tls_config(
+    extra_roots: &[rustls::pki_types::CertificateDer<'static>],
+) -> Result<rustls::ClientConfig, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(native.certs);
+    for cert in extra_roots {
+        roots.add(cert.clone()).map_err(|e| format!("an extra root certificate is not usable: {e}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS configuration: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config)
+}
+
+impl Fetcher {
+    /// A fetcher with this guard, resolver, limits and TLS configuration.
+    pub fn new(guard: AddressGuard, resolver: Resolver, limits: Limits, tls: rustls::ClientConfig) -> Self {
+        Self { guard, resolver, limits, tls: tokio_rustls::TlsConnector::from(Arc::new(tls)) }
+    }
+
+    /// Makes `req` under `policy`, following same-origin redirects.
+    pub async fn fetch(
+        &self,
+        policy: Result<&Policy, &PolicyError>,
+        req: FetchRequest,
+    ) -> Result<FetchResponse, FetchRefusal> {
+        if req.body.len() > self.limits.request_bytes {
+            return Err(FetchRefusal::new(Reason::RequestTooLarge, None));
+        }
+        let mut target = parse_url(&req.url).map_err(|r| FetchRefusal::new(r, None))?;
+        let origin = target.origin();
+        let (mut method, mut body) = (req.method.clone(), req.body.clone());
+        let mut headers = req.headers.clone();
+        crate::proxy::strip_hop_by_hop(&mut headers);
+        for redirects in 0..=MAX_REDIRECTS {
+            let response =
+                self.one_hop(policy, &target, req.purpose, &method, &headers, body.clone()).await?;
+            let location = response.headers.get(header::LOCATION).and_then(|v| v.to_str().ok());
+            let follow =
+                req.purpose == Purpose::Request && response.status.is_redirection() && location.is_some();
+            if !follow {
+                return Ok(FetchResponse { redirects, ..response });
+            }
+            if redirects == MAX_REDIRECTS {
+                return Err(FetchRefusal::new(Reason::RedirectLimit, Some(&target.host)));
+            }
+            let next = resolve_location(&target, location.unwrap_or_default())
+                .map_err(|r| FetchRefusal::new(r, Some(&target.host)))?;
+            if next.origin() != origin {
+                return Err(FetchRefusal::new(Reason::RedirectCrossOrigin, Some(&next.host)));
+            }
+            // 301/302/303 continue as GET without a body, as user agents do;
+            // 307/308 repeat the request.
+            if matches!(response.status.as_u16(), 301..=303) && method != Method::HEAD {
+                method = Method::GET;
+                body = Bytes::new();
+                headers.remove(header::CONTENT_LENGTH);
+                headers.remove(header::CONTENT_TYPE);
+            }
+            target = next;
+        }
+        Err(FetchRefusal::new(Reason::RedirectLimit, Some(&target.host)))
+    }
+
+    async fn one_hop(
+        &self,
+        policy: Result<&Policy, &PolicyError>,
+        target: &Target,
+        purpose: Purpose,
+        method: &Method,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<FetchResponse, FetchRefusal> {
+        let answer = match &target.host {
+            Host::Name(name) => Some(self.resolver.resolve(name).await),
+            Host::Ip(_) => None,
+        };
+        let decision =
+            decide_target(target.clone(), policy, &self.guard, purpose, |_| answer.unwrap_or(Err(())));
+        if !decision.allowed() {
+            return Err(FetchRefusal {
+                reason: decision.refusal().unwrap_or(Reason::UpstreamUnreachable),
+                rule: decision.rule.clone(),
+                host: decision.host.clone(),
+            });
+        }
+        let fail = |reason| FetchRefusal::new(reason, Some(&target.host));
+        let stream = connect_pinned(&decision, &self.guard).await.map_err(fail)?;
+
+        let mut request = Request::builder().method(method.clone()).uri(target.path_and_query.as_str());
+        if let Some(h) = request.headers_mut() {
+            h.extend(headers.clone());
+            let authority = if target.port == target.scheme.default_port() {
+                target.host.to_string()
+            } else {
+                format!("{}:{}", target.host, target.port)
+            };
+            if let Ok(v) = HeaderValue::from_str(&authority) {
+                h.insert(header::HOST, v);
+            }
+        }
+        let request = request.body(Full::new(body)).map_err(|_| fail(Reason::UrlMalformed))?;
+        let exchange = async {
+            match target.scheme {
+                Scheme::Http => self.exchange(TokioIo::new(stream), request).await,
+                Scheme::Https => {
+                    let name = match &target.host {
+                        Host::Name(n) => ServerName::try_from(n.clone()).map_err(|_| Reason::TlsFailed)?,
+                        Host::Ip(ip) => ServerName::IpAddress((*ip).into()),
+                    };
+                    let tls = self.tls.connect(name, stream).await.map_err(|_| Reason::TlsFailed)?;
+                    self.exchange(TokioIo::new(tls), request).await
+                }
+            }
+        };
+        tokio::time::timeout(self.limits.response_timeout, exchange)
+            .await
+            .map_err(|_| fail(Reason::UpstreamTimeout))?
+            .map_err(fail)
+    }
+
+    async fn exchange<IO>(&self, io: IO, request: Request<Full<Bytes>>) -> Result<FetchResponse, Reason>
+    where
+        IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let (mut sender, connection) = hyper::client::conn::http1::handshake::<_, Full<Bytes>>(io)
+            .await
+            .map_err(|_| Reason::UpstreamUnreachable)?;
+        tokio::spawn(connection);
+        let response = sender.send_request(request).await.map_err(|_| Reason::UpstreamUnreachable)?;
+        let (mut parts, body) = response.into_parts();
+        crate::proxy::strip_hop_by_hop(&mut parts.headers);
+        let body = Limited::new(body, self.limits.response_bytes)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    Reason::ResponseTooLarge
+                } else {
+                    Reason::UpstreamUnreachable
+                }
+            })?
+            .to_bytes();
+        Ok(FetchResponse { status: parts.status, headers: parts.headers, body, redirects: 0 })
+    }
+}
+
+/// The absolute target a `Location` names, relative to `base`. Absolute and
+/// scheme-relative locations go through the strict parser as they are;
+/// relative ones are resolved (RFC 3986 §5) against the base and keep its
+/// origin.
+fn resolve_location(base: &Target, location: &str) -> Result<Target, Reason> {
+    if location.contains("://") {
+        return parse_url(location);
+    }
+    if let Some(rest) = location.strip_prefix("//") {
+        return parse_url(&format!("{}://{rest}", base.scheme.as_str()));
+    }
+    let base_url = url::Url::parse(&base.url()).map_err(|_| Reason::UrlMalformed)?;
+    let joined = base_url.join(location).map_err(|_| Reason::UrlMalformed)?;
+    let path_and_query = match joined.query() {
+        Some(q) => format!("{}?{q}", joined.path()),
+        None => joined.path().to_owned(),
+    };
+    parse_url(&format!("{}{}", base.origin(), path_and_query))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_resolve_against_the_base() {
+        let base = parse_url("https://api.example/v1/a/b?x=1").unwrap();
+        assert_eq!(resolve_location(&base, "/c").unwrap().url(), "https://api.example/c");
+        assert_eq!(resolve_location(&base, "c?y=2").unwrap().url(), "https://api.example/v1/a/c?y=2");
+        assert_eq!(resolve_location(&base, "../d").unwrap().url(), "https://api.example/v1/d");
+        assert_eq!(resolve_location(&base, "//other.example/x").unwrap().url(), "https://other.example/x");
+        assert_eq!(resolve_location(&base, "http://api.example/x").unwrap().origin(), "http://api.example");
+        assert_eq!(resolve_location(&base, "http://0x7f.1/").unwrap_err(), Reason::HostNoncanonicalIp);
+    }
+}
