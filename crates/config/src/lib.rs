@@ -73,6 +73,8 @@ pub mod names {
     pub const EGRESS_ALLOW_RANGES: &str = "GATEHOUSE_EGRESS_ALLOW_RANGES";
     /// DNS servers for egress resolution: comma-separated `IP` or `IP:port` [/etc/resolv.conf].
     pub const DNS_SERVERS: &str = "GATEHOUSE_DNS_SERVERS";
+    /// PEM file of extra root certificates for egress TLS (an internal CA) [none].
+    pub const EGRESS_EXTRA_CA_FILE: &str = "GATEHOUSE_EGRESS_EXTRA_CA_FILE";
     /// Ports the proxy lets `CONNECT` reach [80,443].
     pub const PROXY_CONNECT_PORTS: &str = "GATEHOUSE_PROXY_CONNECT_PORTS";
     /// Legacy HMAC manifest secret (weaker; never on a runner).
@@ -131,6 +133,7 @@ pub mod names {
         EGRESS_ALLOW_RANGES,
         PROXY_CONNECT_PORTS,
         DNS_SERVERS,
+        EGRESS_EXTRA_CA_FILE,
         MANIFEST_HMAC_SECRET,
         "GATEHOUSE_MANIFEST_HMAC_SECRET_FILE",
         GRANT_PREVIOUS_SECRET,
@@ -286,6 +289,8 @@ pub struct Config {
     pub proxy_connect_ports: Vec<u16>,
     /// DNS servers for egress (empty: the system's configuration).
     pub dns_servers: Vec<SocketAddr>,
+    /// Extra PEM root certificates for egress TLS (file content).
+    pub egress_extra_roots_pem: Option<String>,
     /// The manifest signing key (worker, all).
     pub manifest_signing_key: Option<ManifestSigningKey>,
     /// Keys manifests verify against (runner, worker, all).
@@ -774,6 +779,25 @@ impl Reader<'_> {
             }
         }
 
+        let egress_extra_roots_pem = match self.get(names::EGRESS_EXTRA_CA_FILE).map(str::to_owned) {
+            None => None,
+            Some(path) => match self.source.read_file(Path::new(path.trim())) {
+                Ok(text) if text.contains("-----BEGIN CERTIFICATE-----") => Some(text),
+                Ok(_) => {
+                    self.problem(names::EGRESS_EXTRA_CA_FILE, "invalid_value", "holds no PEM certificate");
+                    None
+                }
+                Err(e) => {
+                    self.problem(
+                        names::EGRESS_EXTRA_CA_FILE,
+                        "unreadable_file",
+                        format!("cannot read {}: {}", path.trim(), e.kind()),
+                    );
+                    None
+                }
+            },
+        };
+
         let clamd = self.get(names::CLAMD_HOST).map(|h| h.trim().to_owned());
         let clamd_port = self.int(names::CLAMD_PORT, 3310, 1..=65_535);
         let clamd = clamd.map(|h| (h, u16::try_from(clamd_port).unwrap_or(3310)));
@@ -832,6 +856,7 @@ impl Reader<'_> {
             egress_allow_ranges,
             proxy_connect_ports,
             dns_servers,
+            egress_extra_roots_pem,
             manifest_signing_key: if role.mints() { manifest_signing_key } else { None },
             manifest_verifying_keys: if role.verifies_manifests() { manifest_verifying_keys } else { None },
             require_manifest,

@@ -36,6 +36,8 @@ closed_codes! {
         Unavailable => "unavailable",
         /// The request took too long.
         Timeout => "timeout",
+        /// An upstream the request went to failed (unreachable, timed out, bad TLS, too large).
+        BadGateway => "bad_gateway",
         /// Anything else. Details are in the log under the request id.
         Internal => "internal",
     }
@@ -54,6 +56,7 @@ impl ErrorCode {
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::Unavailable => 503,
             ErrorCode::Timeout => 504,
+            ErrorCode::BadGateway => 502,
             ErrorCode::Internal => 500,
         }
     }
@@ -72,6 +75,7 @@ impl ErrorCode {
             ErrorCode::Refused => "refused by policy",
             ErrorCode::Unavailable => "a required service is unavailable",
             ErrorCode::Timeout => "the request timed out",
+            ErrorCode::BadGateway => "the upstream failed",
             ErrorCode::Internal => "internal error",
         }
     }
@@ -180,6 +184,7 @@ mod tests {
                 "refused",
                 "unavailable",
                 "timeout",
+                "bad_gateway",
                 "internal",
             ]
         );

@@ -492,7 +492,7 @@ fn refusal_response(refused: &Refused, request_id: &str) -> Response<ProxyBody> 
     let code = if refused.status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
         ErrorCode::Unauthorized
     } else if refused.status == StatusCode::BAD_GATEWAY {
-        ErrorCode::Unavailable
+        ErrorCode::BadGateway
     } else if refused.status == StatusCode::PAYLOAD_TOO_LARGE {
         ErrorCode::PayloadTooLarge
     } else {

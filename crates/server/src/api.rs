@@ -13,6 +13,7 @@ use gatehouse_capability::grant::GrantRequest;
 use gatehouse_capability::manifest::{ManifestPresence, SignError};
 use gatehouse_capability::session_key::{Namespace, Principal};
 use gatehouse_core::{ErrorCode, PublicError, Reason, RefusalKind, is_valid_id};
+use gatehouse_egress::proxy::PolicySource as _;
 use gatehouse_egress::{Policy, PolicyDocument};
 use gatehouse_ledger::{LedgerBackend as _, Operation, Registration, RevokeScope, Status};
 use serde::Deserialize;
@@ -33,6 +34,7 @@ pub fn router(state: AppState) -> Router {
         .route("/grants/{grant_id}/revoke", post(revoke_grant))
         .route("/refusals", get(list_refusals))
         .route("/tenants/{tenant_id}/egress-policy", put(set_egress_policy))
+        .route("/egress/fetch", post(egress_fetch))
         .route_layer(middleware::from_fn_with_state(state.clone(), crate::http::require_service_token));
     Router::new()
         .route("/healthz", get(healthz))
@@ -402,6 +404,126 @@ async fn set_egress_policy(
     state.policies.set(&tenant_id, Ok(policy));
     tracing::info!(request_id = %rid.0, tenant_id = %tenant_id, mode = ?doc.mode, dry_run = doc.dry_run, "egress policy set");
     Ok(Json(json!({"tenant_id": tenant_id, "policy": doc})))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum FetchPurpose {
+    GitProvider,
+    Mcp,
+    Webhook,
+    Runtime,
+    EventDelivery,
+    VulnerabilityDb,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FetchBody {
+    #[serde(default)]
+    grant: Option<String>,
+    #[serde(default = "default_method")]
+    method: String,
+    url: String,
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+    #[serde(default)]
+    body_base64: Option<String>,
+    purpose: FetchPurpose,
+}
+
+fn default_method() -> String {
+    "GET".into()
+}
+
+/// A request the platform makes on a run's behalf, through the door: the
+/// run's grant is opened and spent, the tenant's policy and the address guard
+/// decide every hop, and the upstream answer comes back whole (capped).
+async fn egress_fetch(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    StrictJson(req): StrictJson<FetchBody>,
+) -> Result<Json<Value>, ApiError> {
+    use base64::Engine as _;
+    let (Some(fetcher), Some(ledger)) = (state.fetcher.as_ref(), state.ledger.as_ref()) else {
+        return Err(forbidden(&rid));
+    };
+    let claims = open_token(&state, &rid, req.grant.as_deref())?.map_err(|reason| refused(&rid, reason))?;
+    let record = |kind, reason, host: Option<String>, rule: Option<String>| {
+        state.refusals.record_refusal(gatehouse_core::Refusal {
+            kind,
+            reason,
+            tenant_id: claims.tenant_id.clone(),
+            run_id: Some(claims.exec_id.clone()),
+            request_id: Some(rid.0.clone()),
+            host,
+            rule,
+            at: 0,
+        });
+    };
+    match ledger.consume(&claims.grant_id, &Operation::Request, state.clock.now()).await {
+        Ok(_) => {}
+        Err(Reason::GrantUnknown | Reason::LedgerUnavailable) if !state.ledger_required => {}
+        Err(reason) => {
+            let kind = if reason == Reason::BudgetRequestsExhausted {
+                RefusalKind::BudgetExhausted
+            } else {
+                RefusalKind::GrantRefused
+            };
+            record(kind, reason, None, None);
+            return Err(refused(&rid, reason));
+        }
+    }
+    let method = http::Method::from_bytes(req.method.as_bytes())
+        .map_err(|_| bad_request(&rid, "method is not an HTTP method"))?;
+    let mut headers = http::HeaderMap::new();
+    for (name, value) in &req.headers {
+        let (Ok(name), Ok(value)) =
+            (http::HeaderName::from_bytes(name.as_bytes()), http::HeaderValue::from_str(value))
+        else {
+            return Err(bad_request(&rid, "headers must be valid HTTP header names and values"));
+        };
+        headers.append(name, value);
+    }
+    let body = match &req.body_base64 {
+        Some(b) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .map_err(|_| bad_request(&rid, "body_base64 is not base64"))?,
+        None => Vec::new(),
+    };
+    let purpose = match req.purpose {
+        FetchPurpose::Webhook => gatehouse_egress::Purpose::Webhook,
+        _ => gatehouse_egress::Purpose::Request,
+    };
+    let policy = state.policies.policy(claims.tenant_id.as_deref());
+    let fetch =
+        gatehouse_egress::fetch::FetchRequest { method, url: req.url, headers, body: body.into(), purpose };
+    match fetcher.fetch(policy.as_ref(), fetch).await {
+        Ok(response) => {
+            let headers: Vec<(String, String)> = response
+                .headers
+                .iter()
+                .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned())))
+                .collect();
+            Ok(Json(json!({
+                "status": response.status.as_u16(),
+                "headers": headers,
+                "body_base64": base64::engine::general_purpose::STANDARD.encode(&response.body),
+                "redirects": response.redirects,
+            })))
+        }
+        Err(refusal) => {
+            record(RefusalKind::EgressRefused, refusal.reason, refusal.host, refusal.rule);
+            let code = match refusal.reason {
+                Reason::UpstreamUnreachable
+                | Reason::UpstreamTimeout
+                | Reason::TlsFailed
+                | Reason::ResponseTooLarge => ErrorCode::BadGateway,
+                _ => ErrorCode::Refused,
+            };
+            Err(ApiError(PublicError::new(code, rid.0.clone()).with_reason(refusal.reason)))
+        }
+    }
 }
 
 async fn list_refusals(State(state): State<AppState>) -> Json<Value> {

@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use gatehouse_capability::manifest::ManifestSigner;
 use gatehouse_capability::{GrantSealer, ManifestVerifier, ServiceToken, SessionKeyDeriver};
-use gatehouse_config::{Config, Role};
+use gatehouse_config::{Config, Role, names};
 use gatehouse_core::{Clock, Reason, Refusal, RefusalKind};
 use gatehouse_egress::AddressGuard;
+use gatehouse_egress::fetch::{Fetcher, tls_config};
 use gatehouse_egress::proxy::{Limits, MemoryPolicies, Proxy, ProxyStats, RefusalSink, Resolver};
 use gatehouse_egress::resolve::DnsResolver;
 use gatehouse_ledger::{Ledger, MemoryLedger, RedisLedger, RedisLedgerConfig};
@@ -51,8 +52,10 @@ pub struct Inner {
     pub refusals: Arc<RefusalLog>,
     /// Tenants' egress policies.
     pub policies: Arc<MemoryPolicies>,
-    /// The forward proxy (roles that open grants).
+    /// The forward proxy (gateway and all).
     pub proxy: Option<Arc<Proxy>>,
+    /// The fetch client behind `POST /v1/egress/fetch` (gateway and all).
+    pub fetcher: Option<Fetcher>,
     /// Counters for `/metrics`.
     pub metrics: Metrics,
 }
@@ -102,6 +105,30 @@ impl AppState {
         // The forward proxy is the gateway's (and the single-machine `all`
         // node's); a worker is control plane and never carries sandbox traffic.
         let runs_proxy = matches!(config.role, Role::Gateway | Role::All);
+        let resolver = dns_resolver(&config.dns_servers);
+        let limits = Limits { connect_ports: config.proxy_connect_ports.clone(), ..Limits::default() };
+        let fetcher = if runs_proxy {
+            let roots = match &config.egress_extra_roots_pem {
+                Some(pem) => {
+                    use rustls::pki_types::pem::PemObject as _;
+                    rustls::pki_types::CertificateDer::pem_slice_iter(pem.as_bytes())
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|_| {
+                            format!("{} holds an unreadable certificate", names::EGRESS_EXTRA_CA_FILE)
+                        })?
+                }
+                None => Vec::new(),
+            };
+            let tls = tls_config(&roots)?;
+            Some(Fetcher::new(
+                AddressGuard::new(config.egress_allow_ranges.clone()),
+                resolver.clone(),
+                limits.clone(),
+                tls,
+            ))
+        } else {
+            None
+        };
         let proxy = match (config.grant_secret.as_ref(), ledger.as_ref()) {
             (Some(secret), Some(ledger)) if runs_proxy => {
                 let sealer = GrantSealer::new(secret);
@@ -115,10 +142,10 @@ impl AppState {
                     ledger_required: config.ledger_required,
                     policies: policies.clone(),
                     guard: AddressGuard::new(config.egress_allow_ranges.clone()),
-                    resolver: dns_resolver(&config.dns_servers),
+                    resolver,
                     sink: refusals.clone(),
                     clock: clock.clone(),
-                    limits: Limits { connect_ports: config.proxy_connect_ports.clone(), ..Limits::default() },
+                    limits,
                     stats: ProxyStats::default(),
                 }))
             }
@@ -145,6 +172,7 @@ impl AppState {
             refusals,
             policies,
             proxy,
+            fetcher,
             metrics: Metrics::default(),
             clock,
         })))

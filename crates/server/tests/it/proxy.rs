@@ -188,3 +188,45 @@ fn a_forged_or_revoked_grant_gets_nothing_through() {
     assert!(out.contains("x-gatehouse-reason: grant_revoked"), "{out}");
     assert_eq!(upstream.seen.lock().unwrap().len(), 1, "only the allowed request reached the upstream");
 }
+
+#[test]
+fn the_fetch_api_goes_through_the_same_door() {
+    use base64::Engine as _;
+    let upstream = Upstream::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, api_addr, _) = start(tmp.path(), &upstream);
+    let grant = api(
+        &api_addr,
+        "POST",
+        "/v1/grants",
+        &json!({"exec_id": "e3", "tenant_id": "t1", "user_id": "u1", "max_requests": 3}),
+    );
+    let token = grant["token"].as_str().unwrap();
+    let fetch = |url: String| {
+        api(
+            &api_addr,
+            "POST",
+            "/v1/egress/fetch",
+            &json!({"grant": token, "url": url, "purpose": "git_provider", "headers": [["x-trace", "1"]]}),
+        )
+    };
+    let r = fetch(format!("http://127.0.0.1:{}/repo?ref=main", upstream.port));
+    assert_eq!(r["status"], 200, "{r}");
+    let body = base64::engine::general_purpose::STANDARD.decode(r["body_base64"].as_str().unwrap()).unwrap();
+    assert_eq!(body, b"hello from upstream");
+    let head = upstream.seen.lock().unwrap().last().cloned().unwrap();
+    assert!(head.starts_with("GET /repo?ref=main HTTP/1.1") && head.contains("x-trace: 1"), "{head}");
+
+    let r = fetch("http://169.254.169.254/latest/meta-data/".into());
+    assert_eq!(
+        (r["error"]["code"].as_str(), r["error"]["reason"].as_str()),
+        (Some("refused"), Some("address_metadata"))
+    );
+    let r = fetch("http://2130706433/".into());
+    assert_eq!(r["error"]["reason"], "host_noncanonical_ip");
+    // The budget of 3 is spent: refused before any connection.
+    let r = fetch(format!("http://127.0.0.1:{}/again", upstream.port));
+    assert_eq!(r["error"]["reason"], "budget_requests_exhausted");
+    let r = api(&api_addr, "POST", "/v1/egress/fetch", &json!({"url": "http://x.test/", "purpose": "mcp"}));
+    assert_eq!(r["error"]["reason"], "grant_missing");
+}
