@@ -94,23 +94,41 @@ pub async fn call(node: &Node, path: &str, body: Value) -> Reply {
     send(&node.router, post(path, &body.to_string())).await
 }
 
-/// Captures log output for the duration of a test (current-thread runtime).
+/// Log output of the whole test binary, captured by a *global* subscriber.
+///
+/// A thread-local `set_default` subscriber misses events when other tests
+/// register the same callsites concurrently (tracing caches callsite
+/// interest per process), which made a log assertion flaky; a global
+/// subscriber sees every event. Tests read what was written after a mark.
 #[derive(Clone, Default)]
 pub struct LogBuffer(Arc<Mutex<Vec<u8>>>);
 
 impl LogBuffer {
-    pub fn install(&self) -> tracing::subscriber::DefaultGuard {
-        let writer = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        tracing::subscriber::set_default(subscriber)
+    /// The binary-wide buffer, installing the global subscriber on first use.
+    pub fn global() -> &'static LogBuffer {
+        static LOGS: std::sync::OnceLock<LogBuffer> = std::sync::OnceLock::new();
+        LOGS.get_or_init(|| {
+            let logs = LogBuffer::default();
+            let writer = logs.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber in tests");
+            logs
+        })
     }
 
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    /// How much has been written so far.
+    pub fn mark(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Everything written since `mark` (by this test and any running beside it).
+    pub fn since(&self, mark: usize) -> String {
+        let bytes = self.0.lock().unwrap();
+        String::from_utf8_lossy(bytes.get(mark..).unwrap_or_default()).into_owned()
     }
 }
 
