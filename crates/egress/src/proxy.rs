@@ -23,7 +23,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use gatehouse_capability::{GrantClaims, GrantSealer};
 use gatehouse_core::{Clock, ErrorCode, PublicError, Reason, Refusal, RefusalKind, new_id};
-use gatehouse_ledger::{Ledger, LedgerBackend as _, Operation};
+use gatehouse_ledger::{Ledger, Operation, refusal_kind, spend};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, Limited, combinators::BoxBody};
 use hyper::body::Incoming;
@@ -261,16 +261,10 @@ impl Proxy {
         context.0.clone_from(&claims.tenant_id);
         context.1 = Some(claims.exec_id.clone());
         let now = self.clock.now();
-        match self.ledger.consume(&claims.grant_id, &Operation::Request, now).await {
-            Ok(_) => {}
-            Err(Reason::GrantUnknown | Reason::LedgerUnavailable) if !self.ledger_required => {}
-            Err(reason) => {
-                let kind = match reason {
-                    Reason::BudgetRequestsExhausted => RefusalKind::BudgetExhausted,
-                    _ => RefusalKind::GrantRefused,
-                };
-                return Err(Refused::new(StatusCode::FORBIDDEN, kind, reason));
-            }
+        if let Err(reason) =
+            spend(&self.ledger, &claims.grant_id, &Operation::Request, now, self.ledger_required).await
+        {
+            return Err(Refused::new(StatusCode::FORBIDDEN, refusal_kind(reason), reason));
         }
         let policy = self.policies.policy(claims.tenant_id.as_deref());
         if req.method() == Method::CONNECT {

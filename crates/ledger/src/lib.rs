@@ -19,7 +19,7 @@ mod memory;
 mod record;
 mod redis_backend;
 
-use gatehouse_core::{Reason, UnixTime};
+use gatehouse_core::{Reason, RefusalKind, UnixTime};
 
 pub use memory::MemoryLedger;
 pub use record::{GrantRecord, Operation, RETENTION_SECS, Registration, Remaining, Status};
@@ -110,5 +110,38 @@ impl LedgerBackend for Ledger {
             Ledger::Memory(l) => l.get(grant_id).await,
             Ledger::Redis(l) => l.get(grant_id).await,
         }
+    }
+}
+
+/// Spends `op` under `CODEAPI_EGRESS_LEDGER_REQUIRED`: with the ledger
+/// required (the default) every ledger refusal stands; without it, a grant
+/// the ledger has no record of, or a ledger that cannot answer, passes
+/// uncounted (`Ok(None)`). Every caller that spends goes through here, so the
+/// rule lives in one place.
+pub async fn spend(
+    ledger: &impl LedgerBackend,
+    grant_id: &str,
+    op: &Operation,
+    now: UnixTime,
+    required: bool,
+) -> Result<Option<Remaining>, Reason> {
+    match ledger.consume(grant_id, op, now).await {
+        Ok(remaining) => Ok(Some(remaining)),
+        Err(Reason::GrantUnknown | Reason::LedgerUnavailable) if !required => {
+            tracing::warn!("operation allowed without a ledger record (ledger not required)");
+            Ok(None)
+        }
+        Err(reason) => Err(reason),
+    }
+}
+
+/// The kind a ledger refusal is recorded under: spent budgets are
+/// `budget_exhausted`, everything else `grant_refused`.
+pub fn refusal_kind(reason: Reason) -> RefusalKind {
+    match reason {
+        Reason::BudgetRequestsExhausted
+        | Reason::BudgetUploadBytesExhausted
+        | Reason::BudgetOutputFilesExhausted => RefusalKind::BudgetExhausted,
+        _ => RefusalKind::GrantRefused,
     }
 }

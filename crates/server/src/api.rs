@@ -15,7 +15,9 @@ use gatehouse_capability::session_key::{Namespace, Principal};
 use gatehouse_core::{ErrorCode, PublicError, Reason, RefusalKind, is_valid_id};
 use gatehouse_egress::proxy::PolicySource as _;
 use gatehouse_egress::{Policy, PolicyDocument};
-use gatehouse_ledger::{LedgerBackend as _, Operation, Registration, RevokeScope, Status};
+use gatehouse_ledger::{
+    LedgerBackend as _, Operation, Registration, RevokeScope, Status, refusal_kind, spend,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -303,23 +305,13 @@ async fn consume_grant(
         Err(reason) => return Ok(Json(json!({"allowed": false, "reason": reason}))),
     };
     let now = state.clock.now();
-    match ledger.consume(&claims.grant_id, &req.operation, now).await {
+    match spend(ledger, &claims.grant_id, &req.operation, now, state.ledger_required).await {
         Ok(remaining) => {
             Ok(Json(json!({"allowed": true, "grant_id": claims.grant_id, "remaining": remaining})))
         }
-        Err(Reason::GrantUnknown | Reason::LedgerUnavailable) if !state.ledger_required => {
-            tracing::warn!(request_id = %rid.0, "operation allowed without a ledger record (ledger not required)");
-            Ok(Json(json!({"allowed": true, "grant_id": claims.grant_id, "remaining": null})))
-        }
         Err(reason) => {
-            let kind = match reason {
-                Reason::BudgetRequestsExhausted
-                | Reason::BudgetUploadBytesExhausted
-                | Reason::BudgetOutputFilesExhausted => RefusalKind::BudgetExhausted,
-                _ => RefusalKind::GrantRefused,
-            };
             state.refusals.record(
-                kind,
+                refusal_kind(reason),
                 reason,
                 claims.tenant_id.as_deref(),
                 Some(&claims.exec_id),
@@ -461,18 +453,11 @@ async fn egress_fetch(
             at: 0,
         });
     };
-    match ledger.consume(&claims.grant_id, &Operation::Request, state.clock.now()).await {
-        Ok(_) => {}
-        Err(Reason::GrantUnknown | Reason::LedgerUnavailable) if !state.ledger_required => {}
-        Err(reason) => {
-            let kind = if reason == Reason::BudgetRequestsExhausted {
-                RefusalKind::BudgetExhausted
-            } else {
-                RefusalKind::GrantRefused
-            };
-            record(kind, reason, None, None);
-            return Err(refused(&rid, reason));
-        }
+    if let Err(reason) =
+        spend(ledger, &claims.grant_id, &Operation::Request, state.clock.now(), state.ledger_required).await
+    {
+        record(refusal_kind(reason), reason, None, None);
+        return Err(refused(&rid, reason));
     }
     let method = http::Method::from_bytes(req.method.as_bytes())
         .map_err(|_| bad_request(&rid, "method is not an HTTP method"))?;
