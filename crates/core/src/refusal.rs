@@ -183,6 +183,30 @@ closed_codes! {
         RedirectLimit => "redirect_limit",
         /// The TLS handshake with the destination failed (certificate or protocol).
         TlsFailed => "tls_failed",
+        /// The content is an executable (ELF, PE, Mach-O, WebAssembly, Java class, DEX, ...).
+        ContentExecutable => "content_executable",
+        /// The content is an archive or compressed container (zip and its kin, tar, gzip, 7z, ...).
+        ContentArchive => "content_archive",
+        /// The content is not text (media, documents, databases, invalid or legacy-encoded bytes).
+        ContentNotText => "content_not_text",
+        /// The text carries a base64-encoded executable.
+        ContentEmbeddedExecutable => "content_embedded_executable",
+        /// The text carries a base64-encoded archive.
+        ContentEmbeddedArchive => "content_embedded_archive",
+        /// The content exceeds the size cap.
+        ContentTooLarge => "content_too_large",
+        /// The malware scanner detected a signature.
+        ContentMalware => "content_malware",
+        /// The configured malware scanner cannot be reached: fail closed.
+        ScannerUnavailable => "scanner_unavailable",
+        /// The malware scanner did not answer in time: fail closed.
+        ScannerTimeout => "scanner_timeout",
+        /// The content exceeds the malware scanner's own size limit: fail closed.
+        ScannerSizeLimit => "scanner_size_limit",
+        /// The malware scanner reported an error: fail closed.
+        ScannerError => "scanner_error",
+        /// The malware scanner answered something unparseable: fail closed.
+        ScannerReplyInvalid => "scanner_reply_invalid",
     }
 }
 
@@ -321,6 +345,18 @@ mod tests {
                 "redirect_cross_origin",
                 "redirect_limit",
                 "tls_failed",
+                "content_executable",
+                "content_archive",
+                "content_not_text",
+                "content_embedded_executable",
+                "content_embedded_archive",
+                "content_too_large",
+                "content_malware",
+                "scanner_unavailable",
+                "scanner_timeout",
+                "scanner_size_limit",
+                "scanner_error",
+                "scanner_reply_invalid",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

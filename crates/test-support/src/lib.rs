@@ -7,8 +7,13 @@
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, reason = "test harness: fails loudly")]
 
+mod clamd_server;
 mod redis_server;
 
+pub use clamd_server::{
+    ClamdServer, DEFAULT_STREAM_MAX_LENGTH, EICAR, EICAR_SIGNATURE, TEST_MARKER, TEST_MARKER_SIGNATURE,
+    UNOFFICIAL_SUFFIX,
+};
 pub use redis_server::RedisServer;
 
 /// A free TCP port on 127.0.0.1 (bound, read, released).

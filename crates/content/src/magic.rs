@@ -1,0 +1,314 @@
+//! Magic-byte signatures, from each format's own specification.
+//!
+//! Two questions are asked of them:
+//!
+//! - [`sniff`]: what is this content, judged by its first bytes? Used on the
+//!   content itself. A few signatures consist only of text characters (`MZ`,
+//!   `BZh`, `GIF89a`, `!<arch>\n`, ...); a text file may begin with those
+//!   letters by chance, so such a match decides only when the content turns
+//!   out not to be text — except where the format's own structure is checked
+//!   too (tar's header checksum, cpio's all-digit header, `ar`'s eight-byte
+//!   magic ending in a newline, PDF's `%PDF-`), which text does not produce by
+//!   chance.
+//! - [`payload_prefix`]: does a decoded base64 payload (or the bytes glued
+//!   after a text) begin an executable or an archive? Only formats that can
+//!   hide code count, and only signatures long enough that random bytes match
+//!   them less than once in 2^27 tries; two-byte magics (binary cpio, ARJ) are
+//!   left out, and `MZ` is confirmed by its PE header (see `embedded`).
+
+use crate::kind::Kind;
+
+/// Bytes of content [`sniff`] looks at: enough for ISO 9660's third
+/// volume-descriptor slot (`CD001` at 0x9001).
+pub const SNIFF_LEN: usize = 0x9001 + 5;
+
+/// The tar header block size; `ustar` sits at offset 257 inside it.
+const TAR_BLOCK: usize = 512;
+
+/// A signature match on the content itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sniffed {
+    /// The format.
+    pub kind: Kind,
+    /// Whether the match decides even when every byte is valid text. False for
+    /// signatures made only of text characters that text may start with by chance.
+    pub decisive: bool,
+}
+
+fn at(b: &[u8], off: usize, sig: &[u8]) -> bool {
+    b.get(off..off + sig.len()) == Some(sig)
+}
+
+fn u16_be(b: &[u8], off: usize) -> Option<u16> {
+    Some(u16::from_be_bytes(b.get(off..off + 2)?.try_into().ok()?))
+}
+
+fn u32_be(b: &[u8], off: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(b.get(off..off + 4)?.try_into().ok()?))
+}
+
+fn u32_le(b: &[u8], off: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(off..off + 4)?.try_into().ok()?))
+}
+
+/// What a payload's first bytes say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadPrefix {
+    /// An executable or archive signature.
+    Kind(Kind),
+    /// `MZ`: an executable only if its header is confirmed (see [`mz_header`]).
+    Mz,
+}
+
+/// Executable and archive signatures at the start of `b` (the first bytes of
+/// a payload; 12 are enough for every signature here). Strict forms only:
+/// each needs at least 4 fixed bytes (or 3 plus reserved bits that must be 0).
+pub fn payload_prefix(b: &[u8]) -> Option<PayloadPrefix> {
+    use PayloadPrefix::Kind as K;
+    let k = |kind| Some(K(kind));
+    match b {
+        [0x7f, b'E', b'L', b'F', 1 | 2, ..] => k(Kind::Elf),
+        [b'M', b'Z', ..] => Some(PayloadPrefix::Mz),
+        [0xfe, 0xed, 0xfa, 0xce | 0xcf, ..] | [0xce | 0xcf, 0xfa, 0xed, 0xfe, ..] => k(Kind::MachO),
+        [0xca, 0xfe, 0xba, 0xbe | 0xbf, ..] => cafebabe(b),
+        [0x00, b'a', b's', b'm', 0x01, 0x00, 0x00, 0x00, ..] => k(Kind::Wasm),
+        [b'd', b'e', b'x', b'\n', d1, d2, d3, 0x00, ..]
+            if d1.is_ascii_digit() && d2.is_ascii_digit() && d3.is_ascii_digit() =>
+        {
+            k(Kind::Dex)
+        }
+        [b'P', b'K', 3, 4, ..] | [b'P', b'K', 5, 6, ..] | [b'P', b'K', 7, 8, ..] => k(Kind::Zip),
+        [0x1f, 0x8b, 0x08, flags, ..] if flags & 0xe0 == 0 => k(Kind::Gzip),
+        [0x1f, 0x9d, mode, ..] if (9..=16).contains(&(mode & 0x1f)) && mode & 0x60 == 0 => k(Kind::Compress),
+        [b'B', b'Z', b'h', b'1'..=b'9', rest @ ..]
+            if rest.starts_with(b"1AY&SY") || rest.starts_with(&[0x17, 0x72, 0x45, 0x38, 0x50, 0x90]) =>
+        {
+            k(Kind::Bzip2)
+        }
+        [0xfd, b'7', b'z', b'X', b'Z', 0x00, ..] => k(Kind::Xz),
+        [0x28, 0xb5, 0x2f, 0xfd, ..] | [0x50..=0x5f, 0x2a, 0x4d, 0x18, ..] => k(Kind::Zstd),
+        [0x04, 0x22, 0x4d, 0x18, ..] | [0x02, 0x21, 0x4c, 0x18, ..] => k(Kind::Lz4),
+        [b'7', b'z', 0xbc, 0xaf, 0x27, 0x1c, ..] => k(Kind::SevenZip),
+        [b'R', b'a', b'r', b'!', 0x1a, 0x07, 0x00, ..]
+        | [b'R', b'a', b'r', b'!', 0x1a, 0x07, 0x01, 0x00, ..] => k(Kind::Rar),
+        [b'M', b'S', b'C', b'F', 0, 0, 0, 0, ..] | [b'I', b'S', b'c', b'(', ..] => k(Kind::Cab),
+        [b'!', b'<', b'a', b'r', b'c', b'h', b'>', b'\n', ..] => k(Kind::Ar),
+        [0xed, 0xab, 0xee, 0xdb, ..] => k(Kind::Rpm),
+        [b'0', b'7', b'0', b'7', b'0', b'7' | b'1' | b'2', ..] if cpio_ascii_header(b, 12) => k(Kind::Cpio),
+        [0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1, ..] => k(Kind::Cfb),
+        [b'L', b'Z', b'I', b'P', 0 | 1, ..] => k(Kind::Lzip),
+        [b'x', b'a', b'r', b'!', 0x00, 0x1c, ..] => k(Kind::Xar),
+        [b'h', b's', b'q', b's', ..] | [b's', b'q', b's', b'h', ..] => k(Kind::Squashfs),
+        [b'M', b'S', b'W', b'I', b'M', 0, 0, 0, ..] => k(Kind::Wim),
+        _ => None,
+    }
+}
+
+/// `CA FE BA BE` is both the Mach-O universal header (followed by a small
+/// architecture count) and the Java class header (followed by minor and
+/// major versions, major 45 and up).
+fn cafebabe(b: &[u8]) -> Option<PayloadPrefix> {
+    let word = u32_be(b, 4)?;
+    if b[3] == 0xbf || (1..=44).contains(&word) {
+        return (1..=64).contains(&word).then_some(PayloadPrefix::Kind(Kind::MachOFat));
+    }
+    let major = u16_be(b, 6)?;
+    (45..=100).contains(&major).then_some(PayloadPrefix::Kind(Kind::JavaClass))
+}
+
+/// cpio's portable headers are all digits: odc is 76 octal digits, newc and
+/// crc are `07070x` plus 104 hex digits. Checks the first `want` bytes (or
+/// all of the header, whichever is shorter) that are present.
+fn cpio_ascii_header(b: &[u8], want: usize) -> bool {
+    let (len, digit): (usize, fn(&u8) -> bool) = if b.get(5) == Some(&b'7') {
+        (76, |c: &u8| (b'0'..=b'7').contains(c))
+    } else {
+        (110, u8::is_ascii_hexdigit)
+    };
+    let n = len.min(want);
+    n >= 12 && b.len() >= n && b[6..n].iter().all(digit)
+}
+
+/// What an `MZ` header says, given its first 64 bytes or more: the offset of
+/// the new-executable header, when it is plausible. Real PE files put it
+/// within the first KiB; random bytes beginning `MZ` almost never put it
+/// below 64 KiB, so a payload is judged an executable only then.
+pub fn mz_new_header_offset(b: &[u8]) -> Option<usize> {
+    let e = u32_le(b, 0x3c)? as usize;
+    (0x40..0x1_0000).contains(&e).then_some(e)
+}
+
+/// Whether `sig` (the 4 bytes at `e_lfanew`) names a new-executable header:
+/// PE, or the older NE, LE and LX formats.
+pub fn is_new_exe_signature(sig: &[u8]) -> bool {
+    sig == b"PE\0\0" || matches!(sig, [b'N', b'E', ..] | [b'L', b'E', ..] | [b'L', b'X', ..])
+}
+
+/// `MZ` content: PE when the header it points to is present and says so.
+fn mz_kind(b: &[u8]) -> Kind {
+    match mz_new_header_offset(b) {
+        Some(e) if b.get(e..e + 4) == Some(b"PE\0\0") => Kind::Pe,
+        _ => Kind::MsDos,
+    }
+}
+
+/// Whether `b` holds a POSIX or GNU tar header: `ustar` at 257 and a header
+/// checksum that adds up (tar itself rejects a header whose checksum fails).
+pub fn is_tar_header(b: &[u8]) -> bool {
+    if !(at(b, 257, b"ustar\0") || at(b, 257, b"ustar ")) || b.len() < TAR_BLOCK {
+        return false;
+    }
+    let field = &b[148..156];
+    let digits = field.iter().skip_while(|c| **c == b' ').take_while(|c| (b'0'..=b'7').contains(*c));
+    let mut stored: u32 = 0;
+    let mut count = 0;
+    for d in digits {
+        stored = stored.saturating_mul(8).saturating_add(u32::from(d - b'0'));
+        count += 1;
+    }
+    if count == 0 {
+        return false;
+    }
+    let unsigned: u32 = b[..TAR_BLOCK]
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| if (148..156).contains(&i) { u32::from(b' ') } else { u32::from(c) })
+        .sum();
+    // Some old tars summed signed chars; accept either, as GNU tar does.
+    let signed: i64 = b[..TAR_BLOCK]
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| if (148..156).contains(&i) { i64::from(b' ') } else { i64::from(c as i8) })
+        .sum();
+    i64::from(stored) == signed || stored == unsigned
+}
+
+/// ISO 9660: a volume descriptor (`CD001`, version 1) in one of the slots
+/// after the 32 KiB system area.
+fn is_iso9660(b: &[u8]) -> bool {
+    [0x8001, 0x8801, 0x9001].iter().any(|&off| at(b, off, b"CD001"))
+}
+
+/// What the content is, judged by its first bytes (up to [`SNIFF_LEN`]).
+pub fn sniff(b: &[u8]) -> Option<Sniffed> {
+    let decisive = |kind| Some(Sniffed { kind, decisive: true });
+    let weak = |kind| Some(Sniffed { kind, decisive: false });
+    match payload_prefix(b) {
+        Some(PayloadPrefix::Mz) => return weak(mz_kind(b)),
+        // Signatures spelled only in text characters: decisive only where the
+        // structure is checked too.
+        Some(PayloadPrefix::Kind(Kind::Ar)) => return decisive(Kind::Ar),
+        Some(PayloadPrefix::Kind(Kind::Cpio)) => {
+            return Some(Sniffed { kind: Kind::Cpio, decisive: cpio_ascii_header(b, usize::MAX) });
+        }
+        Some(PayloadPrefix::Kind(kind @ (Kind::Bzip2 | Kind::Cab | Kind::Squashfs))) => return weak(kind),
+        Some(PayloadPrefix::Kind(kind)) => return decisive(kind),
+        None => {}
+    }
+    if is_tar_header(b) {
+        return decisive(Kind::Tar);
+    }
+    if is_iso9660(b) {
+        return decisive(Kind::Iso9660);
+    }
+    match b {
+        [b'%', b'P', b'D', b'F', b'-', ..] => decisive(Kind::Pdf),
+        [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n', ..] => decisive(Kind::Png),
+        [0xff, 0xd8, 0xff, ..] => decisive(Kind::Jpeg),
+        [b'S', b'Q', b'L', b'i', b't', b'e', b' ', b'f', b'o', b'r', b'm', b'a', b't', b' ', b'3', 0, ..] => {
+            decisive(Kind::Sqlite)
+        }
+        [0x1a, 0x45, 0xdf, 0xa3, ..] => decisive(Kind::Matroska),
+        [b'I', b'I', b'*', 0, ..] | [b'M', b'M', 0, b'*', ..] => decisive(Kind::Tiff),
+        [0, 0, 1 | 2, 0, ..] => weak(Kind::Ico),
+        [0, 1, 0, 0, ..] => weak(Kind::TrueType),
+        [b'G', b'I', b'F', b'8', b'7' | b'9', b'a', ..] => weak(Kind::Gif),
+        [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => weak(Kind::Webp),
+        [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'A', b'V', b'E', ..] => weak(Kind::Wav),
+        [b'R', b'I', b'F', b'F', _, _, _, _, b'A', b'V', b'I', b' ', ..] => weak(Kind::Avi),
+        [_, _, _, _, b'f', b't', b'y', b'p', ..] => weak(Kind::Mp4),
+        [b'B', b'M', ..] => weak(Kind::Bmp),
+        [b'f', b'L', b'a', b'C', ..] => weak(Kind::Flac),
+        [b'O', b'g', b'g', b'S', ..] => weak(Kind::Ogg),
+        [b'I', b'D', b'3', ..] | [0xff, 0xfb | 0xf3 | 0xf2, ..] => weak(Kind::Mp3),
+        [b'M', b'T', b'h', b'd', ..] => weak(Kind::Midi),
+        [b'w', b'O', b'F', b'F', ..] => weak(Kind::Woff),
+        [b'w', b'O', b'F', b'2', ..] => weak(Kind::Woff2),
+        [b'O', b'T', b'T', b'O', ..] => weak(Kind::OpenType),
+        [0xc7, 0x71, ..] | [0x71, 0xc7, ..] => weak(Kind::Cpio),
+        [0x60, 0xea, ..] => weak(Kind::Arj),
+        [0x1f, 0x8b, ..] => decisive(Kind::Gzip),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tar_header(magic: &[u8]) -> Vec<u8> {
+        let mut h = vec![0u8; 512];
+        h[..9].copy_from_slice(b"hello.txt");
+        h[100..108].copy_from_slice(b"0000644\0");
+        h[124..136].copy_from_slice(b"00000000005\0");
+        h[156] = b'0';
+        h[257..257 + magic.len()].copy_from_slice(magic);
+        h[148..156].copy_from_slice(b"        ");
+        let sum: u32 = h.iter().map(|&c| u32::from(c)).sum();
+        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        h
+    }
+
+    #[test]
+    fn tar_needs_magic_and_checksum() {
+        let posix = tar_header(b"ustar\x0000");
+        assert!(is_tar_header(&posix));
+        assert!(is_tar_header(&tar_header(b"ustar  \0")));
+        let mut bad = posix.clone();
+        bad[0] = b'j';
+        assert!(!is_tar_header(&bad), "checksum no longer adds up");
+        let mut text = vec![b'a'; 600];
+        text[257..263].copy_from_slice(b"ustar ");
+        assert!(!is_tar_header(&text), "text with 'ustar' at 257 is not tar");
+    }
+
+    #[test]
+    fn text_lookalikes_are_not_decisive() {
+        for t in [&b"MZ is a monogram"[..], b"BZh91AY&SY is not bzip2 here", b"GIF89a, said the log", b"BM"] {
+            let s = sniff(t).unwrap();
+            assert!(!s.decisive, "{s:?}");
+        }
+        assert_eq!(sniff(b"PK is text"), None);
+        assert!(sniff(b"!<arch>\nfile.txt/").unwrap().decisive);
+        assert!(sniff(b"%PDF-1.7\n").unwrap().decisive);
+    }
+
+    #[test]
+    fn cafebabe_is_split_by_the_word_after_it() {
+        assert_eq!(sniff(&[0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 2]).unwrap().kind, Kind::MachOFat);
+        assert_eq!(sniff(&[0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 61]).unwrap().kind, Kind::JavaClass);
+        assert_eq!(payload_prefix(&[0xca, 0xfe, 0xba, 0xbe, 0x12, 0x34, 0x56, 0x78]), None);
+    }
+
+    #[test]
+    fn payload_signatures_need_their_strict_form() {
+        assert_eq!(payload_prefix(&[0x1f, 0x8b, 0x08, 0x00]), Some(PayloadPrefix::Kind(Kind::Gzip)));
+        assert_eq!(payload_prefix(&[0x1f, 0x8b, 0x07, 0x00]), None, "method 7 does not exist");
+        assert_eq!(payload_prefix(&[0x1f, 0x8b, 0x08, 0xff]), None, "reserved flag bits set");
+        assert_eq!(payload_prefix(b"BZh9"), None, "too short to be sure");
+        assert_eq!(payload_prefix(b"BZh91AY&SY"), Some(PayloadPrefix::Kind(Kind::Bzip2)));
+        assert_eq!(payload_prefix(b"070707012345"), Some(PayloadPrefix::Kind(Kind::Cpio)));
+        assert_eq!(payload_prefix(b"070707 is a date"), None);
+    }
+
+    #[test]
+    fn mz_is_pe_only_with_its_header() {
+        let mut pe = vec![0u8; 0x100];
+        pe[..2].copy_from_slice(b"MZ");
+        pe[0x3c] = 0x80;
+        pe[0x80..0x84].copy_from_slice(b"PE\0\0");
+        assert_eq!(sniff(&pe).unwrap().kind, Kind::Pe);
+        pe[0x80] = b'X';
+        assert_eq!(sniff(&pe).unwrap().kind, Kind::MsDos);
+    }
+}

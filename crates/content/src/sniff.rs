@@ -1,0 +1,253 @@
+//! The sniffing verdict: one streaming pass over the content that decides
+//! whether it is acceptable text, from its bytes alone.
+//!
+//! Order of judgement, the same however the content is chunked:
+//! 1. larger than the cap: refused (`content_too_large`);
+//! 2. a decisive signature at the start (ELF, zip, tar, PDF, ...): refused
+//!    by its class;
+//! 3. a base64 payload inside the text: refused (`content_embedded_*`), with
+//!    the offset where its base64 begins;
+//! 4. not text: refused — by the signature at the start when one matches
+//!    (`MZ`, `BZh`, ...), else by a signature glued on where the text stops
+//!    (a polyglot: text with an archive appended), else as `binary`; the
+//!    offset is where it stops being text;
+//! 5. otherwise text: accepted.
+
+use gatehouse_core::Reason;
+use serde::Serialize;
+
+use crate::embedded::PayloadFinder;
+use crate::kind::{Class, Kind};
+use crate::magic::{self, SNIFF_LEN};
+use crate::text::{Encoding, TextValidator};
+
+/// Bytes kept after the first non-text byte, to name what was glued on.
+const BOUNDARY_AFTER: usize = 1024;
+/// Bytes kept before it: the longest signature that starts in text
+/// (`!<arch>\n` is 8; `PK` of `PK\x03\x04` is 2).
+const BOUNDARY_BEFORE: usize = 8;
+
+/// The result of sniffing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// What the content is (or, for an embedded payload, what the payload is).
+    pub kind: Kind,
+    /// Why it is refused; `None` when accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Reason>,
+    /// Where the refused part begins: the embedded payload's base64, or the
+    /// first byte that is not text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+}
+
+impl Finding {
+    /// Whether sniffing accepts the content.
+    pub fn accepted(&self) -> bool {
+        self.reason.is_none()
+    }
+
+    fn refused(kind: Kind, reason: Reason, offset: Option<u64>) -> Self {
+        Self { kind, reason: Some(reason), offset }
+    }
+
+    fn by_class(kind: Kind, offset: Option<u64>) -> Self {
+        let reason = match kind.class() {
+            Class::Executable => Reason::ContentExecutable,
+            Class::Archive => Reason::ContentArchive,
+            Class::NotText | Class::Text => Reason::ContentNotText,
+        };
+        Self::refused(kind, reason, offset)
+    }
+}
+
+/// Streaming sniffer. Feed the content through [`update`](Self::update)
+/// (stop early once [`decided`](Self::decided) answers) and call
+/// [`finish`](Self::finish).
+#[derive(Debug)]
+pub struct Sniffer {
+    max_bytes: u64,
+    total: u64,
+    prefix: Vec<u8>,
+    text: TextValidator,
+    finder: PayloadFinder,
+    /// The last bytes before the current chunk, for the boundary window.
+    tail: Vec<u8>,
+    /// Bytes around the first non-text byte, and the offset of their first.
+    boundary: Option<(u64, Vec<u8>, usize)>,
+    decided: Option<Finding>,
+}
+
+impl Sniffer {
+    /// A sniffer that refuses content longer than `max_bytes`.
+    pub fn new(max_bytes: u64) -> Self {
+        Self {
+            max_bytes,
+            total: 0,
+            prefix: Vec::with_capacity(1024),
+            text: TextValidator::new(),
+            finder: PayloadFinder::new(),
+            tail: Vec::with_capacity(BOUNDARY_BEFORE),
+            boundary: None,
+            decided: None,
+        }
+    }
+
+    /// The verdict, once no further byte can change it.
+    pub fn decided(&self) -> Option<Finding> {
+        self.decided
+    }
+
+    /// Bytes fed so far.
+    pub fn len(&self) -> u64 {
+        self.total
+    }
+
+    /// Whether nothing has been fed.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Feeds the next chunk of content.
+    pub fn update(&mut self, chunk: &[u8]) {
+        if self.decided.is_some() || chunk.is_empty() {
+            return;
+        }
+        let base = self.total;
+        if base + chunk.len() as u64 > self.max_bytes {
+            self.total = base + chunk.len() as u64;
+            self.decided = Some(self.too_large());
+            return;
+        }
+        self.total += chunk.len() as u64;
+        if self.prefix.len() < SNIFF_LEN {
+            let take = (SNIFF_LEN - self.prefix.len()).min(chunk.len());
+            self.prefix.extend_from_slice(&chunk[..take]);
+        }
+
+        if self.text.first_bad().is_none() {
+            // Only text is searched for payloads; `update` stops where it stops.
+            self.finder.update(self.text.update(chunk));
+            if let Some(bad) = self.text.first_bad() {
+                // The tail and this chunk, seen as one: the first bad byte
+                // may sit in a sequence that began in the previous chunk.
+                let virtual_start = base - self.tail.len() as u64;
+                let at = bad.saturating_sub(virtual_start) as usize;
+                let from = at.saturating_sub(BOUNDARY_BEFORE);
+                let before = at - from;
+                let end = (at + BOUNDARY_AFTER).min(self.tail.len() + chunk.len());
+                let window: Vec<u8> = self
+                    .tail
+                    .iter()
+                    .chain(chunk.iter())
+                    .skip(from)
+                    .take(end.saturating_sub(from))
+                    .copied()
+                    .collect();
+                self.boundary = Some((bad - before as u64, window, before));
+            }
+        } else if let Some((_, window, before)) = &mut self.boundary {
+            let room = (*before + BOUNDARY_AFTER).saturating_sub(window.len());
+            window.extend_from_slice(&chunk[..room.min(chunk.len())]);
+        }
+        if chunk.len() >= BOUNDARY_BEFORE {
+            self.tail.clear();
+            self.tail.extend_from_slice(&chunk[chunk.len() - BOUNDARY_BEFORE..]);
+        } else {
+            self.tail.extend_from_slice(chunk);
+            let excess = self.tail.len().saturating_sub(BOUNDARY_BEFORE);
+            self.tail.drain(..excess);
+        }
+        self.decided = self.early();
+    }
+
+    /// What can be decided before the end.
+    fn early(&self) -> Option<Finding> {
+        if let Some(s) = magic::sniff(&self.prefix)
+            && s.decisive
+        {
+            return Some(Finding::by_class(s.kind, Some(0)));
+        }
+        if let Some(p) = self.finder.found() {
+            return Some(self.embedded(p.kind, p.offset));
+        }
+        let boundary_full =
+            self.boundary.as_ref().is_some_and(|(_, w, before)| w.len() >= before + BOUNDARY_AFTER);
+        if self.text.first_bad().is_some() && self.prefix.len() >= SNIFF_LEN && boundary_full {
+            return Some(self.not_text());
+        }
+        None
+    }
+
+    fn embedded(&self, kind: Kind, offset: u64) -> Finding {
+        let offset = match self.text.encoding() {
+            Some(Encoding::Utf16Le | Encoding::Utf16Be) => 2 + 2 * offset,
+            _ => offset,
+        };
+        let reason = match kind.class() {
+            Class::Executable => Reason::ContentEmbeddedExecutable,
+            _ => Reason::ContentEmbeddedArchive,
+        };
+        Finding::refused(kind, reason, Some(offset))
+    }
+
+    fn not_text(&self) -> Finding {
+        if let Some(s) = magic::sniff(&self.prefix) {
+            return Finding::by_class(s.kind, Some(0));
+        }
+        if let Some((start, window, before)) = &self.boundary {
+            // A signature that begins in the last text bytes or at the first
+            // binary one: something was glued onto text.
+            for p in 0..=*before {
+                if let Some(s) = magic::sniff(&window[p..])
+                    && matches!(s.kind.class(), Class::Executable | Class::Archive)
+                {
+                    return Finding::by_class(s.kind, Some(start + p as u64));
+                }
+            }
+        }
+        Finding::by_class(Kind::Binary, self.text.first_bad())
+    }
+
+    fn too_large(&self) -> Finding {
+        let kind = magic::sniff(&self.prefix).map_or(Kind::Binary, |s| s.kind);
+        Finding::refused(kind, Reason::ContentTooLarge, None)
+    }
+
+    /// Ends the content and returns the verdict.
+    pub fn finish(mut self) -> Finding {
+        if let Some(d) = self.decided {
+            return d;
+        }
+        let rest = self.text.finish().to_vec();
+        if self.text.first_bad().is_none() {
+            self.finder.update(&rest);
+        }
+        let payload = self.finder.finish();
+        if let Some(s) = magic::sniff(&self.prefix)
+            && s.decisive
+        {
+            return Finding::by_class(s.kind, Some(0));
+        }
+        if let Some(p) = payload {
+            return self.embedded(p.kind, p.offset);
+        }
+        if self.text.first_bad().is_some() {
+            return self.not_text();
+        }
+        let kind = match self.text.encoding() {
+            _ if self.total == 0 => Kind::Empty,
+            Some(Encoding::Utf16Le) => Kind::Utf16LeText,
+            Some(Encoding::Utf16Be) => Kind::Utf16BeText,
+            _ => Kind::Utf8Text,
+        };
+        Finding { kind, reason: None, offset: None }
+    }
+}
+
+/// Sniffs complete content in one call.
+pub fn sniff_bytes(content: &[u8], max_bytes: u64) -> Finding {
+    let mut s = Sniffer::new(max_bytes);
+    s.update(content);
+    s.finish()
+}

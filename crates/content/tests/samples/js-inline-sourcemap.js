@@ -1,0 +1,10 @@
+// greet.js
+function greet(name) {
+  const who = name || "traveller";
+  return `Welcome through the gatehouse, ${who}!`;
+}
+console.log(greet("keeper"));
+export {
+  greet
+};
+//# sourceMappingURL=data:application/json;base64,ewogICJ2ZXJzaW9uIjogMywKICAic291cmNlcyI6IFsiZ3JlZXQuanMiXSwKICAic291cmNlc0NvbnRlbnQiOiBbIi8vIEdyZWV0cyB3aG9ldmVyIHBhc3NlcyB0aGUgZ2F0ZS5cbmV4cG9ydCBmdW5jdGlvbiBncmVldChuYW1lKSB7XG4gIGNvbnN0IHdobyA9IG5hbWUgfHwgXCJ0cmF2ZWxsZXJcIjtcbiAgcmV0dXJuIGBXZWxjb21lIHRocm91Z2ggdGhlIGdhdGVob3VzZSwgJHt3aG99IWA7XG59XG5jb25zb2xlLmxvZyhncmVldChcImtlZXBlclwiKSk7XG4iXSwKICAibWFwcGluZ3MiOiAiO0FBQ08sU0FBUyxNQUFNLE1BQU07QUFDMUIsUUFBTSxNQUFNLFFBQVE7QUFDcEIsU0FBTyxrQ0FBa0MsR0FBRztBQUM5QztBQUNBLFFBQVEsSUFBSSxNQUFNLFFBQVEsQ0FBQzsiLAogICJuYW1lcyI6IFtdCn0K
