@@ -69,6 +69,10 @@ pub mod names {
     pub const LEDGER_KEY_PREFIX: &str = "GATEHOUSE_LEDGER_KEY_PREFIX";
     /// Upper bound on one ledger operation, in milliseconds [1000].
     pub const LEDGER_TIMEOUT_MS: &str = "GATEHOUSE_LEDGER_TIMEOUT_MS";
+    /// Largest content `POST /v1/content/scan` and `content scan` accept, in bytes [33554432 (32 MiB)].
+    pub const CONTENT_MAX_BYTES: &str = "GATEHOUSE_CONTENT_MAX_BYTES";
+    /// Upper bound on one clamd exchange (connect, stream, reply), in milliseconds [30000].
+    pub const CLAMD_TIMEOUT_MS: &str = "GATEHOUSE_CLAMD_TIMEOUT_MS";
     /// CIDRs an operator explicitly opens to egress (never metadata).
     pub const EGRESS_ALLOW_RANGES: &str = "GATEHOUSE_EGRESS_ALLOW_RANGES";
     /// DNS servers for egress resolution: comma-separated `IP` or `IP:port` [/etc/resolv.conf].
@@ -130,6 +134,8 @@ pub mod names {
         REDIS_URL,
         LEDGER_KEY_PREFIX,
         LEDGER_TIMEOUT_MS,
+        CONTENT_MAX_BYTES,
+        CLAMD_TIMEOUT_MS,
         EGRESS_ALLOW_RANGES,
         PROXY_CONNECT_PORTS,
         DNS_SERVERS,
@@ -315,6 +321,10 @@ pub struct Config {
     pub sandbox_execution: bool,
     /// clamd address, when configured.
     pub clamd: Option<(String, u16)>,
+    /// Upper bound on one clamd exchange.
+    pub clamd_timeout: std::time::Duration,
+    /// Largest content scanned.
+    pub content_max_bytes: u64,
     /// Manifest clock skew tolerance.
     pub manifest_clock_skew_secs: i64,
     /// Longest manifest lifetime accepted.
@@ -800,7 +810,12 @@ impl Reader<'_> {
 
         let clamd = self.get(names::CLAMD_HOST).map(|h| h.trim().to_owned());
         let clamd_port = self.int(names::CLAMD_PORT, 3310, 1..=65_535);
-        let clamd = clamd.map(|h| (h, u16::try_from(clamd_port).unwrap_or(3310)));
+        let clamd = clamd.filter(|h| !h.is_empty()).map(|h| (h, u16::try_from(clamd_port).unwrap_or(3310)));
+        let clamd_timeout_ms = self.int(names::CLAMD_TIMEOUT_MS, 30_000, 100..=600_000);
+        let clamd_timeout =
+            std::time::Duration::from_millis(u64::try_from(clamd_timeout_ms).unwrap_or(30_000));
+        let content_max_bytes = self.int(names::CONTENT_MAX_BYTES, 32 << 20, 1..=1 << 30);
+        let content_max_bytes = u64::try_from(content_max_bytes).unwrap_or(32 << 20);
 
         let mut warnings = Vec::new();
         if local_mode {
@@ -869,6 +884,8 @@ impl Reader<'_> {
             local_mode,
             sandbox_execution,
             clamd,
+            clamd_timeout,
+            content_max_bytes,
             manifest_clock_skew_secs,
             manifest_max_lifetime_secs,
             manifest_ttl_secs,

@@ -187,12 +187,14 @@ fn printable(s: &str) -> bool {
 /// Reads one reply: up to a NUL (the `z` commands' terminator) or EOF.
 async fn read_reply(conn: &mut Box<dyn Stream>) -> Result<String, ClamdError> {
     let mut reply = Vec::with_capacity(64);
+    let mut received = 0;
     let mut buf = [0u8; 512];
     loop {
         let n = conn.read(&mut buf).await.map_err(broken)?;
         if n == 0 {
             break;
         }
+        received += n;
         reply.extend_from_slice(&buf[..n]);
         if let Some(end) = reply.iter().position(|&b| b == 0) {
             reply.truncate(end);
@@ -202,11 +204,15 @@ async fn read_reply(conn: &mut Box<dyn Stream>) -> Result<String, ClamdError> {
             return Err(ClamdError::InvalidReply);
         }
     }
+    if reply.is_empty() {
+        return Err(if received == 0 {
+            ClamdError::Error("connection closed without a reply".into())
+        } else {
+            ClamdError::InvalidReply
+        });
+    }
     let reply = String::from_utf8(reply).map_err(|_| ClamdError::InvalidReply)?;
     let reply = reply.trim_end_matches(['\n', '\r']).to_owned();
-    if reply.is_empty() {
-        return Err(ClamdError::Error("connection closed without a reply".into()));
-    }
     Ok(reply)
 }
 

@@ -29,6 +29,18 @@ pub enum VerdictKind {
     Infected,
 }
 
+impl VerdictKind {
+    /// The stable wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Clean => "clean",
+            Self::NotScanned => "not_scanned",
+            Self::Refused => "refused",
+            Self::Infected => "infected",
+        }
+    }
+}
+
 /// A verdict on one piece of content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Verdict {
@@ -85,12 +97,34 @@ impl ContentScanner {
         self.max_bytes
     }
 
+    /// A sniffer with this scanner's size cap, for callers that stream
+    /// content themselves and then call [`conclude`](Self::conclude).
+    pub fn sniffer(&self) -> Sniffer {
+        Sniffer::new(self.max_bytes)
+    }
+
+    /// Whether callers must keep the streamed bytes for [`conclude`](Self::conclude)
+    /// (they go to clamd once sniffing accepts them).
+    pub fn keeps_content(&self) -> bool {
+        self.clamd.is_some()
+    }
+
+    /// The verdict on streamed content: `kept` holds the bytes fed to
+    /// `sniffer` when [`keeps_content`](Self::keeps_content) says so.
+    pub async fn conclude(&self, sniffer: Sniffer, kept: &[u8]) -> Verdict {
+        let bytes = sniffer.len();
+        let finding = sniffer.finish();
+        if !finding.accepted() {
+            return Verdict::from_finding(finding, bytes);
+        }
+        self.with_clamd(finding, kept).await
+    }
+
     /// Scans complete content.
     pub async fn scan_bytes(&self, content: &[u8]) -> Verdict {
-        let mut sniffer = Sniffer::new(self.max_bytes);
+        let mut sniffer = self.sniffer();
         sniffer.update(content);
-        let finding = sniffer.finish();
-        self.with_clamd(finding, content).await
+        self.conclude(sniffer, content).await
     }
 
     /// Scans a file, streaming it: a file over the cap is refused after
@@ -100,7 +134,7 @@ impl ContentScanner {
     /// have changed.
     pub async fn scan_file(&self, path: &Path) -> std::io::Result<Verdict> {
         let mut file = tokio::fs::File::open(path).await?;
-        let mut sniffer = Sniffer::new(self.max_bytes);
+        let mut sniffer = self.sniffer();
         let mut kept = Vec::new();
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
@@ -112,25 +146,16 @@ impl ContentScanner {
             if sniffer.decided().is_some() {
                 break;
             }
-            if self.clamd.is_some() {
+            if self.keeps_content() {
                 kept.extend_from_slice(&buf[..n]);
             }
         }
-        let bytes = sniffer.len();
-        let finding = sniffer.finish();
-        if !finding.accepted() {
-            return Ok(Verdict::from_finding(finding, bytes));
-        }
-        Ok(self.with_clamd(finding, &kept).await)
+        Ok(self.conclude(sniffer, &kept).await)
     }
 
     async fn with_clamd(&self, finding: Finding, content: &[u8]) -> Verdict {
-        let bytes = content.len() as u64;
-        let mut verdict = Verdict::from_finding(finding, bytes);
+        let mut verdict = Verdict::from_finding(finding, content.len() as u64);
         let Some(clamd) = &self.clamd else { return verdict };
-        if !finding.accepted() {
-            return verdict;
-        }
         match clamd.scan_bytes(content).await {
             Ok(ClamdVerdict::Clean) => verdict.verdict = VerdictKind::Clean,
             Ok(ClamdVerdict::Infected(name)) => {

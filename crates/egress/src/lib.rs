@@ -26,6 +26,7 @@ pub mod fetch;
 pub mod policy;
 pub mod proxy;
 pub mod resolve;
+pub mod service;
 pub mod special;
 pub mod target;
 

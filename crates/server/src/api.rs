@@ -1,8 +1,8 @@
 //! The HTTP API. Handlers translate between wire shapes and the capability
 //! crate's decisions; every refusal is recorded before it is answered.
 
-use axum::extract::rejection::PathRejection;
-use axum::extract::{DefaultBodyLimit, Extension, Path, State};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Extension, Path, Query, State};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -37,6 +37,8 @@ pub fn router(state: AppState) -> Router {
         .route("/refusals", get(list_refusals))
         .route("/tenants/{tenant_id}/egress-policy", put(set_egress_policy))
         .route("/egress/fetch", post(egress_fetch))
+        .route("/content/scan", post(scan_content))
+        .route("/content/scanner", get(scanner_status))
         .route_layer(middleware::from_fn_with_state(state.clone(), crate::http::require_service_token));
     Router::new()
         .route("/healthz", get(healthz))
@@ -62,6 +64,14 @@ async fn readyz(State(state): State<AppState>) -> Response {
         && let Err(reason) = ledger.get("readyz-probe").await
     {
         let body = json!({"status": "not_ready", "role": state.role.as_str(), "reason": reason});
+        return (http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
+    // A node whose configured scanner cannot answer would refuse every
+    // upload: route traffic elsewhere until it can.
+    if let Some(clamd) = state.content.clamd()
+        && let Err(e) = clamd.ping().await
+    {
+        let body = json!({"status": "not_ready", "role": state.role.as_str(), "reason": e.reason()});
         return (http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     }
     Json(json!({"status": "ready", "role": state.role.as_str()})).into_response()
@@ -513,4 +523,77 @@ async fn egress_fetch(
 
 async fn list_refusals(State(state): State<AppState>) -> Json<Value> {
     Json(json!({"refusals": state.refusals.recent()}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScanQuery {
+    tenant_id: Option<String>,
+    run_id: Option<String>,
+}
+
+/// `POST /v1/content/scan`: the body is the content itself, streamed
+/// through the sniffer and capped at `GATEHOUSE_CONTENT_MAX_BYTES` (reading
+/// stops there). The answer is the verdict, with status 200 whatever it is:
+/// a refusal is a verdict, not a failed call. Refusals are recorded.
+async fn scan_content(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    query: Result<Query<ScanQuery>, QueryRejection>,
+    body: axum::body::Body,
+) -> Result<Json<Value>, ApiError> {
+    use futures_util::StreamExt as _;
+    let Ok(Query(query)) = query else {
+        return Err(bad_request(&rid, "the query may hold tenant_id and run_id only"));
+    };
+    if [&query.tenant_id, &query.run_id].into_iter().flatten().any(|id| !is_valid_id(id)) {
+        return Err(bad_request(&rid, "ids are 1-128 characters of [A-Za-z0-9._:-]"));
+    }
+    let scanner = &state.content;
+    let mut sniffer = scanner.sniffer();
+    let mut kept = Vec::new();
+    let mut frames = body.into_data_stream();
+    while let Some(frame) = frames.next().await {
+        let frame = frame.map_err(|_| bad_request(&rid, "the body could not be read"))?;
+        sniffer.update(&frame);
+        if sniffer.decided().is_some() {
+            break;
+        }
+        if scanner.keeps_content() {
+            kept.extend_from_slice(&frame);
+        }
+    }
+    let verdict = scanner.conclude(sniffer, &kept).await;
+    state.metrics.record_content(verdict.verdict);
+    if let Some(reason) = verdict.reason {
+        state.refusals.record_refusal(gatehouse_core::Refusal {
+            kind: RefusalKind::ContentRefused,
+            reason,
+            tenant_id: query.tenant_id,
+            run_id: query.run_id,
+            request_id: Some(rid.0.clone()),
+            host: None,
+            rule: verdict.signature.clone(),
+            at: 0,
+        });
+    }
+    Ok(Json(serde_json::to_value(&verdict).unwrap_or_default()))
+}
+
+/// `GET /v1/content/scanner`: whether a malware scanner is configured and
+/// answering (clamd `PING` and `VERSION`).
+async fn scanner_status(State(state): State<AppState>) -> Json<Value> {
+    let Some(clamd) = state.content.clamd() else {
+        return Json(json!({"configured": false, "max_bytes": state.content.max_bytes()}));
+    };
+    let status = match clamd.version().await {
+        Ok(version) => json!({"reachable": true, "version": version}),
+        Err(e) => json!({"reachable": false, "reason": e.reason()}),
+    };
+    let mut body =
+        json!({"configured": true, "address": clamd.describe(), "max_bytes": state.content.max_bytes()});
+    if let (Some(body), Value::Object(status)) = (body.as_object_mut(), status) {
+        body.extend(status);
+    }
+    Json(body)
 }

@@ -68,6 +68,31 @@ enum Command {
         #[command(subcommand)]
         command: EgressCommand,
     },
+    /// Content scanning.
+    Content {
+        #[command(subcommand)]
+        command: ContentCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ContentCommand {
+    /// Judge files by their bytes (and clamd, when configured). Exit 0 when
+    /// every file is clean or not_scanned, 1 when any is refused or
+    /// infected, 2 when a file cannot be read.
+    Scan {
+        /// The files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// clamd address [CLAMD_HOST and CLAMD_PORT].
+        #[arg(long, value_name = "HOST:PORT")]
+        clamd: Option<String>,
+        /// Size cap per file [GATEHOUSE_CONTENT_MAX_BYTES, else 32 MiB].
+        #[arg(long = "max-bytes")]
+        max_bytes: Option<u64>,
+        #[command(flatten)]
+        out: Output,
+    },
 }
 
 #[derive(Subcommand)]
@@ -230,6 +255,9 @@ pub fn main() -> ExitCode {
         Command::Egress {
             command: EgressCommand::Check { url, policy, resolve, webhook, allow_ranges, out },
         } => egress_check(&url, policy, &resolve, webhook, allow_ranges, out.json),
+        Command::Content { command: ContentCommand::Scan { files, clamd, max_bytes, out } } => {
+            content_scan(&files, clamd.as_deref(), max_bytes, out.json)
+        }
     };
     match result {
         Ok(code) => code,
@@ -529,6 +557,103 @@ fn egress_check(
         }
     }
     Ok(if decision.allowed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// `HOST:PORT`, with IPv6 hosts in brackets.
+fn host_port(s: &str) -> Option<(String, u16)> {
+    let (host, port) = s.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (!host.is_empty()).then(|| Some((host.to_owned(), port.parse().ok()?)))?
+}
+
+fn content_scan(
+    files: &[PathBuf],
+    clamd: Option<&str>,
+    max_bytes: Option<u64>,
+    json_out: bool,
+) -> Result<ExitCode, Fail> {
+    let env = environment(None);
+    let clamd = match clamd {
+        Some(at) => Some(host_port(at).ok_or_else(|| Fail(format!("--clamd {at}: expected HOST:PORT")))?),
+        None => match env.var(names::CLAMD_HOST).filter(|h| !h.trim().is_empty()) {
+            Some(host) => {
+                let port = match env.var(names::CLAMD_PORT) {
+                    Some(p) => {
+                        p.trim().parse().map_err(|_| Fail(format!("{}: not a port", names::CLAMD_PORT)))?
+                    }
+                    None => gatehouse_content::clamd::DEFAULT_PORT,
+                };
+                Some((host.trim().to_owned(), port))
+            }
+            None => None,
+        },
+    };
+    let max_bytes = match (max_bytes, env.var(names::CONTENT_MAX_BYTES)) {
+        (Some(n), _) => n,
+        (None, Some(v)) => v
+            .trim()
+            .parse()
+            .map_err(|_| Fail(format!("{}: not a number of bytes", names::CONTENT_MAX_BYTES)))?,
+        (None, None) => gatehouse_content::DEFAULT_MAX_BYTES,
+    };
+    let timeout = match env.var(names::CLAMD_TIMEOUT_MS) {
+        Some(v) => {
+            v.trim().parse().map_err(|_| Fail(format!("{}: not a number", names::CLAMD_TIMEOUT_MS)))?
+        }
+        None => 30_000,
+    };
+    let scanner = crate::scanner::content_scanner(
+        clamd.as_ref().map(|(h, p)| (h.as_str(), *p)),
+        std::time::Duration::from_millis(timeout),
+        max_bytes,
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {}", e.kind()))?;
+    let mut results = Vec::new();
+    let mut unreadable = false;
+    let mut refused = false;
+    for file in files {
+        match runtime.block_on(scanner.scan_file(file)) {
+            Ok(verdict) => {
+                refused |= !verdict.accepted();
+                let mut entry = serde_json::to_value(&verdict).unwrap_or_default();
+                if let Some(obj) = entry.as_object_mut() {
+                    obj.insert("file".into(), Value::String(file.display().to_string()));
+                }
+                if !json_out {
+                    let mut line =
+                        format!("{}: {} {}", file.display(), verdict.verdict.as_str(), verdict.kind);
+                    if let Some(reason) = verdict.reason {
+                        line.push_str(&format!(" {reason}"));
+                    }
+                    if let Some(offset) = verdict.offset {
+                        line.push_str(&format!(" at byte {offset}"));
+                    }
+                    if let Some(signature) = &verdict.signature {
+                        line.push_str(&format!(" ({signature})"));
+                    }
+                    println!("{line}");
+                }
+                results.push(entry);
+            }
+            Err(e) => {
+                unreadable = true;
+                eprintln!("gatehouse: cannot read {}: {}", file.display(), e.kind());
+            }
+        }
+    }
+    if json_out {
+        println!("{}", json!({"results": results}));
+    }
+    Ok(ExitCode::from(if unreadable {
+        2
+    } else if refused {
+        1
+    } else {
+        0
+    }))
 }
 
 /// DNS as the door resolves (GATEHOUSE_DNS_SERVERS, else the system's

@@ -12,5 +12,6 @@ pub mod api;
 pub mod cli;
 mod files;
 pub mod http;
+pub mod scanner;
 pub mod serve;
 pub mod state;

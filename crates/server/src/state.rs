@@ -56,6 +56,8 @@ pub struct Inner {
     pub proxy: Option<Arc<Proxy>>,
     /// The fetch client behind `POST /v1/egress/fetch` (gateway and all).
     pub fetcher: Option<Fetcher>,
+    /// Sniffing plus clamd when configured (`POST /v1/content/scan`).
+    pub content: gatehouse_content::ContentScanner,
     /// Counters for `/metrics`.
     pub metrics: Metrics,
 }
@@ -156,6 +158,11 @@ impl AppState {
             .as_ref()
             .filter(|_| config.role.mints())
             .map(|s| SessionKeyDeriver::new(s, config.tenant_isolation_strict));
+        let content = crate::scanner::content_scanner(
+            config.clamd.as_ref().map(|(host, port)| (host.as_str(), *port)),
+            config.clamd_timeout,
+            config.content_max_bytes,
+        );
         Ok(Self(Arc::new(Inner {
             role: config.role,
             signer: config.manifest_signing_key.map(ManifestSigner::new),
@@ -173,6 +180,7 @@ impl AppState {
             policies,
             proxy,
             fetcher,
+            content,
             metrics: Metrics::default(),
             clock,
         })))
@@ -290,7 +298,15 @@ impl RefusalSink for RefusalLog {
 pub struct Metrics {
     by_class: [AtomicU64; 5],
     unsigned_passed: AtomicU64,
+    content_verdicts: [AtomicU64; 4],
 }
+
+const VERDICTS: [gatehouse_content::VerdictKind; 4] = [
+    gatehouse_content::VerdictKind::Clean,
+    gatehouse_content::VerdictKind::NotScanned,
+    gatehouse_content::VerdictKind::Refused,
+    gatehouse_content::VerdictKind::Infected,
+];
 
 impl Metrics {
     /// Counts one response.
@@ -303,6 +319,13 @@ impl Metrics {
     /// `SANDBOX_REQUIRE_EGRESS_MANIFEST=false`.
     pub fn record_unsigned(&self) {
         self.unsigned_passed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one content verdict.
+    pub fn record_content(&self, verdict: gatehouse_content::VerdictKind) {
+        if let Some(i) = VERDICTS.iter().position(|v| *v == verdict) {
+            self.content_verdicts[i].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Prometheus text exposition of every counter.
@@ -325,6 +348,11 @@ impl Metrics {
             "Execute requests passed without a manifest (SANDBOX_REQUIRE_EGRESS_MANIFEST=false).",
             [(String::new(), self.unsigned_passed.load(Ordering::Relaxed))],
         );
+        let verdicts = VERDICTS
+            .iter()
+            .zip(&self.content_verdicts)
+            .map(|(v, c)| (format!("{{verdict=\"{}\"}}", v.as_str()), c.load(Ordering::Relaxed)));
+        counter_family(&mut out, "gatehouse_content_scans_total", "Content verdicts.", verdicts);
         if let Some(stats) = proxy {
             counter_family(
                 &mut out,

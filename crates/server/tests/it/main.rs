@@ -4,6 +4,7 @@
 
 mod api;
 mod cli;
+mod content;
 mod ledger;
 mod proxy;
 mod support;
