@@ -20,7 +20,7 @@
 //!
 //! # Bounded work
 //!
-//! Each start is judged from at most a few hundred characters: the first 12
+//! Each start is judged from at most a few hundred characters: the first 16
 //! (every signature in [`magic::payload_prefix`]), characters 340..356 (tar's
 //! `ustar` at decoded offset 257) and, for `MZ`, the header it points to.
 //! Only those slices are decoded. Text outside long segments is skipped
@@ -43,8 +43,8 @@ use crate::magic::{self, PayloadPrefix};
 
 /// The shortest run judged a payload: 24 characters, 18 bytes.
 pub const MIN_PAYLOAD_CHARS: u64 = 24;
-/// Characters needed for every prefix signature (9 bytes).
-const PREFIX_CHARS: u64 = 12;
+/// Characters needed for every prefix signature (12 bytes; bzip2's is 10).
+const PREFIX_CHARS: u64 = 16;
 /// Characters that hold decoded bytes 255..267, where tar's magic lives.
 const TAR_CHARS: std::ops::Range<usize> = 340..356;
 /// Characters that hold an `MZ` header's first 66 bytes.
@@ -53,6 +53,8 @@ const MZ_HEADER_CHARS: u64 = 88;
 const MAX_NEED: u64 = 1400;
 /// Bytes of earlier input kept to find a short first line of a wrapped block.
 const LOOKBACK: usize = 64;
+/// The text is judged in pieces of this many bytes, cut at fixed offsets.
+pub const PIECE: usize = 64 * 1024;
 /// The block size of the skip loop: every segment of 15 or more characters
 /// contains a whole block.
 const BLOCK: usize = 8;
@@ -89,18 +91,66 @@ static CLASS: [Class; 256] = {
 
 #[inline(always)]
 fn is_alpha(b: u8) -> bool {
+    // Letters, digits, `_`, and `+ - /` (the odd bytes of 0x2B..=0x2F), as
+    // compares only, so block scans vectorize.
     let l = b | 0x20;
     (l.wrapping_sub(b'a') < 26)
         | (b.wrapping_sub(b'0') < 10)
-        | (b == b'+')
-        | (b == b'/')
-        | (b == b'-')
+        | ((b.wrapping_sub(0x2b) < 5) & (b & 1 == 1))
         | (b == b'_')
 }
 
-#[inline(always)]
-fn all_alpha(block: &[u8]) -> bool {
-    block.iter().fold(true, |acc, &b| acc & is_alpha(b))
+/// The end of the stretch of base64 characters starting at `i`, 32 bytes
+/// at a time where it can.
+fn alpha_run_end(data: &[u8], mut i: usize) -> usize {
+    while let Some(block) = data.get(i..i + 32) {
+        if block.iter().fold(1u8, |acc, &b| acc & u8::from(is_alpha(b))) == 0 {
+            break;
+        }
+        i += 32;
+    }
+    data[i..].iter().position(|&b| !is_alpha(b)).map_or(data.len(), |n| i + n)
+}
+
+/// Where the segment ending before `end` begins, not before `from`; a JSON
+/// escaped slash (`\/`) belongs to the segment.
+fn walk_back(data: &[u8], end: usize, from: usize) -> usize {
+    let mut s = end;
+    while s > from {
+        let escaped_slash = data[s - 1] == b'\\' && data.get(s) == Some(&b'/');
+        if CLASS[data[s - 1] as usize] != Class::Alpha && !escaped_slash {
+            break;
+        }
+        s -= 1;
+    }
+    s
+}
+
+/// The start of the first 8-byte block at `from + 8k` made only of base64
+/// characters. Works 32 bytes at a time on 0/1 flags, which compiles to
+/// vector compares; every segment of 15 or more characters after `from`
+/// contains such a block.
+fn next_alpha_block(data: &[u8], mut from: usize) -> Option<usize> {
+    const ALL: u64 = 0x0101_0101_0101_0101;
+    while let Some(block) = data.get(from..from + 32) {
+        let mut flags = [0u8; 32];
+        for (f, &b) in flags.iter_mut().zip(block) {
+            *f = u8::from(is_alpha(b));
+        }
+        for (k, word) in flags.chunks_exact(8).enumerate() {
+            if <[u8; 8]>::try_from(word).map(u64::from_le_bytes).ok() == Some(ALL) {
+                return Some(from + 8 * k);
+            }
+        }
+        from += 32;
+    }
+    while let Some(block) = data.get(from..from + BLOCK) {
+        if block.iter().all(|&b| is_alpha(b)) {
+            return Some(from);
+        }
+        from += BLOCK;
+    }
+    None
 }
 
 /// Maps the URL-safe alphabet onto the standard one.
@@ -151,8 +201,6 @@ enum Stage {
 struct Candidate {
     /// Index into the run's characters.
     index: u64,
-    /// Position in the input.
-    at: u64,
     stage: Stage,
 }
 
@@ -245,6 +293,10 @@ enum Mode {
 #[derive(Debug, Default)]
 struct Run {
     len: u64,
+    /// Where recent segments begin: (run index, input position). A
+    /// candidate's offset is found through it, since line breaks sit between
+    /// run characters.
+    segments: VecDeque<(u64, u64)>,
     /// Normalized characters of the run from index `base` on, kept while a
     /// candidate still needs them.
     window: Vec<u8>,
@@ -255,6 +307,8 @@ struct Run {
 /// Streaming search for base64 payloads in text.
 #[derive(Debug)]
 pub struct PayloadFinder {
+    /// Input not yet judged: less than one [`PIECE`].
+    pending_input: Vec<u8>,
     pos: u64,
     mode: Mode,
     run: Run,
@@ -273,6 +327,7 @@ impl PayloadFinder {
     /// A finder at the start of the text.
     pub fn new() -> Self {
         Self {
+            pending_input: Vec::new(),
             pos: 0,
             mode: Mode::Scan,
             run: Run::default(),
@@ -288,7 +343,36 @@ impl PayloadFinder {
     }
 
     /// Feeds the next bytes of text.
-    pub fn update(&mut self, data: &[u8]) {
+    ///
+    /// The text is judged in pieces of exactly [`PIECE`] bytes (the last one
+    /// shorter), cut at the same offsets however the caller chunks it, so the
+    /// answer never depends on how the bytes arrived: bytes are gathered
+    /// until a piece is full, and whole pieces of a large chunk are judged
+    /// in place, without a copy.
+    pub fn update(&mut self, mut data: &[u8]) {
+        while !data.is_empty() && self.found.is_none() {
+            if self.pending_input.is_empty() && data.len() >= PIECE {
+                self.process(&data[..PIECE]);
+                data = &data[PIECE..];
+                continue;
+            }
+            let take = (PIECE - self.pending_input.len()).min(data.len());
+            self.pending_input.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.pending_input.len() == PIECE {
+                self.flush();
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let piece = std::mem::take(&mut self.pending_input);
+        self.process(&piece);
+        self.pending_input = piece;
+        self.pending_input.clear();
+    }
+
+    fn process(&mut self, data: &[u8]) {
         if self.found.is_some() {
             return;
         }
@@ -319,6 +403,9 @@ impl PayloadFinder {
 
     /// Ends the text and returns the first payload found, if any.
     pub fn finish(&mut self) -> Option<Payload> {
+        if !self.pending_input.is_empty() {
+            self.flush();
+        }
         if self.found.is_none() && self.mode != Mode::Scan {
             self.end_run();
         }
@@ -341,38 +428,48 @@ impl PayloadFinder {
     }
 
     /// Outside a run: find the next stretch of base64 long enough to matter.
-    fn scan(&mut self, data: &[u8], from: usize) -> usize {
-        let mut b = from;
-        while b + BLOCK <= data.len() {
-            if all_alpha(&data[b..b + BLOCK]) {
-                break;
-            }
-            b += BLOCK;
-        }
-        if b + BLOCK > data.len() {
-            // No whole block left: look at the tail byte by byte, so a
-            // segment that continues into the next chunk is not lost.
-            b = data.len();
-            for j in (from..data.len()).rev() {
-                if CLASS[data[j] as usize] != Class::Alpha {
-                    break;
+    fn scan(&mut self, data: &[u8], mut from: usize) -> usize {
+        loop {
+            let Some(block) = next_alpha_block(data, from) else {
+                // No whole block left: look at the tail byte by byte, so a
+                // segment that continues into the next chunk is not lost.
+                let end = if data.last() == Some(&b'\\') { data.len() - 1 } else { data.len() };
+                let s = walk_back(data, end, from);
+                if s == end {
+                    return data.len();
                 }
-                b = j;
+                return self.begin(data, s);
+            };
+            let s = walk_back(data, block, from);
+            let e = alpha_run_end(data, block);
+            // A word too short to be a payload, not followed by a line break
+            // that could continue it: skip without starting a run. This is
+            // what keeps prose fast.
+            if e < data.len()
+                && e - s < MIN_PAYLOAD_CHARS as usize
+                && !matches!(data[e], b'\n' | b'\r' | b'\\')
+            {
+                from = e;
+                continue;
             }
-            if b == data.len() {
-                return data.len();
-            }
+            return self.begin(data, s);
         }
-        let mut s = b;
-        while s > from && CLASS[data[s - 1] as usize] == Class::Alpha {
-            s -= 1;
+    }
+
+    /// Starts a run at the segment beginning at `s` (after an escape letter
+    /// such as the `n` of `\n`, which is not part of it).
+    fn begin(&mut self, data: &[u8], mut s: usize) -> usize {
+        if s == 0 && data.first() == Some(&b'/') && self.escaped(data, 0) {
+            // The `\` of `\/` ended the previous chunk.
+            self.start_run_at(data, 0, self.pos - 1);
+            return 0;
         }
-        // `\n`, `\r`, `\t` escapes are line breaks and blanks, not letters.
         while s < data.len() && matches!(data[s], b'n' | b'r' | b't') && self.escaped(data, s as isize) {
             s += 1;
         }
-        if s >= data.len() || CLASS[data[s] as usize] != Class::Alpha {
-            return s.max(from + 1).min(data.len());
+        let escaped_slash = data.get(s..s + 2) == Some(b"\\/");
+        if s >= data.len() || (CLASS[data[s] as usize] != Class::Alpha && !escaped_slash) {
+            return s.min(data.len());
         }
         self.start_run(data, s);
         s
@@ -381,24 +478,28 @@ impl PayloadFinder {
     /// Starts a run at `s`, reaching back for a short first line that the
     /// skip loop passed over.
     fn start_run(&mut self, data: &[u8], s: usize) {
-        self.run = Run { len: 0, window: Vec::new(), base: 0, pending: VecDeque::new() };
+        self.start_run_at(data, s, self.pos + s as u64);
+    }
+
+    /// Starts a run at `s`, whose first character sits at input position `at`.
+    fn start_run_at(&mut self, data: &[u8], s: usize, at: u64) {
+        self.run = Run::default();
         self.mode = Mode::Segment;
-        let at = self.pos + s as u64;
-        if let Some((first_at, chars)) = self.short_first_line(data, s as isize) {
-            for shift in 0..4 {
-                self.run.pending.push_back(Candidate {
-                    index: shift,
-                    at: first_at + shift,
-                    stage: Stage::Prefix,
-                });
-            }
+        let first = self.short_first_line(data, s as isize);
+        self.run.segments.push_back((0, first.as_ref().map_or(at, |(first_at, _)| *first_at)));
+        for shift in 0..4 {
+            self.run.pending.push_back(Candidate { index: shift, stage: Stage::Prefix });
+        }
+        if let Some((_, chars)) = first {
             self.push(&chars);
             self.add_candidate(at);
-        } else {
-            for shift in 0..4 {
-                self.run.pending.push_back(Candidate { index: shift, at: at + shift, stage: Stage::Prefix });
-            }
         }
+    }
+
+    /// The input position of run character `index`.
+    fn position(&self, index: u64) -> u64 {
+        let seg = self.run.segments.iter().rev().find(|(i, _)| *i <= index);
+        seg.map_or(0, |(i, at)| at + (index - i))
     }
 
     /// The previous line's trailing segment, when the line at `s` continues it.
@@ -455,18 +556,36 @@ impl PayloadFinder {
         Some((u64::try_from(first).ok()?, chars))
     }
 
+    /// A new line of the run begins at input position `at`: a candidate.
     fn add_candidate(&mut self, at: u64) {
         if self.run.pending.is_empty() {
             self.run.window.clear();
             self.run.base = self.run.len;
+            self.run.segments.clear();
         }
-        self.run.pending.push_back(Candidate { index: self.run.len, at, stage: Stage::Prefix });
+        self.run.segments.push_back((self.run.len, at));
+        self.run.pending.push_back(Candidate { index: self.run.len, stage: Stage::Prefix });
+    }
+
+    /// Appends the `/` of a JSON `\/` whose slash is at `i`: one character
+    /// from two bytes, so the position map gets a new entry on each side.
+    fn push_escaped_slash(&mut self, i: usize) {
+        let slash = self.pos + i as u64;
+        if !self.run.pending.is_empty() {
+            if self.run.segments.back().map(|s| s.0) != Some(self.run.len) {
+                self.run.segments.push_back((self.run.len, slash - 1));
+            }
+            self.run.segments.push_back((self.run.len + 1, slash + 1));
+        }
+        self.push(b"/");
     }
 
     /// Appends characters to the run and judges the candidates that now have enough.
     fn push(&mut self, chars: &[u8]) {
-        if !self.run.pending.is_empty() {
-            self.run.window.extend(chars.iter().map(|&c| normalize(c)));
+        if let Some(last) = self.run.pending.back() {
+            // No candidate reads past MAX_NEED characters: keep no more.
+            let room = (last.index + MAX_NEED).saturating_sub(self.run.len) as usize;
+            self.run.window.extend(chars[..room.min(chars.len())].iter().map(|&c| normalize(c)));
         }
         self.run.len += chars.len() as u64;
         self.judge_ready(false);
@@ -491,7 +610,7 @@ impl PayloadFinder {
             let chars = self.run.window.get(start..).unwrap_or_default();
             match judge(chars, complete, c.stage, &mut self.scratch) {
                 Judged::Payload(kind) => {
-                    self.found = Some(Payload { kind, offset: c.at });
+                    self.found = Some(Payload { kind, offset: self.position(c.index) });
                     return;
                 }
                 Judged::Harmless => {
@@ -512,6 +631,9 @@ impl PayloadFinder {
                 let drop = (front.index - self.run.base) as usize;
                 self.run.window.drain(..drop);
                 self.run.base = front.index;
+                while self.run.segments.len() > 1 && self.run.segments[1].0 <= front.index {
+                    self.run.segments.pop_front();
+                }
             }
             Some(_) => {}
         }
@@ -527,10 +649,7 @@ impl PayloadFinder {
     fn segment(&mut self, data: &[u8], i: usize) -> usize {
         match CLASS[data[i] as usize] {
             Class::Alpha => {
-                let end = data[i..]
-                    .iter()
-                    .position(|&b| CLASS[b as usize] != Class::Alpha)
-                    .map_or(data.len(), |n| i + n);
+                let end = alpha_run_end(data, i);
                 self.push(&data[i..end]);
                 end
             }
@@ -575,13 +694,13 @@ impl PayloadFinder {
             }
             b'/' if !in_gap => {
                 self.mode = Mode::Segment;
-                self.push(b"/");
+                self.push_escaped_slash(i);
                 i + 1
             }
             b'/' if newline => {
-                self.add_candidate(self.pos + i as u64 - 1);
+                self.add_candidate((self.pos + i as u64) - 1);
                 self.mode = Mode::Segment;
-                self.push(b"/");
+                self.push_escaped_slash(i);
                 i + 1
             }
             _ => {

@@ -13,8 +13,9 @@
 //! - [`payload_prefix`]: does a decoded base64 payload (or the bytes glued
 //!   after a text) begin an executable or an archive? Only formats that can
 //!   hide code count, and only signatures long enough that random bytes match
-//!   them less than once in 2^27 tries; two-byte magics (binary cpio, ARJ) are
-//!   left out, and `MZ` is confirmed by its PE header (see `embedded`).
+//!   them less than once in 2^27 tries; two-byte magics (binary cpio, ARJ,
+//!   Unix compress) are left out, and `MZ` is confirmed by its PE header
+//!   (see `embedded`).
 
 use crate::kind::Kind;
 
@@ -79,7 +80,6 @@ pub fn payload_prefix(b: &[u8]) -> Option<PayloadPrefix> {
         }
         [b'P', b'K', 3, 4, ..] | [b'P', b'K', 5, 6, ..] | [b'P', b'K', 7, 8, ..] => k(Kind::Zip),
         [0x1f, 0x8b, 0x08, flags, ..] if flags & 0xe0 == 0 => k(Kind::Gzip),
-        [0x1f, 0x9d, mode, ..] if (9..=16).contains(&(mode & 0x1f)) && mode & 0x60 == 0 => k(Kind::Compress),
         [b'B', b'Z', b'h', b'1'..=b'9', rest @ ..]
             if rest.starts_with(b"1AY&SY") || rest.starts_with(&[0x17, 0x72, 0x45, 0x38, 0x50, 0x90]) =>
         {
@@ -238,6 +238,9 @@ pub fn sniff(b: &[u8]) -> Option<Sniffed> {
         [0xc7, 0x71, ..] | [0x71, 0xc7, ..] => weak(Kind::Cpio),
         [0x60, 0xea, ..] => weak(Kind::Arj),
         [0x1f, 0x8b, ..] => decisive(Kind::Gzip),
+        // Unix compress: two magic bytes and a flags byte, too weak to look
+        // for inside random base64, decisive as content (0x1F is not text).
+        [0x1f, 0x9d, ..] => decisive(Kind::Compress),
         _ => None,
     }
 }

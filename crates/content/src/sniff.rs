@@ -127,7 +127,8 @@ impl Sniffer {
 
         if self.text.first_bad().is_none() {
             // Only text is searched for payloads; `update` stops where it stops.
-            self.finder.update(self.text.update(chunk));
+            let finder = &mut self.finder;
+            self.text.update(chunk, &mut |text| finder.update(text));
             if let Some(bad) = self.text.first_bad() {
                 // The tail and this chunk, seen as one: the first bad byte
                 // may sit in a sequence that began in the previous chunk.
@@ -219,10 +220,8 @@ impl Sniffer {
         if let Some(d) = self.decided {
             return d;
         }
-        let rest = self.text.finish().to_vec();
-        if self.text.first_bad().is_none() {
-            self.finder.update(&rest);
-        }
+        let finder = &mut self.finder;
+        self.text.finish(&mut |text| finder.update(text));
         let payload = self.finder.finish();
         if let Some(s) = magic::sniff(&self.prefix)
             && s.decisive

@@ -23,11 +23,13 @@ pub const fn forbidden_ascii(b: u8) -> bool {
 
 /// The index of the first forbidden control byte in `b`.
 fn first_forbidden(b: &[u8]) -> Option<usize> {
-    const BLOCK: usize = 32;
+    const BLOCK: usize = 64;
     let mut chunks = b.chunks_exact(BLOCK);
     let mut base = 0;
     for block in &mut chunks {
-        if block.iter().fold(false, |acc, &c| acc | forbidden_ascii(c)) {
+        // OR of 0/1 bytes over a fixed-size block: compiles to vector compares.
+        let any = block.iter().fold(0u8, |acc, &c| acc | u8::from(forbidden_ascii(c)));
+        if any != 0 {
             return block.iter().position(|&c| forbidden_ascii(c)).map(|i| base + i);
         }
         base += BLOCK;
@@ -107,61 +109,50 @@ impl TextValidator {
         self.first_bad
     }
 
-    /// Validates `chunk`. Returns the characters the embedded-payload finder
-    /// should see: the bytes themselves for UTF-8; for UTF-16 one byte per
-    /// code unit (the unit when below 0x80, else 0x80, which the finder treats
-    /// as a separator).
-    /// Only text is returned: it stops at the first byte that is not.
-    pub fn update<'a>(&'a mut self, chunk: &'a [u8]) -> &'a [u8] {
-        let base = self.offset;
-        let from_chunk = self.validate_chunk(chunk);
-        let fed: &[u8] = if from_chunk { chunk } else { &self.out };
-        match (self.encoding, self.first_bad) {
-            (Some(Encoding::Utf8 { .. }), Some(bad)) => {
-                // UTF-8 output is the input itself, from `base` (0 while the
-                // head was held back, and then `base` is 0 as well).
-                let keep = bad.saturating_sub(base).min(fed.len() as u64) as usize;
-                &fed[..keep]
-            }
-            _ => fed,
-        }
-    }
-
-    /// Validates; true when the finder's input is `chunk` itself, false when
-    /// it is `self.out`.
-    fn validate_chunk(&mut self, chunk: &[u8]) -> bool {
+    /// Validates `chunk` and hands `feed` the characters the embedded-payload
+    /// finder should see, in order: the bytes themselves for UTF-8; for
+    /// UTF-16 one byte per code unit (the unit when below 0x80, else 0x80,
+    /// which the finder treats as a separator). Only text is fed: it stops
+    /// at the first byte that is not.
+    pub fn update(&mut self, chunk: &[u8], feed: &mut dyn FnMut(&[u8])) {
+        let mut chunk = chunk;
         if self.encoding.is_none() {
             let take = (3 - self.head.len()).min(chunk.len());
             self.head.extend_from_slice(&chunk[..take]);
+            chunk = &chunk[take..];
             if self.head.len() < 3 {
-                self.out.clear();
-                return false;
+                return;
             }
             self.decide();
-            let mut joined = std::mem::take(&mut self.head);
-            joined.extend_from_slice(&chunk[take..]);
-            self.validate(&joined);
-            if let Some(Encoding::Utf8 { .. }) = self.encoding {
-                self.out = joined;
-            }
-            return false;
+            let head = std::mem::take(&mut self.head);
+            self.validate_and_feed(&head, feed);
         }
-        self.validate(chunk);
-        matches!(self.encoding, Some(Encoding::Utf8 { .. }))
+        self.validate_and_feed(chunk, feed);
     }
 
-    /// Ends the content; returns what the finder still needs to see and the
-    /// validator's verdict through [`first_bad`](Self::first_bad).
-    pub fn finish(&mut self) -> &[u8] {
+    fn validate_and_feed(&mut self, data: &[u8], feed: &mut dyn FnMut(&[u8])) {
+        let base = self.offset;
+        let was_text = self.first_bad.is_none();
+        self.validate(data);
+        if !was_text {
+            return;
+        }
+        match self.encoding {
+            Some(Encoding::Utf8 { .. }) => {
+                let keep = self.first_bad.map_or(data.len() as u64, |bad| bad.saturating_sub(base));
+                feed(&data[..(keep as usize).min(data.len())]);
+            }
+            _ => feed(&self.out),
+        }
+    }
+
+    /// Ends the content, feeding whatever was held back; afterwards
+    /// [`first_bad`](Self::first_bad) is the verdict.
+    pub fn finish(&mut self, feed: &mut dyn FnMut(&[u8])) {
         if self.encoding.is_none() {
             self.decide();
             let head = std::mem::take(&mut self.head);
-            self.validate(&head);
-            if matches!(self.encoding, Some(Encoding::Utf8 { .. })) {
-                self.out = head;
-            }
-        } else {
-            self.out.clear();
+            self.validate_and_feed(&head, feed);
         }
         // A truncated sequence, an odd byte or an unpaired high surrogate at the end.
         if !self.carry.is_empty() {
@@ -170,7 +161,6 @@ impl TextValidator {
         if let Some(high) = self.high_surrogate {
             self.bad(high);
         }
-        &self.out
     }
 
     fn decide(&mut self) {
@@ -218,14 +208,14 @@ impl TextValidator {
             if self.carry.len() < utf8_len(self.carry[0]) {
                 return;
             }
-            if std::str::from_utf8(&self.carry).is_err() {
+            if simdutf8::basic::from_utf8(&self.carry).is_err() {
                 let carry_at = self.carry_at;
                 self.bad(carry_at);
                 return;
             }
             self.carry.clear();
         }
-        let valid = match std::str::from_utf8(data) {
+        let valid = match simdutf8::compat::from_utf8(data) {
             Ok(_) => data.len(),
             Err(e) => {
                 let valid = e.valid_up_to();
@@ -300,8 +290,8 @@ impl TextValidator {
 /// the first byte that is not text.
 pub fn validate(content: &[u8]) -> (Encoding, Option<u64>) {
     let mut v = TextValidator::new();
-    v.update(content);
-    v.finish();
+    v.update(content, &mut |_| {});
+    v.finish(&mut |_| {});
     (v.encoding.unwrap_or(Encoding::Utf8 { bom: false }), v.first_bad)
 }
 
@@ -369,9 +359,9 @@ mod tests {
             for size in 1..8 {
                 let mut v = TextValidator::new();
                 for c in s.chunks(size) {
-                    v.update(c);
+                    v.update(c, &mut |_| {});
                 }
-                v.finish();
+                v.finish(&mut |_| {});
                 assert_eq!((v.encoding.unwrap(), v.first_bad), whole, "chunk size {size}");
             }
         }
