@@ -4,7 +4,7 @@ use std::path::Path;
 
 use gatehouse_core::Reason;
 use serde::Serialize;
-use tokio::io::AsyncReadExt;
+use std::io::Read as _;
 
 use crate::clamd::{Clamd, ClamdVerdict};
 use crate::kind::Kind;
@@ -13,7 +13,7 @@ use crate::sniff::{Finding, Sniffer};
 /// The default cap on content size: 32 MiB.
 pub const DEFAULT_MAX_BYTES: u64 = 32 * 1024 * 1024;
 /// Bytes read from a file at a time.
-const READ_CHUNK: usize = 256 * 1024;
+const READ_CHUNK: usize = 64 * 1024;
 
 /// The four verdicts. `clean` only ever comes from a scanner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -132,16 +132,22 @@ impl ContentScanner {
     /// configured the accepted bytes are kept (at most the cap) so clamd
     /// scans exactly what was sniffed, not a second read of a file that may
     /// have changed.
+    ///
+    /// Reads with blocking I/O — one file after another is what the command
+    /// line does, and a thread-pool hop per read would cost more than the
+    /// read — so do not call it on a server's request path.
     pub async fn scan_file(&self, path: &Path) -> std::io::Result<Verdict> {
-        let mut file = tokio::fs::File::open(path).await?;
+        let mut file = std::fs::File::open(path)?;
         let mut sniffer = self.sniffer();
         let mut kept = Vec::new();
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
-            let n = file.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
+            let n = match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
             sniffer.update(&buf[..n]);
             if sniffer.decided().is_some() {
                 break;

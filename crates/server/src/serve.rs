@@ -121,7 +121,7 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
         }
         None => None,
     };
-    let app = crate::api::router(state);
+    let app = crate::api::router(state.clone());
     for line in generated {
         println!("{line}");
     }
@@ -137,6 +137,19 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
              http://{bound}/v1/manifests/sign",
             token.display()
         );
+    }
+    match state.content.clamd() {
+        Some(clamd) => match clamd.version().await {
+            Ok(version) => tracing::info!(at = %clamd.describe(), %version, "content scanning with clamd"),
+            Err(e) => tracing::warn!(
+                at = %clamd.describe(),
+                reason = %e.reason(),
+                "clamd does not answer: content is refused until it does"
+            ),
+        },
+        None => tracing::warn!(
+            "no malware scanner (CLAMD_HOST unset): accepted content is not_scanned, never clean"
+        ),
     }
     tracing::info!(%bound, role = role.as_str(), "listening");
     axum::serve(listener, app)

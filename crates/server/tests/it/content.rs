@@ -228,3 +228,29 @@ fn content_scan_follows_the_cli_contract() {
         gatehouse(dir.path()).args(["content", "scan", "--clamd", "nowhere"]).arg(&text).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn a_gigabyte_file_is_refused_at_the_cap_without_being_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge.txt");
+    // Sparse: two gigabytes of NUL that occupy no disk.
+    std::fs::File::create(&huge).unwrap().set_len(2 << 30).unwrap();
+    let out = gatehouse(dir.path()).args(["content", "scan", "--json"]).arg(&huge).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // NUL is not text: decided on the first byte, the rest is never read.
+    assert_eq!(v["results"][0]["reason"], "content_not_text");
+    assert!(v["results"][0]["bytes"].as_u64().unwrap() <= 1 << 20);
+
+    let text = dir.path().join("big.txt");
+    std::fs::write(&text, "all text, but too much of it\n".repeat(40_000)).unwrap();
+    let out = gatehouse(dir.path())
+        .args(["content", "scan", "--json", "--max-bytes", "100000"])
+        .arg(&text)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["results"][0]["reason"], "content_too_large");
+    assert!(v["results"][0]["bytes"].as_u64().unwrap() <= 100_000 + 64 * 1024);
+}
