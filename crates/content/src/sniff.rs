@@ -2,7 +2,8 @@
 //! whether it is acceptable text, from its bytes alone.
 //!
 //! Order of judgement, the same however the content is chunked:
-//! 1. larger than the cap: refused (`content_too_large`);
+//! 1. larger than the cap: refused (`content_too_large`), unless the bytes
+//!    within the cap already decided otherwise;
 //! 2. a decisive signature at the start (ELF, zip, tar, PDF, ...): refused
 //!    by its class;
 //! 3. a base64 payload inside the text: refused (`content_embedded_*`), with
@@ -113,12 +114,20 @@ impl Sniffer {
         if self.decided.is_some() || chunk.is_empty() {
             return;
         }
-        let base = self.total;
-        if base + chunk.len() as u64 > self.max_bytes {
-            self.total = base + chunk.len() as u64;
-            self.decided = Some(self.too_large());
+        // Judge the bytes up to the cap as any others, so the verdict does
+        // not depend on how the content was chunked: what the first
+        // `max_bytes` bytes decide stands; otherwise it is too large.
+        let room = self.max_bytes.saturating_sub(self.total);
+        if (chunk.len() as u64) > room {
+            let (within, _) = chunk.split_at(room as usize);
+            self.update(within);
+            if self.decided.is_none() {
+                self.total = self.max_bytes + 1;
+                self.decided = Some(self.too_large());
+            }
             return;
         }
+        let base = self.total;
         self.total += chunk.len() as u64;
         if self.prefix.len() < SNIFF_LEN {
             let take = (SNIFF_LEN - self.prefix.len()).min(chunk.len());

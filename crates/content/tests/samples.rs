@@ -148,3 +148,20 @@ fn the_polyglot_is_named_where_the_archive_begins() {
     }
     assert_eq!(got.kind, Kind::Zip);
 }
+
+#[test]
+fn a_small_cap_gives_the_same_verdict_however_the_content_is_chunked() {
+    for &(name, _, _) in EXPECTED {
+        let content = sample(name);
+        for cap in [0, 1, 100, 600, 40_000] {
+            let whole = sniff_bytes(&content, cap);
+            for chunk in [1, 7, 4096] {
+                let mut s = Sniffer::new(cap);
+                for c in content.chunks(chunk) {
+                    s.update(c);
+                }
+                assert_eq!(s.finish(), whole, "{name}, cap {cap}, chunks of {chunk}");
+            }
+        }
+    }
+}
