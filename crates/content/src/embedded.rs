@@ -103,8 +103,14 @@ fn is_alpha(b: u8) -> bool {
 /// The end of the stretch of base64 characters starting at `i`, 32 bytes
 /// at a time where it can.
 fn alpha_run_end(data: &[u8], mut i: usize) -> usize {
+    // Words are short: look at the first bytes one by one.
+    let near = (i + 16).min(data.len());
+    if let Some(n) = data[i..near].iter().position(|&b| !is_alpha(b)) {
+        return i + n;
+    }
+    i = near;
     while let Some(block) = data.get(i..i + 32) {
-        if block.iter().fold(1u8, |acc, &b| acc & u8::from(is_alpha(b))) == 0 {
+        if !all_alpha_32(block) {
             break;
         }
         i += 32;
@@ -126,6 +132,24 @@ fn walk_back(data: &[u8], end: usize, from: usize) -> usize {
     s
 }
 
+/// 0/1 flags for 32 bytes: a fixed-size map that compiles to vector compares.
+#[inline(always)]
+fn alpha_flags(block: &[u8]) -> [u8; 32] {
+    let mut flags = [0u8; 32];
+    for (f, &b) in flags.iter_mut().zip(block) {
+        *f = u8::from(is_alpha(b));
+    }
+    flags
+}
+
+/// Whether 32 bytes are all base64 characters.
+#[inline(always)]
+fn all_alpha_32(block: &[u8]) -> bool {
+    let flags = alpha_flags(block);
+    let words = flags.chunks_exact(8).map(|w| <[u8; 8]>::try_from(w).map_or(0, u64::from_le_bytes));
+    words.fold(u64::MAX, |acc, w| acc & w) == 0x0101_0101_0101_0101
+}
+
 /// The start of the first 8-byte block at `from + 8k` made only of base64
 /// characters. Works 32 bytes at a time on 0/1 flags, which compiles to
 /// vector compares; every segment of 15 or more characters after `from`
@@ -133,10 +157,7 @@ fn walk_back(data: &[u8], end: usize, from: usize) -> usize {
 fn next_alpha_block(data: &[u8], mut from: usize) -> Option<usize> {
     const ALL: u64 = 0x0101_0101_0101_0101;
     while let Some(block) = data.get(from..from + 32) {
-        let mut flags = [0u8; 32];
-        for (f, &b) in flags.iter_mut().zip(block) {
-            *f = u8::from(is_alpha(b));
-        }
+        let flags = alpha_flags(block);
         for (k, word) in flags.chunks_exact(8).enumerate() {
             if <[u8; 8]>::try_from(word).map(u64::from_le_bytes).ok() == Some(ALL) {
                 return Some(from + 8 * k);
@@ -729,11 +750,9 @@ impl PayloadFinder {
                 i
             }
             Class::Alpha => {
-                // "word word": a new run, not a continuation.
+                // "word word": not a continuation. Back to the skip loop,
+                // which starts a run here only if this word can matter.
                 self.end_run();
-                if self.found.is_none() {
-                    self.start_run(data, i);
-                }
                 i
             }
             Class::Pad | Class::Other => {
