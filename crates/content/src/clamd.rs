@@ -5,6 +5,11 @@
 //! connection. gatehouse's dialer lives in `gatehouse-egress`, the only crate
 //! that may connect anywhere.
 //!
+//! Why not the `clamav-client` crate: it opens its own sockets from a host
+//! and port, and only `gatehouse-egress` may do that (the one-door rule,
+//! enforced by lints). The protocol is four commands and a reply line, so
+//! this client speaks it over whatever stream the dialer returns.
+//!
 //! Every failure fails closed with its own reason: unreachable, too slow,
 //! over clamd's `StreamMaxLength`, an `ERROR` reply, or a reply this client
 //! cannot parse.

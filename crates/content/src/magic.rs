@@ -17,6 +17,15 @@
 //!   Unix compress) are left out, and `MZ` is confirmed by its PE header
 //!   (see `embedded`).
 
+//!
+//! Why not the `infer` crate: it answers "which type does this prefix start
+//! with" by first match, which is the right question for labelling files but
+//! not for refusing them. gatehouse must know whether a match still stands
+//! when every byte is valid text (`MZ`, `BZh`), whether a signature is strong
+//! enough to trust inside random base64, and must check structure infer does
+//! not (tar's header checksum, cpio's digit header, PE behind `MZ`). The table
+//! is small and each row follows its format's specification.
+
 use crate::kind::Kind;
 
 /// Bytes of content [`sniff`] looks at: enough for ISO 9660's third
