@@ -138,37 +138,41 @@ impl Sniffer {
             // Only text is searched for payloads; `update` stops where it stops.
             let finder = &mut self.finder;
             self.text.update(chunk, &mut |text| finder.update(text));
-            if let Some(bad) = self.text.first_bad() {
-                // The tail and this chunk, seen as one: the first bad byte
-                // may sit in a sequence that began in the previous chunk.
-                let virtual_start = base - self.tail.len() as u64;
-                let at = bad.saturating_sub(virtual_start) as usize;
-                let from = at.saturating_sub(BOUNDARY_BEFORE);
-                let before = at - from;
-                let end = (at + BOUNDARY_AFTER).min(self.tail.len() + chunk.len());
-                let window: Vec<u8> = self
-                    .tail
-                    .iter()
-                    .chain(chunk.iter())
-                    .skip(from)
-                    .take(end.saturating_sub(from))
-                    .copied()
-                    .collect();
-                self.boundary = Some((bad - before as u64, window, before));
-            }
+            self.capture_boundary(base, chunk);
         } else if let Some((_, window, before)) = &mut self.boundary {
             let room = (*before + BOUNDARY_AFTER).saturating_sub(window.len());
             window.extend_from_slice(&chunk[..room.min(chunk.len())]);
         }
-        if chunk.len() >= BOUNDARY_BEFORE {
+        // The first bad byte can sit up to 3 bytes before the chunk (a UTF-8
+        // sequence or UTF-16 unit that began there): keep that much more.
+        const TAIL: usize = BOUNDARY_BEFORE + 4;
+        if chunk.len() >= TAIL {
             self.tail.clear();
-            self.tail.extend_from_slice(&chunk[chunk.len() - BOUNDARY_BEFORE..]);
+            self.tail.extend_from_slice(&chunk[chunk.len() - TAIL..]);
         } else {
             self.tail.extend_from_slice(chunk);
-            let excess = self.tail.len().saturating_sub(BOUNDARY_BEFORE);
+            let excess = self.tail.len().saturating_sub(TAIL);
             self.tail.drain(..excess);
         }
         self.decided = self.early();
+    }
+
+    /// Keeps the bytes around the first byte that is not text, once there
+    /// is one: the tail and `chunk` (which starts at `base`) seen as one,
+    /// since that byte may sit in a sequence that began before the chunk.
+    fn capture_boundary(&mut self, base: u64, chunk: &[u8]) {
+        let Some(bad) = self.text.first_bad() else { return };
+        if self.boundary.is_some() {
+            return;
+        }
+        let virtual_start = base - self.tail.len() as u64;
+        let at = bad.saturating_sub(virtual_start) as usize;
+        let from = at.saturating_sub(BOUNDARY_BEFORE);
+        let before = at - from;
+        let end = (at + BOUNDARY_AFTER).min(self.tail.len() + chunk.len());
+        let window: Vec<u8> =
+            self.tail.iter().chain(chunk.iter()).skip(from).take(end.saturating_sub(from)).copied().collect();
+        self.boundary = Some((bad - before as u64, window, before));
     }
 
     /// What can be decided before the end.
@@ -231,6 +235,8 @@ impl Sniffer {
         }
         let finder = &mut self.finder;
         self.text.finish(&mut |text| finder.update(text));
+        // Text that breaks only at its very end (a truncated sequence).
+        self.capture_boundary(self.total, &[]);
         let payload = self.finder.finish();
         if let Some(s) = magic::sniff(&self.prefix)
             && s.decisive

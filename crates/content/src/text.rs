@@ -205,15 +205,18 @@ impl TextValidator {
             self.carry.extend_from_slice(&data[..take]);
             data = &data[take..];
             at += take as u64;
-            if self.carry.len() < utf8_len(self.carry[0]) {
-                return;
+            match simdutf8::compat::from_utf8(&self.carry) {
+                Ok(_) => self.carry.clear(),
+                // A valid beginning: wait for the rest.
+                Err(e) if e.error_len().is_none() => return,
+                // Broken already (say, a lead byte then ASCII): bad now, not
+                // at the end, so the verdict does not depend on chunking.
+                Err(_) => {
+                    let carry_at = self.carry_at;
+                    self.bad(carry_at);
+                    return;
+                }
             }
-            if simdutf8::basic::from_utf8(&self.carry).is_err() {
-                let carry_at = self.carry_at;
-                self.bad(carry_at);
-                return;
-            }
-            self.carry.clear();
         }
         let valid = match simdutf8::compat::from_utf8(data) {
             Ok(_) => data.len(),

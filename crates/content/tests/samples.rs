@@ -165,3 +165,30 @@ fn a_small_cap_gives_the_same_verdict_however_the_content_is_chunked() {
         }
     }
 }
+
+/// Found by the `content_sniff` fuzz target: UTF-16 text whose first bad unit
+/// began in the previous one-byte chunk lost a byte of the boundary window.
+#[test]
+fn fuzz_regression_boundary_window_across_chunks() {
+    let data: &[u8] = &[
+        0xff, 0xfe, 0xff, 0xff, 0xff, 0x3f, 0xff, 0xff, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe,
+        0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0x54, 0xc7, 0x71, 0x1f,
+        0x71, 0x71, 0x01, 0x7e, 0x00, 0x00, 0x00, 0x00, 0xfe, 0xfe, 0xfe, 0xff, 0x16, 0x00, 0x00, 0x00, 0xff,
+        0xfb, 0xfd,
+    ];
+    let whole = sniff_bytes(data, CAP);
+    assert_eq!(streamed(data, 1), whole);
+}
+
+/// Found by the `content_sniff` fuzz target: a UTF-8 lead byte followed by
+/// ASCII was judged broken only once a third byte arrived (or at the end), so
+/// one-byte chunks lost the bytes around it.
+#[test]
+fn fuzz_regression_broken_sequence_is_bad_at_once() {
+    let data = b"pxMZng++\\\xe2/";
+    let whole = sniff_bytes(data, CAP);
+    assert_eq!(whole.kind, Kind::MsDos);
+    for size in 1..data.len() {
+        assert_eq!(streamed(data, size), whole, "chunks of {size}");
+    }
+}
