@@ -73,6 +73,32 @@ enum Command {
         #[command(subcommand)]
         command: ContentCommand,
     },
+    /// Dependency lockfiles.
+    Deps {
+        #[command(subcommand)]
+        command: DepsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum DepsCommand {
+    /// Read a lockfile: every (ecosystem, name, version) once. Exit 2 when
+    /// it cannot be read.
+    Parse {
+        /// The lockfile; its name picks the format, its content confirms it.
+        lockfile: PathBuf,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Compare two lockfiles: added, changed and removed packages.
+    Diff {
+        /// The base branch's lockfile.
+        base: PathBuf,
+        /// The head's lockfile.
+        head: PathBuf,
+        #[command(flatten)]
+        out: Output,
+    },
 }
 
 #[derive(Subcommand)]
@@ -258,6 +284,8 @@ pub fn main() -> ExitCode {
         Command::Content { command: ContentCommand::Scan { files, clamd, max_bytes, out } } => {
             content_scan(&files, clamd.as_deref(), max_bytes, out.json)
         }
+        Command::Deps { command: DepsCommand::Parse { lockfile, out } } => deps_parse(&lockfile, out.json),
+        Command::Deps { command: DepsCommand::Diff { base, head, out } } => deps_diff(&base, &head, out.json),
     };
     match result {
         Ok(code) => code,
@@ -654,6 +682,72 @@ fn content_scan(
     } else {
         0
     }))
+}
+
+/// Reads and parses a lockfile from disk. Requirements includes (`-r`,
+/// `-c`) resolve relative to the including file, as pip resolves them.
+fn read_lockfile(path: &Path) -> Result<gatehouse_deps::Parsed, Fail> {
+    let name = path.display().to_string();
+    let too_large = |len: u64| {
+        Fail(format!(
+            "{name}: {len} bytes; the limit is {} (too_large)",
+            gatehouse_deps::lockfile::MAX_LOCKFILE_BYTES
+        ))
+    };
+    let len = std::fs::metadata(path).map_err(|e| Fail(format!("cannot read {name}: {}", e.kind())))?.len();
+    if len > gatehouse_deps::lockfile::MAX_LOCKFILE_BYTES as u64 {
+        return Err(too_large(len));
+    }
+    let bytes = std::fs::read(path).map_err(|e| Fail(format!("cannot read {name}: {}", e.kind())))?;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut includes = |included: &str| -> Result<String, String> {
+        let target = dir.join(included);
+        let meta = std::fs::metadata(&target).map_err(|e| format!("{}: {}", target.display(), e.kind()))?;
+        if meta.len() > gatehouse_deps::lockfile::MAX_LOCKFILE_BYTES as u64 {
+            return Err(format!("{}: too large", target.display()));
+        }
+        std::fs::read_to_string(&target).map_err(|e| format!("{}: {}", target.display(), e.kind()))
+    };
+    gatehouse_deps::lockfile::parse_with(&name, &bytes, Some(&mut includes)).map_err(|e| Fail(e.to_string()))
+}
+
+fn deps_parse(lockfile: &Path, json_out: bool) -> Result<ExitCode, Fail> {
+    let parsed = read_lockfile(lockfile)?;
+    if json_out {
+        println!("{}", serde_json::to_string(&parsed).unwrap_or_default());
+    } else {
+        println!("{}: {} ({} packages)", lockfile.display(), parsed.format.as_str(), parsed.packages.len());
+        for p in &parsed.packages {
+            println!("{}\t{}\t{}", p.ecosystem, p.name, p.version);
+        }
+        for w in &parsed.warnings {
+            match w.line {
+                Some(line) => eprintln!("warning: {}:{line}: {} ({})", lockfile.display(), w.message, w.code),
+                None => eprintln!("warning: {}: {} ({})", lockfile.display(), w.message, w.code),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn deps_diff(base: &Path, head: &Path, json_out: bool) -> Result<ExitCode, Fail> {
+    let base = read_lockfile(base)?;
+    let head = read_lockfile(head)?;
+    let diff = gatehouse_deps::diff(Some(&base.packages), &head.packages);
+    if json_out {
+        println!("{}", serde_json::to_string(&diff).unwrap_or_default());
+    } else {
+        for p in &diff.added {
+            println!("+ {} {} {}", p.ecosystem, p.name, p.version);
+        }
+        for c in &diff.changed {
+            println!("~ {} {} {} -> {}", c.ecosystem, c.name, c.from.join(","), c.to.join(","));
+        }
+        for p in &diff.removed {
+            println!("- {} {} {}", p.ecosystem, p.name, p.version);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// DNS as the door resolves (GATEHOUSE_DNS_SERVERS, else the system's

@@ -5,6 +5,7 @@
 mod api;
 mod cli;
 mod content;
+mod deps;
 mod ledger;
 mod proxy;
 mod support;

@@ -1,0 +1,655 @@
+//! pip requirements files, as pip's "Requirements File Format" reads them.
+//!
+//! Lines are processed in pip's order: a line ending in `\` is joined with the
+//! next (backslashes at both ends of a continued line dropped, as pip does; a
+//! whole-line comment never continues), then comments are removed (`#` at
+//! the start of a line or after whitespace), then blank lines are skipped.
+//! A joined line keeps the number of its first physical line.
+//!
+//! Each remaining line is one of:
+//!
+//! - an options line (starts with `-`): `-r`/`--requirement` and
+//!   `-c`/`--constraint` include another file through the `includes`
+//!   callback (packages pinned in a constraints file count too: they are the
+//!   versions pip would install); `-e`/`--editable` is an editable (local or
+//!   VCS) install, reported `unpinned`; index and install options
+//!   (`--index-url`, `-i`, `--extra-index-url`, `--find-links`, `-f`,
+//!   `--trusted-host`, `--pre`, `--no-binary`, ...) are skipped; an option
+//!   pip does not accept is skipped with an `unsupported_option` warning.
+//! - a requirement (PEP 508), up to the first word starting with `-` (pip's
+//!   rule; what follows, like `--hash=...`, are per-requirement options).
+//!   Extras are dropped and environment markers are not evaluated, so a
+//!   package pinned twice under different markers yields both versions.
+//!   Only `==` without a wildcard and `===` are exact pins; anything else
+//!   (`>=`, `~=`, `==1.*`, ranges, a bare name, `name @ url`) is reported as
+//!   an `unpinned` warning with its line, not silently dropped.
+//! - a URL or a local path (`./pkg`, `foo.whl`): an `unpinned` warning.
+//!
+//! A line that is none of these (a requirement pip would refuse, such as
+//! `asdf==` or `foo 1.0`) is a `syntax` error: pip would refuse the whole
+//! file, and a garbage file must not read as "no packages". A requirement
+//! using an environment variable (`${VAR}`) cannot be resolved here and is
+//! reported `unpinned`. An empty file, or one holding only comments and
+//! options, is legitimately empty.
+//!
+//! Includes: the callback gets the name as written for the top-level file's
+//! includes; an include inside an included file is joined to that file's
+//! directory first (pip resolves it relative to the including file), so the
+//! callback can always resolve names relative to the top-level file.
+//! Absolute paths and URLs are passed as written. Without a callback, or when
+//! it fails, the include is `include_failed` at its line. Nesting deeper than
+//! [`MAX_INCLUDE_DEPTH`] is `include_failed`; a file already read (by its
+//! lexically normalized path) with the same content is not read again, which
+//! ends include cycles (warned `include_cycle`) and diamond includes.
+//! Errors inside an included file name that file.
+
+use std::collections::BTreeSet;
+
+use super::{Collector, Format, Includes, MAX_LOCKFILE_BYTES, ParseError, ParseErrorCode, Parsed, Source};
+use crate::package::Ecosystem;
+
+/// How deep `-r`/`-c` includes may nest.
+pub(crate) const MAX_INCLUDE_DEPTH: usize = 10;
+
+/// How many included files one parse reads at most.
+const MAX_INCLUDED_FILES: usize = 1000;
+
+pub(crate) fn parse(src: &Source<'_>, includes: Option<&mut Includes<'_>>) -> Result<Parsed, ParseError> {
+    let root_dir = dir_of(src.file).to_owned();
+    let mut state = State {
+        includes,
+        out: Collector::default(),
+        seen: BTreeSet::new(),
+        stack: Vec::new(),
+        root_dir,
+        files_read: 0,
+        bytes_read: src.text.len(),
+    };
+    let key = normalize(src.file);
+    state.seen.insert((key.clone(), src.text.to_owned()));
+    state.stack.push(key);
+    state.read(src, "", None, 0)?;
+    Ok(state.out.finish(Format::Requirements))
+}
+
+struct State<'i, 'c> {
+    includes: Option<&'i mut Includes<'c>>,
+    out: Collector,
+    /// Files read: (normalized path, content).
+    seen: BTreeSet<(String, String)>,
+    /// The normalized paths of the files being read, outermost first.
+    stack: Vec<String>,
+    /// The top-level file's directory, to normalize include paths against.
+    root_dir: String,
+    files_read: usize,
+    bytes_read: usize,
+}
+
+impl State<'_, '_> {
+    /// Reads one file. `dir` is its directory as the callback knows it ("" for
+    /// the top-level file); `label` names an included file in warnings.
+    fn read(
+        &mut self,
+        src: &Source<'_>,
+        dir: &str,
+        label: Option<&str>,
+        depth: usize,
+    ) -> Result<(), ParseError> {
+        let warn_prefix = label.map(|l| format!("{}: ", excerpt(l, 200))).unwrap_or_default();
+        for (n, line) in logical_lines(src.text) {
+            let line = strip_comment(&line).trim();
+            if line.is_empty() {
+                continue;
+            }
+            if line.starts_with('-') {
+                self.options_line(src, line, n, dir, &warn_prefix, depth)?;
+            } else {
+                self.requirement_line(src, line, n, &warn_prefix)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn requirement_line(
+        &mut self,
+        src: &Source<'_>,
+        line: &str,
+        n: usize,
+        prefix: &str,
+    ) -> Result<(), ParseError> {
+        // pip: the requirement is every word before the first one starting with `-`.
+        let req = line[..option_start(line)].trim();
+        let marker_sep = if is_url(req) { "; " } else { ";" };
+        let req = req.split_once(marker_sep).map_or(req, |(r, _marker)| r).trim();
+        if has_env_var(req) {
+            self.out.warn(
+                "unpinned",
+                Some(n),
+                format!("{prefix}a requirement using an environment variable"),
+            );
+            return Ok(());
+        }
+        match requirement(req) {
+            Some(Requirement { name, spec: Spec::Versions(clauses) }) => {
+                let exact: Vec<&str> = clauses.iter().filter(|c| c.is_exact()).map(|c| c.version).collect();
+                if exact.is_empty() {
+                    self.out.warn(
+                        "unpinned",
+                        Some(n),
+                        format!("{prefix}{} is not pinned to an exact version (==)", excerpt(name, 100)),
+                    );
+                }
+                for v in exact {
+                    self.out.add(Ecosystem::PyPI, name, v);
+                }
+            }
+            Some(Requirement { name, spec: Spec::None }) => {
+                self.out.warn("unpinned", Some(n), format!("{prefix}{} has no version", excerpt(name, 100)))
+            }
+            Some(Requirement { name, spec: Spec::Url }) => self.out.warn(
+                "unpinned",
+                Some(n),
+                format!("{prefix}{} is a direct URL reference, not a pinned version", excerpt(name, 100)),
+            ),
+            None if is_url(req) || looks_like_path(req) => {
+                self.out.warn("unpinned", Some(n), format!("{prefix}a URL or local path requirement"));
+            }
+            None => {
+                return Err(src.error(ParseErrorCode::Syntax, Some(n), "not a requirement pip accepts"));
+            }
+        }
+        Ok(())
+    }
+
+    fn options_line(
+        &mut self,
+        src: &Source<'_>,
+        line: &str,
+        n: usize,
+        dir: &str,
+        prefix: &str,
+        depth: usize,
+    ) -> Result<(), ParseError> {
+        let words = shell_words(line);
+        let mut words = words.iter().map(String::as_str);
+        while let Some(word) = words.next() {
+            let Some(opt) = option(word) else {
+                // pip parses options lines with optparse and ignores stray arguments.
+                self.out.warn(
+                    "ignored_argument",
+                    Some(n),
+                    format!("{prefix}text after options is ignored, as pip does"),
+                );
+                continue;
+            };
+            let value =
+                if opt.inline.is_some() || !opt.kind.takes_value() { opt.inline } else { words.next() };
+            if opt.kind.takes_value() && value.is_none_or(str::is_empty) {
+                return Err(src.error(ParseErrorCode::Syntax, Some(n), "an option without its value"));
+            }
+            match (opt.kind, value) {
+                (Opt::Include, Some(name)) => self.include(src, n, name, dir, depth)?,
+                (Opt::Editable, _) => self.out.warn(
+                    "unpinned",
+                    Some(n),
+                    format!("{prefix}an editable (-e) requirement, not a pinned version"),
+                ),
+                (Opt::Unknown, _) => self.out.warn(
+                    "unsupported_option",
+                    Some(n),
+                    format!("{prefix}an option pip does not accept in requirements files, skipped"),
+                ),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn include(
+        &mut self,
+        src: &Source<'_>,
+        n: usize,
+        written: &str,
+        dir: &str,
+        depth: usize,
+    ) -> Result<(), ParseError> {
+        let fail = |message: String| src.error(ParseErrorCode::IncludeFailed, Some(n), message);
+        let shown = excerpt(written, 200);
+        if depth >= MAX_INCLUDE_DEPTH {
+            return Err(fail(format!("{shown}: includes nest deeper than {MAX_INCLUDE_DEPTH}")));
+        }
+        if self.files_read >= MAX_INCLUDED_FILES {
+            return Err(fail(format!("{shown}: more than {MAX_INCLUDED_FILES} included files")));
+        }
+        let name =
+            if is_absolute(written) || dir.is_empty() { written.to_owned() } else { join(dir, written) };
+        let Some(read) = self.includes.as_deref_mut() else {
+            return Err(fail(format!("{shown}: includes are not read here")));
+        };
+        let text = read(&name).map_err(|e| fail(format!("{shown}: {}", excerpt(&e, 200))))?;
+        self.files_read += 1;
+        self.bytes_read = self.bytes_read.saturating_add(text.len());
+        if self.bytes_read > MAX_LOCKFILE_BYTES {
+            return Err(fail(format!("{shown}: included files exceed {MAX_LOCKFILE_BYTES} bytes in all")));
+        }
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let key = if is_absolute(&name) {
+            normalize(&name)
+        } else {
+            normalize(&format!("{}{name}", self.root_dir))
+        };
+        if !self.seen.insert((key.clone(), text.to_owned())) {
+            // Read before with the same content: nothing new to find.
+            if self.stack.contains(&key) {
+                self.out.warn("include_cycle", Some(n), format!("{shown} includes itself; read once"));
+            }
+            return Ok(());
+        }
+        self.stack.push(key);
+        let included = Source { file: &name, text };
+        let result = self.read(&included, dir_of(&name), Some(&name), depth + 1);
+        self.stack.pop();
+        result
+    }
+}
+
+/// pip's `join_lines`: (first line number, joined line).
+fn logical_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        let comment = raw.trim_start().starts_with('#');
+        if !raw.ends_with('\\') || comment {
+            // pip prefixes a comment with a space so that it stays a comment when joined.
+            let piece = if comment { format!(" {raw}") } else { raw.to_owned() };
+            match pending.take() {
+                Some((start, mut acc)) => {
+                    acc.push_str(&piece);
+                    out.push((start, acc));
+                }
+                None => out.push((n, piece)),
+            }
+        } else {
+            let piece = raw.trim_matches('\\');
+            match &mut pending {
+                Some((_, acc)) => acc.push_str(piece),
+                None => pending = Some((n, piece.to_owned())),
+            }
+        }
+    }
+    out.extend(pending);
+    out
+}
+
+/// The line up to a `#` that starts it or follows whitespace.
+fn strip_comment(line: &str) -> &str {
+    let mut prev_space = true;
+    for (i, c) in line.char_indices() {
+        if c == '#' && prev_space {
+            return &line[..i];
+        }
+        prev_space = c.is_whitespace();
+    }
+    line
+}
+
+/// Where per-requirement options start: the first word beginning with `-`.
+fn option_start(line: &str) -> usize {
+    let mut prev_space = true;
+    for (i, c) in line.char_indices() {
+        if c == '-' && prev_space {
+            return i;
+        }
+        prev_space = c.is_whitespace();
+    }
+    line.len()
+}
+
+/// `${NAME}` as pip expands it (upper-case letters, digits, `_`).
+fn has_env_var(s: &str) -> bool {
+    s.match_indices("${").any(|(i, _)| {
+        let rest = s.get(i + 2..).unwrap_or("");
+        let name_len =
+            rest.bytes().take_while(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_').count();
+        name_len > 0 && rest.as_bytes().get(name_len) == Some(&b'}')
+    })
+}
+
+/// A URL: `scheme://...` (including `git+https://`) or `file:...`.
+fn is_url(s: &str) -> bool {
+    if s.starts_with("file:") {
+        return true;
+    }
+    let Some((scheme, _)) = s.split_once("://") else {
+        return false;
+    };
+    scheme.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+        && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+}
+
+/// pip's `_looks_like_path`, and archive file names.
+fn looks_like_path(s: &str) -> bool {
+    const ARCHIVES: [&str; 12] = [
+        ".whl",
+        ".zip",
+        ".tar.gz",
+        ".tgz",
+        ".tar",
+        ".tar.bz2",
+        ".tbz",
+        ".tar.xz",
+        ".txz",
+        ".tar.lz",
+        ".tlz",
+        ".tar.lzma",
+    ];
+    s.contains(['/', '\\']) || s.starts_with('.') || ARCHIVES.iter().any(|a| s.ends_with(a))
+}
+
+fn is_absolute(s: &str) -> bool {
+    s.starts_with(['/', '\\']) || is_url(s) || s.as_bytes().get(1) == Some(&b':')
+}
+
+/// A path's directory with its trailing separator ("" for a bare name).
+fn dir_of(path: &str) -> &str {
+    path.rfind(['/', '\\']).map_or("", |i| &path[..=i])
+}
+
+/// `dir` (ending in a separator) and a relative `path`, without `.` segments
+/// (`..` is left for the callback: only the file system knows what it means).
+fn join(dir: &str, path: &str) -> String {
+    let joined = format!("{dir}{path}");
+    let kept: Vec<&str> = joined.split('/').filter(|p| *p != ".").collect();
+    if kept.iter().all(|p| p.is_empty()) { joined } else { kept.join("/") }
+}
+
+/// A path with `.` and `name/..` removed, `/` as the separator.
+fn normalize(path: &str) -> String {
+    let absolute = path.starts_with(['/', '\\']);
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split(['/', '\\']) {
+        match part {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|p| *p != "..") => {
+                parts.pop();
+            }
+            ".." if absolute => {}
+            _ => parts.push(part),
+        }
+    }
+    let joined = parts.join("/");
+    if absolute { format!("/{joined}") } else { joined }
+}
+
+/// At most `max` characters of `s`, for messages.
+fn excerpt(s: &str, max: usize) -> String {
+    let mut out: String = s.chars().filter(|c| !c.is_control()).take(max).collect();
+    if s.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+/// Words split as a shell would (quotes group, backslash escapes), like pip's `shlex.split`.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') => word.extend(chars.next()),
+            (Some(_), c) => word.push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, '\\') => {
+                word.extend(chars.next());
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Opt {
+    /// `-r` / `-c`: another file.
+    Include,
+    /// `-e`: an editable install.
+    Editable,
+    /// A known option with a value, skipped.
+    SkipValue,
+    /// A known flag, skipped.
+    SkipFlag,
+    /// Not an option pip accepts in a requirements file.
+    Unknown,
+}
+
+impl Opt {
+    fn takes_value(self) -> bool {
+        matches!(self, Self::Include | Self::Editable | Self::SkipValue)
+    }
+}
+
+struct ParsedOpt<'a> {
+    kind: Opt,
+    inline: Option<&'a str>,
+}
+
+/// One option word: `--name`, `--name=value`, `-x`, `-xvalue`; `None` if not an option.
+fn option(word: &str) -> Option<ParsedOpt<'_>> {
+    if let Some(long) = word.strip_prefix("--") {
+        let (name, inline) = match long.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (long, None),
+        };
+        let kind = match name {
+            "requirement" | "constraint" => Opt::Include,
+            "editable" => Opt::Editable,
+            "index-url" | "extra-index-url" | "find-links" | "no-binary" | "only-binary" | "trusted-host"
+            | "use-feature" | "hash" | "global-option" | "config-settings" | "install-option" => {
+                Opt::SkipValue
+            }
+            "no-index" | "prefer-binary" | "require-hashes" | "pre" => Opt::SkipFlag,
+            _ => Opt::Unknown,
+        };
+        // A flag given a value, or an unknown option: its text is not a value to read.
+        let inline = if kind == Opt::SkipFlag || kind == Opt::Unknown { None } else { inline };
+        return Some(ParsedOpt { kind, inline });
+    }
+    let short = word.strip_prefix('-')?;
+    let mut chars = short.chars();
+    let letter = chars.next()?;
+    let rest = chars.as_str();
+    let kind = match letter {
+        'r' | 'c' => Opt::Include,
+        'e' => Opt::Editable,
+        'i' | 'f' | 'C' => Opt::SkipValue,
+        _ => Opt::Unknown,
+    };
+    let inline = match kind {
+        Opt::Unknown => None,
+        _ if rest.is_empty() => None,
+        _ => Some(rest.strip_prefix('=').unwrap_or(rest)),
+    };
+    Some(ParsedOpt { kind, inline })
+}
+
+struct Requirement<'a> {
+    name: &'a str,
+    spec: Spec<'a>,
+}
+
+enum Spec<'a> {
+    /// A bare name.
+    None,
+    /// `name @ url`.
+    Url,
+    /// Version clauses.
+    Versions(Vec<Clause<'a>>),
+}
+
+struct Clause<'a> {
+    op: &'a str,
+    version: &'a str,
+}
+
+impl Clause<'_> {
+    fn is_exact(&self) -> bool {
+        self.op == "===" || (self.op == "==" && !self.version.contains('*'))
+    }
+}
+
+/// A PEP 508 requirement without its marker: `name [extras] spec` or
+/// `name [extras] @ url`. `None` if it is not one.
+fn requirement(s: &str) -> Option<Requirement<'_>> {
+    let s = s.trim();
+    let name_len =
+        s.bytes().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')).count();
+    let name = &s[..name_len];
+    let alnum_edge = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_alphanumeric());
+    if !alnum_edge(name.bytes().next()) || !alnum_edge(name.bytes().last()) {
+        return None;
+    }
+    let mut rest = s[name_len..].trim_start();
+    if let Some(after) = rest.strip_prefix('[') {
+        let (extras, after) = after.split_once(']')?;
+        let extras_ok = extras.split(',').map(str::trim).all(|e| {
+            e.is_empty() || e.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        });
+        if !extras_ok {
+            return None;
+        }
+        rest = after.trim_start();
+    }
+    if let Some(url) = rest.strip_prefix('@') {
+        let url = url.trim();
+        return (!url.is_empty() && !url.contains(char::is_whitespace))
+            .then_some(Requirement { name, spec: Spec::Url });
+    }
+    if rest.is_empty() {
+        return Some(Requirement { name, spec: Spec::None });
+    }
+    let spec = match rest.strip_prefix('(') {
+        Some(inner) => inner.strip_suffix(')')?,
+        None => rest,
+    };
+    let clauses = spec.split(',').map(clause).collect::<Option<Vec<_>>>()?;
+    Some(Requirement { name, spec: Spec::Versions(clauses) })
+}
+
+/// `op version`.
+fn clause(s: &str) -> Option<Clause<'_>> {
+    const OPS: [&str; 8] = ["===", "==", "!=", "<=", ">=", "~=", "<", ">"];
+    let s = s.trim();
+    let op = OPS.into_iter().find(|op| s.starts_with(op))?;
+    let version = s[op.len()..].trim();
+    let ok = if op == "===" {
+        !version.is_empty()
+            && !version.contains(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')'))
+    } else {
+        version.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && version
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'+' | b'!' | b'*'))
+    };
+    ok.then_some(Clause { op, version })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joins_like_pip() {
+        let lines = logical_lines(
+            "foo==\\\n\\\n \\\n  \\\n1.2.3\nbar == 4.5\\\\\n.6\nbaz == 7.8.9 # \\\nbaz == 1.2.3\n",
+        );
+        let lines: Vec<(usize, &str)> = lines.iter().map(|(n, l)| (*n, strip_comment(l).trim())).collect();
+        assert_eq!(lines, [(1, "foo==   1.2.3"), (6, "bar == 4.5.6"), (8, "baz == 7.8.9")]);
+        assert_eq!(logical_lines("# c \\\nx==1"), [(1, " # c \\".to_owned()), (2, "x==1".to_owned())]);
+        assert_eq!(logical_lines("x==1 \\"), [(1, "x==1 ".to_owned())]);
+    }
+
+    #[test]
+    fn comments() {
+        assert_eq!(strip_comment("a==1 # c"), "a==1 ");
+        assert_eq!(strip_comment("# c"), "");
+        assert_eq!(strip_comment("git+https://x/y#egg=z"), "git+https://x/y#egg=z");
+        assert_eq!(strip_comment("a==1\t#c"), "a==1\t");
+    }
+
+    #[test]
+    fn requirements() {
+        fn exact(s: &str) -> Option<(&str, Vec<&str>)> {
+            match requirement(s) {
+                Some(Requirement { name, spec: Spec::Versions(c) }) => {
+                    Some((name, c.iter().filter(|c| c.is_exact()).map(|c| c.version).collect()))
+                }
+                _ => None,
+            }
+        }
+        assert_eq!(exact("Twisted[http2]==17.5.0"), Some(("Twisted", vec!["17.5.0"])));
+        assert_eq!(exact("celery [redis, pytest] == 4.4.7"), Some(("celery", vec!["4.4.7"])));
+        assert_eq!(exact("yolo===1.0"), Some(("yolo", vec!["1.0"])));
+        assert_eq!(exact("a==1.*"), Some(("a", vec![])));
+        assert_eq!(exact("a>=1,<2"), Some(("a", vec![])));
+        assert_eq!(exact("a (==1.0)"), Some(("a", vec!["1.0"])));
+        assert_eq!(exact("a==1.0+local.1"), Some(("a", vec!["1.0+local.1"])));
+        assert!(requirement("asdf==").is_none());
+        assert!(requirement("==1.0").is_none());
+        assert!(requirement("asdf 1.0").is_none());
+        assert!(requirement("foo==1.0 junk").is_none());
+        assert!(requirement("-foo").is_none());
+        assert!(matches!(requirement("u @ https://x/y.zip"), Some(Requirement { spec: Spec::Url, .. })));
+        assert!(matches!(requirement("flask"), Some(Requirement { spec: Spec::None, .. })));
+    }
+
+    #[test]
+    fn options() {
+        fn kind(w: &str) -> Option<(Opt, Option<&str>)> {
+            option(w).map(|o| (o.kind, o.inline))
+        }
+        assert_eq!(kind("-r"), Some((Opt::Include, None)));
+        assert_eq!(kind("-rother.txt"), Some((Opt::Include, Some("other.txt"))));
+        assert_eq!(kind("--requirement=a.txt"), Some((Opt::Include, Some("a.txt"))));
+        assert_eq!(kind("--constraint"), Some((Opt::Include, None)));
+        assert_eq!(kind("--pre"), Some((Opt::SkipFlag, None)));
+        assert_eq!(kind("--bogus=1"), Some((Opt::Unknown, None)));
+        assert_eq!(kind("-foo==1.0"), Some((Opt::SkipValue, Some("oo==1.0"))));
+        assert_eq!(kind("x"), None);
+        assert_eq!(shell_words(r#"-r "a b.txt" -i 'x' c\ d"#), ["-r", "a b.txt", "-i", "x", "c d"]);
+    }
+
+    #[test]
+    fn paths() {
+        assert_eq!(normalize("./a/../b/./c.txt"), "b/c.txt");
+        assert_eq!(normalize("../pip/../pip/x.txt"), "../pip/x.txt");
+        assert_eq!(normalize("/a/../../b"), "/b");
+        assert_eq!(dir_of("a/b/c.txt"), "a/b/");
+        assert_eq!(dir_of("c.txt"), "");
+        assert_eq!(join("./", "./x.txt"), "x.txt");
+        assert_eq!(join("a/./b/", "../c/./d.txt"), "a/b/../c/d.txt");
+        assert!(has_env_var("x==${VERSION_1}"));
+        assert!(!has_env_var("x==${lower}"));
+        assert!(!has_env_var("x==$"));
+    }
+}
