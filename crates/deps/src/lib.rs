@@ -11,8 +11,15 @@
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod diff;
+pub mod gate;
 pub mod lockfile;
+pub mod matching;
+pub mod osv;
+pub mod osv_client;
 pub mod package;
+pub mod scan;
+pub mod severity;
+pub mod version;
 
 pub use diff::{Change, Diff, diff};
 pub use lockfile::{Format, ParseError, ParseErrorCode, Parsed, Warning, detect, parse};

@@ -78,6 +78,32 @@ enum Command {
         #[command(subcommand)]
         command: DepsCommand,
     },
+    /// An OSV-API-compatible mirror of an offline database.
+    Osv {
+        #[command(subcommand)]
+        command: OsvCommand,
+    },
+    /// Score a CVSS v3.0, v3.1 or v4.0 vector: version, base score, rating.
+    Cvss {
+        /// The vector, e.g. CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H.
+        vector: String,
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+#[derive(Subcommand)]
+enum OsvCommand {
+    /// Serve /v1/query, /v1/querybatch and /v1/vulns/{id} from a directory
+    /// of OSV JSON files.
+    Serve {
+        /// The database directory.
+        #[arg(long)]
+        db: PathBuf,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8702")]
+        listen: std::net::SocketAddr,
+    },
 }
 
 #[derive(Subcommand)]
@@ -89,6 +115,31 @@ enum DepsCommand {
         lockfile: PathBuf,
         #[command(flatten)]
         out: Output,
+    },
+    /// Check what a change adds to its dependencies against OSV and apply
+    /// the gate. Exit 0 gate passed, 1 gate tripped, 2 bad input (or an
+    /// incomplete scan under gate off).
+    Scan {
+        /// The base branch's lockfile (absent: every head version is checked).
+        #[arg(long)]
+        base: Option<PathBuf>,
+        /// The head's lockfile.
+        head: PathBuf,
+        /// An offline OSV database: a directory of OSV JSON files.
+        #[arg(long = "osv-db", conflicts_with = "osv_url")]
+        osv_db: Option<PathBuf>,
+        /// The OSV API root [https://api.osv.dev], reached through the egress door.
+        #[arg(long = "osv-url")]
+        osv_url: Option<String>,
+        /// off, high or critical; unknown severity counts as high.
+        #[arg(long, default_value = "high")]
+        gate: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: crate::deps_cli::ScanFormat,
+        /// A larger base lockfile is read as absent (over-report, never under-report).
+        #[arg(long = "base-max-bytes", default_value_t = crate::deps_cli::DEFAULT_BASE_MAX_BYTES)]
+        base_max_bytes: u64,
     },
     /// Compare two lockfiles: added, changed and removed packages.
     Diff {
@@ -284,7 +335,18 @@ pub fn main() -> ExitCode {
         Command::Content { command: ContentCommand::Scan { files, clamd, max_bytes, out } } => {
             content_scan(&files, clamd.as_deref(), max_bytes, out.json)
         }
+        Command::Cvss { vector, out } => cvss(&vector, out.json),
         Command::Deps { command: DepsCommand::Parse { lockfile, out } } => deps_parse(&lockfile, out.json),
+        Command::Deps {
+            command: DepsCommand::Scan { base, head, osv_db, osv_url, gate, format, base_max_bytes },
+        } => crate::deps_cli::deps_scan(
+            crate::deps_cli::ScanArgs { base, head, osv_db, osv_url, gate, format, base_max_bytes },
+            cli_fetcher,
+        )
+        .map_err(Fail),
+        Command::Osv { command: OsvCommand::Serve { db, listen } } => {
+            crate::deps_cli::osv_serve(&db, listen).map_err(Fail)
+        }
         Command::Deps { command: DepsCommand::Diff { base, head, out } } => deps_diff(&base, &head, out.json),
     };
     match result {
@@ -684,31 +746,102 @@ fn content_scan(
     }))
 }
 
-/// Reads and parses a lockfile from disk. Requirements includes (`-r`,
-/// `-c`) resolve relative to the including file, as pip resolves them.
-fn read_lockfile(path: &Path) -> Result<gatehouse_deps::Parsed, Fail> {
-    let name = path.display().to_string();
-    let too_large = |len: u64| {
-        Fail(format!(
-            "{name}: {len} bytes; the limit is {} (too_large)",
-            gatehouse_deps::lockfile::MAX_LOCKFILE_BYTES
-        ))
-    };
-    let len = std::fs::metadata(path).map_err(|e| Fail(format!("cannot read {name}: {}", e.kind())))?.len();
-    if len > gatehouse_deps::lockfile::MAX_LOCKFILE_BYTES as u64 {
-        return Err(too_large(len));
-    }
-    let bytes = std::fs::read(path).map_err(|e| Fail(format!("cannot read {name}: {}", e.kind())))?;
+/// Parses a lockfile's bytes. Requirements includes (`-r`, `-c`) resolve
+/// relative to the including file, as pip resolves them.
+pub(crate) fn parse_lockfile(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<gatehouse_deps::Parsed, gatehouse_deps::ParseError> {
+    let limit = gatehouse_deps::lockfile::MAX_LOCKFILE_BYTES as u64;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut includes = |included: &str| -> Result<String, String> {
         let target = dir.join(included);
         let meta = std::fs::metadata(&target).map_err(|e| format!("{}: {}", target.display(), e.kind()))?;
-        if meta.len() > gatehouse_deps::lockfile::MAX_LOCKFILE_BYTES as u64 {
+        if meta.len() > limit {
             return Err(format!("{}: too large", target.display()));
         }
         std::fs::read_to_string(&target).map_err(|e| format!("{}: {}", target.display(), e.kind()))
     };
-    gatehouse_deps::lockfile::parse_with(&name, &bytes, Some(&mut includes)).map_err(|e| Fail(e.to_string()))
+    gatehouse_deps::lockfile::parse_with(&path.display().to_string(), bytes, Some(&mut includes))
+}
+
+/// Reads and parses a lockfile from disk; any failure is exit 2.
+fn read_lockfile(path: &Path) -> Result<gatehouse_deps::Parsed, Fail> {
+    let name = path.display().to_string();
+    let limit = gatehouse_deps::lockfile::MAX_LOCKFILE_BYTES as u64;
+    let len = std::fs::metadata(path).map_err(|e| Fail(format!("cannot read {name}: {}", e.kind())))?.len();
+    if len > limit {
+        return Err(Fail(format!("{name}: {len} bytes; the limit is {limit} (too_large)")));
+    }
+    let bytes = std::fs::read(path).map_err(|e| Fail(format!("cannot read {name}: {}", e.kind())))?;
+    parse_lockfile(path, &bytes).map_err(|e| Fail(e.to_string()))
+}
+
+/// The egress fetch client for gatehouse's own calls from the command line,
+/// configured as the server's: GATEHOUSE_EGRESS_ALLOW_RANGES,
+/// GATEHOUSE_DNS_SERVERS, GATEHOUSE_EGRESS_EXTRA_CA_FILE.
+fn cli_fetcher() -> Result<gatehouse_egress::fetch::Fetcher, String> {
+    use gatehouse_egress::proxy::{Limits, Resolver};
+    let env = environment(None);
+    let ranges = env
+        .var(names::EGRESS_ALLOW_RANGES)
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse::<ipnet::IpNet>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| format!("{}: not a list of CIDR ranges", names::EGRESS_ALLOW_RANGES))?;
+    let servers: Vec<std::net::SocketAddr> = env
+        .var(names::DNS_SERVERS)
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|s| {
+            let s = s.trim();
+            s.parse().ok().or_else(|| s.parse::<IpAddr>().ok().map(|ip| std::net::SocketAddr::new(ip, 53)))
+        })
+        .collect();
+    let dns = if servers.is_empty() {
+        gatehouse_egress::resolve::DnsResolver::system()
+    } else {
+        gatehouse_egress::resolve::DnsResolver::with_servers(&servers)
+    }
+    .map_err(|e| format!("no DNS resolver: {e}"))?;
+    let roots = match env.var(names::EGRESS_EXTRA_CA_FILE) {
+        Some(path) => {
+            use rustls::pki_types::pem::PemObject as _;
+            let pem = std::fs::read(path.trim())
+                .map_err(|e| format!("{}: {}", names::EGRESS_EXTRA_CA_FILE, e.kind()))?;
+            rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| format!("{} holds an unreadable certificate", names::EGRESS_EXTRA_CA_FILE))?
+        }
+        None => Vec::new(),
+    };
+    let tls = gatehouse_egress::fetch::tls_config(&roots)?;
+    Ok(gatehouse_egress::fetch::Fetcher::new(
+        AddressGuard::new(ranges),
+        Resolver::Dns(std::sync::Arc::new(dns)),
+        Limits::default(),
+        tls,
+    ))
+}
+
+fn cvss(vector: &str, json_out: bool) -> Result<ExitCode, Fail> {
+    let score = gatehouse_deps::severity::cvss(vector.trim())
+        .map_err(|e| Fail(format!("not a CVSS vector: {} ({})", e.message, e.code)))?;
+    if json_out {
+        println!("{}", serde_json::to_string(&score).unwrap_or_default());
+    } else {
+        let version = serde_json::to_value(score.version).unwrap_or_default();
+        let severity = serde_json::to_value(score.severity).unwrap_or_default();
+        println!(
+            "CVSS {} base score {:.1} ({})",
+            version.as_str().unwrap_or_default(),
+            score.base_score,
+            severity.as_str().unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn deps_parse(lockfile: &Path, json_out: bool) -> Result<ExitCode, Fail> {

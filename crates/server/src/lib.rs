@@ -10,8 +10,10 @@
 
 pub mod api;
 pub mod cli;
+mod deps_cli;
 mod files;
 pub mod http;
+pub mod osv;
 pub mod scanner;
 pub mod serve;
 pub mod state;

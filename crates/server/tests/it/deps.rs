@@ -29,7 +29,8 @@ fn deps_parse_prints_the_contract_shape() {
         assert_eq!(p["ecosystem"], "crates.io");
         assert!(p["name"].is_string() && p["version"].is_string(), "{p}");
     }
-    let has = |name: &str, version: &str| packages.iter().any(|p| p["name"] == name && p["version"] == version);
+    let has =
+        |name: &str, version: &str| packages.iter().any(|p| p["name"] == name && p["version"] == version);
     assert!(has("rustls", "0.23.43"), "the registry rustls a member depends on is a package");
     assert!(!has("rustls", "0.24.0-dev.1"), "the workspace member itself is not");
 
@@ -97,4 +98,295 @@ fn deps_diff_reports_the_js_yaml_bump() {
     assert_eq!(changed.len(), 1, "only js-yaml changed: {changed:?}");
     assert_eq!(v["added"], serde_json::json!([]));
     assert_eq!(v["removed"], serde_json::json!([]));
+}
+
+#[test]
+fn cvss_follows_the_cli_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = gatehouse(dir.path())
+        .args(["cvss", "--json", "CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v, serde_json::json!({"version": "3.1", "base_score": 9.8, "severity": "critical"}));
+
+    let out = gatehouse(dir.path())
+        .args(["cvss", "--json", "CVSS:4.0/AV:N/AC:L/AT:N/PR:N/UI:N/VC:H/VI:H/VA:H/SC:N/SI:N/SA:N"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["version"].as_str(), v["base_score"].as_f64()), (Some("4.0"), Some(9.3)));
+
+    let out = gatehouse(dir.path())
+        .args(["cvss", "CVSS:3.0/AV:N/AC:L/PR:N/UI:R/S:C/C:L/I:L/A:N"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "CVSS 3.0 base score 6.1 (medium)");
+
+    for bad in
+        ["CVSS:3.1/AV:N", "AV:N/AC:L/Au:N/C:P/I:P/A:P", "CVSS:3.1/AV:X/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H", ""]
+    {
+        let out = gatehouse(dir.path()).args(["cvss", bad]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("cvss_"), "a reason code for {bad}");
+    }
+}
+
+fn lock(packages: &[(&str, &str)]) -> String {
+    let mut entries = serde_json::Map::new();
+    entries.insert("".into(), serde_json::json!({"name": "app", "version": "1.0.0"}));
+    for (name, version) in packages {
+        entries.insert(
+            format!("node_modules/{name}"),
+            serde_json::json!({"version": version, "resolved": format!("https://registry.npmjs.org/{name}/-/{name}-{version}.tgz")}),
+        );
+    }
+    serde_json::json!({"name": "app", "lockfileVersion": 3, "requires": true, "packages": entries})
+        .to_string()
+}
+
+/// A base with lodash fixed, a head that goes back to a vulnerable lodash
+/// and adds left-pad; two real GitHub advisories (HIGH and MODERATE) for it.
+fn scan_fixture() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("base")).unwrap();
+    std::fs::create_dir_all(dir.path().join("head")).unwrap();
+    let base = dir.path().join("base/package-lock.json");
+    let head = dir.path().join("head/package-lock.json");
+    std::fs::write(&base, lock(&[("lodash", "4.17.21")])).unwrap();
+    std::fs::write(&head, lock(&[("lodash", "4.17.20"), ("left-pad", "1.3.0")])).unwrap();
+    let db = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/osv-mini");
+    (dir, base, head, db)
+}
+
+fn scan(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let mut c = gatehouse(dir);
+    c.args(["deps", "scan"]).args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn an_offline_scan_finds_what_the_change_adds_and_the_gate_decides() {
+    let (dir, base, head, db) = scan_fixture();
+    let (b, h, d) = (base.to_str().unwrap(), head.to_str().unwrap(), db.to_str().unwrap());
+    let (code, out) = scan(dir.path(), &["--base", b, h, "--osv-db", d, "--format", "json"], &[]);
+    assert_eq!(code, 1, "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["checked"], 2, "lodash 4.17.20 and left-pad 1.3.0");
+    let findings = v["findings"].as_array().unwrap();
+    let ids: Vec<&str> = findings.iter().map(|f| f["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["GHSA-29mw-wpgm-hmr9", "GHSA-35jh-r3h4-6jhm"]);
+    let high = &findings[1];
+    assert_eq!(high["severity"], "high");
+    assert_eq!(high["severity_source"], "advisory");
+    assert_eq!(
+        high["package"],
+        serde_json::json!({"ecosystem": "npm", "name": "lodash", "version": "4.17.20"})
+    );
+    assert_eq!(high["url"], "https://osv.dev/vulnerability/GHSA-35jh-r3h4-6jhm");
+    assert_eq!(high["fixed"], serde_json::json!(["4.17.21"]));
+    assert!(high["aliases"].as_array().unwrap().iter().any(|a| a == "CVE-2021-23337"));
+    assert_eq!(findings[0]["severity"], "medium", "MODERATE reads as medium");
+    assert_eq!(v["gate"]["mode"], "high");
+    assert_eq!(v["gate"]["tripped"], true);
+    assert_eq!(v["gate"]["reason"], "dependency_gate_severity");
+
+    let (code, out) =
+        scan(dir.path(), &["--base", b, h, "--osv-db", d, "--format", "json", "--gate", "critical"], &[]);
+    assert_eq!(code, 0);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["gate"]["tripped"], false);
+
+    // Nothing changed: nothing checked, gate passes.
+    let (code, out) = scan(dir.path(), &["--base", h, h, "--osv-db", d, "--format", "json"], &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["checked"], 0);
+
+    // A base over the limit is read as absent: every head version is checked.
+    let (_, out) =
+        scan(dir.path(), &["--base", b, h, "--osv-db", d, "--format", "json", "--base-max-bytes", "10"], &[]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["base_absent"]["reason"], "too_large");
+    assert_eq!(v["checked"], 2);
+}
+
+#[test]
+fn scan_outputs_for_people_agents_and_code_scanning() {
+    let (dir, base, head, db) = scan_fixture();
+    let (b, h, d) = (base.to_str().unwrap(), head.to_str().unwrap(), db.to_str().unwrap());
+    let (_, md) = scan(dir.path(), &["--base", b, h, "--osv-db", d, "--format", "markdown"], &[]);
+    assert!(md.contains("### Dependency gate (high): blocked"), "{md}");
+    assert!(md.contains("[GHSA-35jh-r3h4-6jhm](https://osv.dev/vulnerability/GHSA-35jh-r3h4-6jhm)"), "{md}");
+    assert!(md.contains("upgrade to `4.17.21`"), "{md}");
+
+    let (_, text) = scan(dir.path(), &["--base", b, h, "--osv-db", d], &[]);
+    assert!(
+        text.contains("SEVERITY")
+            && text.contains("GHSA-35jh-r3h4-6jhm")
+            && text.contains("gate high: tripped")
+    );
+
+    let (_, sarif) = scan(dir.path(), &["--base", b, h, "--osv-db", d, "--format", "sarif"], &[]);
+    let s: Value = serde_json::from_str(&sarif).unwrap();
+    assert_eq!(s["version"], "2.1.0");
+    let run = &s["runs"][0];
+    assert_eq!(run["tool"]["driver"]["name"], "gatehouse");
+    assert_eq!(run["tool"]["driver"]["rules"].as_array().unwrap().len(), 2);
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    let levels: Vec<&str> = results.iter().map(|r| r["level"].as_str().unwrap()).collect();
+    assert_eq!(levels, ["warning", "error"]);
+    assert_eq!(results[1]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"], h);
+    assert_eq!(run["invocations"][0]["executionSuccessful"], true);
+}
+
+#[test]
+fn an_incomplete_scan_never_passes_the_gate() {
+    let (dir, base, head, _) = scan_fixture();
+    let (b, h) = (base.to_str().unwrap(), head.to_str().unwrap());
+    // A database with a file that is not OSV.
+    let bad_db = dir.path().join("bad-db");
+    std::fs::create_dir(&bad_db).unwrap();
+    std::fs::write(bad_db.join("x.json"), "{\"not\": \"osv\"}").unwrap();
+    let (code, out) =
+        scan(dir.path(), &["--base", b, h, "--osv-db", bad_db.to_str().unwrap(), "--format", "json"], &[]);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["status"], "error");
+    assert_eq!(v["gate"]["reason"], "dependency_gate_scan_error");
+    // Gate off does not block, but an incomplete scan is not a clean pass: exit 2.
+    let (code, _) =
+        scan(dir.path(), &["--base", b, h, "--osv-db", bad_db.to_str().unwrap(), "--gate", "off"], &[]);
+    assert_eq!(code, 2);
+
+    // An unparseable head lockfile.
+    let broken = dir.path().join("head/package-lock.json");
+    std::fs::write(&broken, "{\"lockfileVersion\": 3, \"packages\": ").unwrap();
+    let (code, out) = scan(
+        dir.path(),
+        &[broken.to_str().unwrap(), "--osv-db", bad_db.to_str().unwrap(), "--format", "json"],
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["status"], "error");
+}
+
+struct Mirror(std::process::Child);
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `gatehouse osv serve` on a free port; returns its URL.
+fn mirror(db: &std::path::Path) -> (Mirror, String) {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = gatehouse(dir.path())
+        .args(["osv", "serve", "--listen", "127.0.0.1:0", "--db"])
+        .arg(db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the mirror prints its address")
+        .to_owned();
+    (Mirror(child), url)
+}
+
+#[test]
+fn the_online_client_and_the_mirror_work_together_through_the_door() {
+    let (dir, base, head, db) = scan_fixture();
+    let (b, h, d) = (base.to_str().unwrap(), head.to_str().unwrap(), db.to_str().unwrap());
+    let (_mirror, url) = mirror(&db);
+    let allow = [("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.1/32")];
+    let (code, online) = scan(dir.path(), &["--base", b, h, "--osv-url", &url, "--format", "json"], &allow);
+    assert_eq!(code, 1, "{online}");
+    let (_, offline) = scan(dir.path(), &["--base", b, h, "--osv-db", d, "--format", "json"], &[]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&online).unwrap(),
+        serde_json::from_str::<Value>(&offline).unwrap()
+    );
+
+    // Without the operator opening loopback, the door refuses the mirror's
+    // address: the scan is incomplete and the gate blocks.
+    let (code, out) = scan(dir.path(), &["--base", b, h, "--osv-url", &url, "--format", "json"], &[]);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["status"], "error");
+    assert_eq!(v["errors"][0]["code"], "osv_unreachable");
+    assert!(v["errors"][0]["message"].as_str().unwrap().contains("address_special_purpose"), "{v}");
+}
+
+#[test]
+fn the_mirror_speaks_the_osv_api() {
+    let (_dir, _, _, db) = scan_fixture();
+    let (_mirror, url) = mirror(&db);
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let post = |path: &str, body: &str| {
+        crate::cli::http(
+            addr,
+            &format!(
+                "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    };
+    let body_of = |response: &str| -> Value {
+        serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap_or_default()).unwrap_or(Value::Null)
+    };
+
+    let r = post("/v1/query", r#"{"package": {"name": "lodash", "ecosystem": "npm"}, "version": "4.17.20"}"#);
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    let ids: Vec<String> = body_of(&r)["vulns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, ["GHSA-29mw-wpgm-hmr9", "GHSA-35jh-r3h4-6jhm"]);
+
+    let r = post("/v1/query", r#"{"package": {"name": "lodash", "ecosystem": "npm"}, "version": "4.17.21"}"#);
+    assert_eq!(body_of(&r), serde_json::json!({}), "the fixed version is not affected");
+
+    let r = post(
+        "/v1/querybatch",
+        r#"{"queries": [{"package": {"name": "lodash", "ecosystem": "npm"}, "version": "4.17.20"},
+                        {"package": {"name": "left-pad", "ecosystem": "npm"}, "version": "1.3.0"}]}"#,
+    );
+    let results = body_of(&r)["results"].as_array().unwrap().clone();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["vulns"].as_array().unwrap().len(), 2);
+    assert!(results[0]["vulns"][0]["modified"].is_string());
+    assert_eq!(results[1], serde_json::json!({}));
+
+    let r = crate::cli::http(
+        addr,
+        "GET /v1/vulns/GHSA-35jh-r3h4-6jhm HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(body_of(&r)["id"], "GHSA-35jh-r3h4-6jhm");
+    let r =
+        crate::cli::http(addr, "GET /v1/vulns/GHSA-nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 404"), "{r}");
+
+    let r = post("/v1/query", r#"{"commit": "6879efc2c1596d11a6a6ad296f80063b558d5e0f"}"#);
+    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+    let too_many = format!(
+        r#"{{"queries": [{}]}}"#,
+        vec![r#"{"package": {"name": "a", "ecosystem": "npm"}, "version": "1.0.0"}"#; 1001].join(",")
+    );
+    assert!(post("/v1/querybatch", &too_many).starts_with("HTTP/1.1 400"));
 }

@@ -1,0 +1,424 @@
+//! One dependency scan: the versions a change adds, the advisories that
+//! affect them, each finding's severity, and the gate's decision.
+//!
+//! The report's JSON is DESIGN.md's `deps scan --format json` shape:
+//! `{"status", "findings": [{"id", "aliases", "package", "severity",
+//! "severity_source", "url"}], "gate": {"mode", "tripped", "reason"}}`,
+//! with more fields beside them. `status` is `error` whenever any part of
+//! the scan could not be completed, and then the gate blocks (unless off).
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::gate::{self, GateDecision, GateMode};
+use crate::matching::{Index, fixed_versions};
+use crate::osv::{self, Advisory};
+use crate::osv_client::{OsvClient, Transport};
+use crate::package::Package;
+use crate::severity::{Level, Severity, SeveritySource, advisory_severity};
+
+/// Where a finding's link points.
+pub const OSV_VULNERABILITY_URL: &str = "https://osv.dev/vulnerability/";
+
+/// One advisory affecting one package version.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// The advisory id.
+    pub id: String,
+    /// Its aliases (CVE ids and the like).
+    pub aliases: Vec<String>,
+    /// The affected package version.
+    pub package: Package,
+    /// `low`, `medium`, `high`, `critical` or `unknown`.
+    pub severity: Level,
+    /// `advisory`, `cvss_v3`, `cvss_v4` or `none`.
+    pub severity_source: SeveritySource,
+    /// The CVSS base score behind the level, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    /// `https://osv.dev/vulnerability/<id>`.
+    pub url: String,
+    /// The advisory's one-line summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Versions that fix it for this package, when the advisory says.
+    pub fixed: Vec<String>,
+}
+
+impl AsRef<Level> for Finding {
+    fn as_ref(&self) -> &Level {
+        &self.severity
+    }
+}
+
+/// A part of the scan that could not be completed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScanError {
+    /// A stable code (`lockfile_*`, `osv_*`, `match_*`, `database_*`).
+    pub code: String,
+    /// What, for a person (file names and advisory ids; never file content).
+    pub message: String,
+}
+
+/// Why the base lockfile was not used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "reason")]
+pub enum BaseAbsent {
+    /// No base was given (a new lockfile).
+    NotGiven,
+    /// Larger than the limit: read as absent, so every head version is
+    /// checked — over-reporting, never under-reporting.
+    TooLarge {
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// It could not be parsed: every head version is checked.
+    Unreadable {
+        /// The parse error.
+        error: String,
+    },
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// `ok`, or `error` when any part could not be completed.
+    pub status: &'static str,
+    /// Findings, ordered by package then advisory id.
+    pub findings: Vec<Finding>,
+    /// The gate's decision.
+    pub gate: GateDecision,
+    /// What could not be completed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ScanError>,
+    /// How many package versions were checked.
+    pub checked: usize,
+    /// Present when the base was not used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_absent: Option<BaseAbsent>,
+}
+
+/// The finding for `advisory` on `package`.
+pub fn finding(advisory: &Advisory, package: &Package) -> Finding {
+    let entries: Vec<&osv::Affected> = advisory
+        .affected
+        .iter()
+        .filter(|a| {
+            a.package.as_ref().is_some_and(|p| {
+                crate::matching::ecosystem_from_osv(&p.ecosystem) == Some(package.ecosystem)
+                    && same_name(package, &p.name)
+            })
+        })
+        .collect();
+    let mut vectors: Vec<(String, String)> =
+        advisory.severity.iter().map(|s| (s.kind.clone(), s.score.clone())).collect();
+    vectors.extend(entries.iter().flat_map(|a| a.severity.iter().map(|s| (s.kind.clone(), s.score.clone()))));
+    let specific: Vec<&serde_json::Value> = entries
+        .iter()
+        .flat_map(|a| [a.database_specific.as_ref(), a.ecosystem_specific.as_ref()])
+        .flatten()
+        .collect();
+    let Severity { level, source, score, .. } =
+        advisory_severity(&vectors, advisory.database_specific.as_ref(), &specific);
+    Finding {
+        id: advisory.id.clone(),
+        aliases: advisory.aliases.clone(),
+        package: package.clone(),
+        severity: level,
+        severity_source: source,
+        score,
+        url: format!("{OSV_VULNERABILITY_URL}{}", advisory.id),
+        summary: advisory.summary.clone(),
+        fixed: fixed_versions(advisory, package),
+    }
+}
+
+fn same_name(package: &Package, osv_name: &str) -> bool {
+    match package.ecosystem {
+        crate::package::Ecosystem::PyPI => crate::package::normalize_pypi_name(osv_name) == package.name,
+        _ => osv_name == package.name,
+    }
+}
+
+/// Findings from an offline database.
+pub fn findings_offline(index: &Index, packages: &[Package]) -> (Vec<Finding>, Vec<ScanError>) {
+    let mut findings = Vec::new();
+    let mut errors = Vec::new();
+    for package in packages {
+        let evaluation = index.evaluate(package);
+        findings.extend(evaluation.affected.iter().map(|a| finding(a, package)));
+        errors.extend(
+            evaluation
+                .errors
+                .iter()
+                .map(|e| ScanError { code: format!("match_{}", e.code.as_str()), message: e.to_string() }),
+        );
+    }
+    (findings, errors)
+}
+
+/// Findings from the OSV API: the ids OSV says affect each version, each
+/// advisory fetched once. Any failure fails the whole lookup.
+pub async fn findings_online<T: Transport>(
+    client: &OsvClient<T>,
+    packages: &[Package],
+) -> Result<Vec<Finding>, ScanError> {
+    let osv_error =
+        |e: crate::osv_client::OsvError| ScanError { code: e.code().to_owned(), message: e.to_string() };
+    let ids = client.query_ids(packages).await.map_err(osv_error)?;
+    let all: BTreeSet<String> = ids.iter().flatten().cloned().collect();
+    let raw = client.fetch_vulns(&all).await.map_err(osv_error)?;
+    let mut advisories = std::collections::BTreeMap::new();
+    for (id, bytes) in raw {
+        let advisory = osv::from_json_bytes(&id, &bytes).map_err(|e| ScanError {
+            code: "osv_malformed".into(),
+            message: format!("advisory {id}: {}", e.code.as_str()),
+        })?;
+        if advisory.id != id {
+            return Err(ScanError {
+                code: "osv_malformed".into(),
+                message: format!("asked for {id}, got another id"),
+            });
+        }
+        advisories.insert(id, advisory);
+    }
+    let mut findings = Vec::new();
+    for (package, ids) in packages.iter().zip(&ids) {
+        for id in ids {
+            if let Some(a) = advisories.get(id).filter(|a| !a.is_withdrawn()) {
+                findings.push(finding(a, package));
+            }
+        }
+    }
+    Ok(findings)
+}
+
+/// Puts the report together and decides the gate.
+pub fn report(
+    mut findings: Vec<Finding>,
+    errors: Vec<ScanError>,
+    checked: usize,
+    base_absent: Option<BaseAbsent>,
+    mode: GateMode,
+) -> Report {
+    findings.sort_by(|a, b| (&a.package, &a.id).cmp(&(&b.package, &b.id)));
+    findings.dedup_by(|a, b| a.package == b.package && a.id == b.id);
+    let errored = !errors.is_empty();
+    let gate = gate::decide(mode, &findings, errored);
+    Report { status: if errored { "error" } else { "ok" }, findings, gate, errors, checked, base_absent }
+}
+
+fn fixed_text(f: &Finding) -> String {
+    if f.fixed.is_empty() { "no fixed version".to_owned() } else { f.fixed.join(", ") }
+}
+
+fn gate_line(r: &Report) -> String {
+    let mode = r.gate.mode.as_str();
+    match (r.gate.tripped, r.gate.reason) {
+        (true, Some(reason)) => format!("gate {mode}: tripped ({})", reason.as_str()),
+        (true, None) => format!("gate {mode}: tripped"),
+        (false, _) => format!("gate {mode}: passed"),
+    }
+}
+
+/// A table for people.
+pub fn render_text(r: &Report) -> String {
+    let mut out = String::new();
+    match &r.base_absent {
+        Some(BaseAbsent::TooLarge { bytes, limit }) => out.push_str(&format!(
+            "base lockfile is {bytes} bytes (over {limit}): read as absent, every head version checked\n"
+        )),
+        Some(BaseAbsent::Unreadable { error }) => {
+            out.push_str(&format!("base lockfile unreadable ({error}): every head version checked\n"));
+        }
+        _ => {}
+    }
+    out.push_str(&format!("{} package version(s) checked, {} finding(s)\n", r.checked, r.findings.len()));
+    if !r.findings.is_empty() {
+        let rows: Vec<[String; 5]> = r
+            .findings
+            .iter()
+            .map(|f| {
+                [
+                    f.severity.as_str().to_owned(),
+                    f.id.clone(),
+                    format!("{} {}", f.package.name, f.package.version),
+                    f.package.ecosystem.to_string(),
+                    fixed_text(f),
+                ]
+            })
+            .collect();
+        let header = ["SEVERITY", "ID", "PACKAGE", "ECOSYSTEM", "FIXED IN"].map(str::to_owned);
+        let mut widths = header.clone().map(|h| h.len());
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        for row in std::iter::once(&header).chain(&rows) {
+            let cells: Vec<String> = row.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+            out.push_str(cells.join("  ").trim_end());
+            out.push('\n');
+        }
+    }
+    for e in &r.errors {
+        out.push_str(&format!("error: {} ({})\n", e.message, e.code));
+    }
+    out.push_str(&gate_line(r));
+    out.push('\n');
+    out
+}
+
+/// A short summary for an AI agent's tool output and a pull-request
+/// comment: what was found, which versions fix it, links to osv.dev.
+pub fn render_markdown(r: &Report) -> String {
+    let mut out = String::new();
+    let verdict = if r.gate.tripped { "blocked" } else { "passed" };
+    out.push_str(&format!("### Dependency gate ({}): {verdict}\n\n", r.gate.mode.as_str()));
+    if r.status == "error" {
+        out.push_str("**The scan did not complete**, so it cannot vouch for these dependencies:\n\n");
+        for e in &r.errors {
+            out.push_str(&format!("- `{}`: {}\n", e.code, e.message));
+        }
+        out.push('\n');
+    }
+    if let Some(BaseAbsent::TooLarge { bytes, limit }) = &r.base_absent {
+        out.push_str(&format!(
+            "The base branch's lockfile is {bytes} bytes (over {limit}), so every version in the head was checked.\n\n"
+        ));
+    }
+    if r.findings.is_empty() {
+        if r.status == "ok" {
+            out.push_str(&format!(
+                "No known vulnerabilities in the {} added or changed package version(s).\n",
+                r.checked
+            ));
+        }
+        return out;
+    }
+    out.push_str(&format!(
+        "{} known vulnerabilit{} in {} added or changed package version(s):\n\n",
+        r.findings.len(),
+        if r.findings.len() == 1 { "y" } else { "ies" },
+        r.checked
+    ));
+    out.push_str("| severity | advisory | package | fix |\n|---|---|---|---|\n");
+    for f in &r.findings {
+        let summary = f.summary.as_deref().map(|s| format!(" — {}", escape_md(s))).unwrap_or_default();
+        let fix = if f.fixed.is_empty() {
+            "none known".to_owned()
+        } else {
+            format!(
+                "upgrade to {}",
+                f.fixed.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(" or ")
+            )
+        };
+        out.push_str(&format!(
+            "| {} | [{}]({}){summary} | `{}@{}` ({}) | {fix} |\n",
+            f.severity.as_str(),
+            f.id,
+            f.url,
+            f.package.name,
+            f.package.version,
+            f.package.ecosystem
+        ));
+    }
+    if r.gate.tripped {
+        out.push_str(&format!(
+            "\nThe gate blocks at `{}` and above (unknown severity counts as high): upgrade or remove the packages above.\n",
+            r.gate.mode.as_str()
+        ));
+    }
+    out
+}
+
+/// Advisory text is third-party: keep it on one table line and out of markup.
+fn escape_md(s: &str) -> String {
+    let one_line: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).take(200).collect();
+    one_line
+        .replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('[', "\\[")
+        .replace(']', "\\]")
+}
+
+/// SARIF 2.1.0 (OASIS): one rule per advisory, one result per finding,
+/// located at the lockfile; `security-severity` carries the CVSS score (or
+/// the level's lower bound) as code-scanning UIs expect; an incomplete scan
+/// is a failed invocation with its errors as notifications.
+pub fn render_sarif(r: &Report, lockfile: &str, version: &str) -> serde_json::Value {
+    use serde_json::json;
+    let mut rules: Vec<serde_json::Value> = Vec::new();
+    let mut rule_index: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    let mut results = Vec::new();
+    for f in &r.findings {
+        let index = *rule_index.entry(&f.id).or_insert_with(|| {
+            let security_severity = f.score.unwrap_or(match f.severity {
+                Level::Critical => 9.0,
+                Level::High | Level::Unknown => 7.0,
+                Level::Medium => 4.0,
+                Level::Low | Level::None => 0.1,
+            });
+            rules.push(json!({
+                "id": f.id,
+                "shortDescription": {"text": f.summary.clone().unwrap_or_else(|| f.id.clone())},
+                "helpUri": f.url,
+                "help": {"text": format!("See {}", f.url)},
+                "properties": {
+                    "security-severity": format!("{security_severity:.1}"),
+                    "tags": ["security", "vulnerability", "dependency"],
+                },
+            }));
+            rules.len() - 1
+        });
+        let level = match f.severity {
+            Level::Critical | Level::High | Level::Unknown => "error",
+            Level::Medium => "warning",
+            Level::Low | Level::None => "note",
+        };
+        let fix = if f.fixed.is_empty() {
+            "no fixed version is known".to_owned()
+        } else {
+            format!("fixed in {}", f.fixed.join(", "))
+        };
+        results.push(json!({
+            "ruleId": f.id,
+            "ruleIndex": index,
+            "level": level,
+            "message": {"text": format!(
+                "{} {} ({}) is affected by {} ({} severity); {fix}.",
+                f.package.name, f.package.version, f.package.ecosystem, f.id, f.severity.as_str()
+            )},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": lockfile}}}],
+            "partialFingerprints": {"packageVersionAdvisory": format!(
+                "{}/{}@{}/{}", f.package.ecosystem, f.package.name, f.package.version, f.id
+            )},
+        }));
+    }
+    let notifications: Vec<serde_json::Value> = r
+        .errors
+        .iter()
+        .map(|e| json!({"level": "error", "message": {"text": e.message}, "descriptor": {"id": e.code}}))
+        .collect();
+    json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "gatehouse",
+                "version": version,
+                "informationUri": "https://osv.dev",
+                "rules": rules,
+            }},
+            "invocations": [{
+                "executionSuccessful": r.status == "ok",
+                "toolExecutionNotifications": notifications,
+            }],
+            "results": results,
+        }],
+    })
+}

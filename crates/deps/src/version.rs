@@ -1,0 +1,391 @@
+//! Version ordering, one scheme per ecosystem, as OSV ranges need it.
+//!
+//! | ecosystem | scheme | notes |
+//! |---|---|---|
+//! | crates.io | [`Scheme::SemVer`] | SemVer 2.0, strict (what Cargo accepts) |
+//! | npm | [`Scheme::Npm`] | SemVer 2.0; surrounding whitespace and a leading run of `=`/`v` are dropped first, as node-semver's `clean()` (used by npm when it normalizes a package's version) does |
+//! | Go | [`Scheme::Go`] | SemVer 2.0 with an optional leading `v` (go.sum writes it, OSV does not) |
+//! | PyPI | [`Scheme::Pep440`] | PEP 440, through `pep440_rs` |
+//! | RubyGems | [`Scheme::RubyGems`] | `Gem::Version` |
+//!
+//! Every SemVer scheme orders by SemVer precedence (section 11): build
+//! metadata is ignored, so Go's `+incompatible` does not affect the order, and
+//! `1.0.0+a` equals `1.0.0+b`. Go pseudo-versions
+//! (`v0.0.0-20200101000000-abcdef123456`, `vX.Y.Z-pre.0.<time>-<hash>`,
+//! `vX.Y.(Z+1)-0.<time>-<hash>`) are ordinary SemVer prereleases; their
+//! fixed-width timestamp makes precedence order them by time, and each sorts
+//! above its base version and below the next release, which is what
+//! golang.org/ref/mod#pseudo-versions specifies. No special code is needed,
+//! and none is written.
+//!
+//! A string that is not a version in its scheme is a [`VersionError`], never
+//! a guess: the caller decides what an unreadable version means (the matcher
+//! reports it; it is never "not affected").
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::package::Ecosystem;
+
+/// A version syntax and its ordering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scheme {
+    /// SemVer 2.0, strict (crates.io; OSV `SEMVER` ranges outside npm and Go).
+    SemVer,
+    /// SemVer 2.0 after npm's `clean()`: trimmed, leading `=`/`v` run dropped.
+    Npm,
+    /// SemVer 2.0 with an optional leading `v` (Go modules).
+    Go,
+    /// PEP 440 (PyPI).
+    Pep440,
+    /// RubyGems' `Gem::Version`.
+    RubyGems,
+}
+
+impl Scheme {
+    /// The number of schemes (for per-scheme caches).
+    pub const COUNT: usize = 5;
+
+    /// The scheme of an ecosystem's own versions (OSV `ECOSYSTEM` ranges and
+    /// `versions` lists).
+    pub const fn of(ecosystem: Ecosystem) -> Self {
+        match ecosystem {
+            Ecosystem::Npm => Self::Npm,
+            Ecosystem::PyPI => Self::Pep440,
+            Ecosystem::Go => Self::Go,
+            Ecosystem::CratesIo => Self::SemVer,
+            Ecosystem::RubyGems => Self::RubyGems,
+        }
+    }
+
+    /// The scheme of an OSV `SEMVER` range for a package of this ecosystem:
+    /// SemVer 2.0 precedence, read with the ecosystem's own spelling where it
+    /// has one (npm's `clean()`, Go's `v`), strict otherwise. A PyPI or
+    /// RubyGems version that is not SemVer cannot be placed in such a range.
+    pub const fn semver_range(ecosystem: Ecosystem) -> Self {
+        match ecosystem {
+            Ecosystem::Npm => Self::Npm,
+            Ecosystem::Go => Self::Go,
+            Ecosystem::PyPI | Ecosystem::CratesIo | Ecosystem::RubyGems => Self::SemVer,
+        }
+    }
+
+    /// A dense index in `0..COUNT`.
+    pub const fn index(self) -> usize {
+        match self {
+            Self::SemVer => 0,
+            Self::Npm => 1,
+            Self::Go => 2,
+            Self::Pep440 => 3,
+            Self::RubyGems => 4,
+        }
+    }
+
+    /// A stable name, for messages.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::SemVer => "semver",
+            Self::Npm => "npm-semver",
+            Self::Go => "go-semver",
+            Self::Pep440 => "pep440",
+            Self::RubyGems => "rubygems",
+        }
+    }
+
+    /// Parses `input` as a version of this scheme.
+    pub fn parse(self, input: &str) -> Result<Version, VersionError> {
+        let err = |reason: String| VersionError::new(self, input, reason);
+        match self {
+            Self::SemVer => parse_semver(input).map(Version::SemVer).map_err(err),
+            Self::Npm => {
+                let cleaned = input.trim().trim_start_matches(['=', 'v']);
+                parse_semver(cleaned).map(Version::SemVer).map_err(err)
+            }
+            Self::Go => {
+                let bare = input.strip_prefix('v').unwrap_or(input);
+                parse_semver(bare).map(Version::SemVer).map_err(err)
+            }
+            Self::Pep440 => {
+                pep440_rs::Version::from_str(input).map(Version::Pep440).map_err(|e| err(e.to_string()))
+            }
+            Self::RubyGems => GemVersion::parse(input).map(Version::Gem).map_err(err),
+        }
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Compares two versions of one ecosystem.
+pub fn compare(ecosystem: Ecosystem, a: &str, b: &str) -> Result<Ordering, VersionError> {
+    let scheme = Scheme::of(ecosystem);
+    Ok(scheme.parse(a)?.cmp(&scheme.parse(b)?))
+}
+
+/// A string that is not a version in the scheme it was read with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a {scheme} version: {input:?}: {reason}")]
+pub struct VersionError {
+    /// The scheme it was read with.
+    pub scheme: Scheme,
+    /// The input, cut to 64 characters.
+    pub input: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl VersionError {
+    fn new(scheme: Scheme, input: &str, reason: String) -> Self {
+        Self { scheme, input: input.chars().take(64).collect(), reason }
+    }
+}
+
+/// A parsed version.
+///
+/// Versions of the three SemVer schemes share one representation and compare
+/// with each other; comparing across representations (a SemVer version with
+/// a PEP 440 one) is well defined (the variant decides) but meaningless, and
+/// the matcher never does it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Version {
+    /// SemVer precedence: build metadata dropped.
+    SemVer(SemVer),
+    /// PEP 440.
+    Pep440(pep440_rs::Version),
+    /// `Gem::Version`.
+    Gem(GemVersion),
+}
+
+/// A SemVer 2.0 version without its build metadata: equality and order are
+/// SemVer precedence.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SemVer {
+    /// Major.
+    pub major: u64,
+    /// Minor.
+    pub minor: u64,
+    /// Patch.
+    pub patch: u64,
+    /// Prerelease identifiers (empty for a release, which sorts above them).
+    pub pre: semver::Prerelease,
+}
+
+fn parse_semver(input: &str) -> Result<SemVer, String> {
+    let v = semver::Version::parse(input).map_err(|e| e.to_string())?;
+    Ok(SemVer { major: v.major, minor: v.minor, patch: v.patch, pre: v.pre })
+}
+
+/// A RubyGems version, compared as `Gem::Version#<=>` does.
+///
+/// Follows `lib/rubygems/version.rb` as RubyGems ships it today (3.4 and
+/// later): the string must match `VERSION_PATTERN` (surrounding whitespace
+/// allowed); every `-` becomes `.pre.`; a version with a letter is a
+/// prerelease. Comparison uses the *canonical* segments: the version string
+/// minus its trailing run of `.` and `0` after a letter or dot
+/// (`1.0.0` → `1.`), minus, in a prerelease, the first run of zero segments
+/// that starts the string or follows a dot and is followed by a letter
+/// (`1.0.0.a` → `1.a`), then split into runs of digits and runs of ASCII
+/// letters. Segments are compared pairwise, the shorter list padded with 0;
+/// letters sort below any number (so `1.0.a` < `1.0`) and compare bytewise,
+/// numbers by value (of any size).
+///
+/// RubyGems 3.3 and earlier canonicalized by dropping the trailing zeros of
+/// the numeric part and of the rest separately; the two differ only where a
+/// zero segment sits between letter segments (`1.a.0.b`). The port was
+/// checked pair by pair against Ruby running that code.
+///
+/// One deliberate difference: an empty or all-whitespace string, which
+/// RubyGems reads as `0`, is an error here: no lockfile or advisory means it.
+#[derive(Debug, Clone)]
+pub struct GemVersion {
+    canonical: Vec<GemSegment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum GemSegment {
+    /// Digits without leading zeros ("0" for zero).
+    Number(Box<str>),
+    /// ASCII letters, case kept.
+    Letters(Box<str>),
+}
+
+impl GemSegment {
+    fn cmp_to_zero(&self) -> Ordering {
+        match self {
+            Self::Number(n) if &**n == "0" => Ordering::Equal,
+            Self::Number(_) => Ordering::Greater,
+            Self::Letters(_) => Ordering::Less,
+        }
+    }
+
+    fn cmp_to(&self, other: &Self) -> Ordering {
+        match (self, other) {
+            (Self::Number(a), Self::Number(b)) => a.len().cmp(&b.len()).then_with(|| a.cmp(b)),
+            (Self::Letters(a), Self::Letters(b)) => a.as_bytes().cmp(b.as_bytes()),
+            (Self::Letters(_), Self::Number(_)) => Ordering::Less,
+            (Self::Number(_), Self::Letters(_)) => Ordering::Greater,
+        }
+    }
+}
+
+impl GemVersion {
+    /// Parses a gem version string.
+    pub fn parse(input: &str) -> Result<Self, String> {
+        let trimmed = input.trim_matches(|c: char| matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c'));
+        if trimmed.is_empty() {
+            return Err("empty version".to_owned());
+        }
+        if !gem_pattern_matches(trimmed) {
+            return Err("does not match Gem::Version's pattern".to_owned());
+        }
+        let normalized = trimmed.replace('-', ".pre.");
+        let canonical = canonical_string(&normalized);
+        Ok(Self { canonical: partition(&canonical) })
+    }
+}
+
+/// `[0-9]+(\.[0-9a-zA-Z]+)*(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?`, whole string.
+fn gem_pattern_matches(s: &str) -> bool {
+    let (main, pre) = match s.split_once('-') {
+        Some((main, pre)) => (main, Some(pre)),
+        None => (s, None),
+    };
+    let mut parts = main.split('.');
+    let first_ok = parts.next().is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    if !first_ok || !parts.all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric())) {
+        return false;
+    }
+    match pre {
+        None => true,
+        Some(pre) => {
+            pre.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+        }
+    }
+}
+
+/// The two substitutions of `Gem::Version#canonical_segments`, on the string:
+/// `sub(/(?<=[a-zA-Z.])[.0]+\z/, "")`, then, for a prerelease,
+/// `sub!(/(?<=\.|\A)[0.]+(?=[a-zA-Z])/, "")` (first match only).
+fn canonical_string(v: &str) -> String {
+    let b = v.as_bytes();
+    // 1. The leftmost position i, after a letter or a dot, from which the
+    //    rest is all dots and zeros, non-empty.
+    let mut tail_start = b.len();
+    while tail_start > 0 && matches!(b[tail_start - 1], b'.' | b'0') {
+        tail_start -= 1;
+    }
+    let mut cut = b.len();
+    for i in tail_start.max(1)..b.len() {
+        if b[i - 1].is_ascii_alphabetic() || b[i - 1] == b'.' {
+            cut = i;
+            break;
+        }
+    }
+    let mut s = v[..cut].to_owned();
+    // 2. In a prerelease, the first run of zeros and dots that starts the
+    //    string or follows a dot, and is followed by a letter.
+    if s.bytes().any(|c| c.is_ascii_alphabetic()) {
+        let b = s.as_bytes();
+        let mut found = None;
+        let mut i = 0;
+        while i < b.len() {
+            if i > 0 && b[i - 1] != b'.' {
+                i += 1;
+                continue;
+            }
+            let mut m = i;
+            while m < b.len() && matches!(b[m], b'0' | b'.') {
+                m += 1;
+            }
+            if m > i && m < b.len() && b[m].is_ascii_alphabetic() {
+                found = Some((i, m));
+                break;
+            }
+            // Every later start inside this run ends where it ended: skip it
+            // (keeps this linear).
+            i = m.max(i + 1);
+        }
+        if let Some((i, m)) = found {
+            s.replace_range(i..m, "");
+        }
+    }
+    s
+}
+
+/// `scan(/\d+|[a-z]+/i)`.
+fn partition(s: &str) -> Vec<GemSegment> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let start = i;
+        if b[i].is_ascii_digit() {
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            let digits = s[start..i].trim_start_matches('0');
+            out.push(GemSegment::Number(if digits.is_empty() { "0".into() } else { digits.into() }));
+        } else if b[i].is_ascii_alphabetic() {
+            while i < b.len() && b[i].is_ascii_alphabetic() {
+                i += 1;
+            }
+            out.push(GemSegment::Letters(s[start..i].into()));
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+impl Ord for GemVersion {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // The shorter list is padded with zeros.
+        let n = self.canonical.len().max(other.canonical.len());
+        for i in 0..n {
+            let ord = match (self.canonical.get(i), other.canonical.get(i)) {
+                (Some(a), Some(b)) => a.cmp_to(b),
+                (Some(a), None) => a.cmp_to_zero(),
+                (None, Some(b)) => b.cmp_to_zero().reverse(),
+                (None, None) => Ordering::Equal,
+            };
+            if ord != Ordering::Equal {
+                return ord;
+            }
+        }
+        Ordering::Equal
+    }
+}
+
+impl PartialOrd for GemVersion {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for GemVersion {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for GemVersion {}
+
+impl std::hash::Hash for GemVersion {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Canonical segments never end in a zero (but for the version `0`
+        // itself), so equal versions have equal segment lists.
+        self.canonical.hash(state);
+    }
+}
+
+impl GemVersion {
+    /// True if a segment is letters (`Gem::Version#prerelease?`, after `-`
+    /// became `.pre.`).
+    pub fn is_prerelease(&self) -> bool {
+        self.canonical.iter().any(|s| matches!(s, GemSegment::Letters(_)))
+    }
+}
