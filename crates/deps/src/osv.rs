@@ -10,11 +10,17 @@
 //! would answer "no findings" for what it failed to read.
 //!
 //! [`from_json_bytes`] reads one advisory from bytes and a name for errors;
-//! [`load_dir`] walks a directory with it. An archive reader (OSV's
-//! `all.zip`) is meant to feed each entry's bytes and name to
-//! [`from_json_bytes`] the same way.
+//! [`load_dir`] walks a directory with it, and reads OSV's per-ecosystem
+//! `all.zip` exports (a zip of `<ID>.json` files) the same way, each entry
+//! named `<zip path>!<entry name>`. Archives are untrusted input: entry and
+//! archive sizes are capped on the bytes actually inflated, never on what the
+//! headers declare ([`MAX_ADVISORY_BYTES`], [`MAX_ZIP_TOTAL_BYTES`],
+//! [`MAX_ZIP_ENTRIES`]), encrypted entries are refused, and entry names are
+//! only labels: nothing is ever written to disk.
 
 use std::fs;
+use std::io::{BufReader, Read};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -25,6 +31,18 @@ pub const MAX_ADVISORY_BYTES: u64 = 16 << 20;
 
 /// How deep [`load_dir`] descends (symbolic links to directories included).
 pub const MAX_DIR_DEPTH: usize = 32;
+
+/// The most bytes inflated from one zip archive, all entries together: 4 GiB.
+/// A bound against zip bombs of many entries each under
+/// [`MAX_ADVISORY_BYTES`], set far above what an OSV export holds.
+pub const MAX_ZIP_TOTAL_BYTES: u64 = 4 << 30;
+
+/// The most entries one zip archive may list: 2,000,000. A bound against
+/// archives of countless tiny entries, set far above what an OSV export holds.
+pub const MAX_ZIP_ENTRIES: usize = 2_000_000;
+
+/// The longest entry name kept in a [`LoadError`]'s `source_name`, in characters.
+const MAX_ENTRY_LABEL_CHARS: usize = 256;
 
 /// One OSV advisory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -267,15 +285,23 @@ where
 pub enum LoadErrorCode {
     /// The file or directory could not be read.
     Io,
-    /// Larger than [`MAX_ADVISORY_BYTES`], or deeper than [`MAX_DIR_DEPTH`].
+    /// Larger than [`MAX_ADVISORY_BYTES`] (a file, or a zip entry once
+    /// inflated), deeper than [`MAX_DIR_DEPTH`], or a zip archive with more
+    /// than [`MAX_ZIP_ENTRIES`] entries or more than [`MAX_ZIP_TOTAL_BYTES`]
+    /// inflated.
     TooLarge,
     /// Not JSON (malformed, truncated, not UTF-8).
     Syntax,
     /// JSON, but not an OSV advisory: a required field missing, a field of
     /// the wrong type, an event that is not exactly one known key, an empty id.
     Structure,
-    /// The directory holds no `*.json` file at all.
+    /// The directory holds no `*.json` file and no `*.zip` archive, or a zip
+    /// archive holds no `*.json` entry.
     Empty,
+    /// A zip archive that cannot be read: not a zip, truncated, an entry whose
+    /// data is corrupt (bad deflate stream, checksum mismatch), an encrypted
+    /// entry, or a compression method other than stored and deflate.
+    Zip,
 }
 
 impl LoadErrorCode {
@@ -287,6 +313,7 @@ impl LoadErrorCode {
             Self::Syntax => "syntax",
             Self::Structure => "structure",
             Self::Empty => "empty",
+            Self::Zip => "zip",
         }
     }
 }
@@ -352,10 +379,21 @@ pub fn load_file(path: &Path) -> Result<Advisory, LoadError> {
 /// Lists every `*.json` file under `dir`, recursively, in a stable order
 /// (sorted by path). Symbolic links are followed, to [`MAX_DIR_DEPTH`].
 pub fn json_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    let mut out = advisory_sources(dir)?;
+    out.retain(|p| has_extension(p, "json"));
+    Ok(out)
+}
+
+/// Every `*.json` file and `*.zip` archive under `dir`, sorted by path.
+fn advisory_sources(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     let mut out = Vec::new();
     walk(dir, 0, &mut out)?;
     out.sort();
     Ok(out)
+}
+
+fn has_extension(path: &Path, extension: &str) -> bool {
+    path.extension().is_some_and(|x| x == extension)
 }
 
 fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), LoadError> {
@@ -374,51 +412,325 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), LoadErro
             .map_err(|e| LoadError::new(LoadErrorCode::Io, path.display().to_string(), e.to_string()))?;
         if meta.is_dir() {
             walk(&path, depth + 1, out)?;
-        } else if meta.is_file() && path.extension().is_some_and(|x| x == "json") {
+        } else if meta.is_file() && (has_extension(&path, "json") || has_extension(&path, "zip")) {
             out.push(path);
         }
     }
     Ok(())
 }
 
-/// Loads every `*.json` file under `dir` (recursively, e.g.
-/// `<dir>/<Ecosystem>/<ID>.json`), in path order. Other files are ignored.
+/// Loads an advisory database: every `*.json` file under `path`
+/// (recursively, e.g. `<path>/<Ecosystem>/<ID>.json`) and every `*.json`
+/// entry of every `*.zip` archive under it (OSV's exports, e.g.
+/// `<path>/npm/all.zip`), in path order, each archive's entries in the
+/// archive's order. `path` may also be one zip archive. Other files, and
+/// directories and other entries inside archives, are ignored. An archive
+/// entry's errors name it `<zip path>!<entry name>`.
 ///
-/// Fails on the first file that cannot be read or is not an OSV advisory,
-/// naming it; fails with [`LoadErrorCode::Empty`] when there is no `*.json`
-/// file at all (a database that is not there must not read as "nothing is
+/// Fails on the first file or entry that cannot be read or is not an OSV
+/// advisory, naming it; on a zip archive that is corrupt, truncated, holds an
+/// encrypted entry, or is over a cap ([`LoadErrorCode::Zip`],
+/// [`LoadErrorCode::TooLarge`]); and with [`LoadErrorCode::Empty`] when there
+/// is no `*.json` file or archive at all, or an archive holds no `*.json`
+/// entry (a database that is not there must not read as "nothing is
 /// vulnerable").
-pub fn load_dir(dir: &Path) -> Result<Vec<Advisory>, LoadError> {
-    let files = json_files(dir)?;
-    if files.is_empty() {
-        return Err(LoadError::new(
-            LoadErrorCode::Empty,
-            dir.display().to_string(),
-            "no *.json advisory file in this directory",
-        ));
+pub fn load_dir(path: &Path) -> Result<Vec<Advisory>, LoadError> {
+    let mut advisories = Vec::new();
+    let mut failure = None;
+    visit_sources(path, &mut |loaded| match loaded {
+        Ok(a) => {
+            advisories.push(a);
+            ControlFlow::Continue(())
+        }
+        Err(e) => {
+            failure = Some(e);
+            ControlFlow::Break(())
+        }
+    })?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(advisories),
     }
-    files.iter().map(|f| load_file(f)).collect()
 }
 
-/// Like [`load_dir`], but reads every file and reports every one that fails
-/// (in path order) instead of stopping at the first: for diagnosing a broken
-/// database. Still all-or-nothing: any error means no advisories.
-pub fn load_dir_all(dir: &Path) -> Result<Vec<Advisory>, Vec<LoadError>> {
-    let files = json_files(dir).map_err(|e| vec![e])?;
-    if files.is_empty() {
-        return Err(vec![LoadError::new(
-            LoadErrorCode::Empty,
-            dir.display().to_string(),
-            "no *.json advisory file in this directory",
-        )]);
-    }
-    let mut advisories = Vec::with_capacity(files.len());
+/// Like [`load_dir`], but reads everything and reports every file and entry
+/// that fails (in path order, then archive order) instead of stopping at the
+/// first: for diagnosing a broken database. An archive that cannot be opened,
+/// or that goes over a cap, is one error and the rest of it is not read. Still
+/// all-or-nothing: any error means no advisories.
+pub fn load_dir_all(path: &Path) -> Result<Vec<Advisory>, Vec<LoadError>> {
+    let mut advisories = Vec::new();
     let mut errors = Vec::new();
-    for f in &files {
-        match load_file(f) {
+    visit_sources(path, &mut |loaded| {
+        match loaded {
             Ok(a) => advisories.push(a),
             Err(e) => errors.push(e),
         }
-    }
+        ControlFlow::Continue(())
+    })
+    .map_err(|e| vec![e])?;
     if errors.is_empty() { Ok(advisories) } else { Err(errors) }
+}
+
+/// What [`visit_sources`] hands each advisory, or the error in its place, to;
+/// `Break` stops the walk.
+type Visit<'a> = dyn FnMut(Result<Advisory, LoadError>) -> ControlFlow<()> + 'a;
+
+/// Walks the database at `path` (a directory, or one zip archive). Errors
+/// that leave nothing to walk (an unreadable or empty directory) are
+/// returned; every other error goes to `visit`.
+fn visit_sources(path: &Path, visit: &mut Visit<'_>) -> Result<(), LoadError> {
+    let name = path.display().to_string();
+    let meta = fs::metadata(path).map_err(|e| LoadError::new(LoadErrorCode::Io, &name, e.to_string()))?;
+    if meta.is_file() && has_extension(path, "zip") {
+        let _ = visit_zip(path, ZipLimits::DEFAULT, visit);
+        return Ok(());
+    }
+    let sources = advisory_sources(path)?;
+    if sources.is_empty() {
+        return Err(LoadError::new(
+            LoadErrorCode::Empty,
+            name,
+            "no *.json advisory file or *.zip archive in this directory",
+        ));
+    }
+    for source in &sources {
+        let flow = if has_extension(source, "zip") {
+            visit_zip(source, ZipLimits::DEFAULT, visit)
+        } else {
+            visit(load_file(source))
+        };
+        if flow.is_break() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The caps on one zip archive.
+#[derive(Debug, Clone, Copy)]
+struct ZipLimits {
+    /// Inflated bytes of one entry.
+    entry_bytes: u64,
+    /// Inflated bytes of all entries together.
+    total_bytes: u64,
+    /// Entries listed in the central directory.
+    entries: usize,
+}
+
+impl ZipLimits {
+    const DEFAULT: Self =
+        Self { entry_bytes: MAX_ADVISORY_BYTES, total_bytes: MAX_ZIP_TOTAL_BYTES, entries: MAX_ZIP_ENTRIES };
+}
+
+/// An entry name made safe to print: control characters escaped, at most
+/// [`MAX_ENTRY_LABEL_CHARS`] characters. The name is a label only; it never
+/// becomes a path.
+fn entry_label(name: &str) -> String {
+    let mut label = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if i == MAX_ENTRY_LABEL_CHARS {
+            label.push('…');
+            break;
+        }
+        if c.is_control() {
+            label.extend(c.escape_default());
+        } else {
+            label.push(c);
+        }
+    }
+    label
+}
+
+/// Reads every `*.json` entry of the zip archive at `path` with
+/// [`from_json_bytes`], handing each result to `visit` (which may stop the
+/// walk). Archive-level failures (unreadable, over a cap) go to `visit` once
+/// and end this archive.
+fn visit_zip(path: &Path, limits: ZipLimits, visit: &mut Visit<'_>) -> ControlFlow<()> {
+    let zip_name = path.display().to_string();
+    let file = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => return visit(Err(LoadError::new(LoadErrorCode::Io, zip_name, e.to_string()))),
+    };
+    let mut archive = match zip::ZipArchive::new(BufReader::new(file)) {
+        Ok(a) => a,
+        Err(e) => {
+            return visit(Err(LoadError::new(
+                LoadErrorCode::Zip,
+                zip_name,
+                format!("not a readable zip archive: {e}"),
+            )));
+        }
+    };
+    if archive.len() > limits.entries {
+        return visit(Err(LoadError::new(
+            LoadErrorCode::TooLarge,
+            zip_name,
+            format!("{} entries, more than the {}-entry limit", archive.len(), limits.entries),
+        )));
+    }
+    let mut total: u64 = 0;
+    let mut json_entries = 0usize;
+    for index in 0..archive.len() {
+        // The central directory's view of the entry, read without touching its data.
+        let (label, is_json, encrypted, declared) = match archive.by_index_data(index) {
+            Ok(entry) => {
+                if entry.is_dir() {
+                    continue;
+                }
+                let name = match entry.name() {
+                    Ok(n) => n.into_owned(),
+                    Err(_) => String::from_utf8_lossy(entry.name_raw()).into_owned(),
+                };
+                let is_json = entry.is_file() && name.ends_with(".json");
+                (format!("{zip_name}!{}", entry_label(&name)), is_json, entry.encrypted(), entry.size())
+            }
+            Err(e) => {
+                return visit(Err(LoadError::new(
+                    LoadErrorCode::Zip,
+                    format!("{zip_name}!#{index}"),
+                    format!("unreadable entry: {e}"),
+                )));
+            }
+        };
+        if encrypted {
+            visit(Err(LoadError::new(LoadErrorCode::Zip, label, "an encrypted entry: refused")))?;
+            continue;
+        }
+        if !is_json {
+            continue;
+        }
+        json_entries += 1;
+        // A declared size is only believed when it says "too large"; the bytes
+        // actually inflated are capped below whatever it says.
+        if declared > limits.entry_bytes {
+            visit(Err(LoadError::new(
+                LoadErrorCode::TooLarge,
+                label,
+                format!("declares {declared} bytes, more than the {}-byte limit", limits.entry_bytes),
+            )))?;
+            continue;
+        }
+        let mut bytes = Vec::new();
+        let read = archive.by_index(index).map_err(|e| e.to_string()).and_then(|entry| {
+            entry.take(limits.entry_bytes + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())
+        });
+        if let Err(e) = read {
+            visit(Err(LoadError::new(LoadErrorCode::Zip, label, format!("cannot read the entry: {e}"))))?;
+            continue;
+        }
+        total = total.saturating_add(bytes.len() as u64);
+        if total > limits.total_bytes {
+            return visit(Err(LoadError::new(
+                LoadErrorCode::TooLarge,
+                zip_name,
+                format!("inflates to more than the {}-byte limit", limits.total_bytes),
+            )));
+        }
+        if bytes.len() as u64 > limits.entry_bytes {
+            visit(Err(LoadError::new(
+                LoadErrorCode::TooLarge,
+                label,
+                format!("inflates to more than the {}-byte limit", limits.entry_bytes),
+            )))?;
+            continue;
+        }
+        visit(from_json_bytes(&label, &bytes))?;
+    }
+    if json_entries == 0 {
+        return visit(Err(LoadError::new(
+            LoadErrorCode::Empty,
+            zip_name,
+            "no *.json entry in this zip archive",
+        )));
+    }
+    ControlFlow::Continue(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Cursor, Write};
+
+    use zip::write::{SimpleFileOptions, ZipWriter};
+
+    use super::*;
+
+    fn advisory(id: &str) -> Vec<u8> {
+        format!(r#"{{"id": "{id}", "modified": "2024-01-01T00:00:00Z"}}"#).into_bytes()
+    }
+
+    /// A zip of `A-1.json` … `A-n.json`, each [`advisory`] sized.
+    fn archive(n: usize) -> tempfile::NamedTempFile {
+        let mut writer = ZipWriter::new(Cursor::new(Vec::new()));
+        for i in 1..=n {
+            writer.start_file(format!("A-{i}.json"), SimpleFileOptions::default()).unwrap();
+            writer.write_all(&advisory(&format!("A-{i}"))).unwrap();
+        }
+        let mut file = tempfile::Builder::new().suffix(".zip").tempfile().unwrap();
+        file.write_all(&writer.finish().unwrap().into_inner()).unwrap();
+        file
+    }
+
+    fn load(path: &Path, limits: ZipLimits) -> (Vec<String>, Vec<LoadError>) {
+        let (mut ids, mut errors) = (Vec::new(), Vec::new());
+        let _ = visit_zip(path, limits, &mut |loaded| {
+            match loaded {
+                Ok(a) => ids.push(a.id),
+                Err(e) => errors.push(e),
+            }
+            ControlFlow::Continue(())
+        });
+        (ids, errors)
+    }
+
+    #[test]
+    fn the_total_inflated_bytes_are_capped_per_archive() {
+        let file = archive(3);
+        let one = advisory("A-1").len() as u64;
+        let (ids, errors) = load(file.path(), ZipLimits { total_bytes: 2 * one, ..ZipLimits::DEFAULT });
+        // Two entries fit; the third goes over, and the archive stops there.
+        assert_eq!(ids, ["A-1", "A-2"]);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].code, LoadErrorCode::TooLarge);
+        assert_eq!(errors[0].source_name, file.path().display().to_string());
+        let (ids, errors) = load(file.path(), ZipLimits { total_bytes: 3 * one, ..ZipLimits::DEFAULT });
+        assert_eq!((ids.len(), errors.len()), (3, 0));
+    }
+
+    #[test]
+    fn the_entry_count_is_capped_before_anything_is_read() {
+        let file = archive(3);
+        let (ids, errors) = load(file.path(), ZipLimits { entries: 2, ..ZipLimits::DEFAULT });
+        assert!(ids.is_empty());
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].code, LoadErrorCode::TooLarge);
+        assert!(errors[0].message.contains("3 entries"), "{}", errors[0].message);
+        let (ids, errors) = load(file.path(), ZipLimits { entries: 3, ..ZipLimits::DEFAULT });
+        assert_eq!((ids.len(), errors.len()), (3, 0));
+    }
+
+    #[test]
+    fn an_entry_over_the_cap_is_refused_by_name() {
+        let file = archive(2);
+        let limit = advisory("A-1").len() as u64 - 1;
+        let (ids, errors) = load(file.path(), ZipLimits { entry_bytes: limit, ..ZipLimits::DEFAULT });
+        assert!(ids.is_empty());
+        let names: Vec<_> = errors.iter().map(|e| (e.code, e.source_name.clone())).collect();
+        let zip = file.path().display();
+        assert_eq!(
+            names,
+            [
+                (LoadErrorCode::TooLarge, format!("{zip}!A-1.json")),
+                (LoadErrorCode::TooLarge, format!("{zip}!A-2.json"))
+            ]
+        );
+    }
+
+    #[test]
+    fn entry_labels_are_escaped_and_bounded() {
+        assert_eq!(entry_label("npm/GHSA-1.json"), "npm/GHSA-1.json");
+        assert_eq!(entry_label("a\nb\u{7}.json"), "a\\nb\\u{7}.json");
+        let long = "x".repeat(1000);
+        assert_eq!(entry_label(&long).chars().count(), MAX_ENTRY_LABEL_CHARS + 1);
+    }
 }

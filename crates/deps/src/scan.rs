@@ -350,8 +350,28 @@ fn escape_md(s: &str) -> String {
 /// located at the lockfile; `security-severity` carries the CVSS score (or
 /// the level's lower bound) as code-scanning UIs expect; an incomplete scan
 /// is a failed invocation with its errors as notifications.
+///
+/// The lockfile path and the advisory ids in links are percent-encoded, so
+/// the output stays valid (`uri-reference`, `uri`) whatever characters they
+/// hold; the ids themselves are kept as they are everywhere else.
 pub fn render_sarif(r: &Report, lockfile: &str, version: &str) -> serde_json::Value {
     use serde_json::json;
+    /// RFC 3986 percent-encoding of every byte but the unreserved ones and `keep`.
+    fn percent_encode(s: &str, keep: &[u8]) -> String {
+        use std::fmt::Write;
+        let mut out = String::with_capacity(s.len());
+        for &b in s.as_bytes() {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) || keep.contains(&b) {
+                out.push(char::from(b));
+            } else {
+                let _ = write!(out, "%{b:02X}");
+            }
+        }
+        out
+    }
+    // A relative reference whose first segment holds no `:` (which would read
+    // as a scheme): `/` stays, everything else outside the unreserved set is encoded.
+    let lockfile_uri = percent_encode(lockfile, b"/");
     let mut rules: Vec<serde_json::Value> = Vec::new();
     let mut rule_index: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
     let mut results = Vec::new();
@@ -363,11 +383,13 @@ pub fn render_sarif(r: &Report, lockfile: &str, version: &str) -> serde_json::Va
                 Level::Medium => 4.0,
                 Level::Low | Level::None => 0.1,
             });
+            // One path segment: `:` and `@` may stay, `/`, `?`, `#`, `%` and the rest may not.
+            let help_uri = format!("{OSV_VULNERABILITY_URL}{}", percent_encode(&f.id, b":@"));
             rules.push(json!({
                 "id": f.id,
                 "shortDescription": {"text": f.summary.clone().unwrap_or_else(|| f.id.clone())},
-                "helpUri": f.url,
-                "help": {"text": format!("See {}", f.url)},
+                "help": {"text": format!("See {help_uri}")},
+                "helpUri": help_uri,
                 "properties": {
                     "security-severity": format!("{security_severity:.1}"),
                     "tags": ["security", "vulnerability", "dependency"],
@@ -393,7 +415,7 @@ pub fn render_sarif(r: &Report, lockfile: &str, version: &str) -> serde_json::Va
                 "{} {} ({}) is affected by {} ({} severity); {fix}.",
                 f.package.name, f.package.version, f.package.ecosystem, f.id, f.severity.as_str()
             )},
-            "locations": [{"physicalLocation": {"artifactLocation": {"uri": lockfile}}}],
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": lockfile_uri}}}],
             "partialFingerprints": {"packageVersionAdvisory": format!(
                 "{}/{}@{}/{}", f.package.ecosystem, f.package.name, f.package.version, f.id
             )},

@@ -94,10 +94,10 @@ enum Command {
 
 #[derive(Subcommand)]
 enum OsvCommand {
-    /// Serve /v1/query, /v1/querybatch and /v1/vulns/{id} from a directory
-    /// of OSV JSON files.
+    /// Serve /v1/query, /v1/querybatch and /v1/vulns/{id} from an offline
+    /// database (OSV JSON files and/or `all.zip` exports).
     Serve {
-        /// The database directory.
+        /// The database: a directory (JSON files, `all.zip` exports) or one `all.zip`.
         #[arg(long)]
         db: PathBuf,
         /// Address to listen on.
@@ -125,7 +125,8 @@ enum DepsCommand {
         base: Option<PathBuf>,
         /// The head's lockfile.
         head: PathBuf,
-        /// An offline OSV database: a directory of OSV JSON files.
+        /// An offline OSV database: a directory of OSV JSON files and/or OSV
+        /// `all.zip` exports, or one `all.zip`.
         #[arg(long = "osv-db", conflicts_with = "osv_url")]
         osv_db: Option<PathBuf>,
         /// The OSV API root [https://api.osv.dev], reached through the egress door.

@@ -108,7 +108,13 @@ pub fn deps_scan(
     let findings = if to_check.is_empty() {
         Vec::new()
     } else if let Some(dir) = &args.osv_db {
-        match gatehouse_deps::osv::load_dir(dir) {
+        let dir = dir.clone();
+        let loaded = runtime
+            .block_on(with_spinner("loading the OSV database", async move {
+                tokio::task::spawn_blocking(move || gatehouse_deps::osv::load_dir(&dir)).await
+            }))
+            .map_err(|_| "the database loader stopped unexpectedly".to_owned())?;
+        match loaded {
             Ok(advisories) => {
                 let index = Index::new(advisories);
                 let (findings, match_errors) = scan::findings_offline(&index, &to_check);
@@ -130,7 +136,8 @@ pub fn deps_scan(
             config.base_url.clone_from(url);
         }
         let client = OsvClient::new(crate::osv::EgressTransport::new(fetcher), config);
-        match runtime.block_on(scan::findings_online(&client, &to_check)) {
+        let message = format!("asking OSV about {} package version(s)", to_check.len());
+        match runtime.block_on(with_spinner(&message, scan::findings_online(&client, &to_check))) {
             Ok(findings) => findings,
             Err(e) => {
                 errors.push(e);
@@ -156,6 +163,23 @@ pub fn deps_scan(
     } else {
         0
     }))
+}
+
+/// Runs `work`; if it takes more than a moment, a spinner on stderr says
+/// what it is doing. indicatif draws nothing when stderr is not a terminal,
+/// so pipes and CI logs stay clean.
+async fn with_spinner<T>(message: &str, work: impl Future<Output = T>) -> T {
+    let mut work = std::pin::pin!(work);
+    tokio::select! {
+        done = &mut work => done,
+        () = tokio::time::sleep(std::time::Duration::from_millis(400)) => {
+            let spinner = indicatif::ProgressBar::new_spinner().with_message(message.to_owned());
+            spinner.enable_steady_tick(std::time::Duration::from_millis(100));
+            let done = work.await;
+            spinner.finish_and_clear();
+            done
+        }
+    }
 }
 
 #[derive(Deserialize)]

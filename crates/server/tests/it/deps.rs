@@ -329,6 +329,14 @@ fn the_online_client_and_the_mirror_work_together_through_the_door() {
     assert_eq!(v["status"], "error");
     assert_eq!(v["errors"][0]["code"], "osv_unreachable");
     assert!(v["errors"][0]["message"].as_str().unwrap().contains("address_special_purpose"), "{v}");
+
+    // That scan took seconds (retries with backoff), but stderr is not a
+    // terminal here: no progress drawing.
+    let out = gatehouse(dir.path())
+        .args(["deps", "scan", "--base", b, h, "--osv-url", &url, "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
