@@ -621,15 +621,8 @@ fn egress_check(
             .map_err(|_| Fail(format!("--resolve {entry}: not a list of IP addresses")))?;
         answers.entry(host).or_default().extend(ips);
     }
-    let ranges = match allow_ranges {
-        None => Vec::new(),
-        Some(list) => list
-            .split(',')
-            .filter(|s| !s.trim().is_empty())
-            .map(|s| s.trim().parse::<ipnet::IpNet>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| Fail("--allow-ranges: not a list of CIDR ranges".into()))?,
-    };
+    let ranges = cidr_list(&allow_ranges.unwrap_or_default())
+        .map_err(|()| Fail("--allow-ranges: not a list of CIDR ranges".into()))?;
     let purpose = if webhook { Purpose::Webhook } else { Purpose::Request };
     let decision =
         decide(url, policy.as_ref(), &AddressGuard::new(ranges), purpose, |host| match answers.get(host) {
@@ -784,23 +777,9 @@ fn read_lockfile(path: &Path) -> Result<gatehouse_deps::Parsed, Fail> {
 fn cli_fetcher() -> Result<gatehouse_egress::fetch::Fetcher, String> {
     use gatehouse_egress::proxy::{Limits, Resolver};
     let env = environment(None);
-    let ranges = env
-        .var(names::EGRESS_ALLOW_RANGES)
-        .unwrap_or_default()
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse::<ipnet::IpNet>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| format!("{}: not a list of CIDR ranges", names::EGRESS_ALLOW_RANGES))?;
-    let servers: Vec<std::net::SocketAddr> = env
-        .var(names::DNS_SERVERS)
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|s| {
-            let s = s.trim();
-            s.parse().ok().or_else(|| s.parse::<IpAddr>().ok().map(|ip| std::net::SocketAddr::new(ip, 53)))
-        })
-        .collect();
+    let ranges = cidr_list(&env.var(names::EGRESS_ALLOW_RANGES).unwrap_or_default())
+        .map_err(|()| format!("{}: not a list of CIDR ranges", names::EGRESS_ALLOW_RANGES))?;
+    let servers = dns_servers(&env);
     let dns = if servers.is_empty() {
         gatehouse_egress::resolve::DnsResolver::system()
     } else {
@@ -884,18 +863,30 @@ fn deps_diff(base: &Path, head: &Path, json_out: bool) -> Result<ExitCode, Fail>
     Ok(ExitCode::SUCCESS)
 }
 
-/// DNS as the door resolves (GATEHOUSE_DNS_SERVERS, else the system's
-/// configuration), for `egress check` without `--resolve`.
-fn system_resolve(host: &str) -> Result<Vec<IpAddr>, ()> {
-    let servers: Vec<std::net::SocketAddr> = environment(None)
-        .var(names::DNS_SERVERS)
+/// A comma-separated list of CIDR ranges (empty entries ignored).
+fn cidr_list(list: &str) -> Result<Vec<ipnet::IpNet>, ()> {
+    list.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse::<ipnet::IpNet>().map_err(|_| ()))
+        .collect()
+}
+
+/// GATEHOUSE_DNS_SERVERS: `IP` or `IP:port`, comma-separated (port 53 by default).
+fn dns_servers(env: &MapSource) -> Vec<std::net::SocketAddr> {
+    env.var(names::DNS_SERVERS)
         .unwrap_or_default()
         .split(',')
         .filter_map(|s| {
             let s = s.trim();
             s.parse().ok().or_else(|| s.parse::<IpAddr>().ok().map(|ip| std::net::SocketAddr::new(ip, 53)))
         })
-        .collect();
+        .collect()
+}
+
+/// DNS as the door resolves (GATEHOUSE_DNS_SERVERS, else the system's
+/// configuration), for `egress check` without `--resolve`.
+fn system_resolve(host: &str) -> Result<Vec<IpAddr>, ()> {
+    let servers = dns_servers(&environment(None));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|_| ())?;
     runtime.block_on(async {
         let dns = if servers.is_empty() {
