@@ -65,9 +65,23 @@ pub fn deps_scan(
         args.gate.parse().map_err(|_| format!("--gate {}: expected off, high or critical", args.gate))?;
     let mut errors = Vec::new();
     let head_name = args.head.display().to_string();
-    let head_bytes =
-        std::fs::read(&args.head).map_err(|e| format!("cannot read {head_name}: {}", e.kind()))?;
-    let head = match crate::cli::parse_lockfile(&args.head, &head_bytes) {
+    let head_len =
+        std::fs::metadata(&args.head).map_err(|e| format!("cannot read {head_name}: {}", e.kind()))?.len();
+    // Never read more than a parser would accept (a 200 MB file is refused unread).
+    let limit = gatehouse_deps::lockfile::MAX_LOCKFILE_BYTES as u64;
+    let parsed_head = if head_len > limit {
+        Err(gatehouse_deps::ParseError {
+            code: gatehouse_deps::ParseErrorCode::TooLarge,
+            file: head_name.clone(),
+            line: None,
+            message: format!("{head_len} bytes; the limit is {limit}"),
+        })
+    } else {
+        let bytes =
+            std::fs::read(&args.head).map_err(|e| format!("cannot read {head_name}: {}", e.kind()))?;
+        crate::cli::parse_lockfile(&args.head, &bytes)
+    };
+    let head = match parsed_head {
         Ok(parsed) => Some(parsed),
         Err(e) => {
             errors.push(ScanError { code: format!("lockfile_{}", e.code.as_str()), message: e.to_string() });
