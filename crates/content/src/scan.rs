@@ -117,7 +117,7 @@ impl ContentScanner {
         if !finding.accepted() {
             return Verdict::from_finding(finding, bytes);
         }
-        self.with_clamd(finding, kept).await
+        self.with_clamd(finding, bytes, kept).await
     }
 
     /// Scans complete content.
@@ -159,8 +159,10 @@ impl ContentScanner {
         Ok(self.conclude(sniffer, &kept).await)
     }
 
-    async fn with_clamd(&self, finding: Finding, content: &[u8]) -> Verdict {
-        let mut verdict = Verdict::from_finding(finding, content.len() as u64);
+    /// `bytes` is what was sniffed; `content` holds those bytes when clamd is
+    /// configured (and may be empty otherwise).
+    async fn with_clamd(&self, finding: Finding, bytes: u64, content: &[u8]) -> Verdict {
+        let mut verdict = Verdict::from_finding(finding, bytes);
         let Some(clamd) = &self.clamd else { return verdict };
         match clamd.scan_bytes(content).await {
             Ok(ClamdVerdict::Clean) => verdict.verdict = VerdictKind::Clean,

@@ -43,6 +43,7 @@ async fn without_a_scanner_text_is_not_scanned_and_binaries_are_refused_and_reco
     let text = scan(&node, b"hello, plain text\n".to_vec()).await;
     assert_eq!(text["verdict"], "not_scanned", "never clean without a scanner");
     assert_eq!(text["kind"], "utf8_text");
+    assert_eq!(text["bytes"], 18, "the bytes examined, with or without a scanner");
     assert!(text.get("reason").is_none());
 
     let elf = std::fs::read(sample("elf-x86_64")).unwrap();
@@ -181,6 +182,7 @@ fn content_scan_follows_the_cli_contract() {
     assert_eq!(v["results"][0]["verdict"], "not_scanned");
     assert_eq!(v["results"][0]["kind"], "utf8_text");
     assert_eq!(v["results"][0]["file"], text.display().to_string());
+    assert_eq!(v["results"][0]["bytes"], std::fs::metadata(&text).unwrap().len());
 
     let out =
         gatehouse(dir.path()).args(["content", "scan", "--json"]).arg(&text).arg(&elf).output().unwrap();
