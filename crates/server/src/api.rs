@@ -24,7 +24,8 @@ use serde_json::{Map, Value, json};
 use crate::http::{ApiError, MAX_BODY_BYTES, RequestId, StrictJson};
 use crate::state::AppState;
 
-/// The full router for this node.
+/// The full router for this node. Keep `openapi::ROUTES` in step: its
+/// test calls every documented route here.
 pub fn router(state: AppState) -> Router {
     let v1 = Router::new()
         .route("/manifests/sign", post(sign_manifest))
@@ -44,6 +45,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(|| async { Json(crate::openapi::document()) }))
         .nest("/v1", v1)
         .fallback(crate::http::not_found)
         .method_not_allowed_fallback(crate::http::method_not_allowed)

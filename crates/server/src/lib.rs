@@ -13,6 +13,7 @@ pub mod cli;
 mod deps_cli;
 mod files;
 pub mod http;
+pub mod openapi;
 pub mod osv;
 pub mod scanner;
 pub mod serve;
