@@ -386,6 +386,48 @@ pub fn load(source: &dyn Source, file: Option<&Path>) -> Result<Config, Vec<Prob
     }
 }
 
+/// The settings gatehouse's own outbound calls use, read and validated
+/// exactly as [`load`] reads them: for command-line tools that need no keys.
+#[derive(Debug, Clone)]
+pub struct EgressSettings {
+    /// `GATEHOUSE_EGRESS_ALLOW_RANGES` (never containing a metadata address).
+    pub allow_ranges: Vec<IpNet>,
+    /// `GATEHOUSE_DNS_SERVERS` (empty: the system's configuration).
+    pub dns_servers: Vec<SocketAddr>,
+    /// The PEM text of `GATEHOUSE_EGRESS_EXTRA_CA_FILE`.
+    pub extra_roots_pem: Option<String>,
+}
+
+/// The content-scanning settings, read and validated as [`load`] reads them.
+#[derive(Debug, Clone)]
+pub struct ScannerSettings {
+    /// `CLAMD_HOST` and `CLAMD_PORT`, when a scanner is configured.
+    pub clamd: Option<(String, u16)>,
+    /// `GATEHOUSE_CLAMD_TIMEOUT_MS`.
+    pub clamd_timeout: std::time::Duration,
+    /// `GATEHOUSE_CONTENT_MAX_BYTES`.
+    pub content_max_bytes: u64,
+}
+
+/// Reads one group of settings with the same rules as [`load`].
+fn read_part<T>(source: &dyn Source, part: impl FnOnce(&mut Reader<'_>) -> T) -> Result<T, Vec<Problem>> {
+    let mut p = Vec::new();
+    let layered = source::layer(source, config_file(source, None).as_deref(), names::ALL, &mut p);
+    let mut r = Reader { layered: &layered, source, problems: &mut p };
+    let value = part(&mut r);
+    if p.is_empty() { Ok(value) } else { Err(p) }
+}
+
+/// [`EgressSettings`] alone.
+pub fn egress_settings(source: &dyn Source) -> Result<EgressSettings, Vec<Problem>> {
+    read_part(source, |r| r.egress())
+}
+
+/// [`ScannerSettings`] alone.
+pub fn scanner_settings(source: &dyn Source) -> Result<ScannerSettings, Vec<Problem>> {
+    read_part(source, |r| r.scanner())
+}
+
 /// Whether the settings describe the embedded single-machine mode, and the
 /// data directory it uses. `gatehouse serve` generates missing key files
 /// there before calling [`load`].
@@ -440,6 +482,90 @@ impl Reader<'_> {
                 }
             },
         }
+    }
+
+    /// The egress settings (see [`EgressSettings`]).
+    fn egress(&mut self) -> EgressSettings {
+        // Egress ranges an operator opens.
+        let mut egress_allow_ranges = Vec::new();
+        if let Some(v) = self.get(names::EGRESS_ALLOW_RANGES).map(str::to_owned) {
+            for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let net = part.parse::<IpNet>().or_else(|_| part.parse::<IpAddr>().map(IpNet::from));
+                match net {
+                    Ok(net)
+                        if METADATA_ADDRESSES
+                            .iter()
+                            .filter_map(|m| m.parse::<IpAddr>().ok())
+                            .any(|m| net.contains(&m)) =>
+                    {
+                        self.problem(
+                            names::EGRESS_ALLOW_RANGES,
+                            "insecure_combination",
+                            format!("{part} contains a cloud metadata address, which can never be opened"),
+                        );
+                    }
+                    Ok(net) => egress_allow_ranges.push(net),
+                    Err(_) => self.problem(
+                        names::EGRESS_ALLOW_RANGES,
+                        "invalid_value",
+                        format!("{part} is not an IP address or CIDR range"),
+                    ),
+                }
+            }
+        }
+
+        let mut dns_servers = Vec::new();
+        let servers = self.get(names::DNS_SERVERS).unwrap_or("").to_owned();
+        for part in servers.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part
+                .parse::<SocketAddr>()
+                .or_else(|_| part.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+            {
+                Ok(addr) => dns_servers.push(addr),
+                Err(_) => self.problem(
+                    names::DNS_SERVERS,
+                    "invalid_value",
+                    "must be a comma-separated list of IP or IP:port",
+                ),
+            }
+        }
+
+        let egress_extra_roots_pem = match self.get(names::EGRESS_EXTRA_CA_FILE).map(str::to_owned) {
+            None => None,
+            Some(path) => match self.source.read_file(Path::new(path.trim())) {
+                Ok(text) if text.contains("-----BEGIN CERTIFICATE-----") => Some(text),
+                Ok(_) => {
+                    self.problem(names::EGRESS_EXTRA_CA_FILE, "invalid_value", "holds no PEM certificate");
+                    None
+                }
+                Err(e) => {
+                    self.problem(
+                        names::EGRESS_EXTRA_CA_FILE,
+                        "unreadable_file",
+                        format!("cannot read {}: {}", path.trim(), e.kind()),
+                    );
+                    None
+                }
+            },
+        };
+        EgressSettings {
+            allow_ranges: egress_allow_ranges,
+            dns_servers,
+            extra_roots_pem: egress_extra_roots_pem,
+        }
+    }
+
+    /// The content-scanning settings (see [`ScannerSettings`]).
+    fn scanner(&mut self) -> ScannerSettings {
+        let clamd = self.get(names::CLAMD_HOST).map(|h| h.trim().to_owned());
+        let clamd_port = self.int(names::CLAMD_PORT, 3310, 1..=65_535);
+        let clamd = clamd.filter(|h| !h.is_empty()).map(|h| (h, u16::try_from(clamd_port).unwrap_or(3310)));
+        let clamd_timeout_ms = self.int(names::CLAMD_TIMEOUT_MS, 30_000, 100..=600_000);
+        let clamd_timeout =
+            std::time::Duration::from_millis(u64::try_from(clamd_timeout_ms).unwrap_or(30_000));
+        let content_max_bytes = self.int(names::CONTENT_MAX_BYTES, 32 << 20, 1..=1 << 30);
+        let content_max_bytes = u64::try_from(content_max_bytes).unwrap_or(32 << 20);
+        ScannerSettings { clamd, clamd_timeout, content_max_bytes }
     }
 
     fn int(&mut self, name: &str, default: i64, range: std::ops::RangeInclusive<i64>) -> i64 {
@@ -732,34 +858,6 @@ impl Reader<'_> {
         let ledger_timeout =
             std::time::Duration::from_millis(u64::try_from(ledger_timeout_ms).unwrap_or(1000));
 
-        // Egress ranges an operator opens.
-        let mut egress_allow_ranges = Vec::new();
-        if let Some(v) = self.get(names::EGRESS_ALLOW_RANGES).map(str::to_owned) {
-            for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                let net = part.parse::<IpNet>().or_else(|_| part.parse::<IpAddr>().map(IpNet::from));
-                match net {
-                    Ok(net)
-                        if METADATA_ADDRESSES
-                            .iter()
-                            .filter_map(|m| m.parse::<IpAddr>().ok())
-                            .any(|m| net.contains(&m)) =>
-                    {
-                        self.problem(
-                            names::EGRESS_ALLOW_RANGES,
-                            "insecure_combination",
-                            format!("{part} contains a cloud metadata address, which can never be opened"),
-                        );
-                    }
-                    Ok(net) => egress_allow_ranges.push(net),
-                    Err(_) => self.problem(
-                        names::EGRESS_ALLOW_RANGES,
-                        "invalid_value",
-                        format!("{part} is not an IP address or CIDR range"),
-                    ),
-                }
-            }
-        }
-
         let mut proxy_connect_ports = Vec::new();
         let ports = self.get(names::PROXY_CONNECT_PORTS).unwrap_or("80,443").to_owned();
         for part in ports.split(',') {
@@ -773,49 +871,12 @@ impl Reader<'_> {
             }
         }
 
-        let mut dns_servers = Vec::new();
-        let servers = self.get(names::DNS_SERVERS).unwrap_or("").to_owned();
-        for part in servers.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            match part
-                .parse::<SocketAddr>()
-                .or_else(|_| part.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
-            {
-                Ok(addr) => dns_servers.push(addr),
-                Err(_) => self.problem(
-                    names::DNS_SERVERS,
-                    "invalid_value",
-                    "must be a comma-separated list of IP or IP:port",
-                ),
-            }
-        }
-
-        let egress_extra_roots_pem = match self.get(names::EGRESS_EXTRA_CA_FILE).map(str::to_owned) {
-            None => None,
-            Some(path) => match self.source.read_file(Path::new(path.trim())) {
-                Ok(text) if text.contains("-----BEGIN CERTIFICATE-----") => Some(text),
-                Ok(_) => {
-                    self.problem(names::EGRESS_EXTRA_CA_FILE, "invalid_value", "holds no PEM certificate");
-                    None
-                }
-                Err(e) => {
-                    self.problem(
-                        names::EGRESS_EXTRA_CA_FILE,
-                        "unreadable_file",
-                        format!("cannot read {}: {}", path.trim(), e.kind()),
-                    );
-                    None
-                }
-            },
-        };
-
-        let clamd = self.get(names::CLAMD_HOST).map(|h| h.trim().to_owned());
-        let clamd_port = self.int(names::CLAMD_PORT, 3310, 1..=65_535);
-        let clamd = clamd.filter(|h| !h.is_empty()).map(|h| (h, u16::try_from(clamd_port).unwrap_or(3310)));
-        let clamd_timeout_ms = self.int(names::CLAMD_TIMEOUT_MS, 30_000, 100..=600_000);
-        let clamd_timeout =
-            std::time::Duration::from_millis(u64::try_from(clamd_timeout_ms).unwrap_or(30_000));
-        let content_max_bytes = self.int(names::CONTENT_MAX_BYTES, 32 << 20, 1..=1 << 30);
-        let content_max_bytes = u64::try_from(content_max_bytes).unwrap_or(32 << 20);
+        let EgressSettings {
+            allow_ranges: egress_allow_ranges,
+            dns_servers,
+            extra_roots_pem: egress_extra_roots_pem,
+        } = self.egress();
+        let ScannerSettings { clamd, clamd_timeout, content_max_bytes } = self.scanner();
 
         let mut warnings = Vec::new();
         if local_mode {

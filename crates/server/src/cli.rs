@@ -656,39 +656,15 @@ fn content_scan(
     max_bytes: Option<u64>,
     json_out: bool,
 ) -> Result<ExitCode, Fail> {
-    let env = environment(None);
+    let settings = gatehouse_config::scanner_settings(&environment(None)).map_err(|p| Fail(problems(p)))?;
     let clamd = match clamd {
         Some(at) => Some(host_port(at).ok_or_else(|| Fail(format!("--clamd {at}: expected HOST:PORT")))?),
-        None => match env.var(names::CLAMD_HOST).filter(|h| !h.trim().is_empty()) {
-            Some(host) => {
-                let port = match env.var(names::CLAMD_PORT) {
-                    Some(p) => {
-                        p.trim().parse().map_err(|_| Fail(format!("{}: not a port", names::CLAMD_PORT)))?
-                    }
-                    None => gatehouse_content::clamd::DEFAULT_PORT,
-                };
-                Some((host.trim().to_owned(), port))
-            }
-            None => None,
-        },
+        None => settings.clamd,
     };
-    let max_bytes = match (max_bytes, env.var(names::CONTENT_MAX_BYTES)) {
-        (Some(n), _) => n,
-        (None, Some(v)) => v
-            .trim()
-            .parse()
-            .map_err(|_| Fail(format!("{}: not a number of bytes", names::CONTENT_MAX_BYTES)))?,
-        (None, None) => gatehouse_content::DEFAULT_MAX_BYTES,
-    };
-    let timeout = match env.var(names::CLAMD_TIMEOUT_MS) {
-        Some(v) => {
-            v.trim().parse().map_err(|_| Fail(format!("{}: not a number", names::CLAMD_TIMEOUT_MS)))?
-        }
-        None => 30_000,
-    };
+    let max_bytes = max_bytes.unwrap_or(settings.content_max_bytes);
     let scanner = crate::scanner::content_scanner(
         clamd.as_ref().map(|(h, p)| (h.as_str(), *p)),
-        std::time::Duration::from_millis(timeout),
+        settings.clamd_timeout,
         max_bytes,
     );
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -772,38 +748,21 @@ fn read_lockfile(path: &Path) -> Result<gatehouse_deps::Parsed, Fail> {
 }
 
 /// The egress fetch client for gatehouse's own calls from the command line,
-/// configured as the server's: GATEHOUSE_EGRESS_ALLOW_RANGES,
-/// GATEHOUSE_DNS_SERVERS, GATEHOUSE_EGRESS_EXTRA_CA_FILE.
+/// configured as the server's (GATEHOUSE_EGRESS_ALLOW_RANGES,
+/// GATEHOUSE_DNS_SERVERS, GATEHOUSE_EGRESS_EXTRA_CA_FILE, read by the config crate).
 fn cli_fetcher() -> Result<gatehouse_egress::fetch::Fetcher, String> {
-    use gatehouse_egress::proxy::{Limits, Resolver};
-    let env = environment(None);
-    let ranges = cidr_list(&env.var(names::EGRESS_ALLOW_RANGES).unwrap_or_default())
-        .map_err(|()| format!("{}: not a list of CIDR ranges", names::EGRESS_ALLOW_RANGES))?;
-    let servers = dns_servers(&env);
-    let dns = if servers.is_empty() {
-        gatehouse_egress::resolve::DnsResolver::system()
-    } else {
-        gatehouse_egress::resolve::DnsResolver::with_servers(&servers)
-    }
-    .map_err(|e| format!("no DNS resolver: {e}"))?;
-    let roots = match env.var(names::EGRESS_EXTRA_CA_FILE) {
-        Some(path) => {
-            use rustls::pki_types::pem::PemObject as _;
-            let pem = std::fs::read(path.trim())
-                .map_err(|e| format!("{}: {}", names::EGRESS_EXTRA_CA_FILE, e.kind()))?;
-            rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|_| format!("{} holds an unreadable certificate", names::EGRESS_EXTRA_CA_FILE))?
-        }
-        None => Vec::new(),
-    };
-    let tls = gatehouse_egress::fetch::tls_config(&roots)?;
-    Ok(gatehouse_egress::fetch::Fetcher::new(
-        AddressGuard::new(ranges),
-        Resolver::Dns(std::sync::Arc::new(dns)),
-        Limits::default(),
-        tls,
-    ))
+    let egress = gatehouse_config::egress_settings(&environment(None)).map_err(problems)?;
+    crate::state::egress_fetcher(
+        &egress.allow_ranges,
+        egress.extra_roots_pem.as_deref(),
+        crate::state::dns_resolver(&egress.dns_servers),
+        gatehouse_egress::proxy::Limits::default(),
+    )
+}
+
+/// Configuration problems as one line.
+fn problems(list: Vec<gatehouse_config::Problem>) -> String {
+    list.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
 fn cvss(vector: &str, json_out: bool) -> Result<ExitCode, Fail> {
@@ -871,22 +830,10 @@ fn cidr_list(list: &str) -> Result<Vec<ipnet::IpNet>, ()> {
         .collect()
 }
 
-/// GATEHOUSE_DNS_SERVERS: `IP` or `IP:port`, comma-separated (port 53 by default).
-fn dns_servers(env: &MapSource) -> Vec<std::net::SocketAddr> {
-    env.var(names::DNS_SERVERS)
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|s| {
-            let s = s.trim();
-            s.parse().ok().or_else(|| s.parse::<IpAddr>().ok().map(|ip| std::net::SocketAddr::new(ip, 53)))
-        })
-        .collect()
-}
-
 /// DNS as the door resolves (GATEHOUSE_DNS_SERVERS, else the system's
 /// configuration), for `egress check` without `--resolve`.
 fn system_resolve(host: &str) -> Result<Vec<IpAddr>, ()> {
-    let servers = dns_servers(&environment(None));
+    let servers = gatehouse_config::egress_settings(&environment(None)).map_err(|_| ())?.dns_servers;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|_| ())?;
     runtime.block_on(async {
         let dns = if servers.is_empty() {

@@ -110,24 +110,12 @@ impl AppState {
         let resolver = dns_resolver(&config.dns_servers);
         let limits = Limits { connect_ports: config.proxy_connect_ports.clone(), ..Limits::default() };
         let fetcher = if runs_proxy {
-            let roots = match &config.egress_extra_roots_pem {
-                Some(pem) => {
-                    use rustls::pki_types::pem::PemObject as _;
-                    rustls::pki_types::CertificateDer::pem_slice_iter(pem.as_bytes())
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|_| {
-                            format!("{} holds an unreadable certificate", names::EGRESS_EXTRA_CA_FILE)
-                        })?
-                }
-                None => Vec::new(),
-            };
-            let tls = tls_config(&roots)?;
-            Some(Fetcher::new(
-                AddressGuard::new(config.egress_allow_ranges.clone()),
+            Some(egress_fetcher(
+                &config.egress_allow_ranges,
+                config.egress_extra_roots_pem.as_deref(),
                 resolver.clone(),
                 limits.clone(),
-                tls,
-            ))
+            )?)
         } else {
             None
         };
@@ -275,7 +263,29 @@ impl RefusalLog {
 /// The egress resolver: the operator's servers, or the system's. A system
 /// without a readable DNS configuration resolves nothing (every name is
 /// `dns_failed`) rather than failing to start: fail closed, loudly.
-fn dns_resolver(servers: &[std::net::SocketAddr]) -> Resolver {
+/// The egress fetch client: the operator's allow ranges, the system's roots
+/// plus any extra PEM roots, `resolver` and `limits`. The server and the
+/// command line (OSV lookups) build theirs here.
+pub fn egress_fetcher(
+    allow_ranges: &[ipnet::IpNet],
+    extra_roots_pem: Option<&str>,
+    resolver: Resolver,
+    limits: Limits,
+) -> Result<Fetcher, String> {
+    let roots = match extra_roots_pem {
+        Some(pem) => {
+            use rustls::pki_types::pem::PemObject as _;
+            rustls::pki_types::CertificateDer::pem_slice_iter(pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| format!("{} holds an unreadable certificate", names::EGRESS_EXTRA_CA_FILE))?
+        }
+        None => Vec::new(),
+    };
+    Ok(Fetcher::new(AddressGuard::new(allow_ranges.to_vec()), resolver, limits, tls_config(&roots)?))
+}
+
+/// DNS through `servers`, else the system's configuration.
+pub fn dns_resolver(servers: &[std::net::SocketAddr]) -> Resolver {
     let built = if servers.is_empty() { DnsResolver::system() } else { DnsResolver::with_servers(servers) };
     match built {
         Ok(dns) => Resolver::Dns(Arc::new(dns)),
