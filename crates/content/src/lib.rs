@@ -17,5 +17,5 @@ pub mod sniff;
 pub mod text;
 
 pub use kind::{Class, Kind};
-pub use scan::{ContentScanner, DEFAULT_MAX_BYTES, Verdict, VerdictKind};
+pub use scan::{ContentScanner, DEFAULT_MAX_BYTES, Intake, Verdict, VerdictKind};
 pub use sniff::{Finding, Sniffer, sniff_bytes};

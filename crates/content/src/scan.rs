@@ -73,6 +73,31 @@ impl Verdict {
     }
 }
 
+/// Content on its way to a [`ContentScanner`]: the sniffer, and the bytes
+/// clamd will need once sniffing accepts them (kept only when clamd is
+/// configured, and never beyond the cap).
+#[derive(Debug)]
+pub struct Intake {
+    sniffer: Sniffer,
+    kept: Vec<u8>,
+    keep: bool,
+}
+
+impl Intake {
+    /// Feeds the next chunk. Returns false once the verdict is decided:
+    /// the caller need read no further.
+    pub fn push(&mut self, chunk: &[u8]) -> bool {
+        self.sniffer.update(chunk);
+        if self.sniffer.decided().is_some() {
+            return false;
+        }
+        if self.keep {
+            self.kept.extend_from_slice(chunk);
+        }
+        true
+    }
+}
+
 /// Sniffing plus an optional clamd.
 #[derive(Debug)]
 pub struct ContentScanner {
@@ -97,34 +122,21 @@ impl ContentScanner {
         self.max_bytes
     }
 
-    /// A sniffer with this scanner's size cap, for callers that stream
-    /// content themselves and then call [`conclude`](Self::conclude).
-    pub fn sniffer(&self) -> Sniffer {
-        Sniffer::new(self.max_bytes)
+    /// Starts streamed content: [`Intake::push`] each chunk, then [`conclude`](Self::conclude).
+    pub fn intake(&self) -> Intake {
+        Intake { sniffer: Sniffer::new(self.max_bytes), kept: Vec::new(), keep: self.clamd.is_some() }
     }
 
-    /// Whether callers must keep the streamed bytes for [`conclude`](Self::conclude)
-    /// (they go to clamd once sniffing accepts them).
-    pub fn keeps_content(&self) -> bool {
-        self.clamd.is_some()
-    }
-
-    /// The verdict on streamed content: `kept` holds the bytes fed to
-    /// `sniffer` when [`keeps_content`](Self::keeps_content) says so.
-    pub async fn conclude(&self, sniffer: Sniffer, kept: &[u8]) -> Verdict {
-        let bytes = sniffer.len();
-        let finding = sniffer.finish();
-        if !finding.accepted() {
-            return Verdict::from_finding(finding, bytes);
-        }
-        self.with_clamd(finding, bytes, kept).await
+    /// The verdict on streamed content.
+    pub async fn conclude(&self, intake: Intake) -> Verdict {
+        self.judge(intake.sniffer, &intake.kept).await
     }
 
     /// Scans complete content.
     pub async fn scan_bytes(&self, content: &[u8]) -> Verdict {
-        let mut sniffer = self.sniffer();
+        let mut sniffer = Sniffer::new(self.max_bytes);
         sniffer.update(content);
-        self.conclude(sniffer, content).await
+        self.judge(sniffer, content).await
     }
 
     /// Scans a file, streaming it: a file over the cap is refused after
@@ -138,8 +150,7 @@ impl ContentScanner {
     /// read — so do not call it on a server's request path.
     pub async fn scan_file(&self, path: &Path) -> std::io::Result<Verdict> {
         let mut file = std::fs::File::open(path)?;
-        let mut sniffer = self.sniffer();
-        let mut kept = Vec::new();
+        let mut intake = self.intake();
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             let n = match file.read(&mut buf) {
@@ -148,19 +159,24 @@ impl ContentScanner {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            sniffer.update(&buf[..n]);
-            if sniffer.decided().is_some() {
+            if !intake.push(&buf[..n]) {
                 break;
             }
-            if self.keeps_content() {
-                kept.extend_from_slice(&buf[..n]);
-            }
         }
-        Ok(self.conclude(sniffer, &kept).await)
+        Ok(self.conclude(intake).await)
     }
 
-    /// `bytes` is what was sniffed; `content` holds those bytes when clamd is
-    /// configured (and may be empty otherwise).
+    /// Sniffing's verdict, then clamd's for what sniffing accepted; `content`
+    /// holds the sniffed bytes when clamd is configured.
+    async fn judge(&self, sniffer: Sniffer, content: &[u8]) -> Verdict {
+        let bytes = sniffer.len();
+        let finding = sniffer.finish();
+        if !finding.accepted() {
+            return Verdict::from_finding(finding, bytes);
+        }
+        self.with_clamd(finding, bytes, content).await
+    }
+
     async fn with_clamd(&self, finding: Finding, bytes: u64, content: &[u8]) -> Verdict {
         let mut verdict = Verdict::from_finding(finding, bytes);
         let Some(clamd) = &self.clamd else { return verdict };

@@ -552,20 +552,15 @@ async fn scan_content(
         return Err(bad_request(&rid, "ids are 1-128 characters of [A-Za-z0-9._:-]"));
     }
     let scanner = &state.content;
-    let mut sniffer = scanner.sniffer();
-    let mut kept = Vec::new();
+    let mut intake = scanner.intake();
     let mut frames = body.into_data_stream();
     while let Some(frame) = frames.next().await {
         let frame = frame.map_err(|_| bad_request(&rid, "the body could not be read"))?;
-        sniffer.update(&frame);
-        if sniffer.decided().is_some() {
+        if !intake.push(&frame) {
             break;
         }
-        if scanner.keeps_content() {
-            kept.extend_from_slice(&frame);
-        }
     }
-    let verdict = scanner.conclude(sniffer, &kept).await;
+    let verdict = scanner.conclude(intake).await;
     state.metrics.record_content(verdict.verdict);
     if let Some(reason) = verdict.reason {
         state.refusals.record_refusal(gatehouse_core::Refusal {
