@@ -70,6 +70,9 @@ pub struct Sniffer {
     max_bytes: u64,
     total: u64,
     prefix: Vec<u8>,
+    /// The signature match, fixed once the prefix is complete: judged once,
+    /// not again for every chunk that follows.
+    prefix_magic: Option<Option<magic::Sniffed>>,
     text: TextValidator,
     finder: PayloadFinder,
     /// The last bytes before the current chunk, for the boundary window.
@@ -86,6 +89,7 @@ impl Sniffer {
             max_bytes,
             total: 0,
             prefix: Vec::with_capacity(1024),
+            prefix_magic: None,
             text: TextValidator::new(),
             finder: PayloadFinder::new(),
             tail: Vec::with_capacity(BOUNDARY_BEFORE),
@@ -132,6 +136,9 @@ impl Sniffer {
         if self.prefix.len() < SNIFF_LEN {
             let take = (SNIFF_LEN - self.prefix.len()).min(chunk.len());
             self.prefix.extend_from_slice(&chunk[..take]);
+            if self.prefix.len() == SNIFF_LEN {
+                self.prefix_magic = Some(magic::sniff(&self.prefix));
+            }
         }
 
         if self.text.first_bad().is_none() {
@@ -157,6 +164,11 @@ impl Sniffer {
         self.decided = self.early();
     }
 
+    /// What the first bytes say.
+    fn magic(&self) -> Option<magic::Sniffed> {
+        self.prefix_magic.unwrap_or_else(|| magic::sniff(&self.prefix))
+    }
+
     /// Keeps the bytes around the first byte that is not text, once there
     /// is one: the tail and `chunk` (which starts at `base`) seen as one,
     /// since that byte may sit in a sequence that began before the chunk.
@@ -177,7 +189,7 @@ impl Sniffer {
 
     /// What can be decided before the end.
     fn early(&self) -> Option<Finding> {
-        if let Some(s) = magic::sniff(&self.prefix)
+        if let Some(s) = self.magic()
             && s.decisive
         {
             return Some(Finding::by_class(s.kind, Some(0)));
@@ -206,7 +218,7 @@ impl Sniffer {
     }
 
     fn not_text(&self) -> Finding {
-        if let Some(s) = magic::sniff(&self.prefix) {
+        if let Some(s) = self.magic() {
             return Finding::by_class(s.kind, Some(0));
         }
         if let Some((start, window, before)) = &self.boundary {
@@ -224,7 +236,7 @@ impl Sniffer {
     }
 
     fn too_large(&self) -> Finding {
-        let kind = magic::sniff(&self.prefix).map_or(Kind::Binary, |s| s.kind);
+        let kind = self.magic().map_or(Kind::Binary, |s| s.kind);
         Finding::refused(kind, Reason::ContentTooLarge, None)
     }
 
@@ -238,7 +250,7 @@ impl Sniffer {
         // Text that breaks only at its very end (a truncated sequence).
         self.capture_boundary(self.total, &[]);
         let payload = self.finder.finish();
-        if let Some(s) = magic::sniff(&self.prefix)
+        if let Some(s) = self.magic()
             && s.decisive
         {
             return Finding::by_class(s.kind, Some(0));
