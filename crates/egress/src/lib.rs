@@ -24,6 +24,7 @@ pub mod connect;
 pub mod decision;
 pub mod fetch;
 pub mod policy;
+pub mod pool;
 pub mod proxy;
 pub mod resolve;
 pub mod service;

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -27,13 +28,16 @@ use gatehouse_ledger::{Ledger, Operation, refusal_kind, spend};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, Limited, combinators::BoxBody};
 use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
-use tokio::io::AsyncWriteExt as _;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncWriteExt as _, Interest};
+use tokio::net::tcp::{ReadHalf, WriteHalf};
+use tokio::net::{TcpListener, TcpStream};
 
 use crate::connect::connect_pinned;
 use crate::decision::{Decision, Purpose, decide_target};
 use crate::policy::{Policy, PolicyError};
+use crate::pool::{PoolKey, UpstreamBody, UpstreamPool};
 use crate::special::AddressGuard;
 use crate::target::{Host, Scheme, Target, parse_authority, parse_url};
 
@@ -50,13 +54,13 @@ pub trait RefusalSink: Send + Sync + 'static {
 pub trait PolicySource: Send + Sync + 'static {
     /// The tenant's policy: `Ok(Policy::open())` when it has none, `Err` when
     /// it cannot be read (which refuses every request).
-    fn policy(&self, tenant_id: Option<&str>) -> Result<Policy, PolicyError>;
+    fn policy(&self, tenant_id: Option<&str>) -> Result<Arc<Policy>, PolicyError>;
 }
 
 /// Policies held in memory, keyed by tenant. A stored policy that failed to
 /// parse stays stored as unreadable, so it refuses instead of vanishing.
 #[derive(Debug, Default)]
-pub struct MemoryPolicies(RwLock<HashMap<String, Result<Policy, PolicyError>>>);
+pub struct MemoryPolicies(RwLock<HashMap<String, Result<Arc<Policy>, PolicyError>>>);
 
 impl MemoryPolicies {
     /// Stores (or replaces) a tenant's policy.
@@ -64,16 +68,16 @@ impl MemoryPolicies {
         self.0
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(tenant_id.to_owned(), policy);
+            .insert(tenant_id.to_owned(), policy.map(Arc::new));
     }
 }
 
 impl PolicySource for MemoryPolicies {
-    fn policy(&self, tenant_id: Option<&str>) -> Result<Policy, PolicyError> {
+    fn policy(&self, tenant_id: Option<&str>) -> Result<Arc<Policy>, PolicyError> {
         let map = self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         match tenant_id.and_then(|t| map.get(t)) {
             Some(stored) => stored.clone(),
-            None => Ok(Policy::open()),
+            None => Ok(Arc::new(Policy::open())),
         }
     }
 }
@@ -120,9 +124,9 @@ impl Resolver {
 #[derive(Debug, Default)]
 pub struct ProxyStats {
     /// Requests forwarded.
-    pub forwarded: std::sync::atomic::AtomicU64,
+    pub forwarded: AtomicU64,
     /// Tunnels opened.
-    pub tunnels: std::sync::atomic::AtomicU64,
+    pub tunnels: AtomicU64,
 }
 
 /// Limits applied to every request and tunnel.
@@ -177,6 +181,8 @@ pub struct Proxy {
     pub limits: Limits,
     /// What was let through.
     pub stats: ProxyStats,
+    /// Idle upstream connections.
+    pub pool: UpstreamPool,
 }
 
 /// A refusal on its way to the client and the record.
@@ -232,11 +238,11 @@ pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
 impl Proxy {
     /// Handles one proxied request or `CONNECT`.
     pub async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
-        let request_id = new_id("req");
         let mut context = (None::<String>, None::<String>);
         match self.handle_inner(req, &mut context).await {
             Ok(response) => response,
             Err(refused) => {
+                let request_id = new_id("req");
                 self.sink.refused(Refusal {
                     kind: refused.kind,
                     reason: refused.reason,
@@ -270,7 +276,7 @@ impl Proxy {
         if req.method() == Method::CONNECT {
             self.tunnel(req, policy).await
         } else {
-            self.forward(req, policy).await
+            self.forward(req, policy, &claims.grant_id).await
         }
     }
 
@@ -291,12 +297,16 @@ impl Proxy {
         })
     }
 
-    async fn decide(&self, target: Target, policy: Result<Policy, PolicyError>) -> Result<Decision, Refused> {
+    async fn decide(
+        &self,
+        target: Target,
+        policy: Result<Arc<Policy>, PolicyError>,
+    ) -> Result<Decision, Refused> {
         let answer = match &target.host {
             Host::Name(name) => Some(self.resolver.resolve(name).await),
             Host::Ip(_) => None,
         };
-        let decision = decide_target(target, policy.as_ref(), &self.guard, Purpose::Request, |_| {
+        let decision = decide_target(target, policy.as_deref(), &self.guard, Purpose::Request, |_| {
             answer.unwrap_or(Err(()))
         });
         if decision.allowed() { Ok(decision) } else { Err(Refused::from_decision(&decision)) }
@@ -305,7 +315,7 @@ impl Proxy {
     async fn tunnel(
         &self,
         mut req: Request<Incoming>,
-        policy: Result<Policy, PolicyError>,
+        policy: Result<Arc<Policy>, PolicyError>,
     ) -> Result<Response<ProxyBody>, Refused> {
         let authority = req.uri().authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
         let (host, port) = parse_authority(&authority)
@@ -327,14 +337,16 @@ impl Proxy {
             ..Refused::new(StatusCode::BAD_GATEWAY, RefusalKind::EgressRefused, reason)
         })?;
         let limits = self.limits.clone();
-        self.stats.tunnels.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stats.tunnels.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             let Ok(upgraded) = hyper::upgrade::on(&mut req).await else { return };
-            let mut client = TokioIo::new(upgraded);
-            let mut upstream = upstream;
-            let copy = copy_capped(&mut client, &mut upstream, limits.tunnel_bytes);
-            let _ = tokio::time::timeout(limits.tunnel_duration, copy).await;
-            let _ = upstream.shutdown().await;
+            // `serve` hands hyper plain TCP streams, so the client's socket
+            // comes back whole and the tunnel copies between two sockets
+            // without hyper's wrapper in the way.
+            let Ok(client) = upgraded.downcast::<TokioIo<TcpStream>>() else { return };
+            let tunnel =
+                tunnel_capped(client.io.into_inner(), client.read_buf, upstream, limits.tunnel_bytes);
+            let _ = tokio::time::timeout(limits.tunnel_duration, tunnel).await;
         });
         Ok(Response::new(empty()))
     }
@@ -342,7 +354,8 @@ impl Proxy {
     async fn forward(
         &self,
         req: Request<Incoming>,
-        policy: Result<Policy, PolicyError>,
+        policy: Result<Arc<Policy>, PolicyError>,
+        grant_id: &str,
     ) -> Result<Response<ProxyBody>, Refused> {
         let target = parse_url(&req.uri().to_string())
             .map_err(|reason| Refused::new(StatusCode::FORBIDDEN, RefusalKind::EgressRefused, reason))?;
@@ -361,13 +374,6 @@ impl Proxy {
             ..Refused::new(StatusCode::BAD_GATEWAY, RefusalKind::EgressRefused, reason)
         };
         let target = decision.target.clone().ok_or_else(|| fail(Reason::UpstreamUnreachable))?;
-        let upstream = connect_pinned(&decision, &self.guard).await.map_err(fail)?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake::<_, Limited<Incoming>>(TokioIo::new(upstream))
-                .await
-                .map_err(|_| fail(Reason::UpstreamUnreachable))?;
-        tokio::spawn(connection);
-
         let (mut parts, body) = req.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let authority = if target.port == target.scheme.default_port() {
@@ -396,16 +402,47 @@ impl Proxy {
             });
         }
         // Bodies without a length are cut off at the cap while streaming.
-        let upstream_req = Request::from_parts(parts, Limited::new(body, self.limits.request_bytes));
-        let response = tokio::time::timeout(self.limits.response_timeout, sender.send_request(upstream_req))
-            .await
-            .map_err(|_| fail(Reason::UpstreamTimeout))?
-            .map_err(|_| fail(Reason::UpstreamUnreachable))?;
-        self.stats.forwarded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut upstream_req = Request::from_parts(parts, Limited::new(body, self.limits.request_bytes));
+        let key = PoolKey::new(grant_id, &authority);
+        let response = loop {
+            let pooled = self.pool.take(&key, &decision.addresses, target.port);
+            let reused = pooled.is_some();
+            let (addr, mut sender) = match pooled {
+                Some(idle) => idle,
+                None => self.dial(&decision).await.map_err(fail)?,
+            };
+            match tokio::time::timeout(self.limits.response_timeout, sender.try_send_request(upstream_req))
+                .await
+            {
+                Ok(Ok(response)) => {
+                    self.pool.give_back(key, addr, sender);
+                    break response;
+                }
+                // An idle connection the upstream closed just now: the request
+                // was not written, so it goes out on a fresh connection.
+                Ok(Err(mut e)) if reused && e.message().is_some() => {
+                    upstream_req = e.take_message().ok_or_else(|| fail(Reason::UpstreamUnreachable))?;
+                }
+                Ok(Err(_)) => return Err(fail(Reason::UpstreamUnreachable)),
+                Err(_) => return Err(fail(Reason::UpstreamTimeout)),
+            }
+        };
+        self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let body = Limited::new(body, self.limits.response_bytes).map_err(Into::into).boxed();
         Ok(Response::from_parts(parts, body))
+    }
+
+    /// A new upstream connection to one of the decision's addresses.
+    async fn dial(&self, decision: &Decision) -> Result<(SocketAddr, SendRequest<UpstreamBody>), Reason> {
+        let upstream = connect_pinned(decision, &self.guard).await?;
+        let addr = upstream.peer_addr().map_err(|_| Reason::UpstreamUnreachable)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(upstream))
+            .await
+            .map_err(|_| Reason::UpstreamUnreachable)?;
+        tokio::spawn(connection);
+        Ok((addr, sender))
     }
 }
 
@@ -454,28 +491,150 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     headers.remove("proxy-connection");
 }
 
-/// Copies both ways until either side closes or `cap` bytes have passed.
-async fn copy_capped<A, B>(a: &mut A, b: &mut B, cap: u64) -> std::io::Result<()>
-where
-    A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-    B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    let (mut ar, mut aw) = tokio::io::split(a);
-    let (mut br, mut bw) = tokio::io::split(b);
-    let mut up = tokio::io::AsyncReadExt::take(&mut ar, cap);
-    let mut down = tokio::io::AsyncReadExt::take(&mut br, cap);
-    let forward = async {
-        let n = tokio::io::copy(&mut up, &mut bw).await;
-        let _ = bw.shutdown().await;
-        n
+/// How much a tunnel moves per system call: large enough that bulk
+/// transfers are not bound by system calls.
+const TUNNEL_CHUNK: usize = 256 << 10;
+
+/// Moves bytes both ways until both sides have closed, or until `cap` bytes
+/// (both directions together) have passed, which closes both at once.
+/// `client_early` holds bytes the client sent behind its `CONNECT` head.
+async fn tunnel_capped(mut client: TcpStream, client_early: Bytes, mut upstream: TcpStream, cap: u64) {
+    let budget = AtomicU64::new(cap);
+    if !client_early.is_empty()
+        && (!claim(&budget, client_early.len()) || upstream.write_all(&client_early).await.is_err())
+    {
+        return;
+    }
+    let (client_read, client_write) = client.split();
+    let (upstream_read, upstream_write) = upstream.split();
+    let out = relay(client_read, upstream_write, &budget);
+    let back = relay(upstream_read, client_write, &budget);
+    tokio::pin!(out, back);
+    // A side that finished normally (a half-close) lets the other finish;
+    // a spent budget ends the tunnel.
+    let rest = tokio::select! {
+        done = &mut out => if done == Relayed::Closed { Some(back) } else { None },
+        done = &mut back => if done == Relayed::Closed { Some(out) } else { None },
     };
-    let backward = async {
-        let n = tokio::io::copy(&mut down, &mut aw).await;
-        let _ = aw.shutdown().await;
-        n
-    };
-    let _ = tokio::join!(forward, backward);
-    Ok(())
+    if let Some(rest) = rest {
+        rest.await;
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Relayed {
+    /// The reading side closed (or failed); the writing side was shut down.
+    Closed,
+    /// The tunnel's byte budget is spent.
+    Capped,
+}
+
+/// Takes `n` bytes from the tunnel's budget; false when it holds fewer.
+fn claim(budget: &AtomicU64, n: usize) -> bool {
+    budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(n as u64)).is_ok()
+}
+
+/// One direction of a tunnel. Every chunk is paid for from the budget before
+/// it is passed on, so no byte beyond the cap ever leaves.
+async fn relay(from: ReadHalf<'_>, mut to: WriteHalf<'_>, budget: &AtomicU64) -> Relayed {
+    let mut mover = Mover::new();
+    loop {
+        let n = match mover.fill(&from).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if !claim(budget, n) {
+            return Relayed::Capped;
+        }
+        if mover.drain(&to, n).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+    Relayed::Closed
+}
+
+/// Where a chunk waits between the two sockets: on Linux a pipe, so that
+/// `splice(2)` moves pages instead of copying bytes through the proxy;
+/// elsewhere (or when no pipe can be had) a buffer.
+enum Mover {
+    #[cfg(target_os = "linux")]
+    Pipe {
+        read: std::os::fd::OwnedFd,
+        write: std::os::fd::OwnedFd,
+    },
+    Buffer(Vec<u8>),
+}
+
+impl Mover {
+    fn new() -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            use rustix::pipe::{PipeFlags, fcntl_setpipe_size, pipe_with};
+            if let Ok((read, write)) = pipe_with(PipeFlags::NONBLOCK | PipeFlags::CLOEXEC) {
+                // Best effort: an unprivileged process may be held to less.
+                let _ = fcntl_setpipe_size(&write, TUNNEL_CHUNK);
+                return Mover::Pipe { read, write };
+            }
+        }
+        Mover::Buffer(vec![0; TUNNEL_CHUNK])
+    }
+
+    /// Takes up to one chunk from `from`; `Ok(0)` at the end of its stream.
+    /// The mover is empty when this is called.
+    async fn fill(&mut self, from: &ReadHalf<'_>) -> std::io::Result<usize> {
+        loop {
+            from.readable().await?;
+            let moved = match self {
+                #[cfg(target_os = "linux")]
+                Mover::Pipe { write, .. } => from.as_ref().try_io(Interest::READABLE, || {
+                    Ok(rustix::pipe::splice(
+                        from.as_ref(),
+                        None,
+                        &*write,
+                        None,
+                        TUNNEL_CHUNK,
+                        splice_flags(),
+                    )?)
+                }),
+                Mover::Buffer(buf) => from.try_read(buf),
+            };
+            match moved {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// Passes the `n` bytes taken by `fill` on to `to`.
+    async fn drain(&mut self, to: &WriteHalf<'_>, mut n: usize) -> std::io::Result<()> {
+        let mut at = 0;
+        while n > 0 {
+            to.writable().await?;
+            let moved = match self {
+                #[cfg(target_os = "linux")]
+                Mover::Pipe { read, .. } => to.as_ref().try_io(Interest::WRITABLE, || {
+                    Ok(rustix::pipe::splice(&*read, None, to.as_ref(), None, n, splice_flags())?)
+                }),
+                Mover::Buffer(buf) => to.try_write(&buf[at..at + n]),
+            };
+            match moved {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(m) => {
+                    at += m;
+                    n -= m;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn splice_flags() -> rustix::pipe::SpliceFlags {
+    rustix::pipe::SpliceFlags::MOVE | rustix::pipe::SpliceFlags::NONBLOCK
 }
 
 fn empty() -> ProxyBody {

@@ -14,6 +14,7 @@ use std::time::Duration;
 use gatehouse_capability::{GrantRequest, GrantSealer, Secret};
 use gatehouse_core::{ManualClock, Refusal};
 use gatehouse_egress::AddressGuard;
+use gatehouse_egress::pool::{PoolLimits, UpstreamPool};
 use gatehouse_egress::proxy::{Limits, MemoryPolicies, Proxy, ProxyStats, RefusalSink, Resolver};
 use gatehouse_ledger::{Ledger, LedgerBackend as _, MemoryLedger, Registration};
 
@@ -56,25 +57,34 @@ fn upstream(body: &'static str, delay: Duration) -> u16 {
 struct Harness {
     proxy_addr: String,
     token: String,
+    /// A second run's grant (same tenant).
+    other_token: String,
     sink: Arc<Sink>,
     _runtime: tokio::runtime::Runtime,
 }
 
 fn harness(limits: Limits, resolver: Resolver) -> Harness {
+    harness_with_pool(limits, resolver, UpstreamPool::default())
+}
+
+fn harness_with_pool(limits: Limits, resolver: Resolver, pool: UpstreamPool) -> Harness {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let secret = Secret::new(SECRET).unwrap();
     let sealer = GrantSealer::new(&secret);
-    let claims = GrantRequest {
-        exec_id: "e".into(),
-        tenant_id: Some("t".into()),
-        user_id: "u".into(),
-        ..Default::default()
-    }
-    .into_claims("sk1_x".into(), NOW, 600)
-    .unwrap();
-    let token = sealer.mint(&claims).unwrap();
     let ledger = MemoryLedger::new();
-    runtime.block_on(ledger.register(&Registration::from(&claims))).unwrap();
+    let mint = |exec_id: &str| {
+        let claims = GrantRequest {
+            exec_id: exec_id.into(),
+            tenant_id: Some("t".into()),
+            user_id: "u".into(),
+            ..Default::default()
+        }
+        .into_claims("sk1_x".into(), NOW, 600)
+        .unwrap();
+        runtime.block_on(ledger.register(&Registration::from(&claims))).unwrap();
+        sealer.mint(&claims).unwrap()
+    };
+    let (token, other_token) = (mint("e"), mint("e2"));
     let sink = Arc::new(Sink::default());
     let proxy = Arc::new(Proxy {
         sealer,
@@ -87,17 +97,22 @@ fn harness(limits: Limits, resolver: Resolver) -> Harness {
         clock: Arc::new(ManualClock::new(NOW)),
         limits,
         stats: ProxyStats::default(),
+        pool,
     });
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let proxy_addr = listener.local_addr().unwrap().to_string();
     runtime.spawn(gatehouse_egress::proxy::serve(proxy, listener));
-    Harness { proxy_addr, token, sink, _runtime: runtime }
+    Harness { proxy_addr, token, other_token, sink, _runtime: runtime }
 }
 
 fn curl(h: &Harness, url: &str) -> (Option<i32>, String) {
+    curl_as(h, &h.token, url)
+}
+
+fn curl_as(h: &Harness, token: &str, url: &str) -> (Option<i32>, String) {
     let out = Command::new("curl")
         .args(["-s", "-D", "-", "--max-time", "10", "-x"])
-        .arg(format!("http://grant:{}@{}", h.token, h.proxy_addr))
+        .arg(format!("http://grant:{token}@{}", h.proxy_addr))
         .arg(url)
         .output()
         .expect("curl is installed");
@@ -124,6 +139,122 @@ fn a_name_is_resolved_once_and_the_checked_answer_is_dialled() {
     // The next request's resolution answers the private address: refused.
     let (_, out) = curl(&h, &format!("http://rebind.test:{port}/"));
     assert!(out.contains("x-gatehouse-reason: address_special_purpose"), "{out}");
+}
+
+/// A keep-alive upstream on `ip:port` answering `<name> conn <n> req <m>`
+/// (its n-th accepted connection, that connection's m-th request); counts
+/// connections accepted and connections the client closed.
+struct KeepAlive {
+    accepted: Arc<AtomicUsize>,
+    closed: Arc<AtomicUsize>,
+}
+
+fn keep_alive_upstream(name: &'static str, listener: TcpListener) -> KeepAlive {
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(AtomicUsize::new(0));
+    let (a, c) = (accepted.clone(), closed.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let n = a.fetch_add(1, Ordering::SeqCst) + 1;
+            let closed = c.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut stream = stream;
+                for m in 1.. {
+                    let mut line = String::new();
+                    let mut lines = 0;
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            closed.fetch_add(1, Ordering::SeqCst);
+                            return;
+                        }
+                        lines += 1;
+                        if line == "\r\n" && lines > 1 {
+                            break;
+                        }
+                    }
+                    let body = format!("{name} conn {n} req {m}");
+                    let _ = write!(stream, "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+                }
+            });
+        }
+    });
+    KeepAlive { accepted, closed }
+}
+
+fn body_of(out: &str) -> &str {
+    out.rsplit("\r\n\r\n").next().unwrap_or("")
+}
+
+#[test]
+fn idle_upstream_connections_are_reused_within_a_grant_only() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let up = keep_alive_upstream("a", listener);
+    let h = harness(Limits::default(), Resolver::Static(Arc::default()));
+    let url = format!("http://127.0.0.1:{port}/");
+    for m in 1..=3 {
+        // A new client connection each time: the reuse is on the upstream side.
+        let (_, out) = curl(&h, &url);
+        assert_eq!(body_of(&out), format!("a conn 1 req {m}"), "{out}");
+    }
+    // Another run never gets the first run's connection.
+    let (_, out) = curl_as(&h, &h.other_token.clone(), &url);
+    assert_eq!(body_of(&out), "a conn 2 req 1", "{out}");
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_pooled_connection_serves_only_a_request_that_vetted_its_address() {
+    // Two upstreams on the same port, one per loopback address.
+    let (a, b) = loop {
+        let a = TcpListener::bind("127.0.0.1:0").unwrap();
+        if let Ok(b) = TcpListener::bind(("127.0.0.2", a.local_addr().unwrap().port())) {
+            break (a, b);
+        }
+    };
+    let port = a.local_addr().unwrap().port();
+    let (_a, _b) = (keep_alive_upstream("a", a), keep_alive_upstream("b", b));
+    let answers = Arc::new(std::sync::Mutex::new(vec!["127.0.0.1", "127.0.0.2", "127.0.0.1"]));
+    let resolver = Resolver::Custom(Arc::new(move |_host: &str| {
+        let ip = answers.lock().unwrap().remove(0);
+        Ok(vec![ip.parse().unwrap()])
+    }));
+    let h = harness(Limits::default(), resolver);
+    let url = format!("http://moving.test:{port}/");
+    // The name moves: the idle connection to the old address is not used.
+    for expected in ["a conn 1 req 1", "b conn 1 req 1", "a conn 1 req 2"] {
+        let (_, out) = curl(&h, &url);
+        assert_eq!(body_of(&out), expected, "{out}");
+    }
+}
+
+#[test]
+fn idle_connections_expire_and_closing_upstreams_are_not_reused() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let up = keep_alive_upstream("a", listener);
+    let limits = PoolLimits { idle_timeout: Duration::from_millis(200), ..PoolLimits::default() };
+    let pool = UpstreamPool::new(limits);
+    let h = harness_with_pool(Limits::default(), Resolver::Static(Arc::default()), pool.clone());
+    let (_, out) = curl(&h, &format!("http://127.0.0.1:{port}/"));
+    assert_eq!(body_of(&out), "a conn 1 req 1", "{out}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while up.closed.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(up.closed.load(Ordering::SeqCst), 1, "the reaper closed the expired connection");
+    assert_eq!(pool.idle_count(), 0);
+    let (_, out) = curl(&h, &format!("http://127.0.0.1:{port}/"));
+    assert_eq!(body_of(&out), "a conn 2 req 1", "{out}");
+
+    // An upstream that closes after each response: every request still succeeds.
+    let closing = upstream("closing", Duration::ZERO);
+    for _ in 0..3 {
+        let (_, out) = curl(&h, &format!("http://127.0.0.1:{closing}/"));
+        assert!(out.starts_with("HTTP/1.1 200") && out.ends_with("closing"), "{out}");
+    }
 }
 
 #[test]
@@ -278,6 +409,111 @@ fn a_connect_tunnel_carries_real_tls_end_to_end() {
     // s_server -www answers with its TLS session report: the handshake ran
     // between curl and the upstream, through the tunnel.
     assert!(body.contains("Cipher") || body.contains("s_server"), "{body}");
+}
+
+/// An upstream that echoes what it reads and counts the bytes.
+fn echo_upstream() -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = std::io::Read::read(&mut stream, &mut buf) {
+                    counter.fetch_add(n, Ordering::SeqCst);
+                    if stream.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// Opens a tunnel to `port`, sending `early` in the same write as the
+/// `CONNECT` head; returns the stream after the proxy's `200`.
+fn open_tunnel(h: &Harness, port: u16, early: &[u8]) -> std::net::TcpStream {
+    let mut stream = std::net::TcpStream::connect(&h.proxy_addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = format!(
+        "CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nProxy-Authorization: Bearer {}\r\n\r\n",
+        h.token
+    )
+    .into_bytes();
+    head.extend_from_slice(early);
+    stream.write_all(&head).unwrap();
+    let mut response = Vec::new();
+    let mut byte = [0u8; 1];
+    while !response.ends_with(b"\r\n\r\n") {
+        std::io::Read::read_exact(&mut stream, &mut byte).unwrap();
+        response.push(byte[0]);
+    }
+    assert!(response.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&response));
+    stream
+}
+
+#[test]
+fn a_tunnel_passes_bytes_sent_behind_the_connect_head() {
+    let (port, _) = echo_upstream();
+    let h =
+        harness(Limits { connect_ports: vec![port], ..Limits::default() }, Resolver::Static(Arc::default()));
+    let mut stream = open_tunnel(&h, port, b"early bytes");
+    let mut echoed = [0u8; 11];
+    std::io::Read::read_exact(&mut stream, &mut echoed).unwrap();
+    assert_eq!(&echoed, b"early bytes");
+}
+
+#[test]
+fn a_tunnel_closes_when_both_directions_together_reach_the_byte_cap() {
+    const CAP: u64 = 100_000;
+    let (port, upstream_got) = echo_upstream();
+    let limits = Limits { connect_ports: vec![port], tunnel_bytes: CAP, ..Limits::default() };
+    let h = harness(limits, Resolver::Static(Arc::default()));
+    let stream = open_tunnel(&h, port, b"");
+    // 80 kB up and its echo down would be 160 kB: the cap ends the tunnel.
+    let mut writer = stream.try_clone().unwrap();
+    let sending = std::thread::spawn(move || {
+        for _ in 0..80 {
+            if writer.write_all(&[b'x'; 1000]).is_err() {
+                break;
+            }
+        }
+    });
+    let mut received = 0usize;
+    let mut buf = [0u8; 8192];
+    let mut reader = stream;
+    loop {
+        match std::io::Read::read(&mut reader, &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received += n,
+        }
+    }
+    sending.join().unwrap();
+    let up = upstream_got.load(Ordering::SeqCst);
+    assert!(received < 80_000, "the tunnel was cut before the whole echo came back: {received}");
+    assert!((up + received) as u64 <= CAP, "{up} up + {received} down passed a cap of {CAP}");
+}
+
+#[test]
+fn a_tunnel_closes_at_its_time_limit() {
+    let (port, _) = echo_upstream();
+    let limits = Limits {
+        connect_ports: vec![port],
+        tunnel_duration: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let h = harness(limits, Resolver::Static(Arc::default()));
+    let mut stream = open_tunnel(&h, port, b"");
+    let started = std::time::Instant::now();
+    // Quiet tunnel: the read returns only when the proxy closes it.
+    let n = std::io::Read::read(&mut stream, &mut [0u8; 16]).unwrap_or(0);
+    assert_eq!(n, 0);
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(250) && waited < Duration::from_secs(5), "{waited:?}");
 }
 
 // ---- The fetch client -------------------------------------------------------

@@ -495,7 +495,7 @@ async fn egress_fetch(
     let policy = state.policies.policy(claims.tenant_id.as_deref());
     let fetch =
         gatehouse_egress::fetch::FetchRequest { method, url: req.url, headers, body: body.into(), purpose };
-    match fetcher.fetch(policy.as_ref(), fetch).await {
+    match fetcher.fetch(policy.as_deref(), fetch).await {
         Ok(response) => {
             let headers: Vec<(String, String)> = response
                 .headers

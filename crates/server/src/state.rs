@@ -137,6 +137,7 @@ impl AppState {
                     clock: clock.clone(),
                     limits,
                     stats: ProxyStats::default(),
+                    pool: Default::default(),
                 }))
             }
             _ => None,
