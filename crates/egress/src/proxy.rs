@@ -5,8 +5,9 @@
 //! password of Basic credentials, so `http://grant:<token>@proxy` works in
 //! curl, pip and npm) → open the grant → spend one request in the ledger →
 //! the tenant's policy and the address guard ([`crate::decide_target`]) →
-//! connect to a vetted address only → forward (HTTP, absolute-form, `http`
-//! only) or tunnel (`CONNECT`, capped in bytes and time).
+//! connect to a vetted address only, or reuse an idle connection to one
+//! ([`crate::pool`]) → forward (HTTP, absolute-form, `http` only) or tunnel
+//! (`CONNECT`, capped in bytes and time).
 //!
 //! Missing or bad credentials are `407`; every refusal is `403` with the safe
 //! error body and the reason code in `x-gatehouse-reason`, and is recorded
