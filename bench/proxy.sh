@@ -123,10 +123,9 @@ local auth = os.getenv("PROXY_AUTH")
 if auth and auth ~= "" then wrk.headers["Proxy-Authorization"] = auth end
 function delay() return $DELAY_MS end
 LUA
-rps_lat() { awk '/Requests\/sec/ {rps=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {print rps, p50, p99}'; }
 half() { wrk -t2 -c"$HALF_CONNS" -d"$DURATION" --latency "$@" 2>&1; }
-half_direct=$(TARGET_PATH=/ half -s "$work/half.lua" "http://127.0.0.1:$UP" | rps_lat)
-half_gate=$(TARGET_PATH="http://127.0.0.1:$UP/" PROXY_AUTH="Bearer $GRANT" half -s "$work/half.lua" "http://127.0.0.1:$PX" | rps_lat)
+half_direct=$(TARGET_PATH=/ half -s "$work/half.lua" "http://127.0.0.1:$UP" | parse)
+half_gate=$(TARGET_PATH="http://127.0.0.1:$UP/" PROXY_AUTH="Bearer $GRANT" half -s "$work/half.lua" "http://127.0.0.1:$PX" | parse)
 echo
 echo "half load ($HALF_CONNS connections, each pausing ${DELAY_MS} ms between requests):"
 printf '  %-10s %10s req/s  p50 %8s  p99 %8s\n' direct $half_direct gatehouse $half_gate

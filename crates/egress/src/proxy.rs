@@ -419,12 +419,12 @@ impl Proxy {
                     self.pool.give_back(key, addr, sender);
                     break response;
                 }
-                // An idle connection the upstream closed just now: the request
-                // was not written, so it goes out on a fresh connection.
-                Ok(Err(mut e)) if reused && e.message().is_some() => {
-                    upstream_req = e.take_message().ok_or_else(|| fail(Reason::UpstreamUnreachable))?;
-                }
-                Ok(Err(_)) => return Err(fail(Reason::UpstreamUnreachable)),
+                Ok(Err(mut e)) => match e.take_message() {
+                    // An idle connection the upstream closed just now: the
+                    // request was not written, so it goes out on a fresh one.
+                    Some(unsent) if reused => upstream_req = unsent,
+                    _ => return Err(fail(Reason::UpstreamUnreachable)),
+                },
                 Err(_) => return Err(fail(Reason::UpstreamTimeout)),
             }
         };
