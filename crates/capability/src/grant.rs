@@ -14,6 +14,9 @@
 //! current or previous secret during rotation without trial decryption.
 //! Nonces are 192-bit random values, safe to draw independently on every node.
 
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
 use chacha20poly1305::aead::{Aead as _, AeadInOut as _, Payload};
 use chacha20poly1305::{KeyInit as _, XChaCha20Poly1305, XNonce};
 use gatehouse_core::{Reason, UnixTime, is_valid_id, new_id};
@@ -300,11 +303,73 @@ impl GrantSealer {
         if claims.v != 1 || claims.typ != "grant" {
             return Err(Reason::GrantClaimsInvalid);
         }
+        self.check_times(&claims, now)?;
+        Ok(claims)
+    }
+
+    /// Whether `claims` are valid at `now`: not expired, not issued in the future.
+    fn check_times(&self, claims: &GrantClaims, now: UnixTime) -> Result<(), Reason> {
         if now >= claims.exp {
             return Err(Reason::GrantExpired);
         }
         if claims.iat > now.saturating_add(self.clock_skew_secs) {
             return Err(Reason::GrantNotYetValid);
+        }
+        Ok(())
+    }
+}
+
+/// A sealer that remembers the grants it has opened.
+///
+/// A sandbox presents the same grant on every request of its run, and
+/// decoding, decrypting and parsing it again each time was a sixth of the
+/// proxy's own CPU time. Only grants that opened successfully are kept, keyed
+/// by the whole token (never by a hash, which could be made to collide), and
+/// their lifetime is checked again at every use, so a remembered grant expires
+/// exactly when it would have. Revocation is the ledger's concern and is
+/// checked on every request regardless. The cache is bounded: when it is
+/// full, expired entries go first, and if none have expired it starts over.
+pub struct OpenedGrants {
+    sealer: GrantSealer,
+    capacity: usize,
+    opened: RwLock<HashMap<Box<str>, Arc<GrantClaims>>>,
+}
+
+impl std::fmt::Debug for OpenedGrants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenedGrants").field("sealer", &self.sealer).finish_non_exhaustive()
+    }
+}
+
+impl OpenedGrants {
+    /// Remembers at most `capacity` grants opened by `sealer`.
+    pub fn new(sealer: GrantSealer, capacity: usize) -> Self {
+        Self { sealer, capacity, opened: RwLock::default() }
+    }
+
+    /// The sealer behind the cache.
+    pub fn sealer(&self) -> &GrantSealer {
+        &self.sealer
+    }
+
+    /// Opens `token` as [`GrantSealer::open`] does, answering from memory
+    /// when the same token opened before.
+    pub fn open(&self, token: &str, now: UnixTime) -> Result<Arc<GrantClaims>, Reason> {
+        let remembered = self.opened.read().unwrap_or_else(PoisonError::into_inner).get(token).cloned();
+        if let Some(claims) = remembered {
+            self.sealer.check_times(&claims, now)?;
+            return Ok(claims);
+        }
+        let claims = Arc::new(self.sealer.open(token, now)?);
+        let mut opened = self.opened.write().unwrap_or_else(PoisonError::into_inner);
+        if opened.len() >= self.capacity {
+            opened.retain(|_, c| now < c.exp);
+            if opened.len() >= self.capacity {
+                opened.clear();
+            }
+        }
+        if self.capacity > 0 {
+            opened.insert(token.into(), claims.clone());
         }
         Ok(claims)
     }
@@ -364,6 +429,27 @@ mod tests {
         let last = raw.len() - 1;
         raw[last] ^= 0x80;
         assert_eq!(sealer.open(&format!("ceg1.{}", b64url_encode(&raw)), NOW), Err(Reason::GrantTampered));
+    }
+
+    #[test]
+    fn remembered_grants_expire_on_time_and_the_cache_stays_bounded() {
+        let sealer = GrantSealer::new(&secret("a"));
+        let tokens: Vec<String> = (0..3).map(|_| sealer.mint(&claims()).unwrap()).collect();
+        let opened = OpenedGrants::new(GrantSealer::new(&secret("a")), 2);
+        for token in &tokens {
+            assert_eq!(*opened.open(token, NOW).unwrap(), claims());
+        }
+        assert!(opened.opened.read().unwrap().len() <= 2);
+        // Answered from memory, yet still judged by the clock.
+        assert_eq!(opened.open(&tokens[2], NOW + 300), Err(Reason::GrantExpired));
+        assert_eq!(opened.open(&tokens[2], NOW - 31), Err(Reason::GrantNotYetValid));
+        // A token that differs from a remembered one in any byte is opened afresh.
+        let mut raw = b64url_decode(&tokens[2][5..]).unwrap();
+        let last = raw.len() - 1;
+        raw[last] ^= 0x80;
+        assert_eq!(opened.open(&format!("ceg1.{}", b64url_encode(&raw)), NOW), Err(Reason::GrantTampered));
+        // Failures are never remembered.
+        assert!(!opened.opened.read().unwrap().keys().any(|k| !tokens.iter().any(|t| **t == **k)));
     }
 
     #[test]

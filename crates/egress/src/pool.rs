@@ -2,7 +2,8 @@
 //!
 //! Dialling, and the handshake that follows, cost more than everything else
 //! the proxy does for a small request, so a connection whose response has
-//! been read completely goes back here instead of being closed.
+//! been read completely goes back here instead of being closed. A response
+//! left unread closes its connection: the rest of it is still on the wire.
 //!
 //! Pooling must not loosen pinning. An idle connection remembers the socket
 //! address it was dialled to, and a request may take it only when that
@@ -18,13 +19,21 @@
 //! reaper task that closes what has expired.
 
 use std::collections::HashMap;
+use std::future::Future as _;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use http_body_util::Limited;
-use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::client::conn::TrySendError;
+use hyper::client::conn::http1::{Connection, SendRequest};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
 
 /// The request body the proxy forwards (the client's, capped).
 pub type UpstreamBody = Limited<Incoming>;
@@ -42,7 +51,7 @@ pub struct PoolLimits {
 
 impl Default for PoolLimits {
     fn default() -> Self {
-        Self { idle_per_key: 32, idle_total: 1024, idle_timeout: Duration::from_secs(15) }
+        Self { idle_per_key: 64, idle_total: 1024, idle_timeout: Duration::from_secs(15) }
     }
 }
 
@@ -61,15 +70,151 @@ impl PoolKey {
     }
 }
 
-struct Idle {
+/// One HTTP/1.1 connection to an upstream, driven by whichever request is
+/// using it rather than by a task of its own.
+///
+/// A connection task would cost a task wake-up and a channel hop in each
+/// direction of every exchange, often across threads; here the client's
+/// connection task polls the upstream connection itself while it waits for
+/// the response and while it streams the body back. An idle connection is
+/// polled by no one, so the next user first polls it once without waiting
+/// ([`Upstream::ready_now`]) to learn whether the upstream has closed it.
+pub struct Upstream {
     addr: SocketAddr,
     sender: SendRequest<UpstreamBody>,
+    /// `None` once the connection has finished (closed or failed).
+    connection: Option<Connection<TokioIo<TcpStream>, UpstreamBody>>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+impl Upstream {
+    /// Performs the HTTP/1.1 handshake on a socket already connected to a
+    /// vetted address.
+    pub async fn handshake(stream: TcpStream) -> Result<Self, hyper::Error> {
+        let addr = match stream.peer_addr() {
+            Ok(addr) => addr,
+            Err(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
+        };
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        Ok(Self { addr, sender, connection: Some(connection) })
+    }
+
+    /// The address the socket is connected to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Lets the connection read and write what it can; false once it has finished.
+    fn drive(&mut self, cx: &mut Context<'_>) -> bool {
+        if let Some(connection) = &mut self.connection
+            && Pin::new(connection).poll(cx).is_ready()
+        {
+            self.connection = None;
+        }
+        self.connection.is_some()
+    }
+
+    /// Whether the connection can take a request right now, without waiting.
+    fn ready_now(&mut self) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        self.drive(&mut cx) && matches!(self.sender.poll_ready(&mut cx), Poll::Ready(Ok(())))
+    }
+
+    /// Sends `request` and waits for the response head, driving the
+    /// connection meanwhile. A request hyper hands back unsent comes back in
+    /// the error, so the caller may send it elsewhere.
+    pub async fn send(
+        &mut self,
+        request: Request<UpstreamBody>,
+    ) -> Result<Response<Incoming>, TrySendError<Request<UpstreamBody>>> {
+        let mut response = std::pin::pin!(self.sender.try_send_request(request));
+        std::future::poll_fn(|cx| {
+            self.drive(cx);
+            response.as_mut().poll(cx)
+        })
+        .await
+    }
+}
+
+/// A response body that keeps driving its connection and, once read to its
+/// end, puts the connection back in the pool. A body dropped before its end
+/// (client gone, size cap hit) takes the connection with it: the rest of the
+/// response would still be on the wire.
+pub struct PooledBody {
+    body: Incoming,
+    upstream: Option<Upstream>,
+    release: Option<(UpstreamPool, PoolKey)>,
+}
+
+impl PooledBody {
+    /// `body`, read from `upstream`, which goes back to `pool` under `key`.
+    pub fn new(body: Incoming, upstream: Upstream, pool: UpstreamPool, key: PoolKey) -> Self {
+        Self { body, upstream: Some(upstream), release: Some((pool, key)) }
+    }
+
+    fn release(&mut self) {
+        if let (Some(mut upstream), Some((pool, key))) = (self.upstream.take(), self.release.take())
+            && upstream.ready_now()
+        {
+            pool.put(key, upstream);
+        }
+    }
+}
+
+impl Body for PooledBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        if let Some(upstream) = &mut this.upstream {
+            upstream.drive(cx);
+        }
+        let frame = std::task::ready!(Pin::new(&mut this.body).poll_frame(cx));
+        match &frame {
+            None => this.release(),
+            Some(Ok(_)) if this.body.is_end_stream() => this.release(),
+            Some(Err(_)) => this.upstream = None,
+            Some(Ok(_)) => {}
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for PooledBody {
+    fn drop(&mut self) {
+        // Bodies known to be empty (HEAD, 204, 304) or fully read may never
+        // be polled to their end by the server: this is their release.
+        if self.body.is_end_stream() {
+            self.release();
+        }
+    }
+}
+
+struct Idle {
+    upstream: Upstream,
     since: Instant,
 }
 
 impl Idle {
     fn usable(&self, now: Instant, timeout: Duration) -> bool {
-        !self.sender.is_closed() && now.duration_since(self.since) < timeout
+        !self.upstream.sender.is_closed() && now.duration_since(self.since) < timeout
     }
 }
 
@@ -128,43 +273,37 @@ impl UpstreamPool {
     }
 
     /// Takes the most recently used live connection for `key` whose address
-    /// is one of `vetted` on `port`.
-    pub fn take(
-        &self,
-        key: &PoolKey,
-        vetted: &[IpAddr],
-        port: u16,
-    ) -> Option<(SocketAddr, SendRequest<UpstreamBody>)> {
+    /// is one of `vetted` on `port`. Connections the upstream has closed
+    /// meanwhile are dropped on the way.
+    pub fn take(&self, key: &PoolKey, vetted: &[IpAddr], port: u16) -> Option<Upstream> {
         let now = Instant::now();
         let timeout = self.shared.limits.idle_timeout;
         let mut state = self.shared.lock();
         let list = state.idle.get_mut(key)?;
         let before = list.len();
         list.retain(|idle| idle.usable(now, timeout));
-        let taken = list
+        let mut taken = None;
+        while let Some(i) = list
             .iter()
-            .rposition(|idle| idle.addr.port() == port && vetted.contains(&idle.addr.ip()))
-            .map(|i| list.remove(i));
+            .rposition(|idle| idle.upstream.addr.port() == port && vetted.contains(&idle.upstream.addr.ip()))
+        {
+            let mut idle = list.remove(i);
+            if idle.upstream.ready_now() {
+                taken = Some(idle.upstream);
+                break;
+            }
+        }
         let after = list.len();
         if after == 0 {
             state.idle.remove(key);
         }
         state.total -= before - after;
-        taken.map(|idle| (idle.addr, idle.sender))
+        taken
     }
 
-    /// Returns a connection once its response has been read completely; a
-    /// connection that closes first is dropped. Spawns the wait.
-    pub fn give_back(&self, key: PoolKey, addr: SocketAddr, mut sender: SendRequest<UpstreamBody>) {
-        let pool = self.clone();
-        tokio::spawn(async move {
-            if sender.ready().await.is_ok() {
-                pool.put(key, addr, sender);
-            }
-        });
-    }
-
-    fn put(&self, key: PoolKey, addr: SocketAddr, sender: SendRequest<UpstreamBody>) {
+    /// Keeps `upstream`, whose last response has been read completely, for
+    /// the next request under `key`, unless the pool is full.
+    fn put(&self, key: PoolKey, upstream: Upstream) {
         let limits = &self.shared.limits;
         let mut state = self.shared.lock();
         if state.total >= limits.idle_total {
@@ -177,7 +316,7 @@ impl UpstreamPool {
         if list.len() >= limits.idle_per_key {
             return;
         }
-        list.push(Idle { addr, sender, since: Instant::now() });
+        list.push(Idle { upstream, since: Instant::now() });
         state.total += 1;
         if !state.reaper_started {
             state.reaper_started = true;

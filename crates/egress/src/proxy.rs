@@ -23,13 +23,12 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use gatehouse_capability::{GrantClaims, GrantSealer};
+use gatehouse_capability::{GrantClaims, OpenedGrants};
 use gatehouse_core::{Clock, ErrorCode, PublicError, Reason, Refusal, RefusalKind, new_id};
 use gatehouse_ledger::{Ledger, Operation, refusal_kind, spend};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, Limited, combinators::BoxBody};
-use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
+use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncWriteExt as _, Interest};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
@@ -38,7 +37,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::connect::connect_pinned;
 use crate::decision::{Decision, Purpose, decide_target};
 use crate::policy::{Policy, PolicyError};
-use crate::pool::{PoolKey, UpstreamBody, UpstreamPool};
+use crate::pool::{PoolKey, PooledBody, Upstream, UpstreamPool};
 use crate::special::AddressGuard;
 use crate::target::{Host, Scheme, Target, parse_authority, parse_url};
 
@@ -162,8 +161,8 @@ impl Default for Limits {
 
 /// Everything the proxy needs.
 pub struct Proxy {
-    /// Opens grants.
-    pub sealer: GrantSealer,
+    /// Opens grants (and remembers the ones it opened).
+    pub grants: OpenedGrants,
     /// Spends them.
     pub ledger: Ledger,
     /// `CODEAPI_EGRESS_LEDGER_REQUIRED`.
@@ -239,16 +238,16 @@ pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
 impl Proxy {
     /// Handles one proxied request or `CONNECT`.
     pub async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
-        let mut context = (None::<String>, None::<String>);
-        match self.handle_inner(req, &mut context).await {
+        let mut grant = None;
+        match self.handle_inner(req, &mut grant).await {
             Ok(response) => response,
             Err(refused) => {
                 let request_id = new_id("req");
                 self.sink.refused(Refusal {
                     kind: refused.kind,
                     reason: refused.reason,
-                    tenant_id: context.0,
-                    run_id: context.1,
+                    tenant_id: grant.as_ref().and_then(|g| g.tenant_id.clone()),
+                    run_id: grant.map(|g| g.exec_id.clone()),
                     request_id: Some(request_id.clone()),
                     host: refused.host.clone(),
                     rule: refused.rule.clone(),
@@ -262,11 +261,10 @@ impl Proxy {
     async fn handle_inner(
         &self,
         req: Request<Incoming>,
-        context: &mut (Option<String>, Option<String>),
+        grant: &mut Option<Arc<GrantClaims>>,
     ) -> Result<Response<ProxyBody>, Refused> {
         let claims = self.authenticate(req.headers())?;
-        context.0.clone_from(&claims.tenant_id);
-        context.1 = Some(claims.exec_id.clone());
+        *grant = Some(claims.clone());
         let now = self.clock.now();
         if let Err(reason) =
             spend(&self.ledger, &claims.grant_id, &Operation::Request, now, self.ledger_required).await
@@ -281,7 +279,7 @@ impl Proxy {
         }
     }
 
-    fn authenticate(&self, headers: &HeaderMap) -> Result<GrantClaims, Refused> {
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<GrantClaims>, Refused> {
         let token = headers
             .get(header::PROXY_AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -293,7 +291,7 @@ impl Proxy {
                     Reason::ProxyAuthMissing,
                 )
             })?;
-        self.sealer.open(&token, self.clock.now()).map_err(|reason| {
+        self.grants.open(&token, self.clock.now()).map_err(|reason| {
             Refused::new(StatusCode::PROXY_AUTHENTICATION_REQUIRED, RefusalKind::GrantRefused, reason)
         })
     }
@@ -405,20 +403,15 @@ impl Proxy {
         // Bodies without a length are cut off at the cap while streaming.
         let mut upstream_req = Request::from_parts(parts, Limited::new(body, self.limits.request_bytes));
         let key = PoolKey::new(grant_id, &authority);
-        let response = loop {
+        let (response, upstream) = loop {
             let pooled = self.pool.take(&key, &decision.addresses, target.port);
             let reused = pooled.is_some();
-            let (addr, mut sender) = match pooled {
-                Some(idle) => idle,
+            let mut upstream = match pooled {
+                Some(upstream) => upstream,
                 None => self.dial(&decision).await.map_err(fail)?,
             };
-            match tokio::time::timeout(self.limits.response_timeout, sender.try_send_request(upstream_req))
-                .await
-            {
-                Ok(Ok(response)) => {
-                    self.pool.give_back(key, addr, sender);
-                    break response;
-                }
+            match tokio::time::timeout(self.limits.response_timeout, upstream.send(upstream_req)).await {
+                Ok(Ok(response)) => break (response, upstream),
                 Ok(Err(mut e)) => match e.take_message() {
                     // An idle connection the upstream closed just now: the
                     // request was not written, so it goes out on a fresh one.
@@ -428,22 +421,23 @@ impl Proxy {
                 Err(_) => return Err(fail(Reason::UpstreamTimeout)),
             }
         };
+        if response.body().size_hint().lower() > self.limits.response_bytes as u64 {
+            // Declared too long: refused before any of it moves, and the
+            // connection, with the body still unread, is closed.
+            return Err(fail(Reason::ResponseTooLarge));
+        }
         self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        let body = PooledBody::new(body, upstream, self.pool.clone(), key);
         let body = Limited::new(body, self.limits.response_bytes).map_err(Into::into).boxed();
         Ok(Response::from_parts(parts, body))
     }
 
     /// A new upstream connection to one of the decision's addresses.
-    async fn dial(&self, decision: &Decision) -> Result<(SocketAddr, SendRequest<UpstreamBody>), Reason> {
-        let upstream = connect_pinned(decision, &self.guard).await?;
-        let addr = upstream.peer_addr().map_err(|_| Reason::UpstreamUnreachable)?;
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(upstream))
-            .await
-            .map_err(|_| Reason::UpstreamUnreachable)?;
-        tokio::spawn(connection);
-        Ok((addr, sender))
+    async fn dial(&self, decision: &Decision) -> Result<Upstream, Reason> {
+        let stream = connect_pinned(decision, &self.guard).await?;
+        Upstream::handshake(stream).await.map_err(|_| Reason::UpstreamUnreachable)
     }
 }
 

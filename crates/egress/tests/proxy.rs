@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use gatehouse_capability::{GrantRequest, GrantSealer, Secret};
+use gatehouse_capability::{GrantRequest, GrantSealer, OpenedGrants, Secret};
 use gatehouse_core::{ManualClock, Refusal};
 use gatehouse_egress::AddressGuard;
 use gatehouse_egress::pool::{PoolLimits, UpstreamPool};
@@ -29,8 +29,13 @@ impl RefusalSink for Sink {
     }
 }
 
-/// An upstream that answers every request with `body` after `delay`.
+/// An upstream that answers every request with `body` after `delay`, then closes.
 fn upstream(body: &'static str, delay: Duration) -> u16 {
+    upstream_framed(body, delay, true)
+}
+
+/// As [`upstream`]; without `content-length` the body ends where the connection does.
+fn upstream_framed(body: &'static str, delay: Duration, declare_length: bool) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -43,11 +48,12 @@ fn upstream(body: &'static str, delay: Duration) -> u16 {
                 }
                 std::thread::sleep(delay);
                 let mut stream = stream;
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
+                let length = if declare_length {
+                    format!("content-length: {}\r\n", body.len())
+                } else {
+                    String::new()
+                };
+                let _ = write!(stream, "HTTP/1.1 200 OK\r\n{length}connection: close\r\n\r\n{body}");
             });
         }
     });
@@ -87,7 +93,7 @@ fn harness_with_pool(limits: Limits, resolver: Resolver, pool: UpstreamPool) -> 
     let (token, other_token) = (mint("e"), mint("e2"));
     let sink = Arc::new(Sink::default());
     let proxy = Arc::new(Proxy {
-        sealer,
+        grants: OpenedGrants::new(sealer, 16),
         ledger: Ledger::Memory(ledger),
         ledger_required: true,
         policies: Arc::new(MemoryPolicies::default()),
@@ -110,7 +116,12 @@ fn curl(h: &Harness, url: &str) -> (Option<i32>, String) {
 }
 
 fn curl_as(h: &Harness, token: &str, url: &str) -> (Option<i32>, String) {
+    curl_with(h, token, &[], url)
+}
+
+fn curl_with(h: &Harness, token: &str, extra: &[&str], url: &str) -> (Option<i32>, String) {
     let out = Command::new("curl")
+        .args(extra)
         .args(["-s", "-D", "-", "--max-time", "10", "-x"])
         .arg(format!("http://grant:{token}@{}", h.proxy_addr))
         .arg(url)
@@ -163,6 +174,7 @@ fn keep_alive_upstream(name: &'static str, listener: TcpListener) -> KeepAlive {
                 for m in 1.. {
                     let mut line = String::new();
                     let mut lines = 0;
+                    let (mut head, mut big) = (false, false);
                     loop {
                         line.clear();
                         if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -170,12 +182,17 @@ fn keep_alive_upstream(name: &'static str, listener: TcpListener) -> KeepAlive {
                             return;
                         }
                         lines += 1;
+                        head |= lines == 1 && line.starts_with("HEAD ");
+                        big |= lines == 1 && line.contains(" /big ");
                         if line == "\r\n" && lines > 1 {
                             break;
                         }
                     }
-                    let body = format!("{name} conn {n} req {m}");
-                    let _ = write!(stream, "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+                    let body = if big { "x".repeat(4 << 20) } else { format!("{name} conn {n} req {m}") };
+                    let _ = write!(stream, "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+                    if !head {
+                        let _ = stream.write_all(body.as_bytes());
+                    }
                 }
             });
         }
@@ -199,6 +216,11 @@ fn idle_upstream_connections_are_reused_within_a_grant_only() {
         let (_, out) = curl(&h, &url);
         assert_eq!(body_of(&out), format!("a conn 1 req {m}"), "{out}");
     }
+    // A response with no body at all (HEAD) hands its connection back too.
+    let (code, out) = curl_with(&h, &h.token, &["-I"], &url);
+    assert!(code == Some(0) && out.starts_with("HTTP/1.1 200"), "{out}");
+    let (_, out) = curl(&h, &url);
+    assert_eq!(body_of(&out), "a conn 1 req 5", "{out}");
     // Another run never gets the first run's connection.
     let (_, out) = curl_as(&h, &h.other_token.clone(), &url);
     assert_eq!(body_of(&out), "a conn 2 req 1", "{out}");
@@ -269,12 +291,45 @@ fn a_slow_upstream_times_out() {
 
 #[test]
 fn response_bodies_are_capped() {
-    let port = upstream("0123456789abcdefghijklmnopqrstuvwxyz", Duration::ZERO);
+    let body = "0123456789abcdefghijklmnopqrstuvwxyz";
     let limits = Limits { response_bytes: 10, ..Limits::default() };
     let h = harness(limits, Resolver::Static(Arc::default()));
-    let (code, out) = curl(&h, &format!("http://127.0.0.1:{port}/"));
+    // A declared length over the cap is refused before any of the body moves.
+    let declared = upstream(body, Duration::ZERO);
+    let (_, out) = curl(&h, &format!("http://127.0.0.1:{declared}/"));
+    assert!(
+        out.starts_with("HTTP/1.1 502") && out.contains("x-gatehouse-reason: response_too_large"),
+        "{out}"
+    );
+    assert!(h.sink.0.lock().unwrap().iter().any(|r| r.reason.as_str() == "response_too_large"));
+    // A body of unknown length is cut off at the cap.
+    let undeclared = upstream_framed(body, Duration::ZERO, false);
+    let (code, out) = curl(&h, &format!("http://127.0.0.1:{undeclared}/"));
     assert_ne!(code, Some(0), "the client sees a broken transfer, not a complete body: {out}");
     assert!(!out.contains("qrstuvwxyz"), "{out}");
+}
+
+#[test]
+fn a_response_left_unread_takes_its_upstream_connection_with_it() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let up = keep_alive_upstream("a", listener);
+    let pool = UpstreamPool::default();
+    let h = harness_with_pool(Limits::default(), Resolver::Static(Arc::default()), pool.clone());
+    // curl gives up on the 4 MiB body as soon as it sees its length.
+    let (code, out) =
+        curl_with(&h, &h.token, &["--max-filesize", "1000"], &format!("http://127.0.0.1:{port}/big"));
+    assert_eq!(code, Some(63), "{out}");
+    // The rest of that response is still on the wire: the connection is
+    // closed, never handed to the next request.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while up.closed.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(up.closed.load(Ordering::SeqCst), 1);
+    assert_eq!(pool.idle_count(), 0);
+    let (_, out) = curl(&h, &format!("http://127.0.0.1:{port}/"));
+    assert_eq!(body_of(&out), "a conn 2 req 1", "{out}");
 }
 
 #[test]

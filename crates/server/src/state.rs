@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gatehouse_capability::manifest::ManifestSigner;
-use gatehouse_capability::{GrantSealer, ManifestVerifier, ServiceToken, SessionKeyDeriver};
+use gatehouse_capability::{GrantSealer, ManifestVerifier, OpenedGrants, ServiceToken, SessionKeyDeriver};
 use gatehouse_config::{Config, Role, names};
 use gatehouse_core::{Clock, Reason, Refusal, RefusalKind};
 use gatehouse_egress::AddressGuard;
@@ -127,7 +127,7 @@ impl AppState {
                     None => sealer,
                 };
                 Some(Arc::new(Proxy {
-                    sealer,
+                    grants: OpenedGrants::new(sealer, OPENED_GRANTS),
                     ledger: ledger.clone(),
                     ledger_required: config.ledger_required,
                     policies: policies.clone(),
@@ -311,6 +311,10 @@ pub struct Metrics {
     unsigned_passed: AtomicU64,
     content_verdicts: [AtomicU64; 4],
 }
+
+/// Grants the proxy keeps opened: a few per live run, with room to spare
+/// (each entry is well under a kilobyte).
+const OPENED_GRANTS: usize = 4096;
 
 const VERDICTS: [gatehouse_content::VerdictKind; 4] = [
     gatehouse_content::VerdictKind::Clean,
