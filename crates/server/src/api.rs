@@ -12,7 +12,7 @@ use gatehouse_capability::canonical::BodyDigest;
 use gatehouse_capability::grant::GrantRequest;
 use gatehouse_capability::manifest::{ManifestPresence, SignError};
 use gatehouse_capability::session_key::{Namespace, Principal};
-use gatehouse_core::{ErrorCode, PublicError, Reason, RefusalKind, is_valid_id};
+use gatehouse_core::{ErrorCode, PublicError, Reason, Refusal, RefusalKind, is_valid_id};
 use gatehouse_egress::proxy::PolicySource as _;
 use gatehouse_egress::{Policy, PolicyDocument};
 use gatehouse_ledger::{
@@ -454,7 +454,7 @@ async fn egress_fetch(
     };
     let claims = open_token(&state, &rid, req.grant.as_deref())?.map_err(|reason| refused(&rid, reason))?;
     let record = |kind, reason, host: Option<String>, rule: Option<String>| {
-        state.refusals.record_refusal(gatehouse_core::Refusal {
+        state.refusals.record_refusal(Refusal {
             kind,
             reason,
             tenant_id: claims.tenant_id.clone(),
@@ -523,8 +523,43 @@ async fn egress_fetch(
     }
 }
 
-async fn list_refusals(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({"refusals": state.refusals.recent()}))
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefusalQuery {
+    tenant_id: Option<String>,
+    run_id: Option<String>,
+    kind: Option<String>,
+}
+
+/// `GET /v1/refusals`: the recent refusals, oldest first; `run_id` gives one
+/// run's refusal events, `tenant_id` and `kind` narrow further.
+async fn list_refusals(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    query: Result<Query<RefusalQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Ok(Query(query)) = query else {
+        return Err(bad_request(&rid, "the query may hold tenant_id, run_id and kind only"));
+    };
+    if [&query.tenant_id, &query.run_id].into_iter().flatten().any(|id| !is_valid_id(id)) {
+        return Err(bad_request(&rid, "ids are 1-128 characters of [A-Za-z0-9._:-]"));
+    }
+    let kind = match query.kind.as_deref().map(RefusalKind::parse) {
+        None => None,
+        Some(Some(kind)) => Some(kind),
+        Some(None) => return Err(bad_request(&rid, "kind is not a refusal kind")),
+    };
+    let matches = |wanted: &Option<String>, actual: &Option<String>| {
+        wanted.as_ref().is_none_or(|w| actual.as_ref() == Some(w))
+    };
+    let refusals: Vec<Refusal> = state
+        .refusals
+        .recent()
+        .into_iter()
+        .filter(|r| matches(&query.tenant_id, &r.tenant_id) && matches(&query.run_id, &r.run_id))
+        .filter(|r| kind.is_none_or(|k| r.kind == k))
+        .collect();
+    Ok(Json(json!({"refusals": refusals})))
 }
 
 #[derive(Deserialize)]
@@ -563,7 +598,7 @@ async fn scan_content(
     let verdict = scanner.conclude(intake).await;
     state.metrics.record_content(verdict.verdict);
     if let Some(reason) = verdict.reason {
-        state.refusals.record_refusal(gatehouse_core::Refusal {
+        state.refusals.record_refusal(Refusal {
             kind: RefusalKind::ContentRefused,
             reason,
             tenant_id: query.tenant_id,

@@ -130,7 +130,7 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "get",
         path: "/v1/refusals",
-        summary: "Recent refusals (kind, reason code, tenant, run, host, time).",
+        summary: "Recent refusals (kind, reason code, tenant, run, host, time); `?run_id=` gives one run's refusal events, `tenant_id` and `kind` narrow further.",
         auth: true,
         body: Body::None,
         answer: &["refusals"],

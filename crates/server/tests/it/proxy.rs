@@ -165,6 +165,22 @@ fn curl_through_the_proxy_reaches_only_what_the_grant_and_policy_allow() {
     );
     assert!(!refusals.to_string().contains("meta-data"), "the path never reaches the record");
     assert!(!refusals.to_string().contains(&token));
+
+    // One run's refusal events, and only that run's.
+    let other =
+        api(&api_addr, "POST", "/v1/grants", &json!({"exec_id": "e9", "tenant_id": "t1", "user_id": "u1"}));
+    let other = format!("http://grant:{}@{proxy}", other["token"].as_str().unwrap());
+    let (out, _) = curl(&["-x", &other, "http://10.9.9.9/"]);
+    assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    let events = api(&api_addr, "GET", "/v1/refusals?run_id=e1&kind=egress_refused", &json!({}));
+    let events = events["refusals"].as_array().unwrap();
+    assert_eq!(events.len(), egress.len(), "{events:?}");
+    assert!(events.iter().all(|r| r["run_id"] == "e1" && r["kind"] == "egress_refused"));
+    let events = api(&api_addr, "GET", "/v1/refusals?run_id=e9", &json!({}));
+    assert_eq!(events["refusals"].as_array().unwrap().len(), 1, "{events}");
+    assert_eq!(events["refusals"][0]["host"], "10.9.9.9");
+    let bad = api(&api_addr, "GET", "/v1/refusals?kind=nope", &json!({}));
+    assert_eq!(bad["error"]["code"], "bad_request", "{bad}");
 }
 
 #[test]
