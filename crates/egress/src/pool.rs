@@ -144,17 +144,37 @@ impl Upstream {
 /// A response body that keeps driving its connection and, once read to its
 /// end, puts the connection back in the pool. A body dropped before its end
 /// (client gone, size cap hit) takes the connection with it: the rest of the
-/// response would still be on the wire.
+/// response would still be on the wire. A body still unfinished at its
+/// deadline ends in an error, and takes the connection too.
 pub struct PooledBody {
     body: Incoming,
     upstream: Option<Upstream>,
     release: Option<(UpstreamPool, PoolKey)>,
+    deadline: Instant,
+    /// Armed only when the body first has to wait: most small responses
+    /// arrive whole and never need a timer.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
+/// The error a [`PooledBody`] ends with.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
 impl PooledBody {
-    /// `body`, read from `upstream`, which goes back to `pool` under `key`.
-    pub fn new(body: Incoming, upstream: Upstream, pool: UpstreamPool, key: PoolKey) -> Self {
-        Self { body, upstream: Some(upstream), release: Some((pool, key)) }
+    /// `body`, read from `upstream`, which goes back to the pool under its
+    /// key once read, unless `deadline` comes first.
+    pub fn new(
+        body: Incoming,
+        upstream: Upstream,
+        release: (UpstreamPool, PoolKey),
+        deadline: tokio::time::Instant,
+    ) -> Self {
+        Self {
+            body,
+            upstream: Some(upstream),
+            release: Some(release),
+            deadline: deadline.into_std(),
+            timer: None,
+        }
     }
 
     fn release(&mut self) {
@@ -168,24 +188,32 @@ impl PooledBody {
 
 impl Body for PooledBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
         if let Some(upstream) = &mut this.upstream {
             upstream.drive(cx);
         }
-        let frame = std::task::ready!(Pin::new(&mut this.body).poll_frame(cx));
+        let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) else {
+            let deadline = this.deadline;
+            let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));
+            if timer.as_mut().poll(cx).is_ready() {
+                this.upstream = None;
+                return Poll::Ready(Some(Err("the upstream response outlasted its deadline".into())));
+            }
+            return Poll::Pending;
+        };
         match &frame {
             None => this.release(),
             Some(Ok(_)) if this.body.is_end_stream() => this.release(),
             Some(Err(_)) => this.upstream = None,
             Some(Ok(_)) => {}
         }
-        Poll::Ready(frame)
+        Poll::Ready(frame.map(|f| f.map_err(Into::into)))
     }
 
     fn is_end_stream(&self) -> bool {

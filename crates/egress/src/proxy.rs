@@ -144,6 +144,9 @@ pub struct Limits {
     pub request_bytes: usize,
     /// Time to the upstream's response headers.
     pub response_timeout: Duration,
+    /// How long a forwarded request may take in all, its response body
+    /// included: an upstream that trickles a body cannot hold the proxy.
+    pub request_duration: Duration,
 }
 
 impl Default for Limits {
@@ -155,6 +158,7 @@ impl Default for Limits {
             response_bytes: 64 << 20,
             request_bytes: 64 << 20,
             response_timeout: Duration::from_secs(30),
+            request_duration: Duration::from_secs(600),
         }
     }
 }
@@ -356,6 +360,7 @@ impl Proxy {
         policy: Result<Arc<Policy>, PolicyError>,
         grant_id: &str,
     ) -> Result<Response<ProxyBody>, Refused> {
+        let started = tokio::time::Instant::now();
         let target = parse_url(&req.uri().to_string())
             .map_err(|reason| Refused::new(StatusCode::FORBIDDEN, RefusalKind::EgressRefused, reason))?;
         if target.scheme == Scheme::Https {
@@ -429,7 +434,8 @@ impl Proxy {
         self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        let body = PooledBody::new(body, upstream, self.pool.clone(), key);
+        let deadline = started + self.limits.request_duration;
+        let body = PooledBody::new(body, upstream, (self.pool.clone(), key), deadline);
         let body = Limited::new(body, self.limits.response_bytes).map_err(Into::into).boxed();
         Ok(Response::from_parts(parts, body))
     }

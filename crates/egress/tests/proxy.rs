@@ -161,6 +161,11 @@ struct KeepAlive {
 }
 
 fn keep_alive_upstream(name: &'static str, listener: TcpListener) -> KeepAlive {
+    keep_alive_upstream_idle(name, listener, None)
+}
+
+/// As [`keep_alive_upstream`], closing a connection idle for `idle` without a word.
+fn keep_alive_upstream_idle(name: &'static str, listener: TcpListener, idle: Option<Duration>) -> KeepAlive {
     let accepted = Arc::new(AtomicUsize::new(0));
     let closed = Arc::new(AtomicUsize::new(0));
     let (a, c) = (accepted.clone(), closed.clone());
@@ -169,6 +174,7 @@ fn keep_alive_upstream(name: &'static str, listener: TcpListener) -> KeepAlive {
             let n = a.fetch_add(1, Ordering::SeqCst) + 1;
             let closed = c.clone();
             std::thread::spawn(move || {
+                stream.set_read_timeout(idle).unwrap();
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut stream = stream;
                 for m in 1.. {
@@ -225,6 +231,29 @@ fn idle_upstream_connections_are_reused_within_a_grant_only() {
     let (_, out) = curl_as(&h, &h.other_token.clone(), &url);
     assert_eq!(body_of(&out), "a conn 2 req 1", "{out}");
     assert_eq!(up.accepted.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn an_idle_connection_the_upstream_closed_is_not_used() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let up = keep_alive_upstream_idle("a", listener, Some(Duration::from_millis(100)));
+    let pool = UpstreamPool::default();
+    let h = harness_with_pool(Limits::default(), Resolver::Static(Arc::default()), pool.clone());
+    let url = format!("http://127.0.0.1:{port}/");
+    let (_, out) = curl(&h, &url);
+    assert_eq!(body_of(&out), "a conn 1 req 1", "{out}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while up.closed.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    // Nothing polls an idle connection, yet its close is noticed: before
+    // reuse, or at the latest before the request is written to it.
+    assert_eq!(pool.idle_count(), 1, "still pooled, unaware");
+    let (code, out) = curl(&h, &url);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(body_of(&out), "a conn 2 req 1", "{out}");
 }
 
 #[test]
@@ -287,6 +316,38 @@ fn a_slow_upstream_times_out() {
     let (_, out) = curl(&h, &format!("http://127.0.0.1:{port}/"));
     assert!(out.starts_with("HTTP/1.1 502") && out.contains("x-gatehouse-reason: upstream_timeout"), "{out}");
     assert!(h.sink.0.lock().unwrap().iter().any(|r| r.reason.as_str() == "upstream_timeout"));
+}
+
+#[test]
+fn a_trickling_response_is_cut_off_at_the_request_deadline() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                    line.clear();
+                }
+                let mut stream = stream;
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n");
+                for _ in 0..100 {
+                    if stream.write_all(b"x").is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+        }
+    });
+    let limits = Limits { request_duration: Duration::from_millis(500), ..Limits::default() };
+    let h = harness(limits, Resolver::Static(Arc::default()));
+    let started = std::time::Instant::now();
+    let (code, out) = curl(&h, &format!("http://127.0.0.1:{port}/"));
+    assert_ne!(code, Some(0), "{out}");
+    assert!(out.starts_with("HTTP/1.1 200") && body_of(&out).len() < 20, "{out}");
+    assert!(started.elapsed() < Duration::from_secs(5), "cut off at the deadline, not at curl's own timeout");
 }
 
 #[test]
