@@ -81,6 +81,18 @@ pub mod names {
     pub const EGRESS_EXTRA_CA_FILE: &str = "GATEHOUSE_EGRESS_EXTRA_CA_FILE";
     /// Ports the proxy lets `CONNECT` reach [80,443].
     pub const PROXY_CONNECT_PORTS: &str = "GATEHOUSE_PROXY_CONNECT_PORTS";
+    /// Largest upstream response body the door passes on, in bytes [67108864 (64 MiB)].
+    pub const EGRESS_RESPONSE_MAX_BYTES: &str = "GATEHOUSE_EGRESS_RESPONSE_MAX_BYTES";
+    /// Largest request body the door sends upstream, in bytes [67108864 (64 MiB)].
+    pub const EGRESS_REQUEST_MAX_BYTES: &str = "GATEHOUSE_EGRESS_REQUEST_MAX_BYTES";
+    /// Time to an upstream's response headers, in milliseconds [30000].
+    pub const EGRESS_RESPONSE_TIMEOUT_MS: &str = "GATEHOUSE_EGRESS_RESPONSE_TIMEOUT_MS";
+    /// Time for a whole forwarded request, body included, in milliseconds [600000].
+    pub const EGRESS_REQUEST_TIMEOUT_MS: &str = "GATEHOUSE_EGRESS_REQUEST_TIMEOUT_MS";
+    /// Bytes one `CONNECT` tunnel may carry, both directions together [1073741824 (1 GiB)].
+    pub const PROXY_TUNNEL_MAX_BYTES: &str = "GATEHOUSE_PROXY_TUNNEL_MAX_BYTES";
+    /// How long one `CONNECT` tunnel may stay open, in milliseconds [600000].
+    pub const PROXY_TUNNEL_TIMEOUT_MS: &str = "GATEHOUSE_PROXY_TUNNEL_TIMEOUT_MS";
     /// Legacy HMAC manifest secret (weaker; never on a runner).
     pub const MANIFEST_HMAC_SECRET: &str = "GATEHOUSE_MANIFEST_HMAC_SECRET";
     /// The previous grant secret, accepted for opening during rotation.
@@ -138,6 +150,12 @@ pub mod names {
         CLAMD_TIMEOUT_MS,
         EGRESS_ALLOW_RANGES,
         PROXY_CONNECT_PORTS,
+        EGRESS_RESPONSE_MAX_BYTES,
+        EGRESS_REQUEST_MAX_BYTES,
+        EGRESS_RESPONSE_TIMEOUT_MS,
+        EGRESS_REQUEST_TIMEOUT_MS,
+        PROXY_TUNNEL_MAX_BYTES,
+        PROXY_TUNNEL_TIMEOUT_MS,
         DNS_SERVERS,
         EGRESS_EXTRA_CA_FILE,
         MANIFEST_HMAC_SECRET,
@@ -293,6 +311,8 @@ pub struct Config {
     pub egress_allow_ranges: Vec<IpNet>,
     /// Ports the proxy lets `CONNECT` reach.
     pub proxy_connect_ports: Vec<u16>,
+    /// Caps and time limits on what passes through the door.
+    pub egress_limits: EgressLimits,
     /// DNS servers for egress (empty: the system's configuration).
     pub dns_servers: Vec<SocketAddr>,
     /// Extra PEM root certificates for egress TLS (file content).
@@ -396,6 +416,23 @@ pub struct EgressSettings {
     pub dns_servers: Vec<SocketAddr>,
     /// The PEM text of `GATEHOUSE_EGRESS_EXTRA_CA_FILE`.
     pub extra_roots_pem: Option<String>,
+}
+
+/// Caps and time limits on every request and tunnel through the door.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressLimits {
+    /// `GATEHOUSE_EGRESS_RESPONSE_MAX_BYTES`.
+    pub response_max_bytes: u64,
+    /// `GATEHOUSE_EGRESS_REQUEST_MAX_BYTES`.
+    pub request_max_bytes: u64,
+    /// `GATEHOUSE_EGRESS_RESPONSE_TIMEOUT_MS`.
+    pub response_timeout: std::time::Duration,
+    /// `GATEHOUSE_EGRESS_REQUEST_TIMEOUT_MS`.
+    pub request_timeout: std::time::Duration,
+    /// `GATEHOUSE_PROXY_TUNNEL_MAX_BYTES`.
+    pub tunnel_max_bytes: u64,
+    /// `GATEHOUSE_PROXY_TUNNEL_TIMEOUT_MS`.
+    pub tunnel_timeout: std::time::Duration,
 }
 
 /// The content-scanning settings, read and validated as [`load`] reads them.
@@ -566,6 +603,25 @@ impl Reader<'_> {
         let content_max_bytes = self.int(names::CONTENT_MAX_BYTES, 32 << 20, 1..=1 << 30);
         let content_max_bytes = u64::try_from(content_max_bytes).unwrap_or(32 << 20);
         ScannerSettings { clamd, clamd_timeout, content_max_bytes }
+    }
+
+    fn egress_limits(&mut self) -> EgressLimits {
+        let bytes = |r: &mut Self, name, default: u64| {
+            u64::try_from(r.int(name, default as i64, 1..=1 << 40)).unwrap_or(default)
+        };
+        let millis = |r: &mut Self, name, default: u64, max: i64| {
+            std::time::Duration::from_millis(
+                u64::try_from(r.int(name, default as i64, 100..=max)).unwrap_or(default),
+            )
+        };
+        EgressLimits {
+            response_max_bytes: bytes(self, names::EGRESS_RESPONSE_MAX_BYTES, 64 << 20),
+            request_max_bytes: bytes(self, names::EGRESS_REQUEST_MAX_BYTES, 64 << 20),
+            response_timeout: millis(self, names::EGRESS_RESPONSE_TIMEOUT_MS, 30_000, 600_000),
+            request_timeout: millis(self, names::EGRESS_REQUEST_TIMEOUT_MS, 600_000, 86_400_000),
+            tunnel_max_bytes: bytes(self, names::PROXY_TUNNEL_MAX_BYTES, 1 << 30),
+            tunnel_timeout: millis(self, names::PROXY_TUNNEL_TIMEOUT_MS, 600_000, 86_400_000),
+        }
     }
 
     fn int(&mut self, name: &str, default: i64, range: std::ops::RangeInclusive<i64>) -> i64 {
@@ -871,6 +927,7 @@ impl Reader<'_> {
             }
         }
 
+        let egress_limits = self.egress_limits();
         let EgressSettings {
             allow_ranges: egress_allow_ranges,
             dns_servers,
@@ -931,6 +988,7 @@ impl Reader<'_> {
             ledger_timeout,
             egress_allow_ranges,
             proxy_connect_ports,
+            egress_limits,
             dns_servers,
             egress_extra_roots_pem,
             manifest_signing_key: if role.mints() { manifest_signing_key } else { None },

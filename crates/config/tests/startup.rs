@@ -52,6 +52,41 @@ fn a_secure_worker_loads() {
 }
 
 #[test]
+fn the_doors_limits_have_defaults_and_refuse_nonsense() {
+    use std::time::Duration;
+    let c = load(&worker(), None).unwrap();
+    let l = &c.egress_limits;
+    assert_eq!(
+        (l.response_max_bytes, l.request_max_bytes, l.tunnel_max_bytes),
+        (64 << 20, 64 << 20, 1 << 30)
+    );
+    assert_eq!(l.response_timeout, Duration::from_secs(30));
+    assert_eq!((l.request_timeout, l.tunnel_timeout), (Duration::from_secs(600), Duration::from_secs(600)));
+
+    let src = worker()
+        .with(names::EGRESS_RESPONSE_MAX_BYTES, "1048576")
+        .with(names::PROXY_TUNNEL_TIMEOUT_MS, "60000");
+    let c = load(&src, None).unwrap();
+    assert_eq!(c.egress_limits.response_max_bytes, 1 << 20);
+    assert_eq!(c.egress_limits.tunnel_timeout, Duration::from_secs(60));
+
+    let src = worker()
+        .with(names::EGRESS_REQUEST_MAX_BYTES, "0")
+        .with(names::EGRESS_RESPONSE_TIMEOUT_MS, "ten")
+        .with(names::EGRESS_REQUEST_TIMEOUT_MS, "-5")
+        .with(names::PROXY_TUNNEL_MAX_BYTES, "99999999999999999999");
+    let p = problems(&src);
+    for setting in [
+        names::EGRESS_REQUEST_MAX_BYTES,
+        names::EGRESS_RESPONSE_TIMEOUT_MS,
+        names::EGRESS_REQUEST_TIMEOUT_MS,
+        names::PROXY_TUNNEL_MAX_BYTES,
+    ] {
+        assert!(has(&p, setting, "invalid_value"), "missing {setting} in {p:?}");
+    }
+}
+
+#[test]
 fn auth_provider_none_needs_the_explicit_allow() {
     let p = problems(&worker().with(names::AUTH_PROVIDER, "none"));
     assert!(has(&p, names::AUTH_PROVIDER, "insecure_combination"), "{p:?}");

@@ -108,7 +108,7 @@ impl AppState {
         // node's); a worker is control plane and never carries sandbox traffic.
         let runs_proxy = matches!(config.role, Role::Gateway | Role::All);
         let resolver = dns_resolver(&config.dns_servers);
-        let limits = Limits { connect_ports: config.proxy_connect_ports.clone(), ..Limits::default() };
+        let limits = egress_limits(&config.egress_limits, &config.proxy_connect_ports);
         let fetcher = if runs_proxy {
             Some(egress_fetcher(
                 &config.egress_allow_ranges,
@@ -285,6 +285,19 @@ pub fn egress_fetcher(
     Ok(Fetcher::new(AddressGuard::new(allow_ranges.to_vec()), resolver, limits, tls_config(&roots)?))
 }
 
+/// The door's limits as configured.
+pub fn egress_limits(limits: &gatehouse_config::EgressLimits, connect_ports: &[u16]) -> Limits {
+    Limits {
+        connect_ports: connect_ports.to_vec(),
+        tunnel_bytes: limits.tunnel_max_bytes,
+        tunnel_duration: limits.tunnel_timeout,
+        response_bytes: usize::try_from(limits.response_max_bytes).unwrap_or(usize::MAX),
+        request_bytes: usize::try_from(limits.request_max_bytes).unwrap_or(usize::MAX),
+        response_timeout: limits.response_timeout,
+        request_duration: limits.request_timeout,
+    }
+}
+
 /// DNS through `servers`, else the system's configuration.
 pub fn dns_resolver(servers: &[std::net::SocketAddr]) -> Resolver {
     let built = if servers.is_empty() { DnsResolver::system() } else { DnsResolver::with_servers(servers) };
@@ -396,5 +409,30 @@ fn counter_family(
     let _ = writeln!(out, "# TYPE {name} counter");
     for (labels, value) in samples {
         let _ = writeln!(out, "{name}{labels} {value}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn every_configured_limit_reaches_the_door() {
+        let configured = gatehouse_config::EgressLimits {
+            response_max_bytes: 1,
+            request_max_bytes: 2,
+            response_timeout: Duration::from_millis(3),
+            request_timeout: Duration::from_millis(4),
+            tunnel_max_bytes: 5,
+            tunnel_timeout: Duration::from_millis(6),
+        };
+        let limits = egress_limits(&configured, &[443, 8443]);
+        assert_eq!(limits.connect_ports, [443, 8443]);
+        assert_eq!((limits.response_bytes, limits.request_bytes, limits.tunnel_bytes), (1, 2, 5));
+        assert_eq!(limits.response_timeout, Duration::from_millis(3));
+        assert_eq!(limits.request_duration, Duration::from_millis(4));
+        assert_eq!(limits.tunnel_duration, Duration::from_millis(6));
     }
 }
