@@ -29,6 +29,15 @@ impl RefusalSink for Sink {
     }
 }
 
+/// Reads one request head from `stream`.
+fn read_head(stream: &std::net::TcpStream) {
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+        line.clear();
+    }
+}
+
 /// An upstream that answers every request with `body` after `delay`, then closes.
 fn upstream(body: &'static str, delay: Duration) -> u16 {
     upstream_framed(body, delay, true)
@@ -36,24 +45,26 @@ fn upstream(body: &'static str, delay: Duration) -> u16 {
 
 /// As [`upstream`]; without `content-length` the body ends where the connection does.
 fn upstream_framed(body: &'static str, delay: Duration, declare_length: bool) -> u16 {
+    answer_each_request(move |mut stream| {
+        std::thread::sleep(delay);
+        let length =
+            if declare_length { format!("content-length: {}\r\n", body.len()) } else { String::new() };
+        let _ = write!(stream, "HTTP/1.1 200 OK\r\n{length}connection: close\r\n\r\n{body}");
+    })
+}
+
+/// A loopback upstream that reads one request head per connection, on a
+/// thread of its own, and leaves the answer to `answer`.
+fn answer_each_request(answer: impl Fn(std::net::TcpStream) + Send + Sync + 'static) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    let answer = Arc::new(answer);
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
+            let answer = answer.clone();
             std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut line = String::new();
-                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
-                    line.clear();
-                }
-                std::thread::sleep(delay);
-                let mut stream = stream;
-                let length = if declare_length {
-                    format!("content-length: {}\r\n", body.len())
-                } else {
-                    String::new()
-                };
-                let _ = write!(stream, "HTTP/1.1 200 OK\r\n{length}connection: close\r\n\r\n{body}");
+                read_head(&stream);
+                answer(stream);
             });
         }
     });
@@ -320,25 +331,13 @@ fn a_slow_upstream_times_out() {
 
 #[test]
 fn a_trickling_response_is_cut_off_at_the_request_deadline() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut line = String::new();
-                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
-                    line.clear();
-                }
-                let mut stream = stream;
-                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n");
-                for _ in 0..100 {
-                    if stream.write_all(b"x").is_err() {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            });
+    let port = answer_each_request(|mut stream| {
+        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n");
+        for _ in 0..100 {
+            if stream.write_all(b"x").is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
     });
     let limits = Limits { request_duration: Duration::from_millis(500), ..Limits::default() };

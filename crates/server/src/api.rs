@@ -523,6 +523,14 @@ async fn egress_fetch(
     }
 }
 
+/// Tenant and run ids from a query string follow the id rules.
+fn check_ids(rid: &RequestId, ids: [&Option<String>; 2]) -> Result<(), ApiError> {
+    if ids.into_iter().flatten().any(|id| !is_valid_id(id)) {
+        return Err(bad_request(rid, "ids are 1-128 characters of [A-Za-z0-9._:-]"));
+    }
+    Ok(())
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RefusalQuery {
@@ -541,9 +549,7 @@ async fn list_refusals(
     let Ok(Query(query)) = query else {
         return Err(bad_request(&rid, "the query may hold tenant_id, run_id and kind only"));
     };
-    if [&query.tenant_id, &query.run_id].into_iter().flatten().any(|id| !is_valid_id(id)) {
-        return Err(bad_request(&rid, "ids are 1-128 characters of [A-Za-z0-9._:-]"));
-    }
+    check_ids(&rid, [&query.tenant_id, &query.run_id])?;
     let kind = match query.kind.as_deref().map(RefusalKind::parse) {
         None => None,
         Some(Some(kind)) => Some(kind),
@@ -583,9 +589,7 @@ async fn scan_content(
     let Ok(Query(query)) = query else {
         return Err(bad_request(&rid, "the query may hold tenant_id and run_id only"));
     };
-    if [&query.tenant_id, &query.run_id].into_iter().flatten().any(|id| !is_valid_id(id)) {
-        return Err(bad_request(&rid, "ids are 1-128 characters of [A-Za-z0-9._:-]"));
-    }
+    check_ids(&rid, [&query.tenant_id, &query.run_id])?;
     let scanner = &state.content;
     let mut intake = scanner.intake();
     let mut frames = body.into_data_stream();
