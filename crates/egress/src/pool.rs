@@ -27,6 +27,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use gatehouse_core::Reason;
 use http_body_util::Limited;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::TrySendError;
@@ -95,18 +96,12 @@ impl std::fmt::Debug for Upstream {
 impl Upstream {
     /// Performs the HTTP/1.1 handshake on a socket already connected to a
     /// vetted address.
-    pub async fn handshake(stream: TcpStream) -> Result<Self, hyper::Error> {
-        let addr = match stream.peer_addr() {
-            Ok(addr) => addr,
-            Err(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
-        };
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    pub async fn handshake(stream: TcpStream) -> Result<Self, Reason> {
+        let addr = stream.peer_addr().map_err(|_| Reason::UpstreamUnreachable)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|_| Reason::UpstreamUnreachable)?;
         Ok(Self { addr, sender, connection: Some(connection) })
-    }
-
-    /// The address the socket is connected to.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
     }
 
     /// Lets the connection read and write what it can; false once it has finished.
@@ -177,6 +172,12 @@ impl PooledBody {
         }
     }
 
+    /// Ends the body at its deadline; the connection, mid-response, closes.
+    fn expire(&mut self) -> BodyError {
+        self.upstream = None;
+        "the upstream response outlasted its deadline".into()
+    }
+
     fn release(&mut self) {
         if let (Some(mut upstream), Some((pool, key))) = (self.upstream.take(), self.release.take())
             && upstream.ready_now()
@@ -202,8 +203,7 @@ impl Body for PooledBody {
             let deadline = this.deadline;
             let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));
             if timer.as_mut().poll(cx).is_ready() {
-                this.upstream = None;
-                return Poll::Ready(Some(Err("the upstream response outlasted its deadline".into())));
+                return Poll::Ready(Some(Err(this.expire())));
             }
             return Poll::Pending;
         };
@@ -211,6 +211,8 @@ impl Body for PooledBody {
             None => this.release(),
             Some(Ok(_)) if this.body.is_end_stream() => this.release(),
             Some(Err(_)) => this.upstream = None,
+            // A body that never has to wait is held to the deadline too.
+            Some(Ok(_)) if Instant::now() >= this.deadline => return Poll::Ready(Some(Err(this.expire()))),
             Some(Ok(_)) => {}
         }
         Poll::Ready(frame.map(|f| f.map_err(Into::into)))

@@ -443,7 +443,7 @@ impl Proxy {
     /// A new upstream connection to one of the decision's addresses.
     async fn dial(&self, decision: &Decision) -> Result<Upstream, Reason> {
         let stream = connect_pinned(decision, &self.guard).await?;
-        Upstream::handshake(stream).await.map_err(|_| Reason::UpstreamUnreachable)
+        Upstream::handshake(stream).await
     }
 }
 
