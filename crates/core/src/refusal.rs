@@ -254,6 +254,10 @@ pub struct Refusal {
     /// The policy entry or registry row that fired, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
+    /// Recorded, not enforced: the tenant's policy is in dry-run mode and
+    /// would have refused this. The request went ahead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
     /// When.
     pub at: UnixTime,
 }

@@ -69,6 +69,14 @@ impl FetchRefusal {
     }
 }
 
+/// One hop of a fetch: where, why, and what is sent.
+struct Hop<'a> {
+    target: &'a Target,
+    purpose: Purpose,
+    method: &'a Method,
+    headers: &'a HeaderMap,
+}
+
 /// Makes requests through the door.
 #[derive(Clone)]
 pub struct Fetcher {
@@ -116,6 +124,17 @@ impl Fetcher {
         policy: Result<&Policy, &PolicyError>,
         req: FetchRequest,
     ) -> Result<FetchResponse, FetchRefusal> {
+        self.fetch_noting_dry_run(policy, req, &mut Vec::new()).await
+    }
+
+    /// As [`Fetcher::fetch`]; what a dry-run policy would have refused, hop
+    /// by hop, is added to `would_refuse` for the caller to record.
+    pub async fn fetch_noting_dry_run(
+        &self,
+        policy: Result<&Policy, &PolicyError>,
+        req: FetchRequest,
+        would_refuse: &mut Vec<FetchRefusal>,
+    ) -> Result<FetchResponse, FetchRefusal> {
         if req.body.len() > self.limits.request_bytes {
             return Err(FetchRefusal::new(Reason::RequestTooLarge, None));
         }
@@ -125,8 +144,8 @@ impl Fetcher {
         let mut headers = req.headers.clone();
         crate::proxy::strip_hop_by_hop(&mut headers);
         for redirects in 0..=MAX_REDIRECTS {
-            let response =
-                self.one_hop(policy, &target, req.purpose, &method, &headers, body.clone()).await?;
+            let hop = Hop { target: &target, purpose: req.purpose, method: &method, headers: &headers };
+            let response = self.one_hop(policy, hop, body.clone(), would_refuse).await?;
             let location = response.headers.get(header::LOCATION).and_then(|v| v.to_str().ok());
             let follow =
                 req.purpose == Purpose::Request && response.status.is_redirection() && location.is_some();
@@ -157,11 +176,9 @@ impl Fetcher {
     async fn one_hop(
         &self,
         policy: Result<&Policy, &PolicyError>,
-        target: &Target,
-        purpose: Purpose,
-        method: &Method,
-        headers: &HeaderMap,
+        Hop { target, purpose, method, headers }: Hop<'_>,
         body: Bytes,
+        would_refuse: &mut Vec<FetchRefusal>,
     ) -> Result<FetchResponse, FetchRefusal> {
         let answer = match &target.host {
             Host::Name(name) => Some(self.resolver.resolve(name).await),
@@ -173,6 +190,13 @@ impl Fetcher {
             return Err(FetchRefusal {
                 reason: decision.refusal().unwrap_or(Reason::UpstreamUnreachable),
                 rule: decision.rule.clone(),
+                host: decision.host.clone(),
+            });
+        }
+        if let Some(dry) = &decision.dry_run_would_refuse {
+            would_refuse.push(FetchRefusal {
+                reason: dry.reason,
+                rule: dry.rule.clone(),
                 host: decision.host.clone(),
             });
         }

@@ -255,6 +255,7 @@ impl Proxy {
                     request_id: Some(request_id.clone()),
                     host: refused.host.clone(),
                     rule: refused.rule.clone(),
+                    dry_run: false,
                     at: self.clock.now(),
                 });
                 refusal_response(&refused, &request_id)
@@ -277,9 +278,9 @@ impl Proxy {
         }
         let policy = self.policies.policy(claims.tenant_id.as_deref());
         if req.method() == Method::CONNECT {
-            self.tunnel(req, policy).await
+            self.tunnel(req, policy, &claims).await
         } else {
-            self.forward(req, policy, &claims.grant_id).await
+            self.forward(req, policy, &claims).await
         }
     }
 
@@ -304,6 +305,7 @@ impl Proxy {
         &self,
         target: Target,
         policy: Result<Arc<Policy>, PolicyError>,
+        grant: &GrantClaims,
     ) -> Result<Decision, Refused> {
         let answer = match &target.host {
             Host::Name(name) => Some(self.resolver.resolve(name).await),
@@ -312,13 +314,30 @@ impl Proxy {
         let decision = decide_target(target, policy.as_deref(), &self.guard, Purpose::Request, |_| {
             answer.unwrap_or(Err(()))
         });
-        if decision.allowed() { Ok(decision) } else { Err(Refused::from_decision(&decision)) }
+        if !decision.allowed() {
+            return Err(Refused::from_decision(&decision));
+        }
+        if let Some(dry) = &decision.dry_run_would_refuse {
+            self.sink.refused(Refusal {
+                kind: RefusalKind::EgressRefused,
+                reason: dry.reason,
+                tenant_id: grant.tenant_id.clone(),
+                run_id: Some(grant.exec_id.clone()),
+                request_id: None,
+                host: decision.host.clone(),
+                rule: dry.rule.clone(),
+                dry_run: true,
+                at: self.clock.now(),
+            });
+        }
+        Ok(decision)
     }
 
     async fn tunnel(
         &self,
         mut req: Request<Incoming>,
         policy: Result<Arc<Policy>, PolicyError>,
+        grant: &GrantClaims,
     ) -> Result<Response<ProxyBody>, Refused> {
         let authority = req.uri().authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
         let (host, port) = parse_authority(&authority)
@@ -334,7 +353,7 @@ impl Proxy {
         }
         let scheme = if port == 80 { Scheme::Http } else { Scheme::Https };
         let target = Target { scheme, host, port, path_and_query: "/".into() };
-        let decision = self.decide(target, policy).await?;
+        let decision = self.decide(target, policy, grant).await?;
         let upstream = connect_pinned(&decision, &self.guard).await.map_err(|reason| Refused {
             host: decision.host.clone(),
             ..Refused::new(StatusCode::BAD_GATEWAY, RefusalKind::EgressRefused, reason)
@@ -358,7 +377,7 @@ impl Proxy {
         &self,
         req: Request<Incoming>,
         policy: Result<Arc<Policy>, PolicyError>,
-        grant_id: &str,
+        grant: &GrantClaims,
     ) -> Result<Response<ProxyBody>, Refused> {
         let started = tokio::time::Instant::now();
         let target = parse_url(&req.uri().to_string())
@@ -371,7 +390,7 @@ impl Proxy {
             r.host = Some(target.host.to_string());
             return Err(r);
         }
-        let decision = self.decide(target, policy).await?;
+        let decision = self.decide(target, policy, grant).await?;
         let host = decision.host.clone();
         let fail = |reason| Refused {
             host: host.clone(),
@@ -407,7 +426,7 @@ impl Proxy {
         }
         // Bodies without a length are cut off at the cap while streaming.
         let mut upstream_req = Request::from_parts(parts, Limited::new(body, self.limits.request_bytes));
-        let key = PoolKey::new(grant_id, &authority);
+        let key = PoolKey::new(&grant.grant_id, &authority);
         let (response, upstream) = loop {
             let pooled = self.pool.take(&key, &decision.addresses, target.port);
             let reused = pooled.is_some();

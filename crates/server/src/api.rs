@@ -453,7 +453,7 @@ async fn egress_fetch(
         return Err(forbidden(&rid));
     };
     let claims = open_token(&state, &rid, req.grant.as_deref())?.map_err(|reason| refused(&rid, reason))?;
-    let record = |kind, reason, host: Option<String>, rule: Option<String>| {
+    let note = |kind, reason, host: Option<String>, rule: Option<String>, dry_run: bool| {
         state.refusals.record_refusal(Refusal {
             kind,
             reason,
@@ -462,9 +462,11 @@ async fn egress_fetch(
             request_id: Some(rid.0.clone()),
             host,
             rule,
+            dry_run,
             at: 0,
         });
     };
+    let record = |kind, reason, host, rule| note(kind, reason, host, rule, false);
     if let Err(reason) =
         spend(ledger, &claims.grant_id, &Operation::Request, state.clock.now(), state.ledger_required).await
     {
@@ -495,8 +497,14 @@ async fn egress_fetch(
     let policy = state.policies.policy(claims.tenant_id.as_deref());
     let fetch =
         gatehouse_egress::fetch::FetchRequest { method, url: req.url, headers, body: body.into(), purpose };
-    match fetcher.fetch(policy.as_deref(), fetch).await {
+    let mut would_refuse = Vec::new();
+    let fetched = fetcher.fetch_noting_dry_run(policy.as_deref(), fetch, &mut would_refuse).await;
+    for dry in would_refuse {
+        note(RefusalKind::EgressRefused, dry.reason, dry.host, dry.rule, true);
+    }
+    match fetched {
         Ok(response) => {
+            state.metrics.record_fetch();
             let headers: Vec<(String, String)> = response
                 .headers
                 .iter()
@@ -610,6 +618,7 @@ async fn scan_content(
             request_id: Some(rid.0.clone()),
             host: None,
             rule: verdict.signature.clone(),
+            dry_run: false,
             at: 0,
         });
     }

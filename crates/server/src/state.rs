@@ -186,13 +186,16 @@ pub struct RefusalLog {
     clock: Arc<dyn Clock>,
     entries: Mutex<VecDeque<Refusal>>,
     counts: Vec<AtomicU64>,
+    /// What dry-run policies would have refused: kept apart, since nothing was refused.
+    dry_run_counts: Vec<AtomicU64>,
 }
 
 impl RefusalLog {
     /// A log keeping the last `cap` refusals.
     pub fn new(cap: usize, clock: Arc<dyn Clock>) -> Self {
-        let counts = (0..RefusalKind::ALL.len() * Reason::ALL.len()).map(|_| AtomicU64::new(0)).collect();
-        Self { cap, clock, entries: Mutex::new(VecDeque::with_capacity(cap)), counts }
+        let slots = || (0..RefusalKind::ALL.len() * Reason::ALL.len()).map(|_| AtomicU64::new(0)).collect();
+        let entries = Mutex::new(VecDeque::with_capacity(cap));
+        Self { cap, clock, entries, counts: slots(), dry_run_counts: slots() }
     }
 
     /// Records one refusal.
@@ -212,6 +215,7 @@ impl RefusalLog {
             request_id: request_id.map(str::to_owned),
             host: None,
             rule: None,
+            dry_run: false,
             at: self.clock.now(),
         });
     }
@@ -227,9 +231,12 @@ impl RefusalLog {
             request_id = refusal.request_id.as_deref().unwrap_or(""),
             host = refusal.host.as_deref().unwrap_or(""),
             rule = refusal.rule.as_deref().unwrap_or(""),
-            "refused"
+            dry_run = refusal.dry_run,
+            "{}",
+            if refusal.dry_run { "would refuse (dry run; let through)" } else { "refused" }
         );
-        if let Some(c) = self.counts.get(Self::slot(refusal.kind, refusal.reason)) {
+        let counts = if refusal.dry_run { &self.dry_run_counts } else { &self.counts };
+        if let Some(c) = counts.get(Self::slot(refusal.kind, refusal.reason)) {
             c.fetch_add(1, Ordering::Relaxed);
         }
         let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -251,13 +258,27 @@ impl RefusalLog {
     }
 
     fn render(&self, out: &mut String) {
-        let samples = RefusalKind::ALL.iter().flat_map(|kind| {
-            Reason::ALL.iter().filter_map(move |reason| {
-                let n = self.counts.get(Self::slot(*kind, *reason)).map_or(0, |c| c.load(Ordering::Relaxed));
-                (n > 0).then(|| (format!("{{kind=\"{kind}\",reason=\"{reason}\"}}"), n))
+        fn samples(counts: &[AtomicU64]) -> impl Iterator<Item = (String, u64)> + '_ {
+            RefusalKind::ALL.iter().flat_map(move |kind| {
+                Reason::ALL.iter().filter_map(move |reason| {
+                    let n =
+                        counts.get(RefusalLog::slot(*kind, *reason)).map_or(0, |c| c.load(Ordering::Relaxed));
+                    (n > 0).then(|| (format!("{{kind=\"{kind}\",reason=\"{reason}\"}}"), n))
+                })
             })
-        });
-        counter_family(out, "gatehouse_refusals_total", "Security refusals by kind and reason.", samples);
+        }
+        counter_family(
+            out,
+            "gatehouse_refusals_total",
+            "Security refusals by kind and reason.",
+            samples(&self.counts),
+        );
+        counter_family(
+            out,
+            "gatehouse_dry_run_refusals_total",
+            "What dry-run policies would have refused (and let through), by kind and reason.",
+            samples(&self.dry_run_counts),
+        );
     }
 }
 
@@ -323,6 +344,7 @@ pub struct Metrics {
     by_class: [AtomicU64; 5],
     unsigned_passed: AtomicU64,
     content_verdicts: [AtomicU64; 4],
+    egress_fetched: AtomicU64,
 }
 
 /// Grants the proxy keeps opened: a few per live run, with room to spare
@@ -347,6 +369,11 @@ impl Metrics {
     /// `SANDBOX_REQUIRE_EGRESS_MANIFEST=false`.
     pub fn record_unsigned(&self) {
         self.unsigned_passed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one request the fetch API made on a run's behalf.
+    pub fn record_fetch(&self) {
+        self.egress_fetched.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts one content verdict.
@@ -381,17 +408,19 @@ impl Metrics {
             .zip(&self.content_verdicts)
             .map(|(v, c)| (format!("{{verdict=\"{}\"}}", v.as_str()), c.load(Ordering::Relaxed)));
         counter_family(&mut out, "gatehouse_content_scans_total", "Content verdicts.", verdicts);
-        if let Some(stats) = proxy {
-            counter_family(
-                &mut out,
-                "gatehouse_egress_allowed_total",
-                "Egress requests and tunnels let through.",
-                [
-                    ("{kind=\"request\"}".to_owned(), stats.forwarded.load(Ordering::Relaxed)),
-                    ("{kind=\"tunnel\"}".to_owned(), stats.tunnels.load(Ordering::Relaxed)),
-                ],
-            );
-        }
+        let fetched = [("{kind=\"fetch\"}".to_owned(), self.egress_fetched.load(Ordering::Relaxed))];
+        let proxied = proxy.into_iter().flat_map(|stats| {
+            [
+                ("{kind=\"request\"}".to_owned(), stats.forwarded.load(Ordering::Relaxed)),
+                ("{kind=\"tunnel\"}".to_owned(), stats.tunnels.load(Ordering::Relaxed)),
+            ]
+        });
+        counter_family(
+            &mut out,
+            "gatehouse_egress_allowed_total",
+            "Egress requests (proxied or fetched) and tunnels let through.",
+            proxied.chain(fetched),
+        );
         refusals.render(&mut out);
         out
     }

@@ -246,3 +246,122 @@ fn the_fetch_api_goes_through_the_same_door() {
     let r = api(&api_addr, "POST", "/v1/egress/fetch", &json!({"url": "http://x.test/", "purpose": "mcp"}));
     assert_eq!(r["error"]["reason"], "grant_missing");
 }
+
+fn metrics(api_addr: &str) -> String {
+    http(
+        api_addr,
+        &format!(
+            "GET /metrics HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\nconnection: close\r\n\r\n"
+        ),
+    )
+}
+
+#[test]
+fn dry_run_policies_let_requests_through_and_record_what_they_would_refuse() {
+    let upstream = Upstream::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, api_addr, proxy) = start(tmp.path(), &upstream);
+    let grant =
+        api(&api_addr, "POST", "/v1/grants", &json!({"exec_id": "d1", "tenant_id": "t2", "user_id": "u1"}));
+    let token = grant["token"].as_str().unwrap().to_owned();
+    let with_grant = format!("http://grant:{token}@{proxy}");
+    let policy =
+        json!({"mode": "allowlist", "allow": ["api.github.com"], "deny": ["127.0.0.9"], "dry_run": true});
+    api(&api_addr, "PUT", "/v1/tenants/t2/egress-policy", &policy);
+
+    // The policy would refuse both; a dry run lets them through.
+    let (out, err) = curl(&["-x", &with_grant, &format!("http://127.0.0.1:{}/", upstream.port)]);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}{err}");
+    let fetched = api(
+        &api_addr,
+        "POST",
+        "/v1/egress/fetch",
+        &json!({"grant": token, "url": format!("http://127.0.0.1:{}/f", upstream.port), "purpose": "mcp"}),
+    );
+    assert_eq!(fetched["status"], 200, "{fetched}");
+    // The address guard is never dry-run.
+    let (out, _) = curl(&["-x", &with_grant, "http://169.254.169.254/"]);
+    assert!(out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: address_metadata"), "{out}");
+
+    let events = api(&api_addr, "GET", "/v1/refusals?run_id=d1", &json!({}));
+    let events = events["refusals"].as_array().unwrap();
+    let dry: Vec<&Value> = events.iter().filter(|r| r["dry_run"] == true).collect();
+    assert_eq!(dry.len(), 2, "{events:?}");
+    assert!(dry.iter().all(|r| r["reason"] == "policy_not_allowed"
+        && r["host"] == "127.0.0.1"
+        && r["tenant_id"] == "t2"
+        && r["kind"] == "egress_refused"
+        && r["at"].as_i64().is_some_and(|t| t > 1_700_000_000)));
+    let enforced: Vec<&Value> = events.iter().filter(|r| r.get("dry_run").is_none()).collect();
+    assert_eq!(enforced.len(), 1, "{events:?}");
+    assert_eq!(enforced[0]["reason"], "address_metadata");
+
+    let text = metrics(&api_addr);
+    assert!(
+        text.contains(
+            "gatehouse_dry_run_refusals_total{kind=\"egress_refused\",reason=\"policy_not_allowed\"} 2"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("gatehouse_refusals_total{kind=\"egress_refused\",reason=\"policy_not_allowed\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("gatehouse_refusals_total{kind=\"egress_refused\",reason=\"address_metadata\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("gatehouse_egress_allowed_total{kind=\"request\"} 1"), "{text}");
+    assert!(text.contains("gatehouse_egress_allowed_total{kind=\"fetch\"} 1"), "{text}");
+}
+
+#[test]
+fn connect_is_checked_like_a_request() {
+    let upstream = Upstream::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, api_addr, proxy) = start(tmp.path(), &upstream);
+    let grant =
+        api(&api_addr, "POST", "/v1/grants", &json!({"exec_id": "c1", "tenant_id": "t3", "user_id": "u1"}));
+    let token = grant["token"].as_str().unwrap();
+    let with_grant = format!("http://grant:{token}@{proxy}");
+    let tunnel =
+        |host: &str| curl(&["-p", "-x", &with_grant, &format!("http://{host}:{}/", upstream.port)]).0;
+
+    // The address guard: metadata, and loopback outside the opened 127.0.0.0/8.
+    let out = curl(&["-p", "-x", &with_grant, "https://169.254.169.254/"]).0;
+    assert!(out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: address_metadata"), "{out}");
+    let out = tunnel("[::1]");
+    assert!(
+        out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: address_special_purpose"),
+        "{out}"
+    );
+    // The tenant's policy, with the rule that fired in the record.
+    api(&api_addr, "PUT", "/v1/tenants/t3/egress-policy", &json!({"mode": "open", "deny": ["127.0.0.0/24"]}));
+    let out = tunnel("127.0.0.1");
+    assert!(out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: policy_denied"), "{out}");
+    // The refusal body is the safe error shape.
+    let raw = http(
+        &proxy,
+        &format!(
+            "CONNECT 127.0.0.1:{port} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\nproxy-authorization: Bearer {token}\r\nconnection: close\r\n\r\n",
+            port = upstream.port
+        ),
+    );
+    assert!(raw.starts_with("HTTP/1.1 403"), "{raw}");
+    let body: Value = serde_json::from_str(raw.rsplit("\r\n\r\n").next().unwrap()).unwrap();
+    assert_eq!(
+        (body["error"]["code"].as_str(), body["error"]["reason"].as_str()),
+        (Some("refused"), Some("policy_denied"))
+    );
+    let events = api(&api_addr, "GET", "/v1/refusals?run_id=c1&kind=egress_refused", &json!({}));
+    let last = events["refusals"].as_array().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        (last["reason"].as_str(), last["rule"].as_str()),
+        (Some("policy_denied"), Some("127.0.0.0/24")),
+        "{last}"
+    );
+    // Allowed again once the rule is gone: the tunnel carries the exchange.
+    api(&api_addr, "PUT", "/v1/tenants/t3/egress-policy", &json!({"mode": "open"}));
+    let out = tunnel("127.0.0.1");
+    assert!(out.contains("HTTP/1.1 200") && out.ends_with("hello from upstream"), "{out}");
+}
