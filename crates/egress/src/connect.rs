@@ -23,12 +23,14 @@ pub async fn connect_pinned(decision: &Decision, guard: &AddressGuard) -> Result
     if !decision.allowed() || decision.addresses.is_empty() {
         return Err(decision.refusal().unwrap_or(Reason::UpstreamUnreachable));
     }
+    // The check at the socket, not only at the resolver, and of every
+    // address before any is dialled: one forbidden address in an answer is
+    // an attack, whatever else the answer holds.
+    for ip in &decision.addresses {
+        guard.check(*ip).map_err(|r| r.reason)?;
+    }
     let mut last = Reason::UpstreamUnreachable;
     for ip in &decision.addresses {
-        // The check at the socket, not only at the resolver.
-        if let Err(r) = guard.check(*ip) {
-            return Err(r.reason);
-        }
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(SocketAddr::new(*ip, port))).await {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
@@ -39,4 +41,43 @@ pub async fn connect_pinned(decision: &Decision, guard: &AddressGuard) -> Result
         }
     }
     Err(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A decision that claims to allow `addresses`, as a bug upstream of the
+    /// dialler might produce.
+    fn allowing(addresses: &[&str]) -> Decision {
+        Decision {
+            decision: "allow",
+            reason: "allowed".into(),
+            rule: None,
+            host: Some("x.test".into()),
+            port: Some(80),
+            addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
+            max_redirects: 0,
+            dry_run_would_refuse: None,
+            target: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_dialler_checks_the_very_address_it_connects_to() {
+        let guard = AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]);
+        for (addresses, reason) in [
+            (&["169.254.169.254"][..], Reason::AddressMetadata),
+            (&["::ffff:127.0.0.1"][..], Reason::AddressEmbeddedIpv4),
+            (&["10.0.0.1"][..], Reason::AddressSpecialPurpose),
+            // A forbidden address second in the answer: nothing is dialled.
+            (&["127.0.0.1", "::1"][..], Reason::AddressSpecialPurpose),
+        ] {
+            assert_eq!(
+                connect_pinned(&allowing(addresses), &guard).await.unwrap_err(),
+                reason,
+                "{addresses:?}"
+            );
+        }
+    }
 }

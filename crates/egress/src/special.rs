@@ -213,6 +213,82 @@ mod tests {
         AddressGuard::default().check(ip.parse().unwrap()).err().map(|r| r.reason)
     }
 
+    /// One address from inside each row of the IANA IPv4 and IPv6
+    /// special-purpose address registries (and the other ranges the door
+    /// refuses), written out here rather than read from the table, so that
+    /// deleting or narrowing a row of the table fails this test.
+    #[test]
+    fn an_address_from_every_registry_row_is_refused() {
+        let v4 = [
+            "0.1.2.3",
+            "10.20.30.40",
+            "100.64.0.1",
+            "100.127.255.254",
+            "127.1.2.3",
+            "169.254.1.1",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.0.0.1",
+            "192.0.0.8",
+            "192.0.0.9",
+            "192.0.0.10",
+            "192.0.0.170",
+            "192.0.0.171",
+            "192.0.2.1",
+            "192.31.196.1",
+            "192.52.193.1",
+            "192.88.99.1",
+            "192.168.0.1",
+            "192.175.48.1",
+            "198.18.0.1",
+            "198.19.255.1",
+            "198.51.100.7",
+            "203.0.113.9",
+            "240.0.0.1",
+            "255.255.255.254",
+            "255.255.255.255",
+            "224.0.0.1",
+            "239.255.255.250",
+        ];
+        let v6 = [
+            "::",
+            "::1",
+            "::ffff:8.8.8.8",
+            "64:ff9b:1::1",
+            "100::1",
+            "2001::1",
+            "2001:1::1",
+            "2001:1::2",
+            "2001:1::3",
+            "2001:2::1",
+            "2001:3::1",
+            "2001:4:112::1",
+            "2001:10::1",
+            "2001:20::1",
+            "2001:30::1",
+            "2001:db8::1",
+            "2002::1",
+            "2620:4f:8000::1",
+            "3fff::1",
+            "3fff:fff::1",
+            "5f00::1",
+            "fc00::1",
+            "fd12:3456::1",
+            "fe80::1",
+            "fec0::1",
+            "ff02::1",
+        ];
+        for ip in v4.iter().chain(&v6) {
+            assert!(refused(ip).is_some(), "{ip} was let through");
+        }
+        // Their public neighbours are not.
+        for ip in
+            ["192.0.1.1", "198.20.0.1", "100.128.0.1", "2001:4860::8888", "2620:4f:8001::1", "2a00:1450::1"]
+        {
+            assert_eq!(refused(ip), None, "{ip}");
+        }
+    }
+
     #[test]
     fn every_table_row_parses() {
         assert_eq!(V4.len(), IPV4_ROWS.len());

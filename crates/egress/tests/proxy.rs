@@ -656,6 +656,12 @@ fn routing_upstream() -> u16 {
                     "/same" => ("302 Found", Some("/final".to_owned()), String::new()),
                     "/cross" => ("302 Found", Some(format!("http://127.0.0.2:{port}/final")), String::new()),
                     "/loop" => ("307 Temporary Redirect", Some("/loop".to_owned()), String::new()),
+                    // A chain of n redirects, then the answer.
+                    chain if chain.starts_with("/chain/") && chain != "/chain/0" => {
+                        let n: u32 = chain["/chain/".len()..].parse().unwrap_or(0);
+                        ("302 Found", Some(format!("/chain/{}", n.saturating_sub(1))), String::new())
+                    }
+                    "/chain/0" => ("200 OK", None, "end of the chain".to_owned()),
                     "/final" => (
                         "200 OK",
                         None,
@@ -711,10 +717,38 @@ async fn same_origin_redirects_are_followed_and_others_refused() {
     assert_eq!(r.reason, gatehouse_core::Reason::RedirectCrossOrigin);
     let r = f.fetch(OPEN, get(&format!("http://127.0.0.1:{port}/loop"), Purpose::Request)).await.unwrap_err();
     assert_eq!(r.reason, gatehouse_core::Reason::RedirectLimit);
+    // Exactly three: a chain of three is followed to its end, one of four is not.
+    let r = f.fetch(OPEN, get(&format!("http://127.0.0.1:{port}/chain/3"), Purpose::Request)).await.unwrap();
+    assert_eq!((r.status.as_u16(), r.redirects, &r.body[..]), (200, 3, &b"end of the chain"[..]));
+    let r =
+        f.fetch(OPEN, get(&format!("http://127.0.0.1:{port}/chain/4"), Purpose::Request)).await.unwrap_err();
+    assert_eq!(r.reason, gatehouse_core::Reason::RedirectLimit);
 
     // Webhook deliveries follow nothing: the redirect is the answer.
     let r = f.fetch(OPEN, get(&format!("http://127.0.0.1:{port}/same"), Purpose::Webhook)).await.unwrap();
     assert_eq!((r.status.as_u16(), r.redirects), (302, 0));
+}
+
+#[tokio::test]
+async fn every_redirect_hop_is_decided_again() {
+    // The same origin by name, but the name moves into a private range
+    // between the first hop and the second.
+    let port = routing_upstream();
+    let answers = Arc::new(std::sync::Mutex::new(vec!["127.0.0.1", "10.0.0.1"]));
+    let resolver = Resolver::Custom(Arc::new(move |_host: &str| {
+        let ip = answers.lock().unwrap().remove(0);
+        Ok(vec![ip.parse().unwrap()])
+    }));
+    let f = Fetcher::new(
+        AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]),
+        resolver,
+        Limits::default(),
+        tls_config(&[]).unwrap(),
+    );
+    let r =
+        f.fetch(OPEN, get(&format!("http://moving.test:{port}/same"), Purpose::Request)).await.unwrap_err();
+    assert_eq!(r.reason, gatehouse_core::Reason::AddressSpecialPurpose);
+    assert_eq!(r.host.as_deref(), Some("moving.test"));
 }
 
 #[tokio::test]

@@ -61,6 +61,12 @@ fn start(dir: &Path, upstream: &Upstream) -> (Server, String, String) {
         .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY", private_key_pem())
         .env("CODEAPI_EGRESS_GRANT_SECRET", GRANT_SECRET)
         .env("CODEAPI_INTERNAL_SERVICE_TOKEN", TOKEN);
+    // The door never honours proxy settings from its environment: were it to,
+    // every request in these tests would go to a closed port and fail.
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"] {
+        c.env(name, "http://127.0.0.1:9");
+    }
+    c.env("NO_PROXY", "").env("no_proxy", "");
     let (server, api, printed, _) = spawn_server(c);
     let proxy = printed
         .lines()
