@@ -353,4 +353,71 @@ mod tests {
             assert!(Policy::from_json(bad.as_bytes()).is_err(), "{bad}");
         }
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// A DNS label: letters, digits and inner hyphens.
+        fn label() -> impl Strategy<Value = String> {
+            "[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?"
+        }
+
+        /// A name of `labels` labels under a top-level label of letters (a
+        /// numeric last label would make the name an IPv4 spelling, refused).
+        fn name(labels: std::ops::Range<usize>) -> impl Strategy<Value = String> {
+            (prop::collection::vec(label(), labels), "[a-z]{2,6}")
+                .prop_map(|(labels, tld)| format!("{}.{tld}", labels.join(".")))
+        }
+
+        fn flip_case(s: &str, mask: u64) -> String {
+            s.chars()
+                .enumerate()
+                .map(|(i, c)| if mask >> (i % 64) & 1 == 1 { c.to_ascii_uppercase() } else { c })
+                .collect()
+        }
+
+        proptest! {
+            /// `*.domain` matches every name below the domain, in any case
+            /// and with or without the trailing dot, and never the apex, a
+            /// name that merely ends in the same letters, or one that has
+            /// the domain in the middle.
+            #[test]
+            fn wildcards_match_subdomains_only(
+                domain in name(1..3),
+                sub in prop::collection::vec(label(), 1..3),
+                mask in any::<u64>(),
+                trailing_dot in any::<bool>(),
+            ) {
+                let p = policy(&format!(r#"{{"mode":"allowlist","allow":["*.{domain}"]}}"#));
+                let dot = if trailing_dot { "." } else { "" };
+                let below = flip_case(&format!("{}.{domain}", sub.join(".")), mask);
+                prop_assert!(host_check(&p, &format!("https://{below}{dot}/")).is_ok(), "{below}");
+                let apex = flip_case(&domain, mask);
+                prop_assert!(host_check(&p, &format!("https://{apex}{dot}/")).is_err(), "{apex}");
+                let glued = format!("{}{domain}", sub.join("."));
+                prop_assert!(host_check(&p, &format!("https://{glued}/")).is_err(), "{glued}");
+                let inside = format!("{below}.evil.test");
+                prop_assert!(host_check(&p, &format!("https://{inside}/")).is_err(), "{inside}");
+            }
+
+            /// An exact entry matches its name in any case, with or without
+            /// the trailing dot, and nothing below it.
+            #[test]
+            fn exact_entries_match_their_name_only(
+                name in name(1..3),
+                sub in label(),
+                mask in any::<u64>(),
+            ) {
+                let p = policy(&format!(r#"{{"mode":"allowlist","allow":["{}"]}}"#, flip_case(&name, !mask)));
+                let shown = flip_case(&name, mask);
+                let (plain, dotted, below) =
+                    (format!("http://{shown}/"), format!("http://{shown}./"), format!("http://{sub}.{name}/"));
+                prop_assert!(host_check(&p, &plain).is_ok(), "{plain}");
+                prop_assert!(host_check(&p, &dotted).is_ok(), "{dotted}");
+                prop_assert!(host_check(&p, &below).is_err(), "{below}");
+            }
+        }
+    }
 }
