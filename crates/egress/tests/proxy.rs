@@ -468,7 +468,7 @@ fn tls_upstream() -> TlsUpstream {
     );
     std::fs::write(
         dir.path().join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        "subjectAltName=IP:127.0.0.1,DNS:good.test\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
     )
     .unwrap();
     openssl(&[
@@ -788,7 +788,22 @@ async fn https_verifies_the_certificate_against_the_roots() {
     // (s_server -www answers GET only.)
     let req =
         FetchRequest { method: http::Method::GET, body: bytes::Bytes::new(), ..get(&url, Purpose::Request) };
-    let r = fetcher(Limits::default(), &[cert]).fetch(OPEN, req).await.unwrap();
+    let r = fetcher(Limits::default(), &[cert.clone()]).fetch(OPEN, req.clone()).await.unwrap();
     assert_eq!(r.status.as_u16(), 200);
     assert!(String::from_utf8_lossy(&r.body).contains("Cipher"), "{:?}", r.body);
+
+    // By name: the certificate must name the host asked for, not merely
+    // come from a trusted root and sit at the vetted address.
+    let loopback = vec!["127.0.0.1".parse().unwrap()];
+    let names = [("good.test".to_owned(), loopback.clone()), ("other.test".to_owned(), loopback)];
+    let by_name = Fetcher::new(
+        AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]),
+        Resolver::Static(Arc::new(names.into_iter().collect())),
+        Limits::default(),
+        tls_config(&[cert]).unwrap(),
+    );
+    let at = |host: &str| FetchRequest { url: format!("https://{host}:{}/", upstream.port), ..req.clone() };
+    assert_eq!(by_name.fetch(OPEN, at("good.test")).await.unwrap().status.as_u16(), 200);
+    let r = by_name.fetch(OPEN, at("other.test")).await.unwrap_err();
+    assert_eq!((r.reason, r.host.as_deref()), (gatehouse_core::Reason::TlsFailed, Some("other.test")));
 }

@@ -251,6 +251,14 @@ fn the_fetch_api_goes_through_the_same_door() {
     assert_eq!(r["error"]["reason"], "budget_requests_exhausted");
     let r = api(&api_addr, "POST", "/v1/egress/fetch", &json!({"url": "http://x.test/", "purpose": "mcp"}));
     assert_eq!(r["error"]["reason"], "grant_missing");
+    // Purposes are a closed list.
+    let r = api(
+        &api_addr,
+        "POST",
+        "/v1/egress/fetch",
+        &json!({"grant": token, "url": "http://x.test/", "purpose": "anything"}),
+    );
+    assert_eq!(r["error"]["code"], "bad_request", "{r}");
 }
 
 fn metrics(api_addr: &str) -> String {
