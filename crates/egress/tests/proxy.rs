@@ -788,7 +788,7 @@ async fn https_verifies_the_certificate_against_the_roots() {
     // (s_server -www answers GET only.)
     let req =
         FetchRequest { method: http::Method::GET, body: bytes::Bytes::new(), ..get(&url, Purpose::Request) };
-    let r = fetcher(Limits::default(), &[cert.clone()]).fetch(OPEN, req.clone()).await.unwrap();
+    let r = fetcher(Limits::default(), std::slice::from_ref(&cert)).fetch(OPEN, req.clone()).await.unwrap();
     assert_eq!(r.status.as_u16(), 200);
     assert!(String::from_utf8_lossy(&r.body).contains("Cipher"), "{:?}", r.body);
 
