@@ -86,9 +86,11 @@ fn only_the_egress_crate_allows_the_forbidden_calls() {
 
 /// HTTP client crates, and crates that open sockets for clients: only
 /// `crates/egress` may depend on them directly (`redis` is the ledger's
-/// infrastructure connection, not a path a run can steer).
+/// infrastructure connection, not a path a run can steer; the server speaks
+/// HTTP through axum, which uses hyper for serving only).
 const CLIENT_CRATES: &[&str] = &[
     "reqwest",
+    "hyper",
     "hyper-util",
     "ureq",
     "isahc",
@@ -108,16 +110,23 @@ fn no_crate_outside_egress_depends_on_an_http_client() {
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
         let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml")) else { continue };
         let manifest: toml::Table = text.parse().expect("Cargo.toml is TOML");
-        for section in ["dependencies", "build-dependencies"] {
-            let Some(deps) = manifest.get(section).and_then(|d| d.as_table()) else { continue };
-            for dep in deps.keys() {
-                if name == "egress" {
-                    continue;
+        if name == "egress" {
+            continue;
+        }
+        // Plain and per-target sections alike; a dependency renamed with
+        // `package = "..."` counts under its real name. (Dev-dependencies may
+        // hold test clients that talk to a server under test.)
+        let targets = manifest.get("target").and_then(|t| t.as_table()).into_iter().flat_map(|t| t.values());
+        for table in std::iter::once(&toml::Value::Table(manifest.clone())).chain(targets) {
+            for section in ["dependencies", "build-dependencies"] {
+                let Some(deps) = table.get(section).and_then(|d| d.as_table()) else { continue };
+                for (key, spec) in deps {
+                    let real = spec.get("package").and_then(|p| p.as_str()).unwrap_or(key);
+                    assert!(
+                        !CLIENT_CRATES.contains(&real),
+                        "crates/{name} depends on {real} directly; go through gatehouse-egress"
+                    );
                 }
-                assert!(
-                    !CLIENT_CRATES.contains(&dep.as_str()),
-                    "crates/{name} depends on {dep} directly; go through gatehouse-egress"
-                );
             }
         }
     }
