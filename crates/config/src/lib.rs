@@ -85,6 +85,8 @@ pub mod names {
     pub const EGRESS_RESPONSE_MAX_BYTES: &str = "GATEHOUSE_EGRESS_RESPONSE_MAX_BYTES";
     /// Largest request body the door sends upstream, in bytes [67108864 (64 MiB)].
     pub const EGRESS_REQUEST_MAX_BYTES: &str = "GATEHOUSE_EGRESS_REQUEST_MAX_BYTES";
+    /// Time for one TCP connect to an upstream, in milliseconds [10000].
+    pub const EGRESS_CONNECT_TIMEOUT_MS: &str = "GATEHOUSE_EGRESS_CONNECT_TIMEOUT_MS";
     /// Time to an upstream's response headers, in milliseconds [30000].
     pub const EGRESS_RESPONSE_TIMEOUT_MS: &str = "GATEHOUSE_EGRESS_RESPONSE_TIMEOUT_MS";
     /// Time for a whole forwarded request, body included, in milliseconds [600000].
@@ -152,6 +154,7 @@ pub mod names {
         PROXY_CONNECT_PORTS,
         EGRESS_RESPONSE_MAX_BYTES,
         EGRESS_REQUEST_MAX_BYTES,
+        EGRESS_CONNECT_TIMEOUT_MS,
         EGRESS_RESPONSE_TIMEOUT_MS,
         EGRESS_REQUEST_TIMEOUT_MS,
         PROXY_TUNNEL_MAX_BYTES,
@@ -425,6 +428,8 @@ pub struct EgressLimits {
     pub response_max_bytes: u64,
     /// `GATEHOUSE_EGRESS_REQUEST_MAX_BYTES`.
     pub request_max_bytes: u64,
+    /// `GATEHOUSE_EGRESS_CONNECT_TIMEOUT_MS`.
+    pub connect_timeout: std::time::Duration,
     /// `GATEHOUSE_EGRESS_RESPONSE_TIMEOUT_MS`.
     pub response_timeout: std::time::Duration,
     /// `GATEHOUSE_EGRESS_REQUEST_TIMEOUT_MS`.
@@ -617,6 +622,7 @@ impl Reader<'_> {
         EgressLimits {
             response_max_bytes: bytes(self, names::EGRESS_RESPONSE_MAX_BYTES, 64 << 20),
             request_max_bytes: bytes(self, names::EGRESS_REQUEST_MAX_BYTES, 64 << 20),
+            connect_timeout: millis(self, names::EGRESS_CONNECT_TIMEOUT_MS, 10_000, 120_000),
             response_timeout: millis(self, names::EGRESS_RESPONSE_TIMEOUT_MS, 30_000, 600_000),
             request_timeout: millis(self, names::EGRESS_REQUEST_TIMEOUT_MS, 600_000, 86_400_000),
             tunnel_max_bytes: bytes(self, names::PROXY_TUNNEL_MAX_BYTES, 1 << 30),

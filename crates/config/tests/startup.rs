@@ -61,7 +61,7 @@ fn the_doors_limits_have_defaults_and_refuse_nonsense() {
         (l.response_max_bytes, l.request_max_bytes, l.tunnel_max_bytes),
         (64 << 20, 64 << 20, 1 << 30)
     );
-    assert_eq!(l.response_timeout, Duration::from_secs(30));
+    assert_eq!((l.connect_timeout, l.response_timeout), (Duration::from_secs(10), Duration::from_secs(30)));
     assert_eq!((l.request_timeout, l.tunnel_timeout), (Duration::from_secs(600), Duration::from_secs(600)));
 
     let src = worker()

@@ -14,11 +14,13 @@ use tokio::net::TcpStream;
 use crate::decision::Decision;
 use crate::special::AddressGuard;
 
-/// How long one TCP connect may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Connects to the first of the decision's addresses that answers.
-pub async fn connect_pinned(decision: &Decision, guard: &AddressGuard) -> Result<TcpStream, Reason> {
+/// Connects to the first of the decision's addresses that answers, giving
+/// each at most `timeout`.
+pub async fn connect_pinned(
+    decision: &Decision,
+    guard: &AddressGuard,
+    timeout: Duration,
+) -> Result<TcpStream, Reason> {
     let port = decision.port.ok_or(Reason::UpstreamUnreachable)?;
     if !decision.allowed() || decision.addresses.is_empty() {
         return Err(decision.refusal().unwrap_or(Reason::UpstreamUnreachable));
@@ -31,7 +33,7 @@ pub async fn connect_pinned(decision: &Decision, guard: &AddressGuard) -> Result
     }
     let mut last = Reason::UpstreamUnreachable;
     for ip in &decision.addresses {
-        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(SocketAddr::new(*ip, port))).await {
+        match tokio::time::timeout(timeout, TcpStream::connect(SocketAddr::new(*ip, port))).await {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 return Ok(stream);
@@ -74,7 +76,7 @@ mod tests {
             (&["127.0.0.1", "::1"][..], Reason::AddressSpecialPurpose),
         ] {
             assert_eq!(
-                connect_pinned(&allowing(addresses), &guard).await.unwrap_err(),
+                connect_pinned(&allowing(addresses), &guard, Duration::from_secs(1)).await.unwrap_err(),
                 reason,
                 "{addresses:?}"
             );

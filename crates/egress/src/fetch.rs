@@ -201,7 +201,8 @@ impl Fetcher {
             });
         }
         let fail = |reason| FetchRefusal::new(reason, Some(&target.host));
-        let stream = connect_pinned(&decision, &self.guard).await.map_err(fail)?;
+        let stream =
+            connect_pinned(&decision, &self.guard, self.limits.connect_timeout).await.map_err(fail)?;
 
         let mut request = Request::builder().method(method.clone()).uri(target.path_and_query.as_str());
         if let Some(h) = request.headers_mut() {

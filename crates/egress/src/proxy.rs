@@ -142,6 +142,8 @@ pub struct Limits {
     pub response_bytes: usize,
     /// Request body cap for forwarded requests (uploads).
     pub request_bytes: usize,
+    /// How long one TCP connect to an upstream may take.
+    pub connect_timeout: Duration,
     /// Time to the upstream's response headers.
     pub response_timeout: Duration,
     /// How long a forwarded request may take in all, its response body
@@ -157,6 +159,7 @@ impl Default for Limits {
             tunnel_duration: Duration::from_secs(600),
             response_bytes: 64 << 20,
             request_bytes: 64 << 20,
+            connect_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(30),
             request_duration: Duration::from_secs(600),
         }
@@ -354,10 +357,13 @@ impl Proxy {
         let scheme = if port == 80 { Scheme::Http } else { Scheme::Https };
         let target = Target { scheme, host, port, path_and_query: "/".into() };
         let decision = self.decide(target, policy, grant).await?;
-        let upstream = connect_pinned(&decision, &self.guard).await.map_err(|reason| Refused {
-            host: decision.host.clone(),
-            ..Refused::new(StatusCode::BAD_GATEWAY, RefusalKind::EgressRefused, reason)
-        })?;
+        let upstream =
+            connect_pinned(&decision, &self.guard, self.limits.connect_timeout).await.map_err(|reason| {
+                Refused {
+                    host: decision.host.clone(),
+                    ..Refused::new(StatusCode::BAD_GATEWAY, RefusalKind::EgressRefused, reason)
+                }
+            })?;
         let limits = self.limits.clone();
         self.stats.tunnels.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
@@ -461,7 +467,7 @@ impl Proxy {
 
     /// A new upstream connection to one of the decision's addresses.
     async fn dial(&self, decision: &Decision) -> Result<Upstream, Reason> {
-        let stream = connect_pinned(decision, &self.guard).await?;
+        let stream = connect_pinned(decision, &self.guard, self.limits.connect_timeout).await?;
         Upstream::handshake(stream).await
     }
 }

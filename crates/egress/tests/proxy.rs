@@ -752,6 +752,31 @@ async fn every_redirect_hop_is_decided_again() {
 }
 
 #[tokio::test]
+async fn a_connect_that_hangs_times_out() {
+    // A listener that never accepts, with its accept queue full: Linux drops
+    // further SYNs, so a connect hangs as it would towards a black hole.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _fillers: Vec<_> = (0..4)
+        .filter_map(|_| std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok())
+        .collect();
+    let limits = Limits {
+        connect_timeout: Duration::from_millis(300),
+        response_timeout: Duration::from_secs(20),
+        ..Limits::default()
+    };
+    let started = std::time::Instant::now();
+    let r = fetcher(limits, &[])
+        .fetch(OPEN, get(&format!("http://127.0.0.1:{}/", addr.port()), Purpose::Request))
+        .await
+        .unwrap_err();
+    assert_eq!(r.reason, gatehouse_core::Reason::UpstreamTimeout);
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
 async fn fetch_applies_the_guard_caps_and_timeouts() {
     let port = routing_upstream();
     let r = fetcher(Limits::default(), &[])

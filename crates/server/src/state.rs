@@ -314,6 +314,7 @@ pub fn egress_limits(limits: &gatehouse_config::EgressLimits, connect_ports: &[u
         tunnel_duration: limits.tunnel_timeout,
         response_bytes: usize::try_from(limits.response_max_bytes).unwrap_or(usize::MAX),
         request_bytes: usize::try_from(limits.request_max_bytes).unwrap_or(usize::MAX),
+        connect_timeout: limits.connect_timeout,
         response_timeout: limits.response_timeout,
         request_duration: limits.request_timeout,
     }
@@ -452,6 +453,7 @@ mod tests {
         let configured = gatehouse_config::EgressLimits {
             response_max_bytes: 1,
             request_max_bytes: 2,
+            connect_timeout: Duration::from_millis(7),
             response_timeout: Duration::from_millis(3),
             request_timeout: Duration::from_millis(4),
             tunnel_max_bytes: 5,
@@ -463,5 +465,6 @@ mod tests {
         assert_eq!(limits.response_timeout, Duration::from_millis(3));
         assert_eq!(limits.request_duration, Duration::from_millis(4));
         assert_eq!(limits.tunnel_duration, Duration::from_millis(6));
+        assert_eq!(limits.connect_timeout, Duration::from_millis(7));
     }
 }

@@ -53,6 +53,15 @@ impl Upstream {
 }
 
 fn start(dir: &Path, upstream: &Upstream) -> (Server, String, String) {
+    let (server, api, proxy, _) = start_logging(dir, upstream);
+    (server, api, proxy)
+}
+
+/// As [`start`], with the thread collecting the server's log (stderr) until it exits.
+fn start_logging(
+    dir: &Path,
+    upstream: &Upstream,
+) -> (Server, String, String, std::thread::JoinHandle<String>) {
     let mut c = gatehouse(dir);
     c.env("GATEHOUSE_LISTEN", "127.0.0.1:0")
         .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
@@ -67,14 +76,26 @@ fn start(dir: &Path, upstream: &Upstream) -> (Server, String, String) {
         c.env(name, "http://127.0.0.1:9");
     }
     c.env("NO_PROXY", "").env("no_proxy", "");
-    let (server, api, printed, _) = spawn_server(c);
+    let (server, api, printed, log) = spawn_server(c);
     let proxy = printed
         .lines()
         .find_map(|l| l.split("egress proxy listening on http://").nth(1))
         .unwrap_or_else(|| panic!("no proxy line: {printed}"))
         .trim()
         .to_owned();
-    (server, api, proxy)
+    (server, api, proxy, log)
+}
+
+#[test]
+fn opened_internal_ranges_are_logged_loudly_at_startup() {
+    let upstream = Upstream::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, _, _, log) = start_logging(tmp.path(), &upstream);
+    drop(server);
+    let log = log.join().unwrap();
+    let line =
+        log.lines().find(|l| l.contains("GATEHOUSE_EGRESS_ALLOW_RANGES")).unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains("WARN") && line.contains("127.0.0.0/8"), "{line}");
 }
 
 fn api(addr: &str, method: &str, path: &str, body: &Value) -> Value {
