@@ -250,16 +250,10 @@ impl Proxy {
             Ok(response) => response,
             Err(refused) => {
                 let request_id = new_id("req");
+                let (host, rule) = (refused.host.clone(), refused.rule.clone());
                 self.sink.refused(Refusal {
-                    kind: refused.kind,
-                    reason: refused.reason,
-                    tenant_id: grant.as_ref().and_then(|g| g.tenant_id.clone()),
-                    run_id: grant.map(|g| g.exec_id.clone()),
                     request_id: Some(request_id.clone()),
-                    host: refused.host.clone(),
-                    rule: refused.rule.clone(),
-                    dry_run: false,
-                    at: self.clock.now(),
+                    ..self.record(grant.as_deref(), refused.kind, refused.reason, host, rule)
                 });
                 refusal_response(&refused, &request_id)
             }
@@ -321,19 +315,35 @@ impl Proxy {
             return Err(Refused::from_decision(&decision));
         }
         if let Some(dry) = &decision.dry_run_would_refuse {
+            let (host, rule) = (decision.host.clone(), dry.rule.clone());
             self.sink.refused(Refusal {
-                kind: RefusalKind::EgressRefused,
-                reason: dry.reason,
-                tenant_id: grant.tenant_id.clone(),
-                run_id: Some(grant.exec_id.clone()),
-                request_id: None,
-                host: decision.host.clone(),
-                rule: dry.rule.clone(),
                 dry_run: true,
-                at: self.clock.now(),
+                ..self.record(Some(grant), RefusalKind::EgressRefused, dry.reason, host, rule)
             });
         }
         Ok(decision)
+    }
+
+    /// A refusal record, inside `grant`'s run when there is one.
+    fn record(
+        &self,
+        grant: Option<&GrantClaims>,
+        kind: RefusalKind,
+        reason: Reason,
+        host: Option<String>,
+        rule: Option<String>,
+    ) -> Refusal {
+        Refusal {
+            kind,
+            reason,
+            tenant_id: grant.and_then(|g| g.tenant_id.clone()),
+            run_id: grant.map(|g| g.exec_id.clone()),
+            request_id: None,
+            host,
+            rule,
+            dry_run: false,
+            at: self.clock.now(),
+        }
     }
 
     async fn tunnel(
