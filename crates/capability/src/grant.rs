@@ -347,11 +347,6 @@ impl OpenedGrants {
         Self { sealer, capacity, opened: RwLock::default() }
     }
 
-    /// The sealer behind the cache.
-    pub fn sealer(&self) -> &GrantSealer {
-        &self.sealer
-    }
-
     /// Opens `token` as [`GrantSealer::open`] does, answering from memory
     /// when the same token opened before.
     pub fn open(&self, token: &str, now: UnixTime) -> Result<Arc<GrantClaims>, Reason> {

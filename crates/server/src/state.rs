@@ -97,13 +97,16 @@ impl AppState {
             v.max_lifetime_secs = config.manifest_max_lifetime_secs;
             v
         });
-        let sealer = config.grant_secret.as_ref().map(|secret| {
+        // The API's and the proxy's sealers: the current secret, and the
+        // previous one during rotation.
+        let new_sealer = |secret| {
             let sealer = GrantSealer::new(secret);
             match &config.grant_previous_secret {
                 Some(previous) => sealer.with_previous(previous),
                 None => sealer,
             }
-        });
+        };
+        let sealer = config.grant_secret.as_ref().map(new_sealer);
         // The forward proxy is the gateway's (and the single-machine `all`
         // node's); a worker is control plane and never carries sandbox traffic.
         let runs_proxy = matches!(config.role, Role::Gateway | Role::All);
@@ -120,26 +123,19 @@ impl AppState {
             None
         };
         let proxy = match (config.grant_secret.as_ref(), ledger.as_ref()) {
-            (Some(secret), Some(ledger)) if runs_proxy => {
-                let sealer = GrantSealer::new(secret);
-                let sealer = match &config.grant_previous_secret {
-                    Some(previous) => sealer.with_previous(previous),
-                    None => sealer,
-                };
-                Some(Arc::new(Proxy {
-                    grants: OpenedGrants::new(sealer, OPENED_GRANTS),
-                    ledger: ledger.clone(),
-                    ledger_required: config.ledger_required,
-                    policies: policies.clone(),
-                    guard: AddressGuard::new(config.egress_allow_ranges.clone()),
-                    resolver,
-                    sink: refusals.clone(),
-                    clock: clock.clone(),
-                    limits,
-                    stats: ProxyStats::default(),
-                    pool: Default::default(),
-                }))
-            }
+            (Some(secret), Some(ledger)) if runs_proxy => Some(Arc::new(Proxy {
+                grants: OpenedGrants::new(new_sealer(secret), OPENED_GRANTS),
+                ledger: ledger.clone(),
+                ledger_required: config.ledger_required,
+                policies: policies.clone(),
+                guard: AddressGuard::new(config.egress_allow_ranges.clone()),
+                resolver,
+                sink: refusals.clone(),
+                clock: clock.clone(),
+                limits,
+                stats: ProxyStats::default(),
+                pool: Default::default(),
+            })),
             _ => None,
         };
         let sessions = config
