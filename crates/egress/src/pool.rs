@@ -143,9 +143,9 @@ impl Upstream {
 /// deadline ends in an error, and takes the connection too.
 pub struct PooledBody {
     body: Incoming,
-    upstream: Option<Upstream>,
-    release: Option<(UpstreamPool, PoolKey)>,
-    deadline: Instant,
+    /// The connection, and where it goes back to; `None` once released or given up.
+    upstream: Option<(Upstream, UpstreamPool, PoolKey)>,
+    deadline: tokio::time::Instant,
     /// Armed only when the body first has to wait: most small responses
     /// arrive whole and never need a timer.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -163,13 +163,8 @@ impl PooledBody {
         release: (UpstreamPool, PoolKey),
         deadline: tokio::time::Instant,
     ) -> Self {
-        Self {
-            body,
-            upstream: Some(upstream),
-            release: Some(release),
-            deadline: deadline.into_std(),
-            timer: None,
-        }
+        let (pool, key) = release;
+        Self { body, upstream: Some((upstream, pool, key)), deadline, timer: None }
     }
 
     /// Ends the body at its deadline; the connection, mid-response, closes.
@@ -179,7 +174,7 @@ impl PooledBody {
     }
 
     fn release(&mut self) {
-        if let (Some(mut upstream), Some((pool, key))) = (self.upstream.take(), self.release.take())
+        if let Some((mut upstream, pool, key)) = self.upstream.take()
             && upstream.ready_now()
         {
             pool.put(key, upstream);
@@ -196,12 +191,12 @@ impl Body for PooledBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
-        if let Some(upstream) = &mut this.upstream {
+        if let Some((upstream, ..)) = &mut this.upstream {
             upstream.drive(cx);
         }
         let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) else {
             let deadline = this.deadline;
-            let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));
+            let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
             if timer.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Some(Err(this.expire())));
             }
@@ -212,7 +207,9 @@ impl Body for PooledBody {
             Some(Ok(_)) if this.body.is_end_stream() => this.release(),
             Some(Err(_)) => this.upstream = None,
             // A body that never has to wait is held to the deadline too.
-            Some(Ok(_)) if Instant::now() >= this.deadline => return Poll::Ready(Some(Err(this.expire()))),
+            Some(Ok(_)) if tokio::time::Instant::now() >= this.deadline => {
+                return Poll::Ready(Some(Err(this.expire())));
+            }
             Some(Ok(_)) => {}
         }
         Poll::Ready(frame.map(|f| f.map_err(Into::into)))
