@@ -419,6 +419,8 @@ pub struct EgressSettings {
     pub dns_servers: Vec<SocketAddr>,
     /// The PEM text of `GATEHOUSE_EGRESS_EXTRA_CA_FILE`.
     pub extra_roots_pem: Option<String>,
+    /// The door's caps and time limits.
+    pub limits: EgressLimits,
 }
 
 /// Caps and time limits on every request and tunnel through the door.
@@ -594,6 +596,7 @@ impl Reader<'_> {
             allow_ranges: egress_allow_ranges,
             dns_servers,
             extra_roots_pem: egress_extra_roots_pem,
+            limits: self.egress_limits(),
         }
     }
 
@@ -933,11 +936,11 @@ impl Reader<'_> {
             }
         }
 
-        let egress_limits = self.egress_limits();
         let EgressSettings {
             allow_ranges: egress_allow_ranges,
             dns_servers,
             extra_roots_pem: egress_extra_roots_pem,
+            limits: egress_limits,
         } = self.egress();
         let ScannerSettings { clamd, clamd_timeout, content_max_bytes } = self.scanner();
 

@@ -70,6 +70,8 @@ fn the_doors_limits_have_defaults_and_refuse_nonsense() {
     let c = load(&src, None).unwrap();
     assert_eq!(c.egress_limits.response_max_bytes, 1 << 20);
     assert_eq!(c.egress_limits.tunnel_timeout, Duration::from_secs(60));
+    // Command-line tools that need no keys read the same limits.
+    assert_eq!(gatehouse_config::egress_settings(&src).unwrap().limits, c.egress_limits);
 
     let src = worker()
         .with(names::EGRESS_REQUEST_MAX_BYTES, "0")

@@ -749,14 +749,15 @@ fn read_lockfile(path: &Path) -> Result<gatehouse_deps::Parsed, Fail> {
 
 /// The egress fetch client for gatehouse's own calls from the command line,
 /// configured as the server's (GATEHOUSE_EGRESS_ALLOW_RANGES,
-/// GATEHOUSE_DNS_SERVERS, GATEHOUSE_EGRESS_EXTRA_CA_FILE, read by the config crate).
+/// GATEHOUSE_DNS_SERVERS, GATEHOUSE_EGRESS_EXTRA_CA_FILE and the door's
+/// limits, read by the config crate).
 fn cli_fetcher() -> Result<gatehouse_egress::fetch::Fetcher, String> {
     let egress = gatehouse_config::egress_settings(&environment(None)).map_err(problems)?;
     crate::state::egress_fetcher(
         &egress.allow_ranges,
         egress.extra_roots_pem.as_deref(),
         crate::state::dns_resolver(&egress.dns_servers),
-        gatehouse_egress::proxy::Limits::default(),
+        crate::state::egress_limits(&egress.limits, &[]),
     )
 }
 
