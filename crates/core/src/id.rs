@@ -11,10 +11,13 @@ pub fn new_id(prefix: &str) -> String {
 }
 
 /// Whether `s` is acceptable as a caller-supplied id: 1–128 characters from
-/// `[A-Za-z0-9._:-]`. Ids end up in storage keys, log lines and URLs, so
-/// anything that could need escaping in one of those is refused.
+/// `[A-Za-z0-9._:-]`, and neither `.` nor `..`. Ids end up in storage keys,
+/// file paths, log lines and URLs, so anything that could need escaping in
+/// one of those, or mean a directory, is refused.
 pub fn is_valid_id(s: &str) -> bool {
     (1..=128).contains(&s.len())
+        && s != "."
+        && s != ".."
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
@@ -33,7 +36,7 @@ mod tests {
 
     #[test]
     fn ids_that_need_escaping_are_refused() {
-        for bad in ["", "a b", "a/b", "a\nb", "ü", "a%2f", &"x".repeat(129)] {
+        for bad in ["", ".", "..", "a b", "a/b", "a\nb", "ü", "a%2f", &"x".repeat(129)] {
             assert!(!is_valid_id(bad), "{bad:?}");
         }
         assert!(is_valid_id("exec-1.2:3_x"));

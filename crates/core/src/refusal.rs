@@ -207,6 +207,16 @@ closed_codes! {
         ScannerError => "scanner_error",
         /// The malware scanner answered something unparseable: fail closed.
         ScannerReplyInvalid => "scanner_reply_invalid",
+        /// The durable store cannot answer, and nothing can vouch for what it holds: fail closed.
+        StoreUnavailable => "store_unavailable",
+        /// The durable store is out of space.
+        StoreFull => "store_full",
+        /// The tenant's kill switch is engaged: no run may start.
+        TenantKillSwitch => "tenant_kill_switch",
+        /// The run is not live (ended, cancelled, killed or expired).
+        RunNotLive => "run_not_live",
+        /// No run has this id.
+        RunUnknown => "run_unknown",
     }
 }
 
@@ -361,6 +371,11 @@ mod tests {
                 "scanner_size_limit",
                 "scanner_error",
                 "scanner_reply_invalid",
+                "store_unavailable",
+                "store_full",
+                "tenant_kill_switch",
+                "run_not_live",
+                "run_unknown",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

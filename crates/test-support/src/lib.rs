@@ -8,12 +8,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, reason = "test harness: fails loudly")]
 
 mod clamd_server;
+mod postgres;
 mod redis_server;
 
 pub use clamd_server::{
     ClamdServer, DEFAULT_STREAM_MAX_LENGTH, EICAR, EICAR_SIGNATURE, TEST_MARKER, TEST_MARKER_SIGNATURE,
     UNOFFICIAL_SUFFIX,
 };
+pub use postgres::{TestDatabase, admin_url as postgres_admin_url};
 pub use redis_server::RedisServer;
 
 /// A free TCP port on 127.0.0.1 (bound, read, released).

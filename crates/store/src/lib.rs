@@ -1,0 +1,467 @@
+//! gatehouse's durable state behind one interface, on SQLite (the embedded
+//! default: one file in the data directory, WAL mode) or PostgreSQL
+//! (`GATEHOUSE_DATABASE_URL=postgres://...`, for several nodes).
+//!
+//! What lives here: tenants and their versioned settings (egress policy
+//! versions, the dependency gate mode, the kill switch), runs and their
+//! lifecycle, run events and refusals, and the hash-chained audit log.
+//!
+//! Both backends run the very same operations: `ops.rs` is written once
+//! against a `Db` type alias and compiled twice, once per backend, with the
+//! few dialect differences behind [`Dialect`]. One conformance suite
+//! (`tests/it`) runs against both.
+//!
+//! Architecture invariants:
+//! - failure is an error with a stable code, never a default: a store that
+//!   cannot answer is [`StoreError::Unavailable`], and callers refuse;
+//! - every change to a tenant's settings bumps one settings version under a
+//!   row lock, so versions commit in order and a cache that has seen version
+//!   `v` has seen every change up to `v`;
+//! - audit entries are appended in the transaction of the change they
+//!   describe, under the same lock as the chain's head, so several nodes on
+//!   one PostgreSQL keep one unbroken chain;
+//! - nothing here stores a secret: rows hold ids, codes, hashes and policy
+//!   documents (which are not secret).
+
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+pub mod audit;
+mod error;
+mod model;
+
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use gatehouse_core::UnixTime;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+pub use audit::{AuditEntry, AuditRecord, Broken, Checkpoint, GENESIS_HASH};
+pub use error::StoreError;
+pub use model::*;
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Which SQL the backend speaks, where the two differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// SQLite 3 (bundled).
+    Sqlite,
+    /// PostgreSQL 12 or newer.
+    Postgres,
+}
+
+/// Connection settings.
+#[derive(Clone)]
+pub struct StoreConfig {
+    /// `sqlite://PATH` or `postgres://...`. May carry a password: never logged.
+    pub url: String,
+    /// Upper bound on one store operation, waiting for a connection included.
+    pub op_timeout: Duration,
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig").field("op_timeout", &self.op_timeout).finish_non_exhaustive()
+    }
+}
+
+impl StoreConfig {
+    /// `url` with a 5 s bound per operation.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into(), op_timeout: Duration::from_secs(5) }
+    }
+
+    /// The embedded default: `gatehouse.db` in `data_dir`.
+    pub fn sqlite_file(path: &std::path::Path) -> Self {
+        Self::new(format!("sqlite://{}", path.display()))
+    }
+}
+
+#[derive(Clone)]
+enum Backend {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// The durable store. Cheap to clone (a connection pool).
+#[derive(Clone)]
+pub struct Store {
+    backend: Backend,
+    op_timeout: Duration,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dialect", &self.dialect()).finish_non_exhaustive()
+    }
+}
+
+/// Where the database's schema stands against this binary's migrations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemaState {
+    /// Every migration this binary knows is applied, and no other.
+    Current,
+    /// These versions are still to apply.
+    Behind(Vec<i64>),
+    /// The database has migrations this binary does not know: it was
+    /// migrated by a newer gatehouse. Refuse to run against it.
+    Newer(Vec<i64>),
+}
+
+mod sqlite {
+    //! The operations, compiled for SQLite.
+    #![allow(clippy::too_many_arguments)]
+    use super::*;
+    type Db = sqlx::Sqlite;
+    const DIALECT: Dialect = Dialect::Sqlite;
+    include!("ops.rs");
+}
+
+mod postgres {
+    //! The operations, compiled for PostgreSQL.
+    #![allow(clippy::too_many_arguments)]
+    use super::*;
+    type Db = sqlx::Postgres;
+    const DIALECT: Dialect = Dialect::Postgres;
+    include!("ops.rs");
+}
+
+/// Runs `$op(pool, args...)` on whichever backend the store has, under the
+/// operation timeout.
+macro_rules! dispatch {
+    ($self:ident . $op:ident ( $($arg:expr),* )) => {
+        $self.bounded(async {
+            match &$self.backend {
+                Backend::Sqlite(pool) => sqlite::$op(pool, $($arg),*).await,
+                Backend::Postgres(pool) => postgres::$op(pool, $($arg),*).await,
+            }
+        })
+        .await
+    };
+}
+
+impl Store {
+    /// Connects (lazily for PostgreSQL: a server that is down makes
+    /// operations fail with `store_unavailable`, not this call). A SQLite
+    /// file is created if missing, in WAL mode.
+    pub async fn connect(config: &StoreConfig) -> Result<Self, StoreError> {
+        let url = config.url.trim();
+        let backend = if url.starts_with("sqlite:") {
+            let options = SqliteConnectOptions::from_str(url)
+                .map_err(|_| StoreError::InvalidUrl)?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(config.op_timeout)
+                .foreign_keys(true);
+            let pool = SqlitePoolOptions::new()
+                .max_connections(8)
+                .acquire_timeout(config.op_timeout)
+                .connect_with(options)
+                .await
+                .map_err(StoreError::from_sqlx)?;
+            Backend::Sqlite(pool)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let options = PgConnectOptions::from_str(url).map_err(|_| StoreError::InvalidUrl)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(16)
+                .acquire_timeout(config.op_timeout)
+                .connect_lazy_with(options);
+            Backend::Postgres(pool)
+        } else {
+            return Err(StoreError::InvalidUrl);
+        };
+        Ok(Self { backend, op_timeout: config.op_timeout })
+    }
+
+    /// The backend's dialect.
+    pub fn dialect(&self) -> Dialect {
+        match self.backend {
+            Backend::Sqlite(_) => Dialect::Sqlite,
+            Backend::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    fn migrator(&self) -> &'static Migrator {
+        match self.backend {
+            Backend::Sqlite(_) => &SQLITE_MIGRATIONS,
+            Backend::Postgres(_) => &POSTGRES_MIGRATIONS,
+        }
+    }
+
+    async fn bounded<T>(&self, fut: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.op_timeout, fut).await {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::warn!("store unavailable: an operation timed out");
+                Err(StoreError::Unavailable)
+            }
+        }
+    }
+
+    /// Where the schema stands. An empty database is `Behind` every migration.
+    pub async fn schema_state(&self) -> Result<SchemaState, StoreError> {
+        let known: Vec<i64> = self.migrator().iter().map(|m| m.version).collect();
+        let applied = dispatch!(self.applied_migrations())?;
+        let newer: Vec<i64> = applied.iter().copied().filter(|v| !known.contains(v)).collect();
+        if !newer.is_empty() {
+            return Ok(SchemaState::Newer(newer));
+        }
+        let behind: Vec<i64> = known.into_iter().filter(|v| !applied.contains(v)).collect();
+        Ok(if behind.is_empty() { SchemaState::Current } else { SchemaState::Behind(behind) })
+    }
+
+    /// Applies every pending migration, each in its own transaction (an
+    /// interrupted migration leaves the schema as it was before it). Refuses
+    /// a database whose schema is newer than this binary. Returns the
+    /// versions applied.
+    pub async fn migrate(&self) -> Result<Vec<i64>, StoreError> {
+        let pending = match self.schema_state().await? {
+            SchemaState::Newer(v) => return Err(StoreError::SchemaNewer(v)),
+            SchemaState::Current => return Ok(Vec::new()),
+            SchemaState::Behind(v) => v,
+        };
+        let run = async {
+            match &self.backend {
+                Backend::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await,
+                Backend::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await,
+            }
+        };
+        // Migrations may take longer than one operation; bound them generously.
+        match tokio::time::timeout(self.op_timeout * 12, run).await {
+            Ok(Ok(())) => Ok(pending),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "migration failed");
+                Err(StoreError::MigrationFailed)
+            }
+            Err(_) => Err(StoreError::Unavailable),
+        }
+    }
+
+    /// Fails unless the schema is exactly this binary's.
+    pub async fn require_current_schema(&self) -> Result<(), StoreError> {
+        match self.schema_state().await? {
+            SchemaState::Current => Ok(()),
+            SchemaState::Newer(v) => Err(StoreError::SchemaNewer(v)),
+            SchemaState::Behind(_) => Err(StoreError::SchemaBehind),
+        }
+    }
+
+    /// Answers when the database does (readiness).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        dispatch!(self.ping())
+    }
+
+    // ---- tenants and their settings ----
+
+    /// The settings version: it grows with every change to any tenant's settings.
+    pub async fn settings_version(&self) -> Result<i64, StoreError> {
+        dispatch!(self.settings_version())
+    }
+
+    /// Every tenant whose settings changed after `version`, with its current
+    /// settings, and the version they are current at.
+    pub async fn settings_since(&self, version: i64) -> Result<(i64, Vec<TenantSettings>), StoreError> {
+        dispatch!(self.settings_since(version))
+    }
+
+    /// One tenant's settings (`None`: never configured, so the defaults hold).
+    pub async fn tenant(&self, tenant_id: &str) -> Result<Option<TenantSettings>, StoreError> {
+        dispatch!(self.tenant(tenant_id))
+    }
+
+    /// Stores a new version of a tenant's egress policy (the document as
+    /// given, already validated by the caller) and audits it.
+    pub async fn set_policy(
+        &self,
+        tenant_id: &str,
+        document: &str,
+        actor: &str,
+        now: UnixTime,
+    ) -> Result<PolicyVersion, StoreError> {
+        dispatch!(self.set_policy(tenant_id, document, actor, now))
+    }
+
+    /// The tenant's current policy, if it ever had one.
+    pub async fn current_policy(&self, tenant_id: &str) -> Result<Option<PolicyVersion>, StoreError> {
+        dispatch!(self.current_policy(tenant_id))
+    }
+
+    /// Every version of a tenant's policy, newest first.
+    pub async fn policy_history(
+        &self,
+        tenant_id: &str,
+        page: &PageRequest,
+    ) -> Result<Page<PolicyVersion>, StoreError> {
+        dispatch!(self.policy_history(tenant_id, page))
+    }
+
+    /// Sets the dependency gate mode (`off`, `high`, `critical`) and audits it.
+    pub async fn set_gate_mode(
+        &self,
+        tenant_id: &str,
+        mode: &str,
+        actor: &str,
+        now: UnixTime,
+    ) -> Result<(), StoreError> {
+        dispatch!(self.set_gate_mode(tenant_id, mode, actor, now))
+    }
+
+    /// Engages or releases a tenant's kill switch. Engaging kills every live
+    /// run of the tenant in the same transaction and returns them; while it
+    /// is engaged, [`Store::create_run`] refuses.
+    pub async fn set_kill_switch(
+        &self,
+        tenant_id: &str,
+        engaged: bool,
+        reason: Option<&str>,
+        actor: &str,
+        now: UnixTime,
+    ) -> Result<Vec<Run>, StoreError> {
+        dispatch!(self.set_kill_switch(tenant_id, engaged, reason, actor, now))
+    }
+
+    // ---- runs ----
+
+    /// Records a new live run, unless its tenant's kill switch is engaged
+    /// (`tenant_kill_switch`) or the id is taken (`conflict`).
+    pub async fn create_run(&self, run: &NewRun, actor: &str) -> Result<Run, StoreError> {
+        dispatch!(self.create_run(run, actor))
+    }
+
+    /// One run.
+    pub async fn run(&self, run_id: &str) -> Result<Option<Run>, StoreError> {
+        dispatch!(self.run(run_id))
+    }
+
+    /// Runs, newest first, narrowed by tenant and status.
+    pub async fn runs(
+        &self,
+        tenant_id: Option<&str>,
+        status: Option<RunStatus>,
+        page: &PageRequest,
+    ) -> Result<Page<Run>, StoreError> {
+        dispatch!(self.runs(tenant_id, status, page))
+    }
+
+    /// Records a heartbeat of a live run that has neither missed its
+    /// heartbeat deadline nor outlived its lifetime. Anything else is
+    /// `run_not_live` (or `not_found`).
+    pub async fn heartbeat(
+        &self,
+        run_id: &str,
+        now: UnixTime,
+        heartbeat_timeout_secs: i64,
+    ) -> Result<Run, StoreError> {
+        dispatch!(self.heartbeat(run_id, now, heartbeat_timeout_secs))
+    }
+
+    /// Moves a live run to `status` (ended, cancelled, killed). Returns the
+    /// run and whether this call changed it: a run that was no longer live
+    /// is returned unchanged (ending twice is not an error).
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        reason: &str,
+        actor: &str,
+        now: UnixTime,
+    ) -> Result<(Run, bool), StoreError> {
+        dispatch!(self.finish_run(run_id, status, reason, actor, now))
+    }
+
+    /// Expires every live run that missed its heartbeat deadline or outlived
+    /// its lifetime, and returns them. Each run expires once, on whichever
+    /// node gets there first.
+    pub async fn expire_runs(
+        &self,
+        now: UnixTime,
+        heartbeat_timeout_secs: i64,
+    ) -> Result<Vec<Run>, StoreError> {
+        dispatch!(self.expire_runs(now, heartbeat_timeout_secs))
+    }
+
+    /// Kills every live run of every tenant (emergency revoke) and returns them.
+    pub async fn kill_all_runs(
+        &self,
+        reason: &str,
+        actor: &str,
+        now: UnixTime,
+    ) -> Result<Vec<Run>, StoreError> {
+        dispatch!(self.kill_all_runs(reason, actor, now))
+    }
+
+    // ---- events and refusals ----
+
+    /// Appends events in one transaction, in order. Refusals among them are
+    /// audited too. Returns their sequence numbers.
+    pub async fn append_events(&self, events: &[NewEvent]) -> Result<Vec<i64>, StoreError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        dispatch!(self.append_events(events))
+    }
+
+    /// Refusals, newest first.
+    pub async fn refusals(
+        &self,
+        filter: &RefusalFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Event>, StoreError> {
+        dispatch!(self.refusals(filter, page))
+    }
+
+    /// One run's events after `after`, oldest first.
+    pub async fn run_events(&self, run_id: &str, after: i64, limit: u32) -> Result<Vec<Event>, StoreError> {
+        dispatch!(self.run_events(run_id, after, limit))
+    }
+
+    /// Deletes events older than `before`. The audit log is never pruned.
+    pub async fn prune_events(&self, before: UnixTime) -> Result<u64, StoreError> {
+        dispatch!(self.prune_events(before))
+    }
+
+    // ---- the audit log ----
+
+    /// Appends audit entries for changes that have no other row here (ledger
+    /// revocations, for instance).
+    pub async fn audit(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        dispatch!(self.audit(records))
+    }
+
+    /// Entries after `after`, in order.
+    pub async fn audit_entries(&self, after: i64, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+        dispatch!(self.audit_entries(after, limit))
+    }
+
+    /// The recorded head of the chain `(seq, hash)`.
+    pub async fn audit_head(&self) -> Result<(i64, String), StoreError> {
+        dispatch!(self.audit_head())
+    }
+
+    /// Walks the whole chain and checks it against the recorded head and
+    /// against every checkpoint given.
+    pub async fn verify_audit(
+        &self,
+        checkpoints: Vec<(i64, String)>,
+    ) -> Result<Result<i64, Broken>, StoreError> {
+        let (head_seq, head_hash) = self.audit_head().await?;
+        let mut verifier = audit::Verifier::new(checkpoints);
+        let mut after = 0;
+        loop {
+            let batch = self.audit_entries(after, 1000).await?;
+            let Some(last) = batch.last() else { break };
+            after = last.seq;
+            batch.iter().for_each(|e| verifier.push(e));
+        }
+        Ok(verifier.finish(Some((head_seq, &head_hash))))
+    }
+}

@@ -1,0 +1,255 @@
+//! What the store holds, as the rest of gatehouse sees it.
+
+use gatehouse_core::{Reason, Refusal, RefusalKind, UnixTime};
+use serde::Serialize;
+
+/// A tenant's current settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TenantSettings {
+    /// The tenant.
+    pub tenant_id: String,
+    /// The settings version of this tenant's last change.
+    pub settings_version: i64,
+    /// The current egress policy, if the tenant ever set one.
+    pub policy: Option<PolicyVersion>,
+    /// `off`, `high` or `critical`.
+    pub gate_mode: String,
+    /// While engaged, no run of the tenant may start.
+    pub kill_switch: bool,
+    /// Why it was engaged.
+    pub kill_switch_reason: Option<String>,
+}
+
+/// One version of a tenant's egress policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PolicyVersion {
+    /// The tenant.
+    pub tenant_id: String,
+    /// 1 for the first policy, then one more per change.
+    pub version: i64,
+    /// The policy document as JSON text.
+    pub document: String,
+    /// Who set it.
+    pub actor: String,
+    /// When.
+    pub created_at: UnixTime,
+}
+
+/// Where a run is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Running; its grant and leases are live.
+    Live,
+    /// Ended by its dispatcher.
+    Ended,
+    /// Cancelled by a caller or a person.
+    Cancelled,
+    /// Killed by the kill switch or an emergency revoke.
+    Killed,
+    /// Heartbeat lost or lifetime over.
+    Expired,
+}
+
+impl RunStatus {
+    /// Every status.
+    pub const ALL: [RunStatus; 5] = [Self::Live, Self::Ended, Self::Cancelled, Self::Killed, Self::Expired];
+
+    /// The stable wire form.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Live => "live",
+            Self::Ended => "ended",
+            Self::Cancelled => "cancelled",
+            Self::Killed => "killed",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// Parses the wire form.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == s)
+    }
+}
+
+/// What creating a run records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRun {
+    /// The run.
+    pub run_id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// The user it runs for.
+    pub user_id: String,
+    /// Its grant.
+    pub grant_id: String,
+    /// The SHA-256 of its canonical execute body (hex).
+    pub execute_body_sha256: String,
+    /// When it started.
+    pub created_at: UnixTime,
+    /// When its lifetime ends.
+    pub expires_at: UnixTime,
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Run {
+    /// The run.
+    pub run_id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// The user it runs for.
+    pub user_id: String,
+    /// Where it is in its life.
+    pub status: RunStatus,
+    /// Its grant.
+    pub grant_id: String,
+    /// The SHA-256 of its canonical execute body (hex).
+    pub execute_body_sha256: String,
+    /// When it started.
+    pub created_at: UnixTime,
+    /// Its last heartbeat (its start, before the first).
+    pub heartbeat_at: UnixTime,
+    /// When its lifetime ends.
+    pub expires_at: UnixTime,
+    /// When it stopped being live.
+    pub ended_at: Option<UnixTime>,
+    /// Why: an outcome (`succeeded`, `failed`), `cancelled`, `kill_switch`,
+    /// `emergency_revoke`, `heartbeat_lost`, `lifetime_over`.
+    pub end_reason: Option<String>,
+    /// Who ended it.
+    pub ended_by: Option<String>,
+}
+
+/// One event to record: a refusal, or a run event such as `run_ended`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewEvent {
+    /// When.
+    pub at: UnixTime,
+    /// A refusal kind (`egress_refused`, ...) or a run event kind
+    /// (`run_ended`, `lease_granted`, ...).
+    pub kind: String,
+    /// The reason code.
+    pub reason: Option<String>,
+    /// The tenant.
+    pub tenant_id: Option<String>,
+    /// The run.
+    pub run_id: Option<String>,
+    /// The destination host, for egress (never a URL: its path or query may hold secrets).
+    pub host: Option<String>,
+    /// The rule or signature that fired.
+    pub rule: Option<String>,
+    /// The request, to join with logs.
+    pub request_id: Option<String>,
+    /// The lease, for lease events.
+    pub lease_id: Option<String>,
+    /// Recorded, not enforced (a dry-run policy).
+    pub dry_run: bool,
+    /// A security refusal (listed by `GET /v1/refusals` and audited).
+    pub refusal: bool,
+}
+
+impl NewEvent {
+    /// The event for a refusal.
+    pub fn refusal(r: &Refusal) -> Self {
+        Self {
+            at: r.at,
+            kind: r.kind.as_str().to_owned(),
+            reason: Some(r.reason.as_str().to_owned()),
+            tenant_id: r.tenant_id.clone(),
+            run_id: r.run_id.clone(),
+            host: r.host.clone(),
+            rule: r.rule.clone(),
+            request_id: r.request_id.clone(),
+            lease_id: None,
+            dry_run: r.dry_run,
+            refusal: true,
+        }
+    }
+
+    /// A run event of `kind` (not a refusal).
+    pub fn run_event(run: &Run, kind: &str, reason: Option<&str>, at: UnixTime) -> Self {
+        Self {
+            at,
+            kind: kind.to_owned(),
+            reason: reason.map(str::to_owned),
+            tenant_id: Some(run.tenant_id.clone()),
+            run_id: Some(run.run_id.clone()),
+            host: None,
+            rule: None,
+            request_id: None,
+            lease_id: None,
+            dry_run: false,
+            refusal: false,
+        }
+    }
+}
+
+/// A recorded event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// Its sequence number (grows with time on one store).
+    pub seq: i64,
+    /// What was recorded.
+    #[serde(flatten)]
+    pub event: NewEvent,
+}
+
+impl Event {
+    /// The refusal this event records, if it is one with known codes.
+    pub fn as_refusal(&self) -> Option<Refusal> {
+        let e = &self.event;
+        Some(Refusal {
+            kind: RefusalKind::parse(&e.kind)?,
+            reason: Reason::parse(e.reason.as_deref()?)?,
+            tenant_id: e.tenant_id.clone(),
+            run_id: e.run_id.clone(),
+            request_id: e.request_id.clone(),
+            host: e.host.clone(),
+            rule: e.rule.clone(),
+            dry_run: e.dry_run,
+            at: e.at,
+        })
+    }
+}
+
+/// What `GET /v1/refusals` narrows by.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RefusalFilter {
+    /// One tenant.
+    pub tenant_id: Option<String>,
+    /// One run.
+    pub run_id: Option<String>,
+    /// One kind.
+    pub kind: Option<String>,
+    /// One reason.
+    pub reason: Option<String>,
+    /// At or after this time.
+    pub since: Option<UnixTime>,
+    /// One host.
+    pub host: Option<String>,
+}
+
+/// A page request: at most `limit` items after the opaque `cursor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// 1..=500.
+    pub limit: u32,
+    /// Where the previous page stopped (a sort key), if any.
+    pub cursor: Option<String>,
+}
+
+impl Default for PageRequest {
+    fn default() -> Self {
+        Self { limit: 50, cursor: None }
+    }
+}
+
+/// One page of a list, and where the next begins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Page<T> {
+    /// The items.
+    pub items: Vec<T>,
+    /// Pass as `cursor` for the next page; `None` on the last.
+    pub next_cursor: Option<String>,
+}

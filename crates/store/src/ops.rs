@@ -1,0 +1,743 @@
+// The store's operations, written once and compiled per backend (see
+// lib.rs): `Db` is `sqlx::Sqlite` or `sqlx::Postgres`, `DIALECT` says which.
+//
+// Every writing transaction begins with `begin_write`, which takes the
+// control row's lock first: on PostgreSQL a row lock, on SQLite the database's
+// write lock (SQLite takes it at a transaction's first write; one that reads
+// first and writes later can fail to upgrade under concurrency). Audited
+// changes must be serialized anyway, since they extend one chain; taking the
+// same lock first everywhere also means two transactions can never wait on
+// each other in opposite orders.
+
+use sqlx::{Pool, Transaction};
+
+use crate::audit::{AuditEntry, AuditRecord, canonical_detail};
+use crate::model::{
+    Event, NewEvent, NewRun, Page, PageRequest, PolicyVersion, RefusalFilter, Run, RunStatus, TenantSettings,
+};
+
+type Tx = Transaction<'static, Db>;
+
+pub(crate) async fn applied_migrations(pool: &Pool<Db>) -> Result<Vec<i64>, StoreError> {
+    let exists: Option<i64> = sqlx::query_scalar(match DIALECT {
+        Dialect::Sqlite => "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+        Dialect::Postgres => "SELECT 1::BIGINT FROM pg_tables WHERE schemaname = current_schema() AND tablename = '_sqlx_migrations'",
+    })
+    .fetch_optional(pool)
+    .await?;
+    if exists.is_none() {
+        return Ok(Vec::new());
+    }
+    Ok(sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
+        .fetch_all(pool)
+        .await?)
+}
+
+pub(crate) async fn ping(pool: &Pool<Db>) -> Result<(), StoreError> {
+    let _: i64 = sqlx::query_scalar("SELECT settings_version FROM control WHERE id = 1").fetch_one(pool).await?;
+    Ok(())
+}
+
+/// Begins a writing transaction holding the control row's lock.
+async fn begin_write(pool: &Pool<Db>) -> Result<Tx, StoreError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("UPDATE control SET id = id WHERE id = 1").execute(&mut *tx).await?;
+    Ok(tx)
+}
+
+/// Bumps the settings version under the control row's lock; returns the new one.
+async fn bump_settings(tx: &mut Tx) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "UPDATE control SET settings_version = settings_version + 1 WHERE id = 1 RETURNING settings_version",
+    )
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
+/// Chains `records` after the head, under the control row's lock.
+async fn append_audit(tx: &mut Tx, records: &[AuditRecord]) -> Result<(), StoreError> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let n = i64::try_from(records.len()).map_err(|_| StoreError::Corrupt)?;
+    let (mut seq, mut hash): (i64, String) = sqlx::query_as(
+        "UPDATE control SET audit_seq = audit_seq + $1 WHERE id = 1 RETURNING audit_seq - $1, audit_hash",
+    )
+    .bind(n)
+    .fetch_one(&mut **tx)
+    .await?;
+    for record in records {
+        let entry = record.clone().chain(seq, &hash);
+        sqlx::query(
+            "INSERT INTO audit_log (seq, at, actor, action, tenant_id, subject, detail, prev_hash, hash) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(entry.seq)
+        .bind(entry.record.at)
+        .bind(&entry.record.actor)
+        .bind(&entry.record.action)
+        .bind(&entry.record.tenant_id)
+        .bind(&entry.record.subject)
+        .bind(canonical_detail(&entry.record.detail))
+        .bind(&entry.prev_hash)
+        .bind(&entry.hash)
+        .execute(&mut **tx)
+        .await?;
+        seq = entry.seq;
+        hash = entry.hash;
+    }
+    sqlx::query("UPDATE control SET audit_hash = $1 WHERE id = 1").bind(&hash).execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// Makes sure the tenant has a row, marking it changed at `version` (0: a
+/// row created by a run, which changes no setting).
+async fn touch_tenant(tx: &mut Tx, tenant_id: &str, version: i64, now: UnixTime) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO tenants (tenant_id, settings_version, updated_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (tenant_id) DO UPDATE SET settings_version = \
+         CASE WHEN $2 > 0 THEN $2 ELSE tenants.settings_version END, updated_at = $3",
+    )
+    .bind(tenant_id)
+    .bind(version)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+pub(crate) async fn settings_version(pool: &Pool<Db>) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar("SELECT settings_version FROM control WHERE id = 1").fetch_one(pool).await?)
+}
+
+#[derive(sqlx::FromRow)]
+struct TenantRow {
+    tenant_id: String,
+    settings_version: i64,
+    policy_version: i64,
+    gate_mode: String,
+    kill_switch: i64,
+    kill_switch_reason: Option<String>,
+    document: Option<String>,
+    actor: Option<String>,
+    created_at: Option<i64>,
+}
+
+impl TenantRow {
+    fn into_settings(self) -> TenantSettings {
+        let policy = match (self.document, self.actor, self.created_at) {
+            (Some(document), Some(actor), Some(created_at)) if self.policy_version > 0 => Some(PolicyVersion {
+                tenant_id: self.tenant_id.clone(),
+                version: self.policy_version,
+                document,
+                actor,
+                created_at,
+            }),
+            _ => None,
+        };
+        TenantSettings {
+            tenant_id: self.tenant_id,
+            settings_version: self.settings_version,
+            policy,
+            gate_mode: self.gate_mode,
+            kill_switch: self.kill_switch != 0,
+            kill_switch_reason: self.kill_switch_reason,
+        }
+    }
+}
+
+const TENANT_SELECT: &str = "SELECT t.tenant_id, t.settings_version, t.policy_version, t.gate_mode, t.kill_switch, \
+     t.kill_switch_reason, p.document, p.actor, p.created_at FROM tenants t LEFT JOIN policy_versions p \
+     ON p.tenant_id = t.tenant_id AND p.version = t.policy_version";
+
+pub(crate) async fn settings_since(
+    pool: &Pool<Db>,
+    version: i64,
+) -> Result<(i64, Vec<TenantSettings>), StoreError> {
+    // The version first: every change at or below it has committed, so the
+    // rows read next include all of them (and perhaps newer ones, harmlessly).
+    let current = settings_version(pool).await?;
+    let rows: Vec<TenantRow> =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("{TENANT_SELECT} WHERE t.settings_version > $1")))
+            .bind(version)
+            .fetch_all(pool)
+            .await?;
+    Ok((current, rows.into_iter().map(TenantRow::into_settings).collect()))
+}
+
+pub(crate) async fn tenant(pool: &Pool<Db>, tenant_id: &str) -> Result<Option<TenantSettings>, StoreError> {
+    let row: Option<TenantRow> =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("{TENANT_SELECT} WHERE t.tenant_id = $1")))
+            .bind(tenant_id)
+            .fetch_optional(pool)
+            .await?;
+    Ok(row.map(TenantRow::into_settings))
+}
+
+pub(crate) async fn set_policy(
+    pool: &Pool<Db>,
+    tenant_id: &str,
+    document: &str,
+    actor: &str,
+    now: UnixTime,
+) -> Result<PolicyVersion, StoreError> {
+    let mut tx = begin_write(pool).await?;
+    let settings = bump_settings(&mut tx).await?;
+    touch_tenant(&mut tx, tenant_id, settings, now).await?;
+    let version: i64 = sqlx::query_scalar(
+        "UPDATE tenants SET policy_version = policy_version + 1 WHERE tenant_id = $1 RETURNING policy_version",
+    )
+    .bind(tenant_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO policy_versions (tenant_id, version, document, actor, created_at) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(tenant_id)
+    .bind(version)
+    .bind(document)
+    .bind(actor)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    let detail = serde_json::json!({"version": version, "settings_version": settings,
+        "policy": serde_json::from_str::<serde_json::Value>(document).unwrap_or_default()});
+    append_audit(&mut tx, &[audit_record(now, actor, "policy.set", Some(tenant_id), tenant_id, detail)]).await?;
+    tx.commit().await?;
+    Ok(PolicyVersion {
+        tenant_id: tenant_id.to_owned(),
+        version,
+        document: document.to_owned(),
+        actor: actor.to_owned(),
+        created_at: now,
+    })
+}
+
+pub(crate) async fn current_policy(pool: &Pool<Db>, tenant_id: &str) -> Result<Option<PolicyVersion>, StoreError> {
+    Ok(tenant(pool, tenant_id).await?.and_then(|t| t.policy))
+}
+
+pub(crate) async fn policy_history(
+    pool: &Pool<Db>,
+    tenant_id: &str,
+    page: &PageRequest,
+) -> Result<Page<PolicyVersion>, StoreError> {
+    let before = cursor_number(page)?;
+    let rows: Vec<(String, i64, String, String, i64)> = sqlx::query_as(
+        "SELECT tenant_id, version, document, actor, created_at FROM policy_versions \
+         WHERE tenant_id = $1 AND version < $2 ORDER BY version DESC LIMIT $3",
+    )
+    .bind(tenant_id)
+    .bind(before)
+    .bind(i64::from(page.limit) + 1)
+    .fetch_all(pool)
+    .await?;
+    let items = rows
+        .into_iter()
+        .map(|(tenant_id, version, document, actor, created_at)| PolicyVersion {
+            tenant_id,
+            version,
+            document,
+            actor,
+            created_at,
+        })
+        .collect();
+    Ok(paged(items, page.limit, |p: &PolicyVersion| p.version.to_string()))
+}
+
+pub(crate) async fn set_gate_mode(
+    pool: &Pool<Db>,
+    tenant_id: &str,
+    mode: &str,
+    actor: &str,
+    now: UnixTime,
+) -> Result<(), StoreError> {
+    let mut tx = begin_write(pool).await?;
+    let settings = bump_settings(&mut tx).await?;
+    touch_tenant(&mut tx, tenant_id, settings, now).await?;
+    sqlx::query("UPDATE tenants SET gate_mode = $2 WHERE tenant_id = $1")
+        .bind(tenant_id)
+        .bind(mode)
+        .execute(&mut *tx)
+        .await?;
+    let detail = serde_json::json!({"mode": mode, "settings_version": settings});
+    append_audit(&mut tx, &[audit_record(now, actor, "gate.set", Some(tenant_id), tenant_id, detail)]).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+pub(crate) async fn set_kill_switch(
+    pool: &Pool<Db>,
+    tenant_id: &str,
+    engaged: bool,
+    reason: Option<&str>,
+    actor: &str,
+    now: UnixTime,
+) -> Result<Vec<Run>, StoreError> {
+    let mut tx = begin_write(pool).await?;
+    let settings = bump_settings(&mut tx).await?;
+    touch_tenant(&mut tx, tenant_id, settings, now).await?;
+    // A run being created for the tenant held the control lock and has
+    // committed by now: it is among the live runs killed below.
+    sqlx::query("UPDATE tenants SET kill_switch = $2, kill_switch_reason = $3 WHERE tenant_id = $1")
+        .bind(tenant_id)
+        .bind(i64::from(engaged))
+        .bind(reason)
+        .execute(&mut *tx)
+        .await?;
+    let killed = if engaged {
+        finish_where(&mut tx, "tenant_id = $5", Some(tenant_id), RunStatus::Killed, "kill_switch", actor, now)
+            .await?
+    } else {
+        Vec::new()
+    };
+    let action = if engaged { "kill_switch.engage" } else { "kill_switch.release" };
+    let detail = serde_json::json!({"reason": reason, "runs_killed": killed.len(), "settings_version": settings});
+    append_audit(&mut tx, &[audit_record(now, actor, action, Some(tenant_id), tenant_id, detail)]).await?;
+    tx.commit().await?;
+    Ok(killed)
+}
+
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    run_id: String,
+    tenant_id: String,
+    user_id: String,
+    status: String,
+    grant_id: String,
+    execute_body_sha256: String,
+    created_at: i64,
+    heartbeat_at: i64,
+    expires_at: i64,
+    ended_at: Option<i64>,
+    end_reason: Option<String>,
+    ended_by: Option<String>,
+}
+
+const RUN_COLUMNS: &str = "run_id, tenant_id, user_id, status, grant_id, execute_body_sha256, created_at, \
+     heartbeat_at, expires_at, ended_at, end_reason, ended_by";
+
+impl RunRow {
+    fn into_run(self) -> Result<Run, StoreError> {
+        Ok(Run {
+            status: RunStatus::parse(&self.status).ok_or(StoreError::Corrupt)?,
+            run_id: self.run_id,
+            tenant_id: self.tenant_id,
+            user_id: self.user_id,
+            grant_id: self.grant_id,
+            execute_body_sha256: self.execute_body_sha256,
+            created_at: self.created_at,
+            heartbeat_at: self.heartbeat_at,
+            expires_at: self.expires_at,
+            ended_at: self.ended_at,
+            end_reason: self.end_reason,
+            ended_by: self.ended_by,
+        })
+    }
+}
+
+fn runs_from(rows: Vec<RunRow>) -> Result<Vec<Run>, StoreError> {
+    rows.into_iter().map(RunRow::into_run).collect()
+}
+
+pub(crate) async fn create_run(pool: &Pool<Db>, run: &NewRun, actor: &str) -> Result<Run, StoreError> {
+    let mut tx = begin_write(pool).await?;
+    touch_tenant(&mut tx, &run.tenant_id, 0, run.created_at).await?;
+    // The control lock is held, so the kill switch cannot be engaged between
+    // this check and this run's commit: engaging waits, then kills this run.
+    let engaged: i64 = sqlx::query_scalar("SELECT kill_switch FROM tenants WHERE tenant_id = $1")
+    .bind(&run.tenant_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    if engaged != 0 {
+        return Err(StoreError::KillSwitch);
+    }
+    let row: RunRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO runs (run_id, tenant_id, user_id, status, grant_id, execute_body_sha256, created_at, \
+         heartbeat_at, expires_at) VALUES ($1, $2, $3, 'live', $4, $5, $6, $6, $7) RETURNING {RUN_COLUMNS}"
+    )))
+    .bind(&run.run_id)
+    .bind(&run.tenant_id)
+    .bind(&run.user_id)
+    .bind(&run.grant_id)
+    .bind(&run.execute_body_sha256)
+    .bind(run.created_at)
+    .bind(run.expires_at)
+    .fetch_one(&mut *tx)
+    .await?;
+    let detail = serde_json::json!({"grant_id": run.grant_id, "user_id": run.user_id,
+        "execute_body_sha256": run.execute_body_sha256, "expires_at": run.expires_at});
+    append_audit(
+        &mut tx,
+        &[audit_record(run.created_at, actor, "run.create", Some(&run.tenant_id), &run.run_id, detail)],
+    )
+    .await?;
+    tx.commit().await?;
+    row.into_run()
+}
+
+pub(crate) async fn run(pool: &Pool<Db>, run_id: &str) -> Result<Option<Run>, StoreError> {
+    let row: Option<RunRow> =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = $1")))
+            .bind(run_id)
+            .fetch_optional(pool)
+            .await?;
+    row.map(RunRow::into_run).transpose()
+}
+
+pub(crate) async fn runs(
+    pool: &Pool<Db>,
+    tenant_id: Option<&str>,
+    status: Option<RunStatus>,
+    page: &PageRequest,
+) -> Result<Page<Run>, StoreError> {
+    // Run ids are made here (`run_` + UUIDv7), so their order is creation order.
+    let before = page.cursor.clone().unwrap_or_else(|| "~".to_owned());
+    let rows: Vec<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE ($1 IS NULL OR tenant_id = $1) AND ($2 IS NULL OR status = $2) \
+         AND run_id < $3 ORDER BY run_id DESC LIMIT $4"
+    )))
+    .bind(tenant_id)
+    .bind(status.map(RunStatus::as_str))
+    .bind(before)
+    .bind(i64::from(page.limit) + 1)
+    .fetch_all(pool)
+    .await?;
+    Ok(paged(runs_from(rows)?, page.limit, |r: &Run| r.run_id.clone()))
+}
+
+pub(crate) async fn heartbeat(
+    pool: &Pool<Db>,
+    run_id: &str,
+    now: UnixTime,
+    heartbeat_timeout_secs: i64,
+) -> Result<Run, StoreError> {
+    let row: Option<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE runs SET heartbeat_at = $2 WHERE run_id = $1 AND status = 'live' \
+         AND heartbeat_at + $3 > $2 AND expires_at > $2 RETURNING {RUN_COLUMNS}"
+    )))
+    .bind(run_id)
+    .bind(now)
+    .bind(heartbeat_timeout_secs)
+    .fetch_optional(pool)
+    .await?;
+    match row {
+        Some(row) => row.into_run(),
+        None if run(pool, run_id).await?.is_some() => Err(StoreError::RunNotLive),
+        None => Err(StoreError::NotFound),
+    }
+}
+
+/// Moves every live run matching `condition` (which may use `$5` for
+/// `arg`) to `status`, with audit entries, and returns them.
+async fn finish_where(
+    tx: &mut Tx,
+    condition: &str,
+    arg: Option<&str>,
+    status: RunStatus,
+    reason: &str,
+    actor: &str,
+    now: UnixTime,
+) -> Result<Vec<Run>, StoreError> {
+    let rows: Vec<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE runs SET status = $1, ended_at = $2, end_reason = $3, ended_by = $4 \
+         WHERE status = 'live' AND {condition} RETURNING {RUN_COLUMNS}"
+    )))
+    .bind(status.as_str())
+    .bind(now)
+    .bind(reason)
+    .bind(actor)
+    .bind(arg)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut runs = runs_from(rows)?;
+    runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    let action = format!("run.{}", status.as_str());
+    let records: Vec<AuditRecord> = runs
+        .iter()
+        .map(|r| {
+            let detail = serde_json::json!({"reason": reason, "grant_id": r.grant_id});
+            audit_record(now, actor, &action, Some(&r.tenant_id), &r.run_id, detail)
+        })
+        .collect();
+    append_audit(tx, &records).await?;
+    Ok(runs)
+}
+
+pub(crate) async fn finish_run(
+    pool: &Pool<Db>,
+    run_id: &str,
+    status: RunStatus,
+    reason: &str,
+    actor: &str,
+    now: UnixTime,
+) -> Result<(Run, bool), StoreError> {
+    let mut tx = begin_write(pool).await?;
+    let mut changed =
+        finish_where(&mut tx, "run_id = $5", Some(run_id), status, reason, actor, now).await?;
+    tx.commit().await?;
+    match changed.pop() {
+        Some(run) => Ok((run, true)),
+        None => match run(pool, run_id).await? {
+            Some(run) => Ok((run, false)),
+            None => Err(StoreError::NotFound),
+        },
+    }
+}
+
+pub(crate) async fn expire_runs(
+    pool: &Pool<Db>,
+    now: UnixTime,
+    heartbeat_timeout_secs: i64,
+) -> Result<Vec<Run>, StoreError> {
+    let mut tx = begin_write(pool).await?;
+    let rows: Vec<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE runs SET status = 'expired', ended_at = $1, ended_by = 'gatehouse', end_reason = \
+         CASE WHEN expires_at <= $1 THEN 'lifetime_over' ELSE 'heartbeat_lost' END \
+         WHERE status = 'live' AND (expires_at <= $1 OR heartbeat_at + $2 <= $1) RETURNING {RUN_COLUMNS}"
+    )))
+    .bind(now)
+    .bind(heartbeat_timeout_secs)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut runs = runs_from(rows)?;
+    runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+    let records: Vec<AuditRecord> = runs
+        .iter()
+        .map(|r| {
+            let detail = serde_json::json!({"reason": r.end_reason, "grant_id": r.grant_id});
+            audit_record(now, "gatehouse", "run.expired", Some(&r.tenant_id), &r.run_id, detail)
+        })
+        .collect();
+    append_audit(&mut tx, &records).await?;
+    tx.commit().await?;
+    Ok(runs)
+}
+
+pub(crate) async fn kill_all_runs(
+    pool: &Pool<Db>,
+    reason: &str,
+    actor: &str,
+    now: UnixTime,
+) -> Result<Vec<Run>, StoreError> {
+    let mut tx = begin_write(pool).await?;
+    let detail = serde_json::json!({"reason": reason});
+    append_audit(&mut tx, &[audit_record(now, actor, "emergency_revoke", None, "all", detail)]).await?;
+    let killed = finish_where(&mut tx, "($5 IS NULL)", None, RunStatus::Killed, "emergency_revoke", actor, now).await?;
+    tx.commit().await?;
+    Ok(killed)
+}
+
+pub(crate) async fn append_events(pool: &Pool<Db>, events: &[NewEvent]) -> Result<Vec<i64>, StoreError> {
+    let mut tx = begin_write(pool).await?;
+    let mut seqs = Vec::with_capacity(events.len());
+    for e in events {
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO events (at, tenant_id, run_id, kind, reason, host, rule, request_id, lease_id, dry_run, refusal) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING seq",
+        )
+        .bind(e.at)
+        .bind(&e.tenant_id)
+        .bind(&e.run_id)
+        .bind(&e.kind)
+        .bind(&e.reason)
+        .bind(&e.host)
+        .bind(&e.rule)
+        .bind(&e.request_id)
+        .bind(&e.lease_id)
+        .bind(i64::from(e.dry_run))
+        .bind(i64::from(e.refusal))
+        .fetch_one(&mut *tx)
+        .await?;
+        seqs.push(seq);
+    }
+    let records: Vec<AuditRecord> = events
+        .iter()
+        .zip(&seqs)
+        .filter(|(e, _)| e.refusal)
+        .map(|(e, seq)| {
+            let detail = serde_json::json!({"event_seq": seq, "kind": e.kind, "reason": e.reason, "run_id": e.run_id,
+                "host": e.host, "rule": e.rule, "request_id": e.request_id, "dry_run": e.dry_run});
+            let subject = e.run_id.clone().unwrap_or_else(|| "-".to_owned());
+            audit_record(e.at, "gatehouse", "refusal", e.tenant_id.as_deref(), &subject, detail)
+        })
+        .collect();
+    append_audit(&mut tx, &records).await?;
+    tx.commit().await?;
+    Ok(seqs)
+}
+
+#[derive(sqlx::FromRow)]
+struct EventRow {
+    seq: i64,
+    at: i64,
+    tenant_id: Option<String>,
+    run_id: Option<String>,
+    kind: String,
+    reason: Option<String>,
+    host: Option<String>,
+    rule: Option<String>,
+    request_id: Option<String>,
+    lease_id: Option<String>,
+    dry_run: i64,
+    refusal: i64,
+}
+
+const EVENT_COLUMNS: &str =
+    "seq, at, tenant_id, run_id, kind, reason, host, rule, request_id, lease_id, dry_run, refusal";
+
+impl EventRow {
+    fn into_event(self) -> Event {
+        Event {
+            seq: self.seq,
+            event: NewEvent {
+                at: self.at,
+                kind: self.kind,
+                reason: self.reason,
+                tenant_id: self.tenant_id,
+                run_id: self.run_id,
+                host: self.host,
+                rule: self.rule,
+                request_id: self.request_id,
+                lease_id: self.lease_id,
+                dry_run: self.dry_run != 0,
+                refusal: self.refusal != 0,
+            },
+        }
+    }
+}
+
+pub(crate) async fn refusals(
+    pool: &Pool<Db>,
+    filter: &RefusalFilter,
+    page: &PageRequest,
+) -> Result<Page<Event>, StoreError> {
+    let before = cursor_number(page)?;
+    let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {EVENT_COLUMNS} FROM events WHERE refusal = 1 AND seq < $1 \
+         AND ($2 IS NULL OR tenant_id = $2) AND ($3 IS NULL OR run_id = $3) AND ($4 IS NULL OR kind = $4) \
+         AND ($5 IS NULL OR reason = $5) AND ($6 IS NULL OR at >= $6) AND ($7 IS NULL OR host = $7) \
+         ORDER BY seq DESC LIMIT $8"
+    )))
+    .bind(before)
+    .bind(&filter.tenant_id)
+    .bind(&filter.run_id)
+    .bind(&filter.kind)
+    .bind(&filter.reason)
+    .bind(filter.since)
+    .bind(&filter.host)
+    .bind(i64::from(page.limit) + 1)
+    .fetch_all(pool)
+    .await?;
+    let items = rows.into_iter().map(EventRow::into_event).collect();
+    Ok(paged(items, page.limit, |e: &Event| e.seq.to_string()))
+}
+
+pub(crate) async fn run_events(
+    pool: &Pool<Db>,
+    run_id: &str,
+    after: i64,
+    limit: u32,
+) -> Result<Vec<Event>, StoreError> {
+    let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {EVENT_COLUMNS} FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+    )))
+    .bind(run_id)
+    .bind(after)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(EventRow::into_event).collect())
+}
+
+pub(crate) async fn prune_events(pool: &Pool<Db>, before: UnixTime) -> Result<u64, StoreError> {
+    Ok(sqlx::query("DELETE FROM events WHERE at < $1").bind(before).execute(pool).await?.rows_affected())
+}
+
+pub(crate) async fn audit(pool: &Pool<Db>, records: &[AuditRecord]) -> Result<(), StoreError> {
+    let mut tx = begin_write(pool).await?;
+    append_audit(&mut tx, records).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+struct AuditRow {
+    seq: i64,
+    at: i64,
+    actor: String,
+    action: String,
+    tenant_id: Option<String>,
+    subject: String,
+    detail: String,
+    prev_hash: String,
+    hash: String,
+}
+
+pub(crate) async fn audit_entries(pool: &Pool<Db>, after: i64, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+    let rows: Vec<AuditRow> = sqlx::query_as(
+        "SELECT seq, at, actor, action, tenant_id, subject, detail, prev_hash, hash FROM audit_log \
+         WHERE seq > $1 ORDER BY seq LIMIT $2",
+    )
+    .bind(after)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| AuditEntry {
+            seq: r.seq,
+            // A detail that no longer parses is kept as its text, so the
+            // verifier reports the entry instead of the reader failing.
+            record: AuditRecord {
+                at: r.at,
+                actor: r.actor,
+                action: r.action,
+                tenant_id: r.tenant_id,
+                subject: r.subject,
+                detail: serde_json::from_str(&r.detail).unwrap_or(serde_json::Value::String(r.detail)),
+            },
+            prev_hash: r.prev_hash,
+            hash: r.hash,
+        })
+        .collect())
+}
+
+pub(crate) async fn audit_head(pool: &Pool<Db>) -> Result<(i64, String), StoreError> {
+    Ok(sqlx::query_as("SELECT audit_seq, audit_hash FROM control WHERE id = 1").fetch_one(pool).await?)
+}
+
+fn audit_record(
+    at: UnixTime,
+    actor: &str,
+    action: &str,
+    tenant_id: Option<&str>,
+    subject: &str,
+    detail: serde_json::Value,
+) -> AuditRecord {
+    AuditRecord {
+        at,
+        actor: actor.to_owned(),
+        action: action.to_owned(),
+        tenant_id: tenant_id.map(str::to_owned),
+        subject: subject.to_owned(),
+        detail,
+    }
+}
+
+/// A numeric cursor (a sequence number or version); none means "from the top".
+fn cursor_number(page: &PageRequest) -> Result<i64, StoreError> {
+    match &page.cursor {
+        None => Ok(i64::MAX),
+        Some(c) => c.parse().map_err(|_| StoreError::NotFound),
+    }
+}
+
+/// Cuts `limit + 1` fetched items to a page; the extra one says there is more.
+fn paged<T>(mut items: Vec<T>, limit: u32, key: impl Fn(&T) -> String) -> Page<T> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let more = items.len() > limit;
+    items.truncate(limit);
+    let next_cursor = if more { items.last().map(key) } else { None };
+    Page { items, next_cursor }
+}
