@@ -15,6 +15,7 @@
 
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod epoch;
 mod memory;
 mod record;
 mod redis_backend;

@@ -2,10 +2,11 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use gatehouse_core::{Reason, UnixTime};
 
+use crate::epoch::Epochs;
 use crate::record::{GrantRecord, Operation, RETENTION_SECS, Registration, Remaining, Status};
 use crate::{LedgerBackend, Registered, RevokeScope};
 
@@ -14,9 +15,12 @@ const SHARDS: usize = 16;
 /// Records in sharded maps: a consume locks one shard for the length of one
 /// check-and-apply, so tasks spending different grants rarely contend and
 /// tasks spending the same grant are serialized — never over-spending.
+/// Tenant-wide and global revocation set a marker ([`Epochs`]) instead of
+/// visiting records. Locks are always taken shard first, then the markers.
 #[derive(Debug, Clone)]
 pub struct MemoryLedger {
     shards: Arc<[Mutex<HashMap<String, GrantRecord>>; SHARDS]>,
+    epochs: Arc<RwLock<Epochs>>,
     hasher: RandomState,
 }
 
@@ -31,8 +35,17 @@ impl MemoryLedger {
     pub fn new() -> Self {
         Self {
             shards: Arc::new(std::array::from_fn(|_| Mutex::new(HashMap::new()))),
+            epochs: Arc::default(),
             hasher: RandomState::new(),
         }
+    }
+
+    fn epochs(&self) -> std::sync::RwLockReadGuard<'_, Epochs> {
+        self.epochs.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn epochs_mut(&self) -> std::sync::RwLockWriteGuard<'_, Epochs> {
+        self.epochs.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn shard(&self, grant_id: &str) -> &Mutex<HashMap<String, GrantRecord>> {
@@ -53,12 +66,36 @@ impl MemoryLedger {
         dropped
     }
 
+    /// Revokes the active records of `shard` that `matches`; counts those no
+    /// marker had revoked already.
+    fn revoke_where(
+        &self,
+        shard: &Mutex<HashMap<String, GrantRecord>>,
+        matches: impl Fn(&GrantRecord) -> bool,
+    ) -> u64 {
+        let mut revoked = 0;
+        let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        for record in map.values_mut().filter(|r| r.status == Status::Active && matches(r)) {
+            record.status = Status::Revoked;
+            let mut epochs = self.epochs_mut();
+            let tenant = record.registration.tenant_id.as_deref();
+            if !epochs.covers(record.seq, tenant) {
+                epochs.revoked_one(tenant);
+                revoked += 1;
+            }
+        }
+        revoked
+    }
+
     /// Consume without the async wrapper (benchmarks, the sync core).
     pub fn consume_sync(&self, grant_id: &str, op: &Operation, now: UnixTime) -> Result<Remaining, Reason> {
         let mut map = self.shard(grant_id).lock().unwrap_or_else(PoisonError::into_inner);
         let record = map.get_mut(grant_id).ok_or(Reason::GrantUnknown)?;
         if record.registration.exp.saturating_add(RETENTION_SECS) <= now {
             return Err(Reason::GrantUnknown);
+        }
+        if self.epochs().covers(record.seq, record.registration.tenant_id.as_deref()) {
+            return Err(Reason::GrantRevoked);
         }
         record.consume(op, now)
     }
@@ -71,7 +108,8 @@ impl LedgerBackend for MemoryLedger {
             Some(existing) if existing.registration == *registration => Ok(Registered::Existing),
             Some(_) => Err(Reason::GrantConflict),
             None => {
-                map.insert(registration.grant_id.clone(), GrantRecord::new(registration.clone()));
+                let seq = self.epochs_mut().register(registration.tenant_id.as_deref());
+                map.insert(registration.grant_id.clone(), GrantRecord::new(registration.clone(), seq));
                 Ok(Registered::New)
             }
         }
@@ -82,24 +120,24 @@ impl LedgerBackend for MemoryLedger {
     }
 
     async fn revoke(&self, scope: &RevokeScope) -> Result<u64, Reason> {
-        let matches = |r: &GrantRecord| match scope {
-            RevokeScope::Grant(id) => r.registration.grant_id == *id,
-            RevokeScope::Exec(exec) => r.registration.exec_id == *exec,
-            RevokeScope::Tenant(t) => r.registration.tenant_id.as_deref() == Some(t.as_str()),
-            RevokeScope::All => true,
-        };
-        let mut revoked = 0;
-        for shard in self.shards.iter() {
-            let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
-            for record in map.values_mut().filter(|r| r.status == Status::Active && matches(r)) {
-                record.status = Status::Revoked;
-                revoked += 1;
+        Ok(match scope {
+            RevokeScope::Tenant(t) => self.epochs_mut().revoke_tenant(t),
+            RevokeScope::All => self.epochs_mut().revoke_all(),
+            RevokeScope::Grant(id) => self.revoke_where(self.shard(id), |r| r.registration.grant_id == *id),
+            RevokeScope::Exec(exec) => {
+                self.shards.iter().map(|s| self.revoke_where(s, |r| r.registration.exec_id == *exec)).sum()
             }
-        }
-        Ok(revoked)
+        })
     }
 
     async fn get(&self, grant_id: &str) -> Result<Option<GrantRecord>, Reason> {
-        Ok(self.shard(grant_id).lock().unwrap_or_else(PoisonError::into_inner).get(grant_id).cloned())
+        let map = self.shard(grant_id).lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(map.get(grant_id).map(|record| {
+            let mut record = record.clone();
+            if self.epochs().covers(record.seq, record.registration.tenant_id.as_deref()) {
+                record.status = Status::Revoked;
+            }
+            record
+        }))
     }
 }

@@ -83,6 +83,10 @@ pub struct GrantRecord {
     pub uploaded_bytes: u64,
     /// Distinct output files created.
     pub output_file_ids: Vec<String>,
+    /// Registration order, for tenant-wide and global revocation markers
+    /// (see `epoch`).
+    #[serde(default)]
+    pub seq: u64,
 }
 
 /// One thing a run does with its grant. Every operation counts as one request.
@@ -127,8 +131,8 @@ pub struct Remaining {
 }
 
 impl GrantRecord {
-    /// A fresh, active record.
-    pub fn new(registration: Registration) -> Self {
+    /// A fresh, active record, registered as `seq`.
+    pub fn new(registration: Registration, seq: u64) -> Self {
         Self {
             registration,
             status: Status::Active,
@@ -138,6 +142,7 @@ impl GrantRecord {
             tool_call_count: 0,
             uploaded_bytes: 0,
             output_file_ids: Vec::new(),
+            seq,
         }
     }
 

@@ -5,6 +5,13 @@
 //! number of gatehouse nodes can never spend a budget twice. One grant's keys
 //! share a hash tag (`{grant_id}`), so they live in one Redis Cluster slot.
 //!
+//! Tenant-wide and global revocation are markers (see `epoch`): the
+//! scripts keep a registration counter, per-tenant and global epoch hashes
+//! beside the records, and every spend checks them. Those keys are shared by
+//! all grants, so the scripts name them themselves rather than through KEYS:
+//! this backend needs a standalone Redis (or a single-shard one), not a
+//! multi-shard Redis Cluster.
+//!
 //! The ledger has its own multiplexed connection (redis-rs' `ConnectionManager`
 //! needs no pool for non-blocking commands), created lazily and reconnecting
 //! by itself, with connection and response timeouts. Any error or timeout is
@@ -70,36 +77,64 @@ struct Scripts {
     register: Script,
     consume: Script,
     revoke: Script,
+    revoke_tenant: Script,
+    revoke_all: Script,
 }
+
+/// Whether a marker revokes the grant registered as `sq` under tenant `t`
+/// (`Epochs::covers`). Markers are 0 until first set; legacy records
+/// without a number (0) are covered by any marker.
+const COVERED: &str = r"
+local function covered(p, sq, t)
+  local g = tonumber(redis.call('HGET', p .. 'epoch:all', 'e') or '0')
+  if g > 0 and sq <= g then return true end
+  if t and t ~= '' then
+    local e = tonumber(redis.call('HGET', p .. 'epoch:t:' .. t, 'e') or '0')
+    if e > 0 and sq <= e then return true end
+  end
+  return false
+end
+";
 
 /// KEYS: record, inputs, read sessions, outputs.
 /// ARGV: registration JSON, exp, max_requests, max_upload_bytes,
-/// max_output_files, output session ("" for none), expire-at,
-/// number of inputs, inputs…, read sessions…
+/// max_output_files, output session ("" for none), expire-at, key prefix,
+/// tenant ("" for none), number of inputs, inputs…, read sessions…
+/// Mirrors `Epochs::register` for the sequence number and the counters.
 const REGISTER: &str = r"
 local existing = redis.call('HGET', KEYS[1], 'reg')
 if existing then
   if existing == ARGV[1] then return 'existing' end
   return 'conflict'
 end
+local p, t = ARGV[8], ARGV[9]
+local seq = redis.call('INCR', p .. 'seq')
+local g = tonumber(redis.call('HGET', p .. 'epoch:all', 'e') or '0')
+redis.call('HINCRBY', p .. 'epoch:all', 'n', 1)
+if t ~= '' then
+  local tk = p .. 'epoch:t:' .. t
+  if tonumber(redis.call('HGET', tk, 'g') or '0') ~= g then redis.call('HSET', tk, 'n', 0, 'g', g) end
+  redis.call('HINCRBY', tk, 'n', 1)
+end
 redis.call('HSET', KEYS[1], 'reg', ARGV[1], 'status', 'active', 'exp', ARGV[2], 'mr', ARGV[3], 'mu', ARGV[4],
   'mf', ARGV[5], 'os', ARGV[6], 'xa', ARGV[7], 'request_count', 0, 'read_count', 0, 'upload_count', 0,
-  'tool_call_count', 0, 'uploaded_bytes', 0)
-local n = tonumber(ARGV[8])
-for i = 9, 8 + n do redis.call('SADD', KEYS[2], ARGV[i]) end
-for i = 9 + n, #ARGV do redis.call('SADD', KEYS[3], ARGV[i]) end
+  'tool_call_count', 0, 'uploaded_bytes', 0, 'sq', seq, 'tn', t)
+local n = tonumber(ARGV[10])
+for i = 11, 10 + n do redis.call('SADD', KEYS[2], ARGV[i]) end
+for i = 11 + n, #ARGV do redis.call('SADD', KEYS[3], ARGV[i]) end
 for i = 1, 3 do redis.call('EXPIREAT', KEYS[i], ARGV[7]) end
 return 'new'
 ";
 
 /// KEYS: record, inputs, read sessions, outputs.
-/// ARGV: operation, now, file/session, bytes, output file id.
-/// Mirrors `GrantRecord::consume`: status, expiry, scope, then budgets; all
-/// changes or none.
+/// ARGV: operation, now, file/session, bytes, output file id, key prefix.
+/// Mirrors `GrantRecord::consume`: status (and markers), expiry, scope,
+/// then budgets; all changes or none.
 const CONSUME: &str = r"
-local h = redis.call('HMGET', KEYS[1], 'status', 'exp', 'mr', 'mu', 'mf', 'os', 'request_count', 'uploaded_bytes', 'xa')
+local h = redis.call('HMGET', KEYS[1], 'status', 'exp', 'mr', 'mu', 'mf', 'os', 'request_count', 'uploaded_bytes', 'xa', 'sq', 'tn')
 if not h[1] then return {0, 'grant_unknown'} end
 if h[1] == 'revoked' then return {0, 'grant_revoked'} end
+if covered(ARGV[6], tonumber(h[10] or '0'), h[11]) then return {0, 'grant_revoked'} end
 if tonumber(ARGV[2]) >= tonumber(h[2]) then return {0, 'grant_expired'} end
 local op = ARGV[1]
 if op == 'read_file' and redis.call('SISMEMBER', KEYS[2], ARGV[3]) == 0 then return {0, 'scope_file_not_granted'} end
@@ -132,13 +167,47 @@ end
 return {1, mr - rc - 1, mu - ub, mf - files}
 ";
 
-/// KEYS: record. Returns 1 if an active grant was revoked.
+/// KEYS: record. ARGV: key prefix. Returns 1 if an active grant that no
+/// marker covered was revoked (`Epochs::revoked_one`).
 const REVOKE: &str = r"
-if redis.call('HGET', KEYS[1], 'status') == 'active' then
-  redis.call('HSET', KEYS[1], 'status', 'revoked')
-  return 1
+if redis.call('HGET', KEYS[1], 'status') ~= 'active' then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'revoked')
+local p = ARGV[1]
+local h = redis.call('HMGET', KEYS[1], 'sq', 'tn')
+local t = h[2]
+if covered(p, tonumber(h[1] or '0'), t) then return 0 end
+if tonumber(redis.call('HGET', p .. 'epoch:all', 'n') or '0') > 0 then redis.call('HINCRBY', p .. 'epoch:all', 'n', -1) end
+if t and t ~= '' then
+  local tk = p .. 'epoch:t:' .. t
+  local g = tonumber(redis.call('HGET', p .. 'epoch:all', 'e') or '0')
+  if tonumber(redis.call('HGET', tk, 'g') or '0') == g and tonumber(redis.call('HGET', tk, 'n') or '0') > 0 then
+    redis.call('HINCRBY', tk, 'n', -1)
+  end
 end
-return 0
+return 1
+";
+
+/// ARGV: key prefix, tenant. `Epochs::revoke_tenant`.
+const REVOKE_TENANT: &str = r"
+local p, t = ARGV[1], ARGV[2]
+local last = tonumber(redis.call('GET', p .. 'seq') or '0')
+local g = tonumber(redis.call('HGET', p .. 'epoch:all', 'e') or '0')
+local tk = p .. 'epoch:t:' .. t
+local live = 0
+if tonumber(redis.call('HGET', tk, 'g') or '0') == g then live = tonumber(redis.call('HGET', tk, 'n') or '0') end
+redis.call('HSET', tk, 'e', last, 'n', 0, 'g', g)
+local n = tonumber(redis.call('HGET', p .. 'epoch:all', 'n') or '0')
+redis.call('HSET', p .. 'epoch:all', 'n', math.max(0, n - live))
+return live
+";
+
+/// ARGV: key prefix. `Epochs::revoke_all`.
+const REVOKE_ALL: &str = r"
+local p = ARGV[1]
+local last = tonumber(redis.call('GET', p .. 'seq') or '0')
+local n = tonumber(redis.call('HGET', p .. 'epoch:all', 'n') or '0')
+redis.call('HSET', p .. 'epoch:all', 'e', last, 'n', 0)
+return n
 ";
 
 impl RedisLedger {
@@ -164,8 +233,10 @@ impl RedisLedger {
             op_timeout: config.op_timeout,
             scripts: Arc::new(Scripts {
                 register: Script::new(REGISTER),
-                consume: Script::new(CONSUME),
-                revoke: Script::new(REVOKE),
+                consume: Script::new(&format!("{COVERED}{CONSUME}")),
+                revoke: Script::new(&format!("{COVERED}{REVOKE}")),
+                revoke_tenant: Script::new(REVOKE_TENANT),
+                revoke_all: Script::new(REVOKE_ALL),
             }),
         })
     }
@@ -202,7 +273,8 @@ impl RedisLedger {
     async fn revoke_one(&self, grant_id: &str) -> Result<u64, Reason> {
         let [rec, ..] = self.record_keys(grant_id);
         let mut conn = self.conn.clone();
-        self.run("revoke", self.scripts.revoke.key(rec).invoke_async::<u64>(&mut conn)).await
+        self.run("revoke", self.scripts.revoke.key(rec).arg(&*self.prefix).invoke_async::<u64>(&mut conn))
+            .await
     }
 
     async fn members(&self, key: String) -> Result<Vec<String>, Reason> {
@@ -219,19 +291,14 @@ impl LedgerBackend for RedisLedger {
         }
         let expire_at = r.exp.saturating_add(RETENTION_SECS);
         let mut conn = self.conn.clone();
-        // Index first: an index entry for a grant that failed to register is
-        // harmless, but a grant missing from the index would escape a
-        // tenant-wide or emergency revocation.
+        // The run's index first: an entry for a grant that failed to
+        // register is harmless, but a grant missing from it would escape its
+        // run's revocation. (Tenant-wide and global revocation need no index.)
         let mut pipe = redis::pipe();
-        let mut indexes = vec![self.index_key("exec", &r.exec_id), self.index_key("all", "all")];
-        if let Some(t) = &r.tenant_id {
-            indexes.push(self.index_key("tenant", t));
-        }
-        for key in &indexes {
-            pipe.cmd("SADD").arg(key).arg(&r.grant_id).ignore();
-            pipe.cmd("EXPIREAT").arg(key).arg(expire_at).arg("GT").ignore();
-            pipe.cmd("EXPIREAT").arg(key).arg(expire_at).arg("NX").ignore();
-        }
+        let key = self.index_key("exec", &r.exec_id);
+        pipe.cmd("SADD").arg(&key).arg(&r.grant_id).ignore();
+        pipe.cmd("EXPIREAT").arg(&key).arg(expire_at).arg("GT").ignore();
+        pipe.cmd("EXPIREAT").arg(&key).arg(expire_at).arg("NX").ignore();
         self.run("register", pipe.query_async::<()>(&mut conn)).await?;
 
         let reg_json = serde_json::to_string(r).map_err(|_| Reason::LedgerUnavailable)?;
@@ -248,6 +315,8 @@ impl LedgerBackend for RedisLedger {
             .arg(r.max_output_files)
             .arg(r.output_session_id.as_deref().unwrap_or(""))
             .arg(expire_at)
+            .arg(&*self.prefix)
+            .arg(r.tenant_id.as_deref().unwrap_or(""))
             .arg(r.input_files.len())
             .arg(&r.input_files)
             .arg(&r.read_sessions);
@@ -272,7 +341,16 @@ impl LedgerBackend for RedisLedger {
         let [rec, ins, rss, outs] = self.record_keys(grant_id);
         let mut conn = self.conn.clone();
         let mut invocation = self.scripts.consume.key(rec);
-        invocation.key(ins).key(rss).key(outs).arg(name).arg(now).arg(target).arg(bytes).arg(file_id);
+        invocation
+            .key(ins)
+            .key(rss)
+            .key(outs)
+            .arg(name)
+            .arg(now)
+            .arg(target)
+            .arg(bytes)
+            .arg(file_id)
+            .arg(&*self.prefix);
         let reply = self.run("consume", invocation.invoke_async::<Vec<Value>>(&mut conn)).await?;
         let int = |v: &Value| match v {
             Value::Int(n) => u64::try_from(*n).ok(),
@@ -299,11 +377,20 @@ impl LedgerBackend for RedisLedger {
     }
 
     async fn revoke(&self, scope: &RevokeScope) -> Result<u64, Reason> {
+        let mut conn = self.conn.clone();
         let ids = match scope {
             RevokeScope::Grant(id) => return self.revoke_one(id).await,
             RevokeScope::Exec(exec) => self.members(self.index_key("exec", exec)).await?,
-            RevokeScope::Tenant(t) => self.members(self.index_key("tenant", t)).await?,
-            RevokeScope::All => self.members(self.index_key("all", "all")).await?,
+            RevokeScope::Tenant(t) => {
+                let mut invocation = self.scripts.revoke_tenant.prepare_invoke();
+                invocation.arg(&*self.prefix).arg(t);
+                return self.run("revoke", invocation.invoke_async::<u64>(&mut conn)).await;
+            }
+            RevokeScope::All => {
+                let mut invocation = self.scripts.revoke_all.prepare_invoke();
+                invocation.arg(&*self.prefix);
+                return self.run("revoke", invocation.invoke_async::<u64>(&mut conn)).await;
+            }
         };
         let mut revoked = 0;
         for id in ids {
@@ -320,12 +407,23 @@ impl LedgerBackend for RedisLedger {
         let (fields, mut outputs): (std::collections::HashMap<String, String>, Vec<String>) =
             self.run("get", pipe.query_async(&mut conn)).await?;
         let Some(reg) = fields.get("reg") else { return Ok(None) };
+        let seq = fields.get("sq").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let tenant = fields.get("tn").filter(|t| !t.is_empty());
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGET").arg(format!("{}epoch:all", self.prefix)).arg("e");
+        pipe.cmd("HGET")
+            .arg(format!("{}epoch:t:{}", self.prefix, tenant.map_or("", String::as_str)))
+            .arg("e");
+        let (global, of_tenant): (Option<u64>, Option<u64>) =
+            self.run("get", pipe.query_async(&mut conn)).await?;
+        let marked = |epoch: Option<u64>| epoch.is_some_and(|e| e > 0 && seq <= e);
+        let covered = marked(global) || (tenant.is_some() && marked(of_tenant));
         let registration: Registration = serde_json::from_str(reg).map_err(|_| Reason::LedgerUnavailable)?;
         let count = |k: &str| fields.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         outputs.sort();
         Ok(Some(GrantRecord {
             registration,
-            status: if fields.get("status").map(String::as_str) == Some("active") {
+            status: if fields.get("status").map(String::as_str) == Some("active") && !covered {
                 Status::Active
             } else {
                 Status::Revoked
@@ -336,6 +434,7 @@ impl LedgerBackend for RedisLedger {
             tool_call_count: count("tool_call_count"),
             uploaded_bytes: count("uploaded_bytes"),
             output_file_ids: outputs,
+            seq,
         }))
     }
 }

@@ -131,6 +131,40 @@ async fn revokes_by_exec_tenant_and_all(l: impl LedgerBackend) {
     }
 }
 
+/// Tenant-wide and global revocation are markers: they revoke what was
+/// registered before them, in one step, and leave later grants live.
+async fn scope_revocation_marks_and_later_grants_live(l: impl LedgerBackend) {
+    let grant = |id: &str, tenant: Option<&str>| Registration {
+        exec_id: format!("e-{id}"),
+        tenant_id: tenant.map(str::to_owned),
+        ..registration(id)
+    };
+    for (id, tenant) in [("a", Some("t1")), ("b", Some("t1")), ("c", Some("t2")), ("d", None)] {
+        l.register(&grant(id, tenant)).await.unwrap();
+    }
+    assert_eq!(l.revoke(&RevokeScope::Tenant("t1".into())).await, Ok(2));
+    assert_eq!(l.get("a").await.unwrap().unwrap().status, Status::Revoked, "the record reports the marker");
+    assert_eq!(l.revoke(&RevokeScope::Grant("a".into())).await, Ok(0), "already revoked by the marker");
+    assert_eq!(l.consume("b", &Operation::Request, NOW).await, Err(Reason::GrantRevoked));
+    // Registering a covered grant again does not revive it.
+    assert_eq!(l.register(&grant("b", Some("t1"))).await, Ok(Registered::Existing));
+    assert_eq!(l.consume("b", &Operation::Request, NOW).await, Err(Reason::GrantRevoked));
+    l.register(&grant("e", Some("t1"))).await.unwrap();
+    assert!(l.consume("e", &Operation::Request, NOW).await.is_ok(), "a grant after the marker is live");
+    assert!(l.consume("c", &Operation::Request, NOW).await.is_ok(), "another tenant is untouched");
+    assert_eq!(l.revoke(&RevokeScope::Tenant("t3".into())).await, Ok(0), "a tenant with no grants");
+
+    assert_eq!(l.revoke(&RevokeScope::All).await, Ok(3), "c, d and e");
+    for id in ["a", "b", "c", "d", "e"] {
+        assert_eq!(l.consume(id, &Operation::Request, NOW).await, Err(Reason::GrantRevoked), "{id}");
+        assert_eq!(l.get(id).await.unwrap().unwrap().status, Status::Revoked, "{id}");
+    }
+    assert_eq!(l.revoke(&RevokeScope::Tenant("t1".into())).await, Ok(0), "the global marker took them");
+    l.register(&grant("f", Some("t2"))).await.unwrap();
+    assert!(l.consume("f", &Operation::Request, NOW).await.is_ok());
+    assert_eq!(l.revoke(&RevokeScope::Tenant("t2".into())).await, Ok(1));
+}
+
 /// Many tasks against one budget spend exactly the budget, never one more.
 async fn concurrent_consumers_never_overspend(l: impl LedgerBackend + Clone + Send + Sync + 'static) {
     l.register(&Registration { max_requests: 100, ..registration("g1") }).await.unwrap();
@@ -184,6 +218,7 @@ conformance!(
     spends_upload_budgets_atomically,
     refuses_unknown_expired_and_revoked_grants,
     revokes_by_exec_tenant_and_all,
+    scope_revocation_marks_and_later_grants_live,
     concurrent_consumers_never_overspend,
 );
 
