@@ -63,6 +63,16 @@ pub mod names {
     pub const DATA_DIR: &str = "GATEHOUSE_DATA_DIR";
     /// `sqlite://…` or `postgres://…` [SQLite in the data dir].
     pub const DATABASE_URL: &str = "GATEHOUSE_DATABASE_URL";
+    /// Upper bound on one store operation, in milliseconds [5000].
+    pub const STORE_TIMEOUT_MS: &str = "GATEHOUSE_STORE_TIMEOUT_MS";
+    /// A live run without a heartbeat this long is `expired`, in seconds [120].
+    pub const RUN_HEARTBEAT_TIMEOUT_SECS: &str = "GATEHOUSE_RUN_HEARTBEAT_TIMEOUT_SECS";
+    /// Run events and refusals are kept this many days [30]; the audit log is never pruned.
+    pub const EVENT_RETENTION_DAYS: &str = "GATEHOUSE_EVENT_RETENTION_DAYS";
+    /// Longest run (and grant) lifetime `POST /v1/runs` accepts, in seconds [86400].
+    pub const GRANT_MAX_LIFETIME_SECS: &str = "GATEHOUSE_GRANT_MAX_LIFETIME_SECS";
+    /// The proxy address sandboxes are given (`POST /v1/runs`) [http://GATEHOUSE_PROXY_LISTEN].
+    pub const PROXY_PUBLIC_URL: &str = "GATEHOUSE_PROXY_PUBLIC_URL";
     /// Redis for the ledger and leases [in-process].
     pub const REDIS_URL: &str = "GATEHOUSE_REDIS_URL";
     /// Prefix of every ledger key in Redis [gatehouse:ledger:].
@@ -145,6 +155,11 @@ pub mod names {
         PROXY_LISTEN,
         DATA_DIR,
         DATABASE_URL,
+        STORE_TIMEOUT_MS,
+        RUN_HEARTBEAT_TIMEOUT_SECS,
+        EVENT_RETENTION_DAYS,
+        GRANT_MAX_LIFETIME_SECS,
+        PROXY_PUBLIC_URL,
         REDIS_URL,
         LEDGER_KEY_PREFIX,
         LEDGER_TIMEOUT_MS,
@@ -188,6 +203,12 @@ pub mod embedded_files {
     pub const GRANT_SECRET: &str = "grant-secret";
     /// One line of text.
     pub const SERVICE_TOKEN: &str = "service-token";
+    /// The embedded durable store (SQLite).
+    pub const DATABASE: &str = "gatehouse.db";
+    /// PKCS#8 PEM: signs audit checkpoints (its own key, never the manifest key).
+    pub const AUDIT_SIGNING_KEY: &str = "audit-signing.pem";
+    /// SPKI PEM: verifies audit checkpoints.
+    pub const AUDIT_PUBLIC_KEY: &str = "audit-public.pem";
 }
 
 /// Which part of gatehouse this process is.
@@ -238,6 +259,12 @@ impl Role {
     /// Opens grants.
     pub fn opens_grants(self) -> bool {
         matches!(self, Self::All | Self::Worker | Self::Gateway)
+    }
+
+    /// Uses the durable store. A runner does not: it sits beside the
+    /// sandbox and needs nothing but the public key.
+    pub fn has_store(self) -> bool {
+        self.opens_grants()
     }
 }
 
@@ -302,8 +329,19 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Single-machine mode: role `all`, loopback only, keys from the data dir.
     pub embedded: bool,
-    /// Database URL (may hold a password: never log it).
+    /// Database URL (may hold a password: never log it); unset, the data
+    /// directory's SQLite file (see [`Config::store_url`]).
     pub database_url: Option<Secretish>,
+    /// Upper bound on one store operation.
+    pub store_timeout: std::time::Duration,
+    /// A live run without a heartbeat this long expires.
+    pub run_heartbeat_timeout_secs: i64,
+    /// Run events and refusals older than this many days are pruned.
+    pub event_retention_days: i64,
+    /// Longest run lifetime accepted.
+    pub grant_max_lifetime_secs: i64,
+    /// The proxy URL handed to sandboxes, without credentials.
+    pub proxy_public_url: String,
     /// Redis URL (may hold a password: never log it).
     pub redis_url: Option<Secretish>,
     /// Prefix of ledger keys in Redis.
@@ -363,6 +401,12 @@ pub struct Config {
 }
 
 impl Config {
+    /// The durable store's URL: `GATEHOUSE_DATABASE_URL`, else the SQLite
+    /// file in the data directory.
+    pub fn store_url(&self) -> Secretish {
+        self.database_url.clone().unwrap_or_else(|| default_store_url(&self.data_dir))
+    }
+
     /// Whether `/v1` routes require the service token. Validation guarantees
     /// a token is configured unless authentication was explicitly switched
     /// off (`LOCAL_MODE`, `CODEAPI_AUTH_PROVIDER=none` with its allow flag, or
@@ -390,6 +434,11 @@ impl fmt::Debug for Secretish {
             None => f.write_str("<redacted>"),
         }
     }
+}
+
+/// The SQLite file in `data_dir`.
+pub fn default_store_url(data_dir: &Path) -> Secretish {
+    Secretish(format!("sqlite://{}", data_dir.join(embedded_files::DATABASE).display()))
 }
 
 /// The cloud metadata addresses no operator setting may open.
@@ -493,7 +542,8 @@ fn config_file(source: &dyn Source, file: Option<&Path>) -> Option<PathBuf> {
 
 const DEFAULT_LISTEN: &str = "127.0.0.1:8700";
 const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:8701";
-const DEFAULT_DATA_DIR: &str = "./gatehouse-data";
+/// The data directory when `GATEHOUSE_DATA_DIR` is unset.
+pub const DEFAULT_DATA_DIR: &str = "./gatehouse-data";
 
 fn parse_addr(s: &str) -> Option<SocketAddr> {
     s.trim().parse().ok()
@@ -919,6 +969,24 @@ impl Reader<'_> {
                 "must not contain braces (they would break the per-grant hash tag) or whitespace",
             );
         }
+        let store_timeout_ms = self.int(names::STORE_TIMEOUT_MS, 5000, 10..=60_000);
+        let store_timeout = std::time::Duration::from_millis(u64::try_from(store_timeout_ms).unwrap_or(5000));
+        let run_heartbeat_timeout_secs = self.int(names::RUN_HEARTBEAT_TIMEOUT_SECS, 120, 5..=86_400);
+        let event_retention_days = self.int(names::EVENT_RETENTION_DAYS, 30, 1..=3650);
+        let grant_max_lifetime_secs = self.int(names::GRANT_MAX_LIFETIME_SECS, 86_400, 60..=7 * 86_400);
+        let proxy_public_url =
+            match self.get(names::PROXY_PUBLIC_URL).map(|u| u.trim().trim_end_matches('/').to_owned()) {
+                None => format!("http://{proxy_listen}"),
+                Some(u) if (u.starts_with("http://") || u.starts_with("https://")) && !u.contains('@') => u,
+                Some(_) => {
+                    self.problem(
+                        names::PROXY_PUBLIC_URL,
+                        "invalid_value",
+                        "must be an http:// or https:// URL without credentials",
+                    );
+                    format!("http://{proxy_listen}")
+                }
+            };
         let ledger_timeout_ms = self.int(names::LEDGER_TIMEOUT_MS, 1000, 10..=60_000);
         let ledger_timeout =
             std::time::Duration::from_millis(u64::try_from(ledger_timeout_ms).unwrap_or(1000));
@@ -992,6 +1060,11 @@ impl Reader<'_> {
             data_dir,
             embedded,
             database_url,
+            store_timeout,
+            run_heartbeat_timeout_secs,
+            event_retention_days,
+            grant_max_lifetime_secs,
+            proxy_public_url,
             redis_url,
             ledger_key_prefix,
             ledger_timeout,

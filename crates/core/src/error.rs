@@ -40,6 +40,8 @@ closed_codes! {
         BadGateway => "bad_gateway",
         /// Anything else. Details are in the log under the request id.
         Internal => "internal",
+        /// The resource is not in a state that allows this (a run that is not live); see `reason`.
+        Conflict => "conflict",
     }
 }
 
@@ -52,6 +54,7 @@ impl ErrorCode {
             ErrorCode::Forbidden | ErrorCode::Refused => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::Unavailable => 503,
@@ -77,6 +80,7 @@ impl ErrorCode {
             ErrorCode::Timeout => "the request timed out",
             ErrorCode::BadGateway => "the upstream failed",
             ErrorCode::Internal => "internal error",
+            ErrorCode::Conflict => "the resource is not in a state that allows this",
         }
     }
 }
@@ -186,6 +190,7 @@ mod tests {
                 "timeout",
                 "bad_gateway",
                 "internal",
+                "conflict",
             ]
         );
     }

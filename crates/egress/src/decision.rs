@@ -113,8 +113,9 @@ pub fn decide_target(
     purpose: Purpose,
     resolve: impl FnOnce(&str) -> Result<Vec<IpAddr>, ()>,
 ) -> Decision {
-    let Ok(policy) = policy else {
-        return Decision::refuse(Reason::PolicyUnreadable, None, Some(&target), Vec::new());
+    let policy = match policy {
+        Ok(policy) => policy,
+        Err(e) => return Decision::refuse(e.reason, None, Some(&target), Vec::new()),
     };
     let mut dry_run = None;
     // Policy refusals are dry-runnable; the address checks below never are.
@@ -213,7 +214,7 @@ mod tests {
         );
         let d = decide(
             "https://x.com/",
-            Err(&PolicyError("bad".into())),
+            Err(&PolicyError::unreadable("bad")),
             &AddressGuard::default(),
             Purpose::Request,
             |_| Ok(vec![]),

@@ -56,11 +56,33 @@ pub struct PolicyDocument {
     pub dry_run: bool,
 }
 
-/// Why a policy could not be read. The text names the entry (policies are
-/// operator data, not secrets).
+/// Why a tenant's policy cannot be applied: it is unreadable (the text names
+/// the entry; policies are operator data, not secrets), or nothing can vouch
+/// for what the current one is (`store_unavailable`). Either refuses every
+/// request of the tenant.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("policy_unreadable: {0}")]
-pub struct PolicyError(pub String);
+#[error("{reason}: {detail}")]
+pub struct PolicyError {
+    /// `policy_unreadable` or `store_unavailable`.
+    pub reason: Reason,
+    /// What is wrong.
+    pub detail: String,
+}
+
+impl PolicyError {
+    /// The document does not parse or holds a bad entry.
+    pub fn unreadable(detail: impl Into<String>) -> Self {
+        Self { reason: Reason::PolicyUnreadable, detail: detail.into() }
+    }
+
+    /// The store cannot say which policy is current.
+    pub fn unavailable() -> Self {
+        Self {
+            reason: Reason::StoreUnavailable,
+            detail: "the policy store cannot vouch for the current policy".into(),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Pattern {
@@ -90,7 +112,7 @@ impl fmt::Display for Rule {
 
 impl Rule {
     fn parse(entry: &str) -> Result<Self, PolicyError> {
-        let bad = |why: &str| PolicyError(format!("entry {entry:?}: {why}"));
+        let bad = |why: &str| PolicyError::unreadable(format!("entry {entry:?}: {why}"));
         let e = entry.trim();
         if e.is_empty() {
             return Err(bad("empty"));
@@ -220,9 +242,9 @@ impl Policy {
     pub fn from_json(bytes: &[u8]) -> Result<Self, PolicyError> {
         // Strict JSON first: a policy with duplicate keys is ambiguous.
         let value = gatehouse_capability::canonical::parse_strict(bytes)
-            .map_err(|e| PolicyError(format!("not valid JSON ({e})")))?;
-        let doc: PolicyDocument =
-            serde_json::from_value(value).map_err(|e| PolicyError(format!("not a policy document ({e})")))?;
+            .map_err(|e| PolicyError::unreadable(format!("not valid JSON ({e})")))?;
+        let doc: PolicyDocument = serde_json::from_value(value)
+            .map_err(|e| PolicyError::unreadable(format!("not a policy document ({e})")))?;
         Self::from_document(&doc)
     }
 

@@ -299,6 +299,23 @@ impl UpstreamPool {
         self.shared.lock().total
     }
 
+    /// Grants with an idle connection here.
+    pub fn grants(&self) -> Vec<String> {
+        let state = self.shared.lock();
+        let mut grants: Vec<String> = state.idle.keys().map(|k| k.grant_id.clone()).collect();
+        grants.dedup();
+        grants
+    }
+
+    /// Closes every idle connection of `grant_id`; returns how many.
+    pub fn close_grant(&self, grant_id: &str) -> usize {
+        let mut state = self.shared.lock();
+        let before = state.total;
+        state.idle.retain(|key, _| key.grant_id != grant_id);
+        state.total = state.idle.values().map(Vec::len).sum();
+        before - state.total
+    }
+
     /// Takes the most recently used live connection for `key` whose address
     /// is one of `vetted` on `port`. Connections the upstream has closed
     /// meanwhile are dropped on the way.

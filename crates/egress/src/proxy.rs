@@ -14,18 +14,25 @@
 //! with tenant, run, reason, host and rule. `Proxy-Authorization` and
 //! hop-by-hop headers are never forwarded. Redirects are returned to the
 //! client, whose next request is checked like any other.
+//!
+//! A revoked grant (its run ended, its tenant killed, an emergency revoke,
+//! on any node) stops more than new requests: [`Proxy::close_revoked`],
+//! called every second and right after a local revocation, asks the ledger
+//! about every grant with an open tunnel or an idle pooled connection here
+//! and closes those of revoked grants, instead of leaving them to run out
+//! their byte and time caps.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::Bytes;
 use gatehouse_capability::{GrantClaims, OpenedGrants};
 use gatehouse_core::{Clock, ErrorCode, PublicError, Reason, Refusal, RefusalKind, new_id};
-use gatehouse_ledger::{Ledger, Operation, refusal_kind, spend};
+use gatehouse_ledger::{Ledger, LedgerBackend as _, Operation, Status, refusal_kind, spend};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, Limited, combinators::BoxBody};
 use hyper::body::{Body as _, Incoming};
@@ -33,6 +40,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncWriteExt as _, Interest};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 
 use crate::connect::connect_pinned;
 use crate::decision::{Decision, Purpose, decide_target};
@@ -190,6 +198,80 @@ pub struct Proxy {
     pub stats: ProxyStats,
     /// Idle upstream connections.
     pub pool: UpstreamPool,
+    /// Open tunnels, by grant.
+    pub tunnels: Arc<OpenTunnels>,
+}
+
+/// Open `CONNECT` tunnels by grant, so a revoked grant's tunnels can be closed.
+#[derive(Debug, Default)]
+pub struct OpenTunnels(Mutex<HashMap<String, (Arc<Notify>, usize)>>);
+
+impl OpenTunnels {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Notify>, usize)>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A tunnel of `grant_id` opens; the signal closes it.
+    fn opened(&self, grant_id: &str) -> Arc<Notify> {
+        let mut map = self.lock();
+        let entry = map.entry(grant_id.to_owned()).or_insert_with(|| (Arc::new(Notify::new()), 0));
+        entry.1 += 1;
+        entry.0.clone()
+    }
+
+    /// A tunnel of `grant_id` ended.
+    fn ended(&self, grant_id: &str) {
+        let mut map = self.lock();
+        if let Some(entry) = map.get_mut(grant_id) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                map.remove(grant_id);
+            }
+        }
+    }
+
+    /// Closes every open tunnel of `grant_id`; returns how many there were.
+    pub fn close(&self, grant_id: &str) -> usize {
+        match self.lock().get(grant_id) {
+            Some((signal, open)) => {
+                signal.notify_waiters();
+                *open
+            }
+            None => 0,
+        }
+    }
+
+    /// Grants with a tunnel open now.
+    pub fn grants(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+}
+
+impl Proxy {
+    /// Closes the open tunnels and idle pooled connections of every grant
+    /// here that is revoked, expired or unknown to the ledger; returns how
+    /// many grants were closed. A ledger that cannot answer closes nothing
+    /// (new requests are refused meanwhile; the next round asks again).
+    pub async fn close_revoked(&self) -> usize {
+        let mut grants = self.tunnels.grants();
+        grants.extend(self.pool.grants());
+        grants.sort_unstable();
+        grants.dedup();
+        let now = self.clock.now();
+        let mut closed = 0;
+        for grant_id in grants {
+            match self.ledger.get(&grant_id).await {
+                Ok(Some(r)) if r.status == Status::Active && now < r.registration.exp => {}
+                Ok(_) => {
+                    self.tunnels.close(&grant_id);
+                    self.pool.close_grant(&grant_id);
+                    closed += 1;
+                }
+                Err(_) => {}
+            }
+        }
+        closed
+    }
 }
 
 /// A refusal on its way to the client and the record.
@@ -376,15 +458,29 @@ impl Proxy {
             })?;
         let limits = self.limits.clone();
         self.stats.tunnels.fetch_add(1, Ordering::Relaxed);
+        let grant_id = grant.grant_id.clone();
+        let revoked = self.tunnels.opened(&grant_id);
+        let tunnels = self.tunnels.clone();
         tokio::spawn(async move {
-            let Ok(upgraded) = hyper::upgrade::on(&mut req).await else { return };
-            // `serve` hands hyper plain TCP streams, so the client's socket
-            // comes back whole and the tunnel copies between two sockets
-            // without hyper's wrapper in the way.
-            let Ok(client) = upgraded.downcast::<TokioIo<TcpStream>>() else { return };
-            let tunnel =
-                tunnel_capped(client.io.into_inner(), client.read_buf, upstream, limits.tunnel_bytes);
-            let _ = tokio::time::timeout(limits.tunnel_duration, tunnel).await;
+            let closed = revoked.notified();
+            tokio::pin!(closed);
+            closed.as_mut().enable();
+            let relay = async {
+                let Ok(upgraded) = hyper::upgrade::on(&mut req).await else { return };
+                // `serve` hands hyper plain TCP streams, so the client's socket
+                // comes back whole and the tunnel copies between two sockets
+                // without hyper's wrapper in the way.
+                let Ok(client) = upgraded.downcast::<TokioIo<TcpStream>>() else { return };
+                let tunnel =
+                    tunnel_capped(client.io.into_inner(), client.read_buf, upstream, limits.tunnel_bytes);
+                let _ = tokio::time::timeout(limits.tunnel_duration, tunnel).await;
+            };
+            // Dropping the relay closes both sockets.
+            tokio::select! {
+                () = relay => {}
+                () = &mut closed => {}
+            }
+            tunnels.ended(&grant_id);
         });
         Ok(Response::new(empty()))
     }

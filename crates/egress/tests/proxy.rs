@@ -115,6 +115,7 @@ fn harness_with_pool(limits: Limits, resolver: Resolver, pool: UpstreamPool) -> 
         limits,
         stats: ProxyStats::default(),
         pool,
+        tunnels: Default::default(),
     });
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let proxy_addr = listener.local_addr().unwrap().to_string();

@@ -5,7 +5,7 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Extension, Path, Query, State};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use gatehouse_capability::GrantClaims;
 use gatehouse_capability::canonical::BodyDigest;
@@ -14,14 +14,13 @@ use gatehouse_capability::manifest::{ManifestPresence, SignError};
 use gatehouse_capability::session_key::{Namespace, Principal};
 use gatehouse_core::{ErrorCode, PublicError, Reason, Refusal, RefusalKind, is_valid_id};
 use gatehouse_egress::proxy::PolicySource as _;
-use gatehouse_egress::{Policy, PolicyDocument};
 use gatehouse_ledger::{
     LedgerBackend as _, Operation, Registration, RevokeScope, Status, refusal_kind, spend,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{ApiError, MAX_BODY_BYTES, RequestId, StrictJson};
+use crate::http::{ApiError, Caller, MAX_BODY_BYTES, RequestId, StrictJson};
 use crate::state::AppState;
 
 /// The full router for this node. Keep `openapi::ROUTES` in step: its
@@ -35,11 +34,10 @@ pub fn router(state: AppState) -> Router {
         .route("/grants/consume", post(consume_grant))
         .route("/grants/revoke", post(revoke_grants))
         .route("/grants/{grant_id}/revoke", post(revoke_grant))
-        .route("/refusals", get(list_refusals))
-        .route("/tenants/{tenant_id}/egress-policy", put(set_egress_policy))
         .route("/egress/fetch", post(egress_fetch))
         .route("/content/scan", post(scan_content))
         .route("/content/scanner", get(scanner_status))
+        .merge(crate::control::routes())
         .route_layer(middleware::from_fn_with_state(state.clone(), crate::http::require_service_token));
     Router::new()
         .route("/healthz", get(healthz))
@@ -281,16 +279,7 @@ async fn open_grant(
         return Ok(Json(json!({"valid": false, "reason": reason})));
     }
     let ledger = match record {
-        Ok(Some(r)) => json!({
-            "status": r.status,
-            "request_count": r.request_count,
-            "read_count": r.read_count,
-            "upload_count": r.upload_count,
-            "tool_call_count": r.tool_call_count,
-            "uploaded_bytes": r.uploaded_bytes,
-            "output_file_ids": r.output_file_ids,
-            "remaining": r.remaining(),
-        }),
+        Ok(Some(r)) => crate::control::ledger_json(&r),
         _ => Value::Null,
     };
     Ok(Json(json!({"valid": true, "claims": claims, "ledger": ledger})))
@@ -334,25 +323,37 @@ async fn consume_grant(
     }
 }
 
-async fn revoke(state: &AppState, rid: &RequestId, scope: RevokeScope) -> Result<Json<Value>, ApiError> {
+async fn revoke(
+    state: &AppState,
+    rid: &RequestId,
+    caller: &Caller,
+    scope: RevokeScope,
+) -> Result<Json<Value>, ApiError> {
     let ledger = state.ledger.as_ref().ok_or_else(|| forbidden(rid))?;
     let revoked = ledger.revoke(&scope).await.map_err(|reason| {
         ApiError(PublicError::new(ErrorCode::Unavailable, rid.0.clone()).with_reason(reason))
     })?;
     tracing::info!(request_id = %rid.0, ?scope, revoked, "grants revoked");
+    crate::control::audit_revocation(state, caller, &scope, revoked).await;
+    if let Some(proxy) = state.proxy.clone() {
+        tokio::spawn(async move {
+            proxy.close_revoked().await;
+        });
+    }
     Ok(Json(json!({"revoked": revoked})))
 }
 
 async fn revoke_grant(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let grant_id = path.map(|Path(id)| id).unwrap_or_default();
     if !is_valid_id(&grant_id) {
         return Err(bad_request(&rid, "grant_id must be 1-128 characters of [A-Za-z0-9._:-]"));
     }
-    revoke(&state, &rid, RevokeScope::Grant(grant_id)).await
+    revoke(&state, &rid, &caller, RevokeScope::Grant(grant_id)).await
 }
 
 #[derive(Deserialize)]
@@ -371,6 +372,7 @@ struct RevokeRequest {
 async fn revoke_grants(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     StrictJson(req): StrictJson<RevokeRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let scope = match (req.exec_id, req.tenant_id, req.all) {
@@ -379,35 +381,7 @@ async fn revoke_grants(
         (None, None, true) => RevokeScope::All,
         _ => return Err(bad_request(&rid, "give exactly one of exec_id, tenant_id or \"all\": true")),
     };
-    revoke(&state, &rid, scope).await
-}
-
-/// Stores a tenant's egress policy. An unreadable document is refused here
-/// (400, nothing stored), so a typo never reaches the door.
-async fn set_egress_policy(
-    State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    path: Result<Path<String>, PathRejection>,
-    StrictJson(doc): StrictJson<PolicyDocument>,
-) -> Result<Json<Value>, ApiError> {
-    // axum's own rejection text may quote the path: never let it through.
-    let tenant_id = path.map(|Path(id)| id).unwrap_or_default();
-    if !is_valid_id(&tenant_id) {
-        return Err(bad_request(&rid, "tenant_id must be 1-128 characters of [A-Za-z0-9._:-]"));
-    }
-    let policy = Policy::from_document(&doc).map_err(|e| {
-        tracing::info!(request_id = %rid.0, error = %e, "egress policy rejected");
-        ApiError(
-            PublicError::new(ErrorCode::BadRequest, rid.0.clone())
-                .with_message(
-                    "the policy is unreadable: entries are host, *.domain, IP or CIDR, optionally :port",
-                )
-                .with_reason(Reason::PolicyUnreadable),
-        )
-    })?;
-    state.policies.set(&tenant_id, Ok(policy));
-    tracing::info!(request_id = %rid.0, tenant_id = %tenant_id, mode = ?doc.mode, dry_run = doc.dry_run, "egress policy set");
-    Ok(Json(json!({"tenant_id": tenant_id, "policy": doc})))
+    revoke(&state, &rid, &caller, scope).await
 }
 
 #[derive(Deserialize)]
@@ -537,43 +511,6 @@ fn check_ids(rid: &RequestId, ids: [&Option<String>; 2]) -> Result<(), ApiError>
         return Err(bad_request(rid, "ids are 1-128 characters of [A-Za-z0-9._:-]"));
     }
     Ok(())
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RefusalQuery {
-    tenant_id: Option<String>,
-    run_id: Option<String>,
-    kind: Option<String>,
-}
-
-/// `GET /v1/refusals`: the recent refusals, oldest first; `run_id` gives one
-/// run's refusal events, `tenant_id` and `kind` narrow further.
-async fn list_refusals(
-    State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    query: Result<Query<RefusalQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let Ok(Query(query)) = query else {
-        return Err(bad_request(&rid, "the query may hold tenant_id, run_id and kind only"));
-    };
-    check_ids(&rid, [&query.tenant_id, &query.run_id])?;
-    let kind = match query.kind.as_deref().map(RefusalKind::parse) {
-        None => None,
-        Some(Some(kind)) => Some(kind),
-        Some(None) => return Err(bad_request(&rid, "kind is not a refusal kind")),
-    };
-    let matches = |wanted: &Option<String>, actual: &Option<String>| {
-        wanted.as_ref().is_none_or(|w| actual.as_ref() == Some(w))
-    };
-    let refusals: Vec<Refusal> = state
-        .refusals
-        .recent()
-        .into_iter()
-        .filter(|r| matches(&query.tenant_id, &r.tenant_id) && matches(&query.run_id, &r.run_id))
-        .filter(|r| kind.is_none_or(|k| r.kind == k))
-        .collect();
-    Ok(Json(json!({"refusals": refusals})))
 }
 
 #[derive(Deserialize)]

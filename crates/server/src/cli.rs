@@ -83,12 +83,55 @@ enum Command {
         #[command(subcommand)]
         command: OsvCommand,
     },
+    /// Apply the durable store's pending migrations (`serve` does too);
+    /// refuses a database migrated by a newer gatehouse.
+    Migrate {
+        /// `sqlite://PATH` or `postgres://...` [GATEHOUSE_DATABASE_URL, else the data dir's SQLite file].
+        #[arg(long = "database-url")]
+        database_url: Option<String>,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// The hash-chained audit log.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
     /// Score a CVSS v3.0, v3.1 or v4.0 vector: version, base score, rating.
     Cvss {
         /// The vector, e.g. CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H.
         vector: String,
         #[command(flatten)]
         out: Output,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Walk the chain: exit 0 intact, 1 broken (naming the first bad entry).
+    Verify {
+        /// `sqlite://PATH` or `postgres://...` [GATEHOUSE_DATABASE_URL, else the data dir's SQLite file].
+        #[arg(long = "database-url")]
+        database_url: Option<String>,
+        /// A checkpoint `audit checkpoint` printed; the chain must still hold
+        /// its entry (so removing entries from the end is caught). Repeatable.
+        #[arg(long)]
+        checkpoint: Vec<PathBuf>,
+        /// The audit public key (SPKI PEM) checkpoints are signed with [DATA_DIR/audit-public.pem].
+        #[arg(long = "public-key")]
+        public_key: Option<PathBuf>,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Print an Ed25519-signed statement of the chain's head (after
+    /// verifying the chain).
+    Checkpoint {
+        /// `sqlite://PATH` or `postgres://...` [GATEHOUSE_DATABASE_URL, else the data dir's SQLite file].
+        #[arg(long = "database-url")]
+        database_url: Option<String>,
+        /// The audit signing key (PKCS#8 PEM) [DATA_DIR/audit-signing.pem].
+        #[arg(long)]
+        key: Option<PathBuf>,
     },
 }
 
@@ -337,6 +380,22 @@ pub fn main() -> ExitCode {
             content_scan(&files, clamd.as_deref(), max_bytes, out.json)
         }
         Command::Cvss { vector, out } => cvss(&vector, out.json),
+        Command::Migrate { database_url, out } => {
+            crate::control_cli::migrate(&environment(None), database_url, out.json).map_err(Fail)
+        }
+        Command::Audit { command: AuditCommand::Verify { database_url, checkpoint, public_key, out } } => {
+            crate::control_cli::audit_verify(
+                &environment(None),
+                database_url,
+                &checkpoint,
+                public_key,
+                out.json,
+            )
+            .map_err(Fail)
+        }
+        Command::Audit { command: AuditCommand::Checkpoint { database_url, key } } => {
+            crate::control_cli::audit_checkpoint(&environment(None), database_url, key).map_err(Fail)
+        }
         Command::Deps { command: DepsCommand::Parse { lockfile, out } } => deps_parse(&lockfile, out.json),
         Command::Deps {
             command: DepsCommand::Scan { base, head, osv_db, osv_url, gate, format, base_max_bytes },
@@ -603,7 +662,7 @@ fn egress_check(
         None => Ok(Policy::open()),
         Some(path) => match read_text("--policy", &path) {
             Ok(text) => Policy::from_json(text.as_bytes()),
-            Err(e) => Err(PolicyError(e)),
+            Err(e) => Err(PolicyError::unreadable(e)),
         },
     };
     let mut answers: std::collections::HashMap<String, Vec<IpAddr>> = std::collections::HashMap::new();

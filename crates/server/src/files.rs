@@ -15,11 +15,18 @@ pub(crate) struct KeySet {
 }
 
 impl KeySet {
-    /// Fresh keys: Ed25519 keypair, grant secret, service token.
+    /// Fresh keys: the manifest keypair (Ed25519), grant secret, service
+    /// token, and the audit checkpoint keypair (Ed25519, its own key).
     pub(crate) fn generate() -> Result<Self, String> {
-        let key = ManifestSigningKey::generate().map_err(|_| "the OS random generator failed".to_owned())?;
-        let private = key.to_pkcs8_pem().ok_or("could not encode the private key")?;
-        let public = key.public_key_pem().ok_or("could not encode the public key")?;
+        let keypair = || -> Result<(Zeroizing<String>, String), String> {
+            let key =
+                ManifestSigningKey::generate().map_err(|_| "the OS random generator failed".to_owned())?;
+            let private = key.to_pkcs8_pem().ok_or("could not encode the private key")?;
+            let public = key.public_key_pem().ok_or("could not encode the public key")?;
+            Ok((private, public))
+        };
+        let (private, public) = keypair()?;
+        let (audit_private, audit_public) = keypair()?;
         let secret_line = || -> Result<Zeroizing<String>, String> {
             let s = Secret::generate().map_err(|_| "the OS random generator failed".to_owned())?;
             let text = std::str::from_utf8(s.expose()).map_err(|_| "bad secret encoding".to_owned())?;
@@ -31,6 +38,8 @@ impl KeySet {
                 (embedded_files::MANIFEST_PUBLIC_KEY, Zeroizing::new(public), 0o644),
                 (embedded_files::GRANT_SECRET, secret_line()?, 0o600),
                 (embedded_files::SERVICE_TOKEN, secret_line()?, 0o600),
+                (embedded_files::AUDIT_SIGNING_KEY, audit_private, 0o600),
+                (embedded_files::AUDIT_PUBLIC_KEY, Zeroizing::new(audit_public), 0o644),
             ],
         })
     }

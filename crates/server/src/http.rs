@@ -94,16 +94,26 @@ pub async fn request_context(State(state): State<AppState>, mut req: Request, ne
     response
 }
 
+/// Who made a `/v1` call, as the audit log names them: `service` for the
+/// holder of the internal service token, `anonymous` where authentication
+/// is explicitly off.
+#[derive(Debug, Clone)]
+pub struct Caller(pub String);
+
 /// Authenticates `/v1` calls with the internal service token.
-pub async fn require_service_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn require_service_token(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let Some(expected) = state.service_token.as_ref() else {
+        req.extensions_mut().insert(Caller("anonymous".into()));
         return next.run(req).await;
     };
     let request_id = request_id_of(&req);
     let presented = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     let reason = match presented {
         None => Reason::ServiceTokenMissing,
-        Some(token) if expected.verify(token) => return next.run(req).await,
+        Some(token) if expected.verify(token) => {
+            req.extensions_mut().insert(Caller("service".into()));
+            return next.run(req).await;
+        }
         Some(_) => Reason::ServiceTokenInvalid,
     };
     state.refusals.record(RefusalKind::AuthRefused, reason, None, None, Some(&request_id.0));

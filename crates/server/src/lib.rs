@@ -10,11 +10,15 @@
 
 pub mod api;
 pub mod cli;
+pub mod control;
+mod control_cli;
 mod deps_cli;
+pub mod events;
 mod files;
 pub mod http;
 pub mod openapi;
 pub mod osv;
+pub mod policy_cache;
 pub mod scanner;
 pub mod serve;
 pub mod state;

@@ -96,7 +96,12 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {listen}: {}", e.kind()))?;
     let bound = listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
-    let state = AppState::from_config(config, Arc::new(SystemClock))?;
+    let store = if role.has_store() { Some(open_store(&config).await?) } else { None };
+    let event_retention_days = config.event_retention_days;
+    let state = AppState::from_config(config, Arc::new(SystemClock), store)?;
+    if let Some(store) = state.store.clone() {
+        background(&state, store, event_retention_days).await;
+    }
     if let Some(Ledger::Memory(memory)) = &state.ledger {
         // Records of long-expired grants are dropped from memory; Redis
         // expires its keys by itself.
@@ -156,6 +161,95 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(|e| format!("server error: {}", e.kind()))
+}
+
+/// Opens the durable store and brings its schema up to this binary's:
+/// pending migrations are applied (each in a transaction; on PostgreSQL
+/// under the migrator's lock, so nodes starting together migrate once), and
+/// a schema newer than this binary refuses the start.
+pub async fn open_store(config: &Config) -> Result<gatehouse_store::Store, String> {
+    if config.database_url.is_none() {
+        ensure_private_dir(&config.data_dir)?;
+    }
+    let mut store_config = gatehouse_store::StoreConfig::new(config.store_url().expose());
+    store_config.op_timeout = config.store_timeout;
+    let refuse = |e: gatehouse_store::StoreError| format!("refusing to start: the store: {e}");
+    let store = gatehouse_store::Store::connect(&store_config).await.map_err(refuse)?;
+    let applied = store.migrate().await.map_err(refuse)?;
+    if !applied.is_empty() {
+        tracing::info!(?applied, "store migrated");
+    }
+    Ok(store)
+}
+
+/// The store's background work on this node: the durable event writer, the
+/// policy replica, the expiry sweep, retention and closing revoked grants'
+/// connections. The replica is loaded before the node serves.
+pub async fn background(state: &AppState, store: gatehouse_store::Store, retention_days: i64) {
+    if let Some(queue) = state.refusals.queue() {
+        tokio::spawn(queue.clone().write_to(store.clone()));
+    }
+    if let Err(e) = state.policies.refresh(&store).await {
+        tracing::error!(
+            code = e.code(),
+            "egress policies could not be loaded: egress is refused until they are"
+        );
+    }
+    tokio::spawn(state.policies.clone().follow(store.clone()));
+    tokio::spawn(sweep_expired_runs(state.clone(), store.clone()));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
+        loop {
+            tick.tick().await;
+            match store.prune_events(SystemClock.now() - retention_days * 86_400).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(pruned = n, "old run events and refusals pruned"),
+                Err(e) => tracing::warn!(code = e.code(), "event retention could not prune"),
+            }
+        }
+    });
+    if let Some(proxy) = state.proxy.clone() {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                proxy.close_revoked().await;
+            }
+        });
+    }
+}
+
+/// Expires live runs whose heartbeat was lost or whose lifetime is over,
+/// and revokes their grants. A grant the ledger could not revoke is retried
+/// on the next round.
+pub async fn sweep_expired_runs(state: AppState, store: gatehouse_store::Store) {
+    use gatehouse_ledger::{LedgerBackend as _, RevokeScope};
+    let mut unrevoked: Vec<String> = Vec::new();
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
+    loop {
+        tick.tick().await;
+        let expired = match store.expire_runs(state.clock.now(), state.run_heartbeat_timeout_secs).await {
+            Ok(runs) => runs,
+            Err(e) => {
+                tracing::warn!(code = e.code(), "expired runs could not be swept");
+                Vec::new()
+            }
+        };
+        unrevoked.extend(expired.iter().map(|r| r.grant_id.clone()));
+        if let Some(ledger) = state.ledger.as_ref() {
+            let mut still = Vec::new();
+            for grant_id in unrevoked.drain(..) {
+                if ledger.revoke(&RevokeScope::Grant(grant_id.clone())).await.is_err() {
+                    still.push(grant_id);
+                }
+            }
+            unrevoked = still;
+        }
+        if !expired.is_empty() {
+            tracing::info!(runs = expired.len(), "runs expired");
+            crate::control::after_runs_ended(&state, &expired);
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -1,20 +1,23 @@
-//! Shared state: the capabilities this node holds, its clock, the refusal
-//! record and the metrics.
+//! Shared state: the capabilities this node holds, its clock, its store,
+//! the refusal record and the metrics.
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use gatehouse_capability::manifest::ManifestSigner;
 use gatehouse_capability::{GrantSealer, ManifestVerifier, OpenedGrants, ServiceToken, SessionKeyDeriver};
 use gatehouse_config::{Config, Role, names};
-use gatehouse_core::{Clock, Reason, Refusal, RefusalKind};
+use gatehouse_core::Clock;
 use gatehouse_egress::AddressGuard;
 use gatehouse_egress::fetch::{Fetcher, tls_config};
-use gatehouse_egress::proxy::{Limits, MemoryPolicies, Proxy, ProxyStats, RefusalSink, Resolver};
+use gatehouse_egress::proxy::{Limits, Proxy, ProxyStats, Resolver};
 use gatehouse_egress::resolve::DnsResolver;
 use gatehouse_ledger::{Ledger, MemoryLedger, RedisLedger, RedisLedgerConfig};
+use gatehouse_store::Store;
+
+use crate::events::{EventQueue, RefusalLog};
+use crate::policy_cache::PolicyCache;
 
 /// Everything a handler needs. Cheap to clone.
 #[derive(Clone)]
@@ -48,10 +51,18 @@ pub struct Inner {
     pub grant_ttl_secs: i64,
     /// The time.
     pub clock: Arc<dyn Clock>,
-    /// Recent refusals.
+    /// The refusal record (logs, counters, the durable queue).
     pub refusals: Arc<RefusalLog>,
-    /// Tenants' egress policies.
-    pub policies: Arc<MemoryPolicies>,
+    /// Tenants' egress policies, replicated from the store.
+    pub policies: Arc<PolicyCache>,
+    /// Durable state (worker, gateway and all; a runner has none).
+    pub store: Option<Store>,
+    /// A live run without a heartbeat this long expires.
+    pub run_heartbeat_timeout_secs: i64,
+    /// Longest run lifetime accepted.
+    pub grant_max_lifetime_secs: i64,
+    /// The proxy URL handed to sandboxes.
+    pub proxy_public_url: String,
     /// The forward proxy (gateway and all).
     pub proxy: Option<Arc<Proxy>>,
     /// The fetch client behind `POST /v1/egress/fetch` (gateway and all).
@@ -70,8 +81,9 @@ impl std::ops::Deref for AppState {
 }
 
 impl AppState {
-    /// Builds the state from a validated configuration, moving the keys out of it.
-    pub fn from_config(config: Config, clock: Arc<dyn Clock>) -> Result<Self, String> {
+    /// Builds the state from a validated configuration, moving the keys out
+    /// of it. `store` is the node's durable store (see [`Role::has_store`]).
+    pub fn from_config(config: Config, clock: Arc<dyn Clock>, store: Option<Store>) -> Result<Self, String> {
         let ledger = if config.role.opens_grants() {
             Some(match &config.redis_url {
                 Some(url) => {
@@ -89,8 +101,9 @@ impl AppState {
             None
         };
         let auth_required = config.service_auth_required();
-        let refusals = Arc::new(RefusalLog::new(1000, clock.clone()));
-        let policies = Arc::new(MemoryPolicies::default());
+        let queue = store.as_ref().map(|_| Arc::new(EventQueue::default()));
+        let refusals = Arc::new(RefusalLog::new(clock.clone(), queue));
+        let policies = Arc::new(PolicyCache::default());
         let verifier = config.manifest_verifying_keys.map(|keys| {
             let mut v = ManifestVerifier::new(keys);
             v.clock_skew_secs = config.manifest_clock_skew_secs;
@@ -135,6 +148,7 @@ impl AppState {
                 limits,
                 stats: ProxyStats::default(),
                 pool: Default::default(),
+                tunnels: Default::default(),
             })),
             _ => None,
         };
@@ -163,118 +177,16 @@ impl AppState {
             grant_ttl_secs: config.grant_ttl_secs,
             refusals,
             policies,
+            store,
+            run_heartbeat_timeout_secs: config.run_heartbeat_timeout_secs,
+            grant_max_lifetime_secs: config.grant_max_lifetime_secs,
+            proxy_public_url: config.proxy_public_url,
             proxy,
             fetcher,
             content,
             metrics: Metrics::default(),
             clock,
         })))
-    }
-}
-
-/// The most recent refusals, newest last, plus a log line and a counter for
-/// each. Records hold codes and identifiers only (see [`Refusal`]).
-///
-/// This is the in-memory record of a single node; the durable, shared record
-/// arrives with the store.
-pub struct RefusalLog {
-    cap: usize,
-    clock: Arc<dyn Clock>,
-    entries: Mutex<VecDeque<Refusal>>,
-    counts: Vec<AtomicU64>,
-    /// What dry-run policies would have refused: kept apart, since nothing was refused.
-    dry_run_counts: Vec<AtomicU64>,
-}
-
-impl RefusalLog {
-    /// A log keeping the last `cap` refusals.
-    pub fn new(cap: usize, clock: Arc<dyn Clock>) -> Self {
-        let slots = || (0..RefusalKind::ALL.len() * Reason::ALL.len()).map(|_| AtomicU64::new(0)).collect();
-        let entries = Mutex::new(VecDeque::with_capacity(cap));
-        Self { cap, clock, entries, counts: slots(), dry_run_counts: slots() }
-    }
-
-    /// Records one refusal.
-    pub fn record(
-        &self,
-        kind: RefusalKind,
-        reason: Reason,
-        tenant_id: Option<&str>,
-        run_id: Option<&str>,
-        request_id: Option<&str>,
-    ) {
-        self.record_refusal(Refusal {
-            kind,
-            reason,
-            tenant_id: tenant_id.map(str::to_owned),
-            run_id: run_id.map(str::to_owned),
-            request_id: request_id.map(str::to_owned),
-            host: None,
-            rule: None,
-            dry_run: false,
-            at: self.clock.now(),
-        });
-    }
-
-    /// Records a complete refusal record (its `at` is replaced by now).
-    pub fn record_refusal(&self, mut refusal: Refusal) {
-        refusal.at = self.clock.now();
-        tracing::warn!(
-            kind = refusal.kind.as_str(),
-            reason = refusal.reason.as_str(),
-            tenant_id = refusal.tenant_id.as_deref().unwrap_or(""),
-            run_id = refusal.run_id.as_deref().unwrap_or(""),
-            request_id = refusal.request_id.as_deref().unwrap_or(""),
-            host = refusal.host.as_deref().unwrap_or(""),
-            rule = refusal.rule.as_deref().unwrap_or(""),
-            dry_run = refusal.dry_run,
-            "{}",
-            if refusal.dry_run { "would refuse (dry run; let through)" } else { "refused" }
-        );
-        let counts = if refusal.dry_run { &self.dry_run_counts } else { &self.counts };
-        if let Some(c) = counts.get(Self::slot(refusal.kind, refusal.reason)) {
-            c.fetch_add(1, Ordering::Relaxed);
-        }
-        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if entries.len() == self.cap {
-            entries.pop_front();
-        }
-        entries.push_back(refusal);
-    }
-
-    /// The recorded refusals, oldest first.
-    pub fn recent(&self) -> Vec<Refusal> {
-        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect()
-    }
-
-    fn slot(kind: RefusalKind, reason: Reason) -> usize {
-        let k = RefusalKind::ALL.iter().position(|x| *x == kind).unwrap_or(0);
-        let r = Reason::ALL.iter().position(|x| *x == reason).unwrap_or(0);
-        k * Reason::ALL.len() + r
-    }
-
-    fn render(&self, out: &mut String) {
-        fn samples(counts: &[AtomicU64]) -> impl Iterator<Item = (String, u64)> + '_ {
-            RefusalKind::ALL.iter().flat_map(move |kind| {
-                Reason::ALL.iter().filter_map(move |reason| {
-                    let n =
-                        counts.get(RefusalLog::slot(*kind, *reason)).map_or(0, |c| c.load(Ordering::Relaxed));
-                    (n > 0).then(|| (format!("{{kind=\"{kind}\",reason=\"{reason}\"}}"), n))
-                })
-            })
-        }
-        counter_family(
-            out,
-            "gatehouse_refusals_total",
-            "Security refusals by kind and reason.",
-            samples(&self.counts),
-        );
-        counter_family(
-            out,
-            "gatehouse_dry_run_refusals_total",
-            "What dry-run policies would have refused (and let through), by kind and reason.",
-            samples(&self.dry_run_counts),
-        );
     }
 }
 
@@ -325,12 +237,6 @@ pub fn dns_resolver(servers: &[std::net::SocketAddr]) -> Resolver {
             tracing::warn!(error = %e, "no DNS resolver: every egress host name will be refused (dns_failed)");
             Resolver::Static(Arc::default())
         }
-    }
-}
-
-impl RefusalSink for RefusalLog {
-    fn refused(&self, refusal: Refusal) {
-        self.record_refusal(refusal);
     }
 }
 
@@ -425,7 +331,7 @@ impl Metrics {
 
 /// One Prometheus counter family: HELP, TYPE, then `name{labels} value` per
 /// sample. Labels come from closed sets only.
-fn counter_family(
+pub(crate) fn counter_family(
     out: &mut String,
     name: &str,
     help: &str,

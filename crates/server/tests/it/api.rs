@@ -23,7 +23,7 @@ async fn sign(node: &Node) -> String {
 
 #[tokio::test]
 async fn a_manifest_signed_by_the_worker_verifies_against_its_body_only() {
-    let node = node();
+    let node = node().await;
     let token = sign(&node).await;
     // Same body, other key order and whitespace: still the same body.
     let reordered: serde_json::Value =
@@ -41,12 +41,10 @@ async fn a_manifest_signed_by_the_worker_verifies_against_its_body_only() {
     let r = call(&node, "/v1/manifests/verify", json!({"token": token, "body": exec_body()})).await;
     assert_eq!(r.json(), json!({"valid": false, "reason": "manifest_expired"}));
 
-    let kinds: Vec<(String, String)> = node
-        .state
-        .refusals
-        .recent()
+    let kinds: Vec<(String, String)> = refusals(&node)
+        .await
         .iter()
-        .map(|r| (r.kind.as_str().to_owned(), r.reason.as_str().to_owned()))
+        .map(|r| (r["kind"].as_str().unwrap().to_owned(), r["reason"].as_str().unwrap().to_owned()))
         .collect();
     assert_eq!(
         kinds,
@@ -60,11 +58,11 @@ async fn a_manifest_signed_by_the_worker_verifies_against_its_body_only() {
 
 #[tokio::test]
 async fn a_missing_manifest_is_refused_unless_the_operator_allows_unsigned() {
-    let node = node();
+    let node = node().await;
     let r = call(&node, "/v1/manifests/verify", json!({"body": exec_body()})).await;
     assert_eq!(r.json(), json!({"valid": false, "reason": "manifest_missing"}));
 
-    let lenient = node_with("all", &[(names::REQUIRE_MANIFEST, "false")]);
+    let lenient = node_with("all", &[(names::REQUIRE_MANIFEST, "false")]).await;
     let r = call(&lenient, "/v1/manifests/verify", json!({"body": exec_body()})).await;
     assert_eq!(r.json(), json!({"valid": true, "unsigned": true}));
     let metrics = send(&lenient.router, Request::get("/metrics").body(Body::empty()).unwrap()).await;
@@ -80,14 +78,14 @@ async fn a_missing_manifest_is_refused_unless_the_operator_allows_unsigned() {
 
 #[tokio::test]
 async fn a_runner_verifies_but_cannot_mint() {
-    let worker = node();
+    let worker = node().await;
     let token = sign(&worker).await;
     // A runner configured with the worker's public key.
     let public = gatehouse_capability::ManifestSigningKey::from_ed25519_text(&worker.private_pem)
         .unwrap()
         .public_key_pem()
         .unwrap();
-    let runner = node_with("runner", &[(names::MANIFEST_PUBLIC_KEY, &public)]);
+    let runner = node_with("runner", &[(names::MANIFEST_PUBLIC_KEY, &public)]).await;
     let r = call(&runner, "/v1/manifests/verify", json!({"token": token, "body": exec_body()})).await;
     assert_eq!(r.json()["valid"], true, "{}", r.text);
 
@@ -104,7 +102,7 @@ async fn a_runner_verifies_but_cannot_mint() {
 
 #[tokio::test]
 async fn grants_round_trip_and_refuse_with_reasons() {
-    let node = node();
+    let node = node().await;
     let r = call(
         &node,
         "/v1/grants",
@@ -145,7 +143,7 @@ async fn grants_round_trip_and_refuse_with_reasons() {
 
 #[tokio::test]
 async fn a_caller_cannot_supply_the_session_key_or_skip_the_tenant() {
-    let node = node();
+    let node = node().await;
     let r = call(
         &node,
         "/v1/grants",
@@ -164,7 +162,7 @@ async fn a_caller_cannot_supply_the_session_key_or_skip_the_tenant() {
 
 #[tokio::test]
 async fn internal_routes_need_the_service_token() {
-    let node = node();
+    let node = node().await;
     let no_auth = Request::post("/v1/grants/open")
         .header("content-type", "application/json")
         .body(Body::from("{}"))
@@ -180,7 +178,7 @@ async fn internal_routes_need_the_service_token() {
     let r = send(&node.router, wrong).await;
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["error"]["reason"], "service_token_invalid");
-    assert_eq!(node.state.refusals.recent().len(), 2);
+    assert_eq!(refusals(&node).await.len(), 2);
     // Health stays open for load balancers.
     let r = send(&node.router, Request::get("/healthz").body(Body::empty()).unwrap()).await;
     assert_eq!(r.status, 200);
@@ -188,7 +186,7 @@ async fn internal_routes_need_the_service_token() {
 
 #[tokio::test]
 async fn bad_requests_get_the_safe_error_shape() {
-    let node = node();
+    let node = node().await;
     let cases: Vec<(Request<Body>, u16, &str)> = vec![
         (post("/v1/grants/open", "{\"token\": \"a\", \"token\": \"b\"}"), 400, "invalid_json"),
         (post("/v1/grants/open", "{not json"), 400, "invalid_json"),
@@ -229,7 +227,7 @@ async fn bad_requests_get_the_safe_error_shape() {
 
 #[tokio::test]
 async fn request_ids_from_callers_cannot_forge_log_lines() {
-    let node = node();
+    let node = node().await;
     let req = Request::get("/healthz").header("x-request-id", "ok-id.1").body(Body::empty()).unwrap();
     assert_eq!(send(&node.router, req).await.headers["x-request-id"], "ok-id.1");
     let req = Request::get("/healthz")
@@ -248,7 +246,7 @@ async fn boom() -> &'static str {
 async fn a_panic_becomes_a_safe_internal_error() {
     use axum::middleware;
     use axum::routing::get;
-    let node = node();
+    let node = node().await;
     let app = axum::Router::new()
         .route("/boom", get(boom))
         .layer(middleware::from_fn_with_state(node.state.clone(), gatehouse_server::http::request_context))
@@ -263,7 +261,7 @@ async fn a_panic_becomes_a_safe_internal_error() {
 async fn no_secret_reaches_a_response_a_log_line_or_a_metric() {
     let logs = LogBuffer::global();
     let mark = logs.mark();
-    let node = node();
+    let node = node().await;
     let manifest = sign(&node).await;
     let grant = call(&node, "/v1/grants", json!({"exec_id": "e", "tenant_id": "t", "user_id": "u"}))
         .await
@@ -322,7 +320,7 @@ async fn no_secret_reaches_a_response_a_log_line_or_a_metric() {
 
 #[tokio::test]
 async fn metrics_count_refusals_by_closed_labels() {
-    let node = node();
+    let node = node().await;
     call(&node, "/v1/grants/open", json!({"token": "nope"})).await;
     let r = send(&node.router, Request::get("/metrics").body(Body::empty()).unwrap()).await;
     assert!(
@@ -335,17 +333,17 @@ async fn metrics_count_refusals_by_closed_labels() {
 
 #[tokio::test]
 async fn refusals_are_listed_for_operators() {
-    let node = node();
+    let node = node().await;
     call(&node, "/v1/grants/open", json!({"token": "nope"})).await;
     let req = Request::get("/v1/refusals")
         .header("authorization", format!("Bearer {TOKEN}"))
         .body(Body::empty())
         .unwrap();
     let list = send(&node.router, req).await.json();
-    assert_eq!(list["refusals"][0]["kind"], "grant_refused");
-    assert_eq!(list["refusals"][0]["reason"], "grant_bad_prefix");
-    assert_eq!(list["refusals"][0]["at"], NOW);
-    assert!(list["refusals"][0]["request_id"].as_str().unwrap().starts_with("req_"));
+    assert_eq!(list["items"][0]["kind"], "grant_refused");
+    assert_eq!(list["items"][0]["reason"], "grant_bad_prefix");
+    assert_eq!(list["items"][0]["at"], NOW);
+    assert!(list["items"][0]["request_id"].as_str().unwrap().starts_with("req_"));
 }
 
 async fn mint(node: &Node, extra: serde_json::Value) -> (String, String) {
@@ -358,7 +356,7 @@ async fn mint(node: &Node, extra: serde_json::Value) -> (String, String) {
 
 #[tokio::test]
 async fn a_minted_grant_spends_its_ledger_budget_and_no_more() {
-    let node = node();
+    let node = node().await;
     let (token, grant_id) = mint(&node, json!({"max_requests": 2})).await;
     for left in [1, 0] {
         let r = call(&node, "/v1/grants/consume", json!({"token": token, "operation": {"kind": "request"}}))
@@ -369,8 +367,8 @@ async fn a_minted_grant_spends_its_ledger_budget_and_no_more() {
     let r =
         call(&node, "/v1/grants/consume", json!({"token": token, "operation": {"kind": "request"}})).await;
     assert_eq!(r.json(), json!({"allowed": false, "reason": "budget_requests_exhausted"}));
-    let last = node.state.refusals.recent().pop().unwrap();
-    assert_eq!((last.kind.as_str(), last.run_id.as_deref()), ("budget_exhausted", Some("exec-1")));
+    let last = refusals(&node).await.pop().unwrap();
+    assert_eq!((last["kind"].as_str(), last["run_id"].as_str()), (Some("budget_exhausted"), Some("exec-1")));
 
     let r = call(&node, "/v1/grants/open", json!({"token": token})).await;
     assert_eq!(r.json()["ledger"]["request_count"], 2, "{}", r.text);
@@ -380,7 +378,7 @@ async fn a_minted_grant_spends_its_ledger_budget_and_no_more() {
 
 #[tokio::test]
 async fn consume_checks_scope_and_refuses_forged_grants() {
-    let node = node();
+    let node = node().await;
     let (token, _) = mint(&node, json!({})).await;
     let op = |o: serde_json::Value| json!({"token": token, "operation": o});
     let r = call(&node, "/v1/grants/consume", op(json!({"kind": "read_file", "file": "f1"}))).await;
@@ -404,7 +402,7 @@ async fn consume_checks_scope_and_refuses_forged_grants() {
 
 #[tokio::test]
 async fn a_revoked_grant_is_refused_everywhere() {
-    let node = node();
+    let node = node().await;
     let (token, grant_id) = mint(&node, json!({})).await;
     let (other, _) = mint(&node, json!({"exec_id": "exec-2"})).await;
     let r = call(&node, &format!("/v1/grants/{grant_id}/revoke"), json!({})).await;
@@ -429,7 +427,7 @@ async fn a_revoked_grant_is_refused_everywhere() {
 #[tokio::test]
 async fn a_grant_without_a_ledger_record_is_refused_when_the_ledger_is_required() {
     // A grant sealed by another node's secret copy but never registered here.
-    let node = node();
+    let node = node().await;
     let secret = gatehouse_capability::Secret::new(GRANT_SECRET).unwrap();
     let claims = gatehouse_capability::GrantRequest {
         exec_id: "e".into(),
@@ -446,7 +444,7 @@ async fn a_grant_without_a_ledger_record_is_refused_when_the_ledger_is_required(
     let r = call(&node, "/v1/grants/open", json!({"token": token})).await;
     assert_eq!(r.json()["reason"], "grant_unknown");
 
-    let lenient = node_with("all", &[(names::LEDGER_REQUIRED, "false")]);
+    let lenient = node_with("all", &[(names::LEDGER_REQUIRED, "false")]).await;
     let r =
         call(&lenient, "/v1/grants/consume", json!({"token": token, "operation": {"kind": "request"}})).await;
     assert_eq!(r.json()["allowed"], true);
@@ -454,7 +452,7 @@ async fn a_grant_without_a_ledger_record_is_refused_when_the_ledger_is_required(
 
 #[tokio::test]
 async fn malformed_path_parameters_get_the_safe_shape() {
-    let node = node();
+    let node = node().await;
     let r = send(&node.router, post("/v1/grants/%FF%FE/revoke", "{}")).await;
     assert_eq!(r.status, 400, "{}", r.text);
     assert_eq!(r.json()["error"]["code"], "bad_request");
@@ -465,11 +463,11 @@ async fn malformed_path_parameters_get_the_safe_shape() {
 
 #[tokio::test]
 async fn readiness_reflects_the_ledger() {
-    let node = node();
+    let node = node().await;
     let r = send(&node.router, Request::get("/readyz").body(Body::empty()).unwrap()).await;
     assert_eq!((r.status, r.json()["status"].as_str()), (200, Some("ready")));
     // A Redis ledger nobody listens on: not ready, and why.
-    let unreachable = node_with("all", &[(names::REDIS_URL, "redis://127.0.0.1:1/")]);
+    let unreachable = node_with("all", &[(names::REDIS_URL, "redis://127.0.0.1:1/")]).await;
     let r = send(&unreachable.router, Request::get("/readyz").body(Body::empty()).unwrap()).await;
     assert_eq!(r.status, 503);
     assert_eq!(r.json()["reason"], "ledger_unavailable");
@@ -477,7 +475,7 @@ async fn readiness_reflects_the_ledger() {
 
 #[tokio::test]
 async fn openapi_documents_every_route_and_only_real_ones() {
-    let node = node();
+    let node = node().await;
     let reply = send(&node.router, Request::get("/openapi.json").body(Body::empty()).unwrap()).await;
     assert_eq!(reply.status, 200);
     let doc = reply.json();

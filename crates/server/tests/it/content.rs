@@ -30,16 +30,16 @@ async fn scan(node: &Node, body: Vec<u8>) -> Value {
     reply.json()
 }
 
-fn clamd_node(clamd: &ClamdServer, extra: &[(&str, &str)]) -> Node {
+async fn clamd_node(clamd: &ClamdServer, extra: &[(&str, &str)]) -> Node {
     let port = clamd.port().to_string();
     let mut settings = vec![(names::CLAMD_HOST, "127.0.0.1"), (names::CLAMD_PORT, port.as_str())];
     settings.extend_from_slice(extra);
-    node_with("all", &settings)
+    node_with("all", &settings).await
 }
 
 #[tokio::test]
 async fn without_a_scanner_text_is_not_scanned_and_binaries_are_refused_and_recorded() {
-    let node = node();
+    let node = node().await;
     let text = scan(&node, b"hello, plain text\n".to_vec()).await;
     assert_eq!(text["verdict"], "not_scanned", "never clean without a scanner");
     assert_eq!(text["kind"], "utf8_text");
@@ -66,7 +66,7 @@ async fn without_a_scanner_text_is_not_scanned_and_binaries_are_refused_and_reco
     )
     .await
     .json();
-    let list = refusals["refusals"].as_array().unwrap();
+    let list = refusals["items"].as_array().unwrap();
     assert!(list.iter().any(|r| r["kind"] == "content_refused" && r["reason"] == "content_executable"));
     assert!(
         list.iter()
@@ -80,7 +80,7 @@ async fn without_a_scanner_text_is_not_scanned_and_binaries_are_refused_and_reco
 
 #[tokio::test]
 async fn the_scan_endpoint_needs_the_service_token_and_valid_ids() {
-    let node = node();
+    let node = node().await;
     let reply = send(&node.router, Request::post("/v1/content/scan").body(Body::from("text")).unwrap()).await;
     assert_eq!(reply.status, 401);
     let reply = send(&node.router, scan_request(b"text".to_vec(), "?tenant_id=a%20b")).await;
@@ -91,7 +91,7 @@ async fn the_scan_endpoint_needs_the_service_token_and_valid_ids() {
 
 #[tokio::test]
 async fn content_over_the_cap_is_refused_without_reading_it_all() {
-    let node = node_with("all", &[(names::CONTENT_MAX_BYTES, "1000")]);
+    let node = node_with("all", &[(names::CONTENT_MAX_BYTES, "1000")]).await;
     let v = scan(&node, vec![b'a'; 1001]).await;
     assert_eq!((v["verdict"].as_str(), v["reason"].as_str()), (Some("refused"), Some("content_too_large")));
     assert_eq!(scan(&node, vec![b'a'; 1000]).await["verdict"], "not_scanned");
@@ -100,7 +100,7 @@ async fn content_over_the_cap_is_refused_without_reading_it_all() {
 #[tokio::test]
 async fn a_real_clamd_judges_what_sniffing_accepted() {
     let clamd = ClamdServer::start();
-    let node = clamd_node(&clamd, &[]);
+    let node = clamd_node(&clamd, &[]).await;
     let clean = scan(&node, b"just some text\n".to_vec()).await;
     assert_eq!(clean["verdict"], "clean");
 
@@ -142,7 +142,7 @@ async fn a_real_clamd_judges_what_sniffing_accepted() {
 #[tokio::test]
 async fn a_scanner_that_cannot_answer_refuses_everything() {
     let mut clamd = ClamdServer::start();
-    let node = clamd_node(&clamd, &[(names::CLAMD_TIMEOUT_MS, "500")]);
+    let node = clamd_node(&clamd, &[(names::CLAMD_TIMEOUT_MS, "500")]).await;
 
     // Slow: a stopped clamd accepts the connection and never answers.
     clamd.pause();
@@ -163,7 +163,7 @@ async fn a_scanner_that_cannot_answer_refuses_everything() {
 #[tokio::test]
 async fn clamds_own_size_limit_refuses() {
     let clamd = ClamdServer::with_stream_max_length(1000);
-    let node = clamd_node(&clamd, &[]);
+    let node = clamd_node(&clamd, &[]).await;
     let v = scan(&node, vec![b'x'; 5000]).await;
     assert_eq!((v["verdict"].as_str(), v["reason"].as_str()), (Some("refused"), Some("scanner_size_limit")));
 }

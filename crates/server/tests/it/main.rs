@@ -8,4 +8,5 @@ mod content;
 mod deps;
 mod ledger;
 mod proxy;
+mod runs;
 mod support;

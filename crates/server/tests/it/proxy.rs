@@ -184,7 +184,7 @@ fn curl_through_the_proxy_reaches_only_what_the_grant_and_policy_allow() {
 
     let refusals = api(&api_addr, "GET", "/v1/refusals", &json!({}));
     let egress: Vec<&Value> =
-        refusals["refusals"].as_array().unwrap().iter().filter(|r| r["kind"] == "egress_refused").collect();
+        refusals["items"].as_array().unwrap().iter().filter(|r| r["kind"] == "egress_refused").collect();
     assert!(
         egress.iter().any(|r| r["reason"] == "address_metadata"
             && r["host"] == "169.254.169.254"
@@ -200,12 +200,12 @@ fn curl_through_the_proxy_reaches_only_what_the_grant_and_policy_allow() {
     let (out, _) = curl(&["-x", &other, "http://10.9.9.9/"]);
     assert!(out.starts_with("HTTP/1.1 403"), "{out}");
     let events = api(&api_addr, "GET", "/v1/refusals?run_id=e1&kind=egress_refused", &json!({}));
-    let events = events["refusals"].as_array().unwrap();
+    let events = events["items"].as_array().unwrap();
     assert_eq!(events.len(), egress.len(), "{events:?}");
     assert!(events.iter().all(|r| r["run_id"] == "e1" && r["kind"] == "egress_refused"));
     let events = api(&api_addr, "GET", "/v1/refusals?run_id=e9", &json!({}));
-    assert_eq!(events["refusals"].as_array().unwrap().len(), 1, "{events}");
-    assert_eq!(events["refusals"][0]["host"], "10.9.9.9");
+    assert_eq!(events["items"].as_array().unwrap().len(), 1, "{events}");
+    assert_eq!(events["items"][0]["host"], "10.9.9.9");
     let bad = api(&api_addr, "GET", "/v1/refusals?kind=nope", &json!({}));
     assert_eq!(bad["error"]["code"], "bad_request", "{bad}");
 }
@@ -319,7 +319,7 @@ fn dry_run_policies_let_requests_through_and_record_what_they_would_refuse() {
     assert!(out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: address_metadata"), "{out}");
 
     let events = api(&api_addr, "GET", "/v1/refusals?run_id=d1", &json!({}));
-    let events = events["refusals"].as_array().unwrap();
+    let events = events["items"].as_array().unwrap();
     let dry: Vec<&Value> = events.iter().filter(|r| r["dry_run"] == true).collect();
     assert_eq!(dry.len(), 2, "{events:?}");
     assert!(dry.iter().all(|r| r["reason"] == "policy_not_allowed"
@@ -389,7 +389,7 @@ fn connect_is_checked_like_a_request() {
         (Some("refused"), Some("policy_denied"))
     );
     let events = api(&api_addr, "GET", "/v1/refusals?run_id=c1&kind=egress_refused", &json!({}));
-    let last = events["refusals"].as_array().unwrap().last().cloned().unwrap();
+    let last = events["items"].as_array().unwrap().first().cloned().unwrap();
     assert_eq!(
         (last["reason"].as_str(), last["rule"].as_str()),
         (Some("policy_denied"), Some("127.0.0.0/24")),

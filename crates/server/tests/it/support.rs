@@ -22,20 +22,25 @@ pub struct Node {
     pub state: AppState,
     pub clock: ManualClock,
     pub private_pem: String,
+    /// The node's data directory (its SQLite store), kept for the test.
+    pub data: tempfile::TempDir,
 }
 
 pub fn private_key_pem() -> String {
     ManifestSigningKey::generate().unwrap().to_pkcs8_pem().unwrap().to_string()
 }
 
-/// A node of `role` with the given extra settings.
-pub fn node_with(role: &str, extra: &[(&str, &str)]) -> Node {
+/// A node of `role` with the given extra settings, its store (SQLite in a
+/// data directory of its own unless the settings name a database) migrated
+/// and its background work (event writer, policy replica) running.
+pub async fn node_with(role: &str, extra: &[(&str, &str)]) -> Node {
     let private_pem = private_key_pem();
+    let data = tempfile::tempdir().unwrap();
     let mut src = MapSource::new()
         .with(names::ROLE, role)
         .with(names::LISTEN, "127.0.0.1:0")
         .with(names::PROXY_LISTEN, "127.0.0.1:0")
-        .with(names::DATA_DIR, "/nonexistent-gatehouse-test-dir")
+        .with(names::DATA_DIR, data.path().to_str().unwrap())
         .with(names::SERVICE_TOKEN, TOKEN);
     match role {
         "runner" => {
@@ -54,12 +59,34 @@ pub fn node_with(role: &str, extra: &[(&str, &str)]) -> Node {
     }
     let config = load(&src, None).unwrap_or_else(|p| panic!("test config invalid: {p:?}"));
     let clock = ManualClock::new(NOW);
-    let state = AppState::from_config(config, Arc::new(clock.clone())).unwrap();
-    Node { router: gatehouse_server::api::router(state.clone()), state, clock, private_pem }
+    let store = if config.role.has_store() {
+        Some(gatehouse_server::serve::open_store(&config).await.unwrap())
+    } else {
+        None
+    };
+    let retention = config.event_retention_days;
+    let state = AppState::from_config(config, Arc::new(clock.clone()), store.clone()).unwrap();
+    if let Some(store) = store {
+        gatehouse_server::serve::background(&state, store, retention).await;
+    }
+    Node { router: gatehouse_server::api::router(state.clone()), state, clock, private_pem, data }
 }
 
-pub fn node() -> Node {
-    node_with("all", &[])
+/// The node's recorded refusals, oldest first, through `GET /v1/refusals`.
+pub async fn refusals(node: &Node) -> Vec<Value> {
+    let req = Request::get("/v1/refusals?limit=500")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(Body::empty())
+        .unwrap();
+    let reply = send(&node.router, req).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let mut items = reply.json()["items"].as_array().unwrap().clone();
+    items.reverse();
+    items
+}
+
+pub async fn node() -> Node {
+    node_with("all", &[]).await
 }
 
 pub struct Reply {

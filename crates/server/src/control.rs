@@ -1,0 +1,888 @@
+//! The control plane's routes: runs and their whole life, tenants' durable
+//! settings (egress policy, dependency gate, kill switch), emergency revoke,
+//! and the durable record (refusals, run events, the audit log).
+//!
+//! Revocation order is always ledger first, then the store: a grant is dead
+//! before the record says so, so a failure in between leaves a live-looking
+//! run with a dead grant (fail closed), and retrying the call finishes it.
+
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Extension, Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use gatehouse_capability::canonical::BodyDigest;
+use gatehouse_capability::grant::GrantRequest;
+use gatehouse_capability::session_key::{Namespace, Principal};
+use gatehouse_core::{ErrorCode, PublicError, Reason, RefusalKind, is_valid_id, new_id};
+use gatehouse_egress::{Policy, PolicyDocument};
+use gatehouse_ledger::{GrantRecord, LedgerBackend as _, Registration, RevokeScope};
+use gatehouse_store::{
+    AuditRecord, NewEvent, NewRun, PageRequest, RefusalFilter, Run, RunStatus, Store, StoreError,
+};
+use http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::http::{ApiError, Caller, RequestId, StrictJson};
+use crate::state::AppState;
+
+/// The control plane's `/v1` routes (authenticated by the caller).
+pub fn routes() -> Router<AppState> {
+    use axum::routing::{get, post};
+    Router::new()
+        .route("/runs", post(create_run).get(list_runs))
+        .route("/runs/{run_id}", get(get_run))
+        .route("/runs/{run_id}/heartbeat", post(heartbeat))
+        .route("/runs/{run_id}/end", post(end_run))
+        .route("/runs/{run_id}/cancel", post(cancel_run))
+        .route("/runs/{run_id}/events", get(run_events))
+        .route("/tenants/{tenant_id}/egress-policy", get(get_egress_policy).put(set_egress_policy))
+        .route("/tenants/{tenant_id}/dependency-gate", get(get_gate).put(set_gate))
+        .route("/tenants/{tenant_id}/kill-switch", post(kill_switch))
+        .route("/emergency-revoke", post(emergency_revoke))
+        .route("/refusals", get(list_refusals))
+        .route("/audit", get(list_audit))
+}
+
+fn bad_request(rid: &RequestId, message: &'static str) -> ApiError {
+    ApiError(PublicError::new(ErrorCode::BadRequest, rid.0.clone()).with_message(message))
+}
+
+fn with_reason(code: ErrorCode, rid: &RequestId, reason: Reason) -> ApiError {
+    ApiError(PublicError::new(code, rid.0.clone()).with_reason(reason))
+}
+
+/// A store error as the caller sees it.
+fn store_error(rid: &RequestId, e: &StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound => with_reason(ErrorCode::NotFound, rid, Reason::RunUnknown),
+        StoreError::RunNotLive => with_reason(ErrorCode::Conflict, rid, Reason::RunNotLive),
+        StoreError::KillSwitch => with_reason(ErrorCode::Refused, rid, Reason::TenantKillSwitch),
+        StoreError::Conflict => ApiError::new(ErrorCode::Conflict, rid),
+        StoreError::Unavailable | StoreError::Full => with_reason(ErrorCode::Unavailable, rid, e.reason()),
+        _ => {
+            tracing::error!(request_id = %rid.0, code = e.code(), "store error");
+            ApiError::new(ErrorCode::Internal, rid)
+        }
+    }
+}
+
+fn store<'a>(state: &'a AppState, rid: &RequestId) -> Result<&'a Store, ApiError> {
+    state.store.as_ref().ok_or_else(|| ApiError::new(ErrorCode::Forbidden, rid))
+}
+
+fn path_id(path: Result<Path<String>, PathRejection>, rid: &RequestId) -> Result<String, ApiError> {
+    // axum's own rejection text may quote the path: never let it through.
+    match path {
+        Ok(Path(id)) if is_valid_id(&id) => Ok(id),
+        _ => Err(bad_request(rid, "ids are 1-128 characters of [A-Za-z0-9._:-], and not . or ..")),
+    }
+}
+
+/// Free text a caller gives (a reason, an actor): stored and shown to
+/// people, so bounded and free of control characters.
+fn check_text(rid: &RequestId, text: Option<&str>) -> Result<(), ApiError> {
+    match text {
+        Some(t) if t.len() > 500 || t.chars().any(char::is_control) => {
+            Err(bad_request(rid, "free text is at most 500 characters, without control characters"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn page(rid: &RequestId, limit: Option<u32>, cursor: Option<String>) -> Result<PageRequest, ApiError> {
+    let limit = limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(bad_request(rid, "limit is 1 to 500"));
+    }
+    if cursor.as_deref().is_some_and(|c| !is_valid_id(c)) {
+        return Err(bad_request(rid, "cursor is not one this API gave out"));
+    }
+    Ok(PageRequest { limit, cursor })
+}
+
+fn list_json<T: serde::Serialize>(page: gatehouse_store::Page<T>) -> Json<Value> {
+    Json(json!({"items": page.items, "next_cursor": page.next_cursor}))
+}
+
+// ---- runs ----
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RunBudgets {
+    #[serde(default)]
+    max_requests: Option<u64>,
+    #[serde(default)]
+    max_upload_bytes: Option<u64>,
+    #[serde(default)]
+    max_output_files: Option<u64>,
+    #[serde(default)]
+    max_egress_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateRun {
+    tenant_id: String,
+    user_id: String,
+    body: Value,
+    #[serde(default)]
+    claims: Map<String, Value>,
+    #[serde(default)]
+    input_files: Vec<String>,
+    #[serde(default)]
+    read_sessions: Vec<String>,
+    #[serde(default)]
+    output_session_id: Option<String>,
+    #[serde(default)]
+    conversation_id: Option<String>,
+    #[serde(default)]
+    budgets: RunBudgets,
+    #[serde(default)]
+    ttl_secs: Option<i64>,
+}
+
+/// The ledger's view of a grant, as API answers show it.
+pub fn ledger_json(r: &GrantRecord) -> Value {
+    json!({
+        "status": r.status,
+        "request_count": r.request_count,
+        "read_count": r.read_count,
+        "upload_count": r.upload_count,
+        "tool_call_count": r.tool_call_count,
+        "uploaded_bytes": r.uploaded_bytes,
+        "output_file_ids": r.output_file_ids,
+        "remaining": r.remaining(),
+        "budgets": {
+            "max_requests": r.registration.max_requests,
+            "max_upload_bytes": r.registration.max_upload_bytes,
+            "max_output_files": r.registration.max_output_files,
+        },
+        "exp": r.registration.exp,
+    })
+}
+
+/// `POST /v1/runs`: records the run, registers its grant in the ledger,
+/// signs the manifest bound to the execute body and mints the grant, in
+/// one step: on any failure nothing usable is left behind (a registered
+/// grant whose run could not be recorded is revoked again).
+async fn create_run(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    StrictJson(req): StrictJson<CreateRun>,
+) -> Result<Response, ApiError> {
+    let (Some(signer), Some(sealer), Some(sessions), Some(ledger)) =
+        (state.signer.as_ref(), state.sealer.as_ref(), state.sessions.as_ref(), state.ledger.as_ref())
+    else {
+        return Err(ApiError::new(ErrorCode::Forbidden, &rid));
+    };
+    let store = store(&state, &rid)?;
+    let ids = [
+        Some(&req.tenant_id),
+        Some(&req.user_id),
+        req.output_session_id.as_ref(),
+        req.conversation_id.as_ref(),
+    ];
+    if ids.into_iter().flatten().any(|id| !is_valid_id(id)) {
+        return Err(bad_request(&rid, "ids are 1-128 characters of [A-Za-z0-9._:-], and not . or .."));
+    }
+    if req.budgets.max_egress_bytes.is_some() {
+        // Accepting a cap that nothing enforces would be worse than refusing it.
+        return Err(bad_request(
+            &rid,
+            "budgets.max_egress_bytes is not enforced by this version; leave it out",
+        ));
+    }
+    let ttl = req.ttl_secs.unwrap_or(state.grant_ttl_secs);
+    if !(1..=state.grant_max_lifetime_secs).contains(&ttl) {
+        return Err(bad_request(
+            &rid,
+            "ttl_secs must be positive and within GATEHOUSE_GRANT_MAX_LIFETIME_SECS",
+        ));
+    }
+    let body = BodyDigest::of_value(&req.body).map_err(|_| {
+        bad_request(&rid, "body is not canonicalizable JSON (integers must be within ±2^53-1)")
+    })?;
+    let now = state.clock.now();
+    let run_id = new_id("run");
+
+    // Refuse early (and cheaply) while the kill switch is engaged; the
+    // store checks again when it records the run.
+    match store.tenant(&req.tenant_id).await {
+        Ok(Some(t)) if t.kill_switch => {
+            state.refusals.record(
+                RefusalKind::GrantRefused,
+                Reason::TenantKillSwitch,
+                Some(&req.tenant_id),
+                None,
+                Some(&rid.0),
+            );
+            return Err(with_reason(ErrorCode::Refused, &rid, Reason::TenantKillSwitch));
+        }
+        Ok(_) => {}
+        Err(e) => return Err(store_error(&rid, &e)),
+    }
+
+    // The manifest states what the run is: its ids, files, sessions and
+    // budgets come from the request itself, and extra claims may not say
+    // otherwise.
+    let mut claims = req.claims;
+    let derived = [
+        ("exec_id", Some(json!(run_id))),
+        ("tenant_id", Some(json!(req.tenant_id))),
+        ("user_id", Some(json!(req.user_id))),
+        ("input_files", Some(json!(req.input_files))),
+        ("read_sessions", Some(json!(req.read_sessions))),
+        ("output_session_id", req.output_session_id.as_ref().map(|s| json!(s))),
+        ("max_requests", req.budgets.max_requests.map(|n| json!(n))),
+        ("max_upload_bytes", req.budgets.max_upload_bytes.map(|n| json!(n))),
+        ("max_output_files", req.budgets.max_output_files.map(|n| json!(n))),
+    ];
+    for (key, value) in derived {
+        match (claims.get(key), value) {
+            (Some(given), Some(value)) if *given != value => {
+                return Err(bad_request(&rid, "claims must not contradict the run's ids, files or budgets"));
+            }
+            (Some(_), None) => {
+                return Err(bad_request(
+                    &rid,
+                    "the run's files, sessions and budgets are top-level fields, not claims",
+                ));
+            }
+            (_, Some(value)) => {
+                claims.insert(key.to_owned(), value);
+            }
+            (None, None) => {}
+        }
+    }
+    let (manifest, manifest_claims) = signer.sign_for_body(claims, &body, now, ttl).map_err(|e| {
+        tracing::info!(request_id = %rid.0, error = %e, "run manifest rejected");
+        bad_request(&rid, "claims are not a valid manifest (see the documentation)")
+    })?;
+    let principal = Principal { tenant_id: Some(req.tenant_id.clone()), user_id: req.user_id.clone() };
+    let session_key = sessions.derive(&principal, &Namespace::Output).map_err(|reason| {
+        state.refusals.record(RefusalKind::GrantRefused, reason, Some(&req.tenant_id), None, Some(&rid.0));
+        with_reason(ErrorCode::Refused, &rid, reason)
+    })?;
+    let grant_request = GrantRequest {
+        grant_id: None,
+        exec_id: run_id.clone(),
+        tenant_id: Some(req.tenant_id.clone()),
+        user_id: req.user_id.clone(),
+        input_files: req.input_files,
+        read_sessions: req.read_sessions,
+        output_session_id: req.output_session_id,
+        max_upload_bytes: req.budgets.max_upload_bytes,
+        max_output_files: req.budgets.max_output_files,
+        max_requests: req.budgets.max_requests,
+        iat: Some(now),
+        exp: Some(now + ttl),
+    };
+    let grant_claims = grant_request.into_claims(session_key, now, ttl).map_err(|e| {
+        tracing::info!(request_id = %rid.0, error = %e, "run grant rejected");
+        bad_request(
+            &rid,
+            "the run's files, sessions or budgets are not valid (ids as above; budgets up to 2^53-1)",
+        )
+    })?;
+    let grant = sealer.mint(&grant_claims).map_err(|e| {
+        tracing::error!(request_id = %rid.0, error = %e, "grant mint failed");
+        ApiError::new(ErrorCode::Internal, &rid)
+    })?;
+    ledger.register(&Registration::from(&grant_claims)).await.map_err(|reason| {
+        let code =
+            if reason == Reason::LedgerUnavailable { ErrorCode::Unavailable } else { ErrorCode::Refused };
+        with_reason(code, &rid, reason)
+    })?;
+    let new_run = NewRun {
+        run_id: run_id.clone(),
+        tenant_id: req.tenant_id.clone(),
+        user_id: req.user_id.clone(),
+        grant_id: grant_claims.grant_id.clone(),
+        execute_body_sha256: manifest_claims.execute_body_sha256.clone(),
+        created_at: now,
+        expires_at: now + ttl,
+    };
+    if let Err(e) = store.create_run(&new_run, &caller.0).await {
+        // The run does not exist, so neither may its grant.
+        if ledger.revoke(&RevokeScope::Grant(grant_claims.grant_id.clone())).await.is_err() {
+            tracing::error!(request_id = %rid.0, grant_id = %grant_claims.grant_id,
+                "a grant of a run that was not recorded could not be revoked; it expires at its exp");
+        }
+        if e == StoreError::KillSwitch {
+            state.refusals.record(
+                RefusalKind::GrantRefused,
+                Reason::TenantKillSwitch,
+                Some(&req.tenant_id),
+                None,
+                Some(&rid.0),
+            );
+        }
+        return Err(store_error(&rid, &e));
+    }
+    let proxy_url = credentialed(&state.proxy_public_url, &grant);
+    let body = json!({
+        "run_id": run_id,
+        "status": "live",
+        "manifest": manifest,
+        "execute_body_sha256": manifest_claims.execute_body_sha256,
+        "grant": grant,
+        "grant_id": grant_claims.grant_id,
+        "expires_at": now + ttl,
+        "proxy": {"url": state.proxy_public_url, "env": {"HTTP_PROXY": proxy_url, "HTTPS_PROXY": proxy_url}},
+    });
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+/// `http://host:port` with the grant as the proxy password.
+fn credentialed(proxy_url: &str, grant: &str) -> String {
+    match proxy_url.split_once("://") {
+        Some((scheme, rest)) => format!("{scheme}://grant:{grant}@{rest}"),
+        None => proxy_url.to_owned(),
+    }
+}
+
+async fn run_json(state: &AppState, run: &Run) -> Value {
+    let ledger = match state.ledger.as_ref() {
+        Some(l) => match l.get(&run.grant_id).await {
+            Ok(Some(r)) => ledger_json(&r),
+            Ok(None) => Value::Null,
+            Err(reason) => json!({"unavailable": reason}),
+        },
+        None => Value::Null,
+    };
+    let mut v = serde_json::to_value(run).unwrap_or_default();
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("ledger".into(), ledger);
+        obj.insert("leases".into(), json!([]));
+    }
+    v
+}
+
+async fn get_run(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let run_id = path_id(path, &rid)?;
+    let store = store(&state, &rid)?;
+    match store.run(&run_id).await {
+        Ok(Some(run)) => Ok(Json(run_json(&state, &run).await)),
+        Ok(None) => Err(with_reason(ErrorCode::NotFound, &rid, Reason::RunUnknown)),
+        Err(e) => Err(store_error(&rid, &e)),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunsQuery {
+    #[serde(default)]
+    tenant_id: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    limit: Option<u32>,
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+async fn list_runs(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    query: Result<Query<RunsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Ok(Query(q)) = query else {
+        return Err(bad_request(&rid, "the query may hold tenant_id, status, limit and cursor only"));
+    };
+    if q.tenant_id.as_deref().is_some_and(|t| !is_valid_id(t)) {
+        return Err(bad_request(&rid, "tenant_id is not a valid id"));
+    }
+    let status = match q.status.as_deref().map(RunStatus::parse) {
+        None => None,
+        Some(Some(s)) => Some(s),
+        Some(None) => return Err(bad_request(&rid, "status is live, ended, cancelled, killed or expired")),
+    };
+    let page = page(&rid, q.limit, q.cursor)?;
+    let runs = store(&state, &rid)?
+        .runs(q.tenant_id.as_deref(), status, &page)
+        .await
+        .map_err(|e| store_error(&rid, &e))?;
+    Ok(list_json(runs))
+}
+
+async fn heartbeat(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let run_id = path_id(path, &rid)?;
+    let run = store(&state, &rid)?
+        .heartbeat(&run_id, state.clock.now(), state.run_heartbeat_timeout_secs)
+        .await
+        .map_err(|e| store_error(&rid, &e))?;
+    Ok(Json(
+        json!({"run_id": run.run_id, "status": run.status, "heartbeat_at": run.heartbeat_at, "leases_renewed": 0}),
+    ))
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum Outcome {
+    Succeeded,
+    Failed,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndRequest {
+    outcome: Outcome,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CancelRequest {
+    #[serde(default)]
+    actor: Option<String>,
+}
+
+async fn end_run(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    path: Result<Path<String>, PathRejection>,
+    StrictJson(req): StrictJson<EndRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let run_id = path_id(path, &rid)?;
+    let reason = match req.outcome {
+        Outcome::Succeeded => "succeeded",
+        Outcome::Failed => "failed",
+    };
+    finish(&state, &rid, &run_id, RunStatus::Ended, reason, &caller.0).await
+}
+
+async fn cancel_run(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    path: Result<Path<String>, PathRejection>,
+    StrictJson(req): StrictJson<CancelRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let run_id = path_id(path, &rid)?;
+    check_text(&rid, req.actor.as_deref())?;
+    let actor = match &req.actor {
+        Some(named) => format!("{}:{named}", caller.0),
+        None => caller.0.clone(),
+    };
+    finish(&state, &rid, &run_id, RunStatus::Cancelled, "cancelled", &actor).await
+}
+
+/// Ends a live run by any path but expiry: its grant is revoked, then the
+/// run is recorded as ended. Ending a run that is not live reports zeros.
+async fn finish(
+    state: &AppState,
+    rid: &RequestId,
+    run_id: &str,
+    status: RunStatus,
+    reason: &str,
+    actor: &str,
+) -> Result<Json<Value>, ApiError> {
+    let store = store(state, rid)?;
+    let ledger = state.ledger.as_ref().ok_or_else(|| ApiError::new(ErrorCode::Forbidden, rid))?;
+    let run = match store.run(run_id).await {
+        Ok(Some(run)) => run,
+        Ok(None) => return Err(with_reason(ErrorCode::NotFound, rid, Reason::RunUnknown)),
+        Err(e) => return Err(store_error(rid, &e)),
+    };
+    if run.status == RunStatus::Live {
+        ledger
+            .revoke(&RevokeScope::Grant(run.grant_id.clone()))
+            .await
+            .map_err(|reason| with_reason(ErrorCode::Unavailable, rid, reason))?;
+    }
+    let (run, changed) = store
+        .finish_run(run_id, status, reason, actor, state.clock.now())
+        .await
+        .map_err(|e| store_error(rid, &e))?;
+    if changed {
+        after_runs_ended(state, std::slice::from_ref(&run));
+    }
+    Ok(Json(json!({
+        "run_id": run.run_id,
+        "status": run.status,
+        "revoked": {"grants": u64::from(changed), "leases": 0},
+    })))
+}
+
+/// What follows runs that stopped being live: a `run_ended` event each, and
+/// their open tunnels and pooled connections closed (on this node now; on
+/// the others within a second, by their own sweep).
+pub fn after_runs_ended(state: &AppState, runs: &[Run]) {
+    for run in runs {
+        let mut event = NewEvent::run_event(run, "run_ended", run.end_reason.as_deref(), state.clock.now());
+        event.rule = Some(run.status.as_str().to_owned());
+        state.refusals.record_event(event);
+    }
+    if let Some(proxy) = state.proxy.clone()
+        && !runs.is_empty()
+    {
+        tokio::spawn(async move {
+            proxy.close_revoked().await;
+        });
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    #[serde(default)]
+    after: Option<i64>,
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+async fn run_events(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let run_id = path_id(path, &rid)?;
+    let Ok(Query(q)) = query else {
+        return Err(bad_request(&rid, "the query may hold after and limit only"));
+    };
+    let limit = q.limit.unwrap_or(500);
+    if !(1..=500).contains(&limit) {
+        return Err(bad_request(&rid, "limit is 1 to 500"));
+    }
+    let store = store(&state, &rid)?;
+    flush(&state).await;
+    if store.run(&run_id).await.map_err(|e| store_error(&rid, &e))?.is_none() {
+        return Err(with_reason(ErrorCode::NotFound, &rid, Reason::RunUnknown));
+    }
+    let events =
+        store.run_events(&run_id, q.after.unwrap_or(0), limit).await.map_err(|e| store_error(&rid, &e))?;
+    let items: Vec<Value> = events
+        .into_iter()
+        .map(|e| {
+            json!({"seq": e.seq, "at": e.event.at, "kind": e.event.kind, "reason": e.event.reason,
+                "host": e.event.host, "rule": e.event.rule, "lease_id": e.event.lease_id,
+                "request_id": e.event.request_id, "dry_run": e.event.dry_run})
+        })
+        .collect();
+    let next = items.last().and_then(|e| e["seq"].as_i64()).filter(|_| items.len() == limit as usize);
+    Ok(Json(json!({"items": items, "next_cursor": next.map(|s| s.to_string())})))
+}
+
+/// Lets this node's queued events reach the store before a read, so a
+/// caller sees what it just caused.
+async fn flush(state: &AppState) {
+    if let Some(queue) = state.refusals.queue() {
+        queue.flush(std::time::Duration::from_secs(2)).await;
+    }
+}
+
+// ---- tenants ----
+
+async fn get_egress_policy(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant_id = path_id(path, &rid)?;
+    let current = store(&state, &rid)?.current_policy(&tenant_id).await.map_err(|e| store_error(&rid, &e))?;
+    Ok(Json(match current {
+        Some(p) => json!({
+            "tenant_id": tenant_id,
+            "version": p.version,
+            "policy": serde_json::from_str::<Value>(&p.document).unwrap_or(Value::Null),
+            "actor": p.actor,
+            "created_at": p.created_at,
+        }),
+        None => json!({
+            "tenant_id": tenant_id,
+            "version": 0,
+            "policy": {"mode": "open", "allow": [], "deny": [], "dry_run": false},
+        }),
+    }))
+}
+
+/// Stores a new version of a tenant's egress policy. An unreadable
+/// document is refused here (400, nothing stored), so a typo never reaches
+/// the door; this node's replica is refreshed before the answer, the
+/// others' within a poll.
+async fn set_egress_policy(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    path: Result<Path<String>, PathRejection>,
+    StrictJson(doc): StrictJson<PolicyDocument>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant_id = path_id(path, &rid)?;
+    let store = store(&state, &rid)?;
+    Policy::from_document(&doc).map_err(|e| {
+        tracing::info!(request_id = %rid.0, error = %e, "egress policy rejected");
+        ApiError(
+            PublicError::new(ErrorCode::BadRequest, rid.0.clone())
+                .with_message(
+                    "the policy is unreadable: entries are host, *.domain, IP or CIDR, optionally :port",
+                )
+                .with_reason(Reason::PolicyUnreadable),
+        )
+    })?;
+    let document = serde_json::to_string(&doc).map_err(|_| ApiError::new(ErrorCode::Internal, &rid))?;
+    let stored = store
+        .set_policy(&tenant_id, &document, &caller.0, state.clock.now())
+        .await
+        .map_err(|e| store_error(&rid, &e))?;
+    if let Err(e) = state.policies.refresh(store).await {
+        tracing::warn!(code = e.code(), "policy replica not refreshed; the poll will catch up");
+    }
+    tracing::info!(request_id = %rid.0, tenant_id = %tenant_id, version = stored.version, mode = ?doc.mode,
+        dry_run = doc.dry_run, "egress policy set");
+    Ok(Json(json!({"tenant_id": tenant_id, "version": stored.version, "policy": doc})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GateRequest {
+    mode: String,
+}
+
+async fn get_gate(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant_id = path_id(path, &rid)?;
+    let tenant = store(&state, &rid)?.tenant(&tenant_id).await.map_err(|e| store_error(&rid, &e))?;
+    let mode = tenant.map_or_else(|| "high".to_owned(), |t| t.gate_mode);
+    Ok(Json(json!({"tenant_id": tenant_id, "mode": mode})))
+}
+
+async fn set_gate(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    path: Result<Path<String>, PathRejection>,
+    StrictJson(req): StrictJson<GateRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant_id = path_id(path, &rid)?;
+    if !matches!(req.mode.as_str(), "off" | "high" | "critical") {
+        return Err(bad_request(&rid, "mode is off, high or critical"));
+    }
+    store(&state, &rid)?
+        .set_gate_mode(&tenant_id, &req.mode, &caller.0, state.clock.now())
+        .await
+        .map_err(|e| store_error(&rid, &e))?;
+    Ok(Json(json!({"tenant_id": tenant_id, "mode": req.mode})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KillSwitchRequest {
+    engaged: bool,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Revokes a scope in the ledger, mapping an outage to the caller's error.
+async fn revoke_scope(state: &AppState, rid: &RequestId, scope: RevokeScope) -> Result<u64, ApiError> {
+    let ledger = state.ledger.as_ref().ok_or_else(|| ApiError::new(ErrorCode::Forbidden, rid))?;
+    ledger.revoke(&scope).await.map_err(|reason| with_reason(ErrorCode::Unavailable, rid, reason))
+}
+
+/// Engaging revokes every grant of the tenant (one marker), kills its live
+/// runs and refuses new ones until released; a second marker after the
+/// store's change covers a run registered while the switch was being thrown.
+async fn kill_switch(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    path: Result<Path<String>, PathRejection>,
+    StrictJson(req): StrictJson<KillSwitchRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant_id = path_id(path, &rid)?;
+    check_text(&rid, req.reason.as_deref())?;
+    let store = store(&state, &rid)?;
+    let now = state.clock.now();
+    if !req.engaged {
+        store
+            .set_kill_switch(&tenant_id, false, req.reason.as_deref(), &caller.0, now)
+            .await
+            .map_err(|e| store_error(&rid, &e))?;
+        return Ok(Json(json!({"engaged": false, "revoked": {"runs": 0, "grants": 0, "leases": 0}})));
+    }
+    let before = revoke_scope(&state, &rid, RevokeScope::Tenant(tenant_id.clone())).await?;
+    let killed = store
+        .set_kill_switch(&tenant_id, true, req.reason.as_deref(), &caller.0, now)
+        .await
+        .map_err(|e| store_error(&rid, &e))?;
+    let after = revoke_scope(&state, &rid, RevokeScope::Tenant(tenant_id.clone())).await?;
+    after_runs_ended(&state, &killed);
+    tracing::warn!(request_id = %rid.0, tenant_id = %tenant_id, runs = killed.len(), "kill switch engaged");
+    Ok(Json(
+        json!({"engaged": true, "revoked": {"runs": killed.len(), "grants": before + after, "leases": 0}}),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmergencyRequest {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Every grant revoked (one marker) and every live run of every tenant
+/// killed.
+async fn emergency_revoke(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    StrictJson(req): StrictJson<EmergencyRequest>,
+) -> Result<Json<Value>, ApiError> {
+    check_text(&rid, req.reason.as_deref())?;
+    let store = store(&state, &rid)?;
+    let before = revoke_scope(&state, &rid, RevokeScope::All).await?;
+    let reason = req.reason.as_deref().unwrap_or("emergency_revoke");
+    let killed =
+        store.kill_all_runs(reason, &caller.0, state.clock.now()).await.map_err(|e| store_error(&rid, &e))?;
+    let after = revoke_scope(&state, &rid, RevokeScope::All).await?;
+    after_runs_ended(&state, &killed);
+    tracing::warn!(request_id = %rid.0, runs = killed.len(), "emergency revoke");
+    Ok(Json(json!({"revoked": {"runs": killed.len(), "grants": before + after, "leases": 0}})))
+}
+
+/// Audits a ledger-only revocation (`POST /v1/grants/.../revoke`).
+pub async fn audit_revocation(state: &AppState, caller: &Caller, scope: &RevokeScope, revoked: u64) {
+    let Some(store) = state.store.as_ref() else { return };
+    let (tenant_id, subject) = match scope {
+        RevokeScope::Grant(id) | RevokeScope::Exec(id) => (None, id.clone()),
+        RevokeScope::Tenant(t) => (Some(t.clone()), t.clone()),
+        RevokeScope::All => (None, "all".to_owned()),
+    };
+    let scope_name = match scope {
+        RevokeScope::Grant(_) => "grant",
+        RevokeScope::Exec(_) => "exec",
+        RevokeScope::Tenant(_) => "tenant",
+        RevokeScope::All => "all",
+    };
+    let record = AuditRecord {
+        at: state.clock.now(),
+        actor: caller.0.clone(),
+        action: "grants.revoke".into(),
+        tenant_id,
+        subject,
+        detail: json!({"scope": scope_name, "revoked": revoked}),
+    };
+    if let Err(e) = store.audit(&[record]).await {
+        tracing::error!(code = e.code(), "a grant revocation could not be audited");
+    }
+}
+
+// ---- the record ----
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefusalQuery {
+    #[serde(default)]
+    tenant_id: Option<String>,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    host: Option<String>,
+    #[serde(default)]
+    since: Option<i64>,
+    #[serde(default)]
+    limit: Option<u32>,
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+/// `GET /v1/refusals`: durable, newest first, paged; narrowed by tenant,
+/// run, kind, reason, host and time.
+async fn list_refusals(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    query: Result<Query<RefusalQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Ok(Query(q)) = query else {
+        return Err(bad_request(
+            &rid,
+            "the query may hold tenant_id, run_id, kind, reason, host, since, limit and cursor only",
+        ));
+    };
+    if [&q.tenant_id, &q.run_id].into_iter().flatten().any(|id| !is_valid_id(id)) {
+        return Err(bad_request(&rid, "ids are 1-128 characters of [A-Za-z0-9._:-]"));
+    }
+    if q.kind.as_deref().is_some_and(|k| RefusalKind::parse(k).is_none()) {
+        return Err(bad_request(&rid, "kind is not a refusal kind"));
+    }
+    if q.reason.as_deref().is_some_and(|r| Reason::parse(r).is_none()) {
+        return Err(bad_request(&rid, "reason is not a reason code"));
+    }
+    if q.host
+        .as_deref()
+        .is_some_and(|h| h.len() > 253 || h.chars().any(|c| c.is_control() || c.is_whitespace()))
+    {
+        return Err(bad_request(&rid, "host is not a host name"));
+    }
+    let page = page(&rid, q.limit, q.cursor)?;
+    let store = store(&state, &rid)?;
+    flush(&state).await;
+    let filter = RefusalFilter {
+        tenant_id: q.tenant_id,
+        run_id: q.run_id,
+        kind: q.kind,
+        reason: q.reason,
+        since: q.since,
+        host: q.host,
+    };
+    let found = store.refusals(&filter, &page).await.map_err(|e| store_error(&rid, &e))?;
+    let items: Vec<Value> = found
+        .items
+        .iter()
+        .map(|e| {
+            let mut v = serde_json::to_value(e.as_refusal()).unwrap_or_default();
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("seq".into(), json!(e.seq));
+            }
+            v
+        })
+        .collect();
+    Ok(Json(json!({"items": items, "next_cursor": found.next_cursor})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    #[serde(default)]
+    after: Option<i64>,
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+/// `GET /v1/audit?after=SEQ`: the chain in order.
+async fn list_audit(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    query: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Ok(Query(q)) = query else {
+        return Err(bad_request(&rid, "the query may hold after and limit only"));
+    };
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=500).contains(&limit) {
+        return Err(bad_request(&rid, "limit is 1 to 500"));
+    }
+    let store = store(&state, &rid)?;
+    flush(&state).await;
+    let entries =
+        store.audit_entries(q.after.unwrap_or(0), limit).await.map_err(|e| store_error(&rid, &e))?;
+    let next = entries.last().map(|e| e.seq.to_string()).filter(|_| entries.len() == limit as usize);
+    Ok(Json(json!({"items": entries, "next_cursor": next})))
+}

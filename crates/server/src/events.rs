@@ -1,0 +1,327 @@
+//! Refusals and run events: a log line and a counter for each, and a
+//! durable row in the store, written in batches off the request path.
+//!
+//! A sandbox hammering forbidden hosts must neither slow allowed traffic nor
+//! exhaust memory, so recording never waits for the store: events go into a
+//! bounded queue with two lanes, and one writer task per node drains it in
+//! batches (one transaction each). Refusals inside a run (its grant opened,
+//! so the caller is authenticated) take the run lane; everything else (a
+//! missing or forged grant, a bad token: noise anyone can make) the noise
+//! lane. When the noise lane is full its oldest entry is dropped, and
+//! counted; the run lane is far larger and its events are bounded anyway,
+//! since every refused request of a run spends from the run's budget. Only
+//! if it, too, overflows is an entry dropped, counted apart and logged as an
+//! error.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use gatehouse_core::{Clock, Reason, Refusal, RefusalKind};
+use gatehouse_egress::proxy::RefusalSink;
+use gatehouse_store::{NewEvent, Store};
+use tokio::sync::Notify;
+
+use crate::state::counter_family;
+
+/// Noise entries kept waiting for the store at most.
+const NOISE_CAP: usize = 10_000;
+/// Run entries kept waiting for the store at most.
+const RUN_CAP: usize = 100_000;
+/// Events per transaction.
+const BATCH: usize = 500;
+
+/// The refusal record of a node: logs, counters, and (with a store) the
+/// durable queue.
+pub struct RefusalLog {
+    clock: Arc<dyn Clock>,
+    counts: Vec<AtomicU64>,
+    /// What dry-run policies would have refused: kept apart, since nothing was refused.
+    dry_run_counts: Vec<AtomicU64>,
+    queue: Option<Arc<EventQueue>>,
+}
+
+impl RefusalLog {
+    /// A log that writes to `queue` (none on a node without a store: a runner).
+    pub fn new(clock: Arc<dyn Clock>, queue: Option<Arc<EventQueue>>) -> Self {
+        let slots = || (0..RefusalKind::ALL.len() * Reason::ALL.len()).map(|_| AtomicU64::new(0)).collect();
+        Self { clock, counts: slots(), dry_run_counts: slots(), queue }
+    }
+
+    /// The durable queue, if this node has a store.
+    pub fn queue(&self) -> Option<&Arc<EventQueue>> {
+        self.queue.as_ref()
+    }
+
+    /// Records one refusal.
+    pub fn record(
+        &self,
+        kind: RefusalKind,
+        reason: Reason,
+        tenant_id: Option<&str>,
+        run_id: Option<&str>,
+        request_id: Option<&str>,
+    ) {
+        self.record_refusal(Refusal {
+            kind,
+            reason,
+            tenant_id: tenant_id.map(str::to_owned),
+            run_id: run_id.map(str::to_owned),
+            request_id: request_id.map(str::to_owned),
+            host: None,
+            rule: None,
+            dry_run: false,
+            at: 0,
+        });
+    }
+
+    /// Records a complete refusal record (its `at` is replaced by now).
+    pub fn record_refusal(&self, mut refusal: Refusal) {
+        refusal.at = self.clock.now();
+        tracing::warn!(
+            kind = refusal.kind.as_str(),
+            reason = refusal.reason.as_str(),
+            tenant_id = refusal.tenant_id.as_deref().unwrap_or(""),
+            run_id = refusal.run_id.as_deref().unwrap_or(""),
+            request_id = refusal.request_id.as_deref().unwrap_or(""),
+            host = refusal.host.as_deref().unwrap_or(""),
+            rule = refusal.rule.as_deref().unwrap_or(""),
+            dry_run = refusal.dry_run,
+            "{}",
+            if refusal.dry_run { "would refuse (dry run; let through)" } else { "refused" }
+        );
+        let counts = if refusal.dry_run { &self.dry_run_counts } else { &self.counts };
+        if let Some(c) = counts.get(Self::slot(refusal.kind, refusal.reason)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(queue) = &self.queue {
+            queue.push(NewEvent::refusal(&refusal));
+        }
+    }
+
+    /// Records a run event that is not a refusal (`run_ended`, ...).
+    pub fn record_event(&self, event: NewEvent) {
+        if let Some(queue) = &self.queue {
+            queue.push(event);
+        }
+    }
+
+    fn slot(kind: RefusalKind, reason: Reason) -> usize {
+        let k = RefusalKind::ALL.iter().position(|x| *x == kind).unwrap_or(0);
+        let r = Reason::ALL.iter().position(|x| *x == reason).unwrap_or(0);
+        k * Reason::ALL.len() + r
+    }
+
+    /// Prometheus text for the refusal counters and the queue.
+    pub fn render(&self, out: &mut String) {
+        fn samples(counts: &[AtomicU64]) -> impl Iterator<Item = (String, u64)> + '_ {
+            RefusalKind::ALL.iter().flat_map(move |kind| {
+                Reason::ALL.iter().filter_map(move |reason| {
+                    let n =
+                        counts.get(RefusalLog::slot(*kind, *reason)).map_or(0, |c| c.load(Ordering::Relaxed));
+                    (n > 0).then(|| (format!("{{kind=\"{kind}\",reason=\"{reason}\"}}"), n))
+                })
+            })
+        }
+        counter_family(
+            out,
+            "gatehouse_refusals_total",
+            "Security refusals by kind and reason.",
+            samples(&self.counts),
+        );
+        counter_family(
+            out,
+            "gatehouse_dry_run_refusals_total",
+            "What dry-run policies would have refused (and let through), by kind and reason.",
+            samples(&self.dry_run_counts),
+        );
+        if let Some(q) = &self.queue {
+            counter_family(
+                out,
+                "gatehouse_events_dropped_total",
+                "Refusal and run events dropped because the queue to the store was full, by lane.",
+                [
+                    ("{lane=\"noise\"}".to_owned(), q.dropped_noise.load(Ordering::Relaxed)),
+                    ("{lane=\"run\"}".to_owned(), q.dropped_run.load(Ordering::Relaxed)),
+                ],
+            );
+            counter_family(
+                out,
+                "gatehouse_event_write_failures_total",
+                "Batches of events the store could not take (they are retried).",
+                [(String::new(), q.write_failures.load(Ordering::Relaxed))],
+            );
+        }
+    }
+}
+
+impl RefusalSink for RefusalLog {
+    fn refused(&self, refusal: Refusal) {
+        self.record_refusal(refusal);
+    }
+}
+
+#[derive(Default)]
+struct Lanes {
+    run: VecDeque<NewEvent>,
+    noise: VecDeque<NewEvent>,
+    /// Taken by the writer, not yet written.
+    in_flight: usize,
+}
+
+/// Events on their way to the store.
+#[derive(Default)]
+pub struct EventQueue {
+    lanes: Mutex<Lanes>,
+    wake: Notify,
+    settled: Notify,
+    dropped_noise: AtomicU64,
+    dropped_run: AtomicU64,
+    write_failures: AtomicU64,
+}
+
+impl EventQueue {
+    fn lanes(&self) -> std::sync::MutexGuard<'_, Lanes> {
+        self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues one event; never waits.
+    pub fn push(&self, event: NewEvent) {
+        {
+            let mut lanes = self.lanes();
+            if event.run_id.is_some() {
+                if lanes.run.len() >= RUN_CAP {
+                    self.dropped_run.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!("run event dropped: the queue to the store is full");
+                    return;
+                }
+                lanes.run.push_back(event);
+            } else {
+                if lanes.noise.len() >= NOISE_CAP {
+                    lanes.noise.pop_front();
+                    self.dropped_noise.fetch_add(1, Ordering::Relaxed);
+                }
+                lanes.noise.push_back(event);
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    /// Up to [`BATCH`] events, run lane first.
+    fn take(&self) -> Vec<NewEvent> {
+        let mut lanes = self.lanes();
+        let from_run = lanes.run.len().min(BATCH);
+        let mut batch: Vec<NewEvent> = lanes.run.drain(..from_run).collect();
+        let from_noise = lanes.noise.len().min(BATCH - batch.len());
+        batch.extend(lanes.noise.drain(..from_noise));
+        lanes.in_flight = batch.len();
+        batch
+    }
+
+    /// Returns a batch the store did not take to the front of its lanes.
+    fn put_back(&self, batch: Vec<NewEvent>) {
+        let mut lanes = self.lanes();
+        lanes.in_flight = 0;
+        let (run, noise): (Vec<_>, Vec<_>) = batch.into_iter().partition(|e| e.run_id.is_some());
+        for e in run.into_iter().rev() {
+            lanes.run.push_front(e);
+        }
+        for e in noise.into_iter().rev() {
+            lanes.noise.push_front(e);
+        }
+        while lanes.noise.len() > NOISE_CAP {
+            lanes.noise.pop_front();
+            self.dropped_noise.fetch_add(1, Ordering::Relaxed);
+        }
+        while lanes.run.len() > RUN_CAP {
+            lanes.run.pop_back();
+            self.dropped_run.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn is_settled(&self) -> bool {
+        let lanes = self.lanes();
+        lanes.run.is_empty() && lanes.noise.is_empty() && lanes.in_flight == 0
+    }
+
+    /// Waits (at most `within`) until everything queued so far is in the
+    /// store, so a reader on this node sees its own node's events. Returns
+    /// whether it got there.
+    pub async fn flush(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let settled = self.settled.notified();
+            if self.is_settled() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, settled).await.is_err() {
+                return self.is_settled();
+            }
+        }
+    }
+
+    /// Drains the queue into `store` until the process ends. A batch the
+    /// store refuses is put back and retried after a pause.
+    pub async fn write_to(self: Arc<Self>, store: Store) {
+        loop {
+            let batch = self.take();
+            if batch.is_empty() {
+                self.settled.notify_waiters();
+                let _ = tokio::time::timeout(Duration::from_secs(1), self.wake.notified()).await;
+                continue;
+            }
+            match store.append_events(&batch).await {
+                Ok(_) => {
+                    self.lanes().in_flight = 0;
+                    self.settled.notify_waiters();
+                }
+                Err(e) => {
+                    self.write_failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(code = e.code(), events = batch.len(), "events not written yet; retrying");
+                    self.put_back(batch);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(run: Option<&str>, n: i64) -> NewEvent {
+        NewEvent {
+            at: n,
+            kind: "grant_refused".into(),
+            reason: Some("grant_tampered".into()),
+            tenant_id: None,
+            run_id: run.map(str::to_owned),
+            host: None,
+            rule: None,
+            request_id: None,
+            lease_id: None,
+            dry_run: false,
+            refusal: true,
+        }
+    }
+
+    #[test]
+    fn a_noise_flood_drops_the_oldest_noise_and_never_a_run_event() {
+        let q = EventQueue::default();
+        q.push(event(Some("run_1"), 0));
+        for n in 0..(NOISE_CAP as i64 + 500) {
+            q.push(event(None, n));
+        }
+        q.push(event(Some("run_1"), 1));
+        assert_eq!(q.dropped_noise.load(Ordering::Relaxed), 500);
+        assert_eq!(q.dropped_run.load(Ordering::Relaxed), 0);
+        let first = q.take();
+        assert_eq!(first.iter().filter(|e| e.run_id.is_some()).count(), 2, "run events go first");
+        assert_eq!(first[2].at, 500, "the oldest noise was dropped");
+        // A batch the store refused comes back in order, ahead of the rest.
+        q.put_back(first.clone());
+        assert_eq!(q.take(), first);
+    }
+}

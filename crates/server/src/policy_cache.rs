@@ -1,0 +1,186 @@
+//! Tenants' egress policies as the door reads them: a replica of the
+//! store's current policies in memory, kept fresh by following the store's
+//! settings version.
+//!
+//! The door asks on every request and cannot wait for a database, so it
+//! reads this replica. A poll every [`POLL`] asks the store for its settings
+//! version and reloads the tenants changed since the version already held
+//! (one small query when nothing changed), so another node's change is in
+//! force here within a poll. The replica vouches for itself only for
+//! [`VOUCH`] after its last successful poll: past that, with the store
+//! unreadable, nobody can say whether a policy changed, and every request is
+//! refused (`store_unavailable`), never let through on a stale policy. A
+//! stored policy that does not parse refuses its tenant's requests
+//! (`policy_unreadable`); a tenant with no policy is `open`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use gatehouse_egress::proxy::PolicySource;
+use gatehouse_egress::{Policy, PolicyDocument, PolicyError};
+use gatehouse_store::{Store, StoreError, TenantSettings};
+
+/// How often the store is asked whether anything changed.
+pub const POLL: Duration = Duration::from_millis(250);
+/// How long a replica vouches for itself without hearing from the store.
+pub const VOUCH: Duration = Duration::from_secs(2);
+
+type Entry = Result<Arc<Policy>, PolicyError>;
+
+#[derive(Default)]
+struct Replica {
+    version: i64,
+    tenants: HashMap<String, Entry>,
+    confirmed_at: Option<Instant>,
+}
+
+/// The replica. `policy` never blocks on I/O.
+#[derive(Default)]
+pub struct PolicyCache {
+    replica: RwLock<Replica>,
+}
+
+/// How a stored policy document reads.
+pub fn parse_stored(document: &str) -> Entry {
+    let doc: PolicyDocument = serde_json::from_str(document)
+        .map_err(|_| PolicyError::unreadable("the stored policy is not a policy document"))?;
+    Policy::from_document(&doc).map(Arc::new)
+}
+
+impl PolicyCache {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Replica> {
+        self.replica.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Brings the replica up to the store's current version.
+    pub async fn refresh(&self, store: &Store) -> Result<(), StoreError> {
+        let since = self.read().version;
+        let (version, changed) = store.settings_since(since).await?;
+        self.apply(version, changed);
+        Ok(())
+    }
+
+    fn apply(&self, version: i64, changed: Vec<TenantSettings>) {
+        let mut replica = self.replica.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for tenant in changed {
+            match tenant.policy {
+                Some(p) => {
+                    let entry = parse_stored(&p.document);
+                    if let Err(e) = &entry {
+                        tracing::error!(tenant_id = %tenant.tenant_id, version = p.version, error = %e,
+                            "stored egress policy unreadable: the tenant's requests are refused");
+                    }
+                    replica.tenants.insert(tenant.tenant_id, entry);
+                }
+                None => {
+                    replica.tenants.remove(&tenant.tenant_id);
+                }
+            }
+        }
+        replica.version = replica.version.max(version);
+        replica.confirmed_at = Some(Instant::now());
+    }
+
+    /// Follows the store until the process ends, saying so once when the
+    /// replica can no longer vouch and once when it can again.
+    pub async fn follow(self: Arc<Self>, store: Store) {
+        let mut failing = false;
+        loop {
+            match self.refresh(&store).await {
+                Ok(()) if failing => {
+                    failing = false;
+                    tracing::info!("policy store answers again: egress decided on current policies");
+                }
+                Ok(()) => {}
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::error!(
+                        code = e.code(),
+                        "policy store cannot be read: egress is refused once the last \
+                        confirmed policies are older than {} s",
+                        VOUCH.as_secs()
+                    );
+                }
+                Err(_) => {}
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+impl PolicySource for PolicyCache {
+    fn policy(&self, tenant_id: Option<&str>) -> Entry {
+        let replica = self.read();
+        if replica.confirmed_at.is_none_or(|at| at.elapsed() > VOUCH) {
+            return Err(PolicyError::unavailable());
+        }
+        match tenant_id.and_then(|t| replica.tenants.get(t)) {
+            Some(entry) => entry.clone(),
+            None => Ok(Arc::new(Policy::open())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gatehouse_core::Reason;
+    use gatehouse_store::PolicyVersion;
+
+    use super::*;
+
+    fn tenant(id: &str, document: Option<&str>) -> TenantSettings {
+        TenantSettings {
+            tenant_id: id.into(),
+            settings_version: 1,
+            policy: document.map(|d| PolicyVersion {
+                tenant_id: id.into(),
+                version: 1,
+                document: d.into(),
+                actor: "p".into(),
+                created_at: 0,
+            }),
+            gate_mode: "high".into(),
+            kill_switch: false,
+            kill_switch_reason: None,
+        }
+    }
+
+    #[test]
+    fn a_replica_that_never_heard_from_the_store_refuses() {
+        let cache = PolicyCache::default();
+        assert_eq!(cache.policy(Some("t1")).unwrap_err().reason, Reason::StoreUnavailable);
+        assert_eq!(cache.policy(None).unwrap_err().reason, Reason::StoreUnavailable);
+    }
+
+    #[test]
+    fn stored_policies_apply_unreadable_ones_refuse_and_missing_ones_are_open() {
+        let cache = PolicyCache::default();
+        cache.apply(
+            3,
+            vec![
+                tenant("t1", Some(r#"{"mode":"allowlist","allow":["a.example"]}"#)),
+                tenant("t2", Some(r#"{"mode":"allowlist","allow":["bad entry"]}"#)),
+                tenant("t3", Some("not json")),
+            ],
+        );
+        assert!(!cache.policy(Some("t1")).unwrap().dry_run());
+        assert_eq!(cache.policy(Some("t2")).unwrap_err().reason, Reason::PolicyUnreadable);
+        assert_eq!(cache.policy(Some("t3")).unwrap_err().reason, Reason::PolicyUnreadable);
+        assert!(cache.policy(Some("t4")).is_ok(), "no policy: open");
+        // A later version without a policy for t1 (never happens today, but
+        // the replica follows the store) reopens it.
+        cache.apply(4, vec![tenant("t1", None)]);
+        assert!(cache.policy(Some("t1")).is_ok());
+        assert_eq!(cache.read().version, 4);
+    }
+
+    #[test]
+    fn a_replica_stops_vouching_after_its_window() {
+        let cache = PolicyCache::default();
+        cache.apply(1, vec![]);
+        assert!(cache.policy(Some("t1")).is_ok());
+        cache.replica.write().unwrap().confirmed_at = Some(Instant::now() - VOUCH - Duration::from_millis(1));
+        assert_eq!(cache.policy(Some("t1")).unwrap_err().reason, Reason::StoreUnavailable);
+    }
+}
