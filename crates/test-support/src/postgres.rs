@@ -58,6 +58,18 @@ impl TestDatabase {
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// Makes the database refuse every connection, closing the open ones
+    /// (`false`), as if its server were down for its users; or lets them in
+    /// again (`true`).
+    pub fn set_reachable(&self, reachable: bool) {
+        let name = &self.name;
+        psql(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS {reachable}")).unwrap();
+        if !reachable {
+            psql(&format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
+                .unwrap();
+        }
+    }
 }
 
 impl Drop for TestDatabase {

@@ -7,6 +7,7 @@ mod cli;
 mod content;
 mod deps;
 mod ledger;
+mod plane;
 mod proxy;
 mod runs;
 mod support;

@@ -13,13 +13,13 @@ use crate::cli::{Server, gatehouse, http, spawn_server};
 use crate::support::{GRANT_SECRET, TOKEN, private_key_pem};
 
 /// A tiny HTTP/1.1 upstream that records the request heads it receives.
-struct Upstream {
-    port: u16,
+pub(crate) struct Upstream {
+    pub(crate) port: u16,
     seen: Arc<Mutex<Vec<String>>>,
 }
 
 impl Upstream {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -98,7 +98,7 @@ fn opened_internal_ranges_are_logged_loudly_at_startup() {
     assert!(line.contains("WARN") && line.contains("127.0.0.0/8"), "{line}");
 }
 
-fn api(addr: &str, method: &str, path: &str, body: &Value) -> Value {
+pub(crate) fn api(addr: &str, method: &str, path: &str, body: &Value) -> Value {
     let body = body.to_string();
     let response = http(
         addr,
