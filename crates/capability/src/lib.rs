@@ -27,5 +27,5 @@ pub use grant::{GrantBudgets, GrantClaims, GrantRequest, GrantSealer, OpenedGran
 pub use keys::{KeyError, ManifestSigningKey, ManifestVerifyingKeys};
 pub use manifest::{ManifestClaims, ManifestPresence, ManifestSigner, ManifestVerifier, VerifiedManifest};
 pub use secret::{Secret, SecretError};
-pub use service_token::ServiceToken;
+pub use service_token::{CallerToken, Callers, Scope, ServiceToken};
 pub use session_key::{Namespace, Principal, SessionKeyDeriver};

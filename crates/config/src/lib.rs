@@ -22,7 +22,9 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use gatehouse_capability::{KeyError, ManifestSigningKey, ManifestVerifyingKeys, Secret, ServiceToken};
+use gatehouse_capability::{
+    CallerToken, Callers, KeyError, ManifestSigningKey, ManifestVerifyingKeys, Scope, Secret, ServiceToken,
+};
 use ipnet::IpNet;
 
 pub use source::{MapSource, ProcessSource, Source};
@@ -43,6 +45,9 @@ pub mod names {
     pub const SERVICE_TOKEN: &str = "CODEAPI_INTERNAL_SERVICE_TOKEN";
     /// Refuse requests without a tenant [true].
     pub const TENANT_ISOLATION_STRICT: &str = "CODEAPI_TENANT_ISOLATION_STRICT";
+    /// A TOML file of named caller tokens with scopes (`[[caller]] name,
+    /// scopes, token_sha256`); with it, the service token is optional.
+    pub const CALLERS_FILE: &str = "GATEHOUSE_CALLERS_FILE";
     /// `service_token` [default] or `none`.
     pub const AUTH_PROVIDER: &str = "CODEAPI_AUTH_PROVIDER";
     /// Must be true for `CODEAPI_AUTH_PROVIDER=none`.
@@ -145,6 +150,7 @@ pub mod names {
         SERVICE_TOKEN,
         "CODEAPI_INTERNAL_SERVICE_TOKEN_FILE",
         TENANT_ISOLATION_STRICT,
+        CALLERS_FILE,
         AUTH_PROVIDER,
         ALLOW_AUTH_PROVIDER_NONE,
         LOCAL_MODE,
@@ -370,8 +376,10 @@ pub struct Config {
     pub grant_previous_secret: Option<Secret>,
     /// `CODEAPI_EGRESS_LEDGER_REQUIRED`.
     pub ledger_required: bool,
-    /// The service token; `None` only when authentication is explicitly off.
+    /// The service token (every scope), when configured.
     pub service_token: Option<ServiceToken>,
+    /// Named callers with scopes (`GATEHOUSE_CALLERS_FILE`).
+    pub callers: Callers,
     /// `CODEAPI_TENANT_ISOLATION_STRICT`.
     pub tenant_isolation_strict: bool,
     /// `CODEAPI_AUTH_PROVIDER`.
@@ -412,7 +420,9 @@ impl Config {
     /// off (`LOCAL_MODE`, `CODEAPI_AUTH_PROVIDER=none` with its allow flag, or
     /// the loopback-only development flag).
     pub fn service_auth_required(&self) -> bool {
-        !self.local_mode && self.auth_provider == AuthProvider::ServiceToken && self.service_token.is_some()
+        !self.local_mode
+            && self.auth_provider == AuthProvider::ServiceToken
+            && (self.service_token.is_some() || !self.callers.is_empty())
     }
 }
 
@@ -707,6 +717,75 @@ impl Reader<'_> {
 
     /// A secret from `NAME` or `NAME_FILE` (never both), or, in embedded mode,
     /// from the data directory.
+    /// Reads `GATEHOUSE_CALLERS_FILE`: every entry needs a unique name (an
+    /// id), known scopes and a 64-digit lowercase hex SHA-256 of its token.
+    fn callers(&mut self) -> Callers {
+        let Some(path) = self.get(names::CALLERS_FILE).map(|p| p.trim().to_owned()) else {
+            return Callers::default();
+        };
+        let text = match self.source.read_file(Path::new(&path)) {
+            Ok(text) => text,
+            Err(e) => {
+                self.problem(
+                    names::CALLERS_FILE,
+                    "unreadable_file",
+                    format!("cannot read {path}: {}", e.kind()),
+                );
+                return Callers::default();
+            }
+        };
+        let table: toml::Table = match toml::from_str(&text) {
+            Ok(t) => t,
+            Err(_) => {
+                self.problem(names::CALLERS_FILE, "invalid_value", "not TOML");
+                return Callers::default();
+            }
+        };
+        let mut callers: Vec<CallerToken> = Vec::new();
+        let entries = table.get("caller").and_then(toml::Value::as_array).cloned().unwrap_or_default();
+        if entries.is_empty() || table.keys().any(|k| k != "caller") {
+            self.problem(
+                names::CALLERS_FILE,
+                "invalid_value",
+                "must hold [[caller]] entries and nothing else",
+            );
+        }
+        for (i, entry) in entries.iter().enumerate() {
+            let field = |k: &str| entry.get(k);
+            let name = field("name").and_then(toml::Value::as_str).unwrap_or_default();
+            let digest = field("token_sha256").and_then(toml::Value::as_str).unwrap_or_default();
+            let scopes: Option<Vec<Scope>> = field("scopes")
+                .and_then(toml::Value::as_array)
+                .map(|list| {
+                    list.iter().map(|v| v.as_str().and_then(Scope::parse)).collect::<Option<Vec<_>>>()
+                })
+                .unwrap_or(None);
+            let known = entry
+                .as_table()
+                .is_some_and(|t| t.keys().all(|k| ["name", "scopes", "token_sha256"].contains(&k.as_str())));
+            let valid_name = !name.is_empty()
+                && name.len() <= 64
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                && name != "service"
+                && !callers.iter().any(|c| c.name() == name);
+            match (scopes, CallerToken::from_digest_hex(name, Vec::new(), digest)) {
+                (Some(scopes), Some(_)) if valid_name && known => {
+                    callers.extend(CallerToken::from_digest_hex(name, scopes, digest));
+                }
+                _ => self.problem(
+                    names::CALLERS_FILE,
+                    "invalid_value",
+                    format!(
+                        "caller {}: needs a unique name of [A-Za-z0-9_-] (not \"service\"), scopes from {:?}, and token_sha256 (64 lowercase hex digits), nothing else",
+                        i + 1,
+                        Scope::ALL.map(Scope::as_str)
+                    ),
+                ),
+            }
+        }
+        Callers::new(callers)
+    }
+
     fn secret_text(&mut self, name: &str, embedded: Option<&Path>) -> Option<String> {
         let file_name = format!("{name}_FILE");
         let direct = self.get(name).map(str::to_owned);
@@ -930,8 +1009,9 @@ impl Reader<'_> {
                 "running without a service token is allowed on loopback addresses only",
             );
         }
+        let callers = self.callers();
         let auth_off = local_mode || auth_provider == AuthProvider::None || dev_no_token;
-        if service_token.is_none() && service_token_text.is_none() && !auth_off {
+        if service_token.is_none() && service_token_text.is_none() && callers.is_empty() && !auth_off {
             self.problem(
                 names::SERVICE_TOKEN,
                 "missing_required",
@@ -1080,6 +1160,7 @@ impl Reader<'_> {
             grant_previous_secret: if role.opens_grants() { grant_previous_secret } else { None },
             ledger_required,
             service_token,
+            callers,
             tenant_isolation_strict,
             auth_provider,
             local_mode,

@@ -314,3 +314,50 @@ fn embedded_mode_reads_keys_from_the_data_dir() {
     assert_eq!(gatehouse_config::embedded_data_dir(&public, None), None);
     assert!(has(&problems(&public), names::GRANT_SECRET, "missing_required"));
 }
+
+#[test]
+fn a_caller_file_replaces_the_shared_token_and_every_bad_entry_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest =
+        gatehouse_capability::CallerToken::digest_hex("runner-token-0123456789abcdefghijklmnopqrstuvwxyz");
+    let good = dir.path().join("good.toml");
+    std::fs::write(
+        &good,
+        format!(
+            "[[caller]]\nname = \"runner\"\nscopes = [\"manifests:verify\"]\ntoken_sha256 = \"{digest}\"\n"
+        ),
+    )
+    .unwrap();
+    let src = MapSource::new()
+        .with(names::ROLE, "worker")
+        .with(names::LISTEN, "0.0.0.0:8700")
+        .with(names::PROXY_LISTEN, "0.0.0.0:8701")
+        .with(names::MANIFEST_PRIVATE_KEY, keys().private)
+        .with(names::GRANT_SECRET, GRANT)
+        .with(names::CALLERS_FILE, good.to_str().unwrap());
+    let c = load(&src, None).unwrap();
+    assert!(c.service_token.is_none() && !c.callers.is_empty() && c.service_auth_required());
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        format!(
+            "[[caller]]\nname = \"a\"\nscopes = [\"everything\"]\ntoken_sha256 = \"{digest}\"\n\
+             [[caller]]\nname = \"b\"\nscopes = [\"ledger\"]\ntoken_sha256 = \"{}\"\n\
+             [[caller]]\nname = \"service\"\nscopes = []\ntoken_sha256 = \"{digest}\"\n\
+             [[caller]]\nname = \"c\"\nscopes = []\ntoken_sha256 = \"{digest}\"\ntoken = \"plain\"\n",
+            digest.to_uppercase()
+        ),
+    )
+    .unwrap();
+    let p = problems(&worker().with(names::CALLERS_FILE, bad.to_str().unwrap()));
+    let named: Vec<&str> =
+        p.iter().filter(|p| p.setting == names::CALLERS_FILE).map(|p| p.message.as_str()).collect();
+    assert_eq!(named.len(), 4, "{named:?}");
+    for (i, message) in named.iter().enumerate() {
+        assert!(message.starts_with(&format!("caller {}:", i + 1)), "{message}");
+        assert!(!message.contains(&digest), "{message}");
+    }
+    let missing = problems(&worker().with(names::CALLERS_FILE, "/nonexistent/callers.toml"));
+    assert!(has(&missing, names::CALLERS_FILE, "unreadable_file"));
+}

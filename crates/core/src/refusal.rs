@@ -217,6 +217,8 @@ closed_codes! {
         RunNotLive => "run_not_live",
         /// No run has this id.
         RunUnknown => "run_unknown",
+        /// The caller's token does not carry the scope this route needs.
+        ScopeMissing => "scope_missing",
     }
 }
 
@@ -376,6 +378,7 @@ mod tests {
                 "tenant_kill_switch",
                 "run_not_live",
                 "run_unknown",
+                "scope_missing",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

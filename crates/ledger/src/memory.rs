@@ -73,18 +73,23 @@ impl MemoryLedger {
         shard: &Mutex<HashMap<String, GrantRecord>>,
         matches: impl Fn(&GrantRecord) -> bool,
     ) -> u64 {
-        let mut revoked = 0;
         let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
-        for record in map.values_mut().filter(|r| r.status == Status::Active && matches(r)) {
-            record.status = Status::Revoked;
-            let mut epochs = self.epochs_mut();
-            let tenant = record.registration.tenant_id.as_deref();
-            if !epochs.covers(record.seq, tenant) {
-                epochs.revoked_one(tenant);
-                revoked += 1;
-            }
+        map.values_mut().filter(|r| matches(r)).map(|record| self.revoke_record(record)).sum()
+    }
+
+    /// Revokes one record (its shard locked); 1 if no marker had already.
+    fn revoke_record(&self, record: &mut GrantRecord) -> u64 {
+        if record.status != Status::Active {
+            return 0;
         }
-        revoked
+        record.status = Status::Revoked;
+        let mut epochs = self.epochs_mut();
+        let tenant = record.registration.tenant_id.as_deref();
+        if epochs.covers(record.seq, tenant) {
+            return 0;
+        }
+        epochs.revoked_one(tenant);
+        1
     }
 
     /// Consume without the async wrapper (benchmarks, the sync core).
@@ -123,7 +128,10 @@ impl LedgerBackend for MemoryLedger {
         Ok(match scope {
             RevokeScope::Tenant(t) => self.epochs_mut().revoke_tenant(t),
             RevokeScope::All => self.epochs_mut().revoke_all(),
-            RevokeScope::Grant(id) => self.revoke_where(self.shard(id), |r| r.registration.grant_id == *id),
+            RevokeScope::Grant(id) => {
+                let mut map = self.shard(id).lock().unwrap_or_else(PoisonError::into_inner);
+                map.get_mut(id).map_or(0, |record| self.revoke_record(record))
+            }
             RevokeScope::Exec(exec) => {
                 self.shards.iter().map(|s| self.revoke_where(s, |r| r.registration.exec_id == *exec)).sum()
             }

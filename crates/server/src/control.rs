@@ -304,7 +304,7 @@ async fn create_run(
         created_at: now,
         expires_at: now + ttl,
     };
-    if let Err(e) = store.create_run(&new_run, &caller.0).await {
+    if let Err(e) = store.create_run(&new_run, &caller.name).await {
         // The run does not exist, so neither may its grant.
         if ledger.revoke(&RevokeScope::Grant(grant_claims.grant_id.clone())).await.is_err() {
             tracing::error!(request_id = %rid.0, grant_id = %grant_claims.grant_id,
@@ -458,7 +458,7 @@ async fn end_run(
         Outcome::Succeeded => "succeeded",
         Outcome::Failed => "failed",
     };
-    finish(&state, &rid, &run_id, RunStatus::Ended, reason, &caller.0).await
+    finish(&state, &rid, &run_id, RunStatus::Ended, reason, &caller.name).await
 }
 
 async fn cancel_run(
@@ -471,8 +471,8 @@ async fn cancel_run(
     let run_id = path_id(path, &rid)?;
     check_text(&rid, req.actor.as_deref())?;
     let actor = match &req.actor {
-        Some(named) => format!("{}:{named}", caller.0),
-        None => caller.0.clone(),
+        Some(named) => format!("{}:{named}", caller.name),
+        None => caller.name.clone(),
     };
     finish(&state, &rid, &run_id, RunStatus::Cancelled, "cancelled", &actor).await
 }
@@ -632,7 +632,7 @@ async fn set_egress_policy(
     })?;
     let document = serde_json::to_string(&doc).map_err(|_| ApiError::new(ErrorCode::Internal, &rid))?;
     let stored = store
-        .set_policy(&tenant_id, &document, &caller.0, state.clock.now())
+        .set_policy(&tenant_id, &document, &caller.name, state.clock.now())
         .await
         .map_err(|e| store_error(&rid, &e))?;
     if let Err(e) = state.policies.refresh(store).await {
@@ -672,7 +672,7 @@ async fn set_gate(
         return Err(bad_request(&rid, "mode is off, high or critical"));
     }
     store(&state, &rid)?
-        .set_gate_mode(&tenant_id, &req.mode, &caller.0, state.clock.now())
+        .set_gate_mode(&tenant_id, &req.mode, &caller.name, state.clock.now())
         .await
         .map_err(|e| store_error(&rid, &e))?;
     Ok(Json(json!({"tenant_id": tenant_id, "mode": req.mode})))
@@ -708,14 +708,14 @@ async fn kill_switch(
     let now = state.clock.now();
     if !req.engaged {
         store
-            .set_kill_switch(&tenant_id, false, req.reason.as_deref(), &caller.0, now)
+            .set_kill_switch(&tenant_id, false, req.reason.as_deref(), &caller.name, now)
             .await
             .map_err(|e| store_error(&rid, &e))?;
         return Ok(Json(json!({"engaged": false, "revoked": {"runs": 0, "grants": 0, "leases": 0}})));
     }
     let before = revoke_scope(&state, &rid, RevokeScope::Tenant(tenant_id.clone())).await?;
     let killed = store
-        .set_kill_switch(&tenant_id, true, req.reason.as_deref(), &caller.0, now)
+        .set_kill_switch(&tenant_id, true, req.reason.as_deref(), &caller.name, now)
         .await
         .map_err(|e| store_error(&rid, &e))?;
     let after = revoke_scope(&state, &rid, RevokeScope::Tenant(tenant_id.clone())).await?;
@@ -745,8 +745,10 @@ async fn emergency_revoke(
     let store = store(&state, &rid)?;
     let before = revoke_scope(&state, &rid, RevokeScope::All).await?;
     let reason = req.reason.as_deref().unwrap_or("emergency_revoke");
-    let killed =
-        store.kill_all_runs(reason, &caller.0, state.clock.now()).await.map_err(|e| store_error(&rid, &e))?;
+    let killed = store
+        .kill_all_runs(reason, &caller.name, state.clock.now())
+        .await
+        .map_err(|e| store_error(&rid, &e))?;
     let after = revoke_scope(&state, &rid, RevokeScope::All).await?;
     after_runs_ended(&state, &killed);
     tracing::warn!(request_id = %rid.0, runs = killed.len(), "emergency revoke");
@@ -769,7 +771,7 @@ pub async fn audit_revocation(state: &AppState, caller: &Caller, scope: &RevokeS
     };
     let record = AuditRecord {
         at: state.clock.now(),
-        actor: caller.0.clone(),
+        actor: caller.name.clone(),
         action: "grants.revoke".into(),
         tenant_id,
         subject,

@@ -32,16 +32,43 @@ impl KeySet {
             let text = std::str::from_utf8(s.expose()).map_err(|_| "bad secret encoding".to_owned())?;
             Ok(Zeroizing::new(format!("{text}\n")))
         };
-        Ok(Self {
-            files: vec![
-                (embedded_files::MANIFEST_PRIVATE_KEY, private, 0o600),
-                (embedded_files::MANIFEST_PUBLIC_KEY, Zeroizing::new(public), 0o644),
-                (embedded_files::GRANT_SECRET, secret_line()?, 0o600),
-                (embedded_files::SERVICE_TOKEN, secret_line()?, 0o600),
-                (embedded_files::AUDIT_SIGNING_KEY, audit_private, 0o600),
-                (embedded_files::AUDIT_PUBLIC_KEY, Zeroizing::new(audit_public), 0o644),
-            ],
-        })
+        // One token per role and the caller file that names them (digests
+        // only), so every node can share the file while each caller holds
+        // its own token. The service token stays, with every scope.
+        let roles: [(&'static str, &str, &[&str]); 3] = [
+            (
+                "token-worker",
+                "worker",
+                &["runs", "manifests:sign", "manifests:verify", "grants", "ledger", "policies", "admin"],
+            ),
+            ("token-runner", "runner", &["manifests:verify"]),
+            ("token-gateway", "gateway", &["ledger", "egress"]),
+        ];
+        let mut callers = String::from(
+            "# gatehouse callers: GATEHOUSE_CALLERS_FILE. Digests only; each caller holds its own token file.\n",
+        );
+        let mut role_tokens = Vec::new();
+        for (file, name, scopes) in roles {
+            let token = secret_line()?;
+            let digest = gatehouse_capability::CallerToken::digest_hex(token.trim());
+            let scopes: Vec<String> = scopes.iter().map(|s| format!("\"{s}\"")).collect();
+            callers.push_str(&format!(
+                "\n[[caller]]\nname = \"{name}\"\nscopes = [{}]\ntoken_sha256 = \"{digest}\"\n",
+                scopes.join(", ")
+            ));
+            role_tokens.push((file, token, 0o600));
+        }
+        let mut files = vec![
+            (embedded_files::MANIFEST_PRIVATE_KEY, private, 0o600),
+            (embedded_files::MANIFEST_PUBLIC_KEY, Zeroizing::new(public), 0o644),
+            (embedded_files::GRANT_SECRET, secret_line()?, 0o600),
+            (embedded_files::SERVICE_TOKEN, secret_line()?, 0o600),
+            (embedded_files::AUDIT_SIGNING_KEY, audit_private, 0o600),
+            (embedded_files::AUDIT_PUBLIC_KEY, Zeroizing::new(audit_public), 0o644),
+        ];
+        files.extend(role_tokens);
+        files.push(("callers.toml", Zeroizing::new(callers), 0o644));
+        Ok(Self { files })
     }
 
     /// Keeps only the named files.

@@ -13,6 +13,8 @@ use gatehouse_core::{ErrorCode, PublicError, Reason, RefusalKind, is_valid_id, n
 use http::{HeaderValue, StatusCode, header};
 use serde::de::DeserializeOwned;
 
+use gatehouse_capability::Scope;
+
 use crate::state::AppState;
 
 /// The largest request body accepted.
@@ -94,27 +96,71 @@ pub async fn request_context(State(state): State<AppState>, mut req: Request, ne
     response
 }
 
-/// Who made a `/v1` call, as the audit log names them: `service` for the
-/// holder of the internal service token, `anonymous` where authentication
-/// is explicitly off.
+/// Who made a `/v1` call, as the audit log names them: a named caller,
+/// `service` for the holder of the internal service token, `anonymous`
+/// where authentication is explicitly off.
 #[derive(Debug, Clone)]
-pub struct Caller(pub String);
+pub struct Caller {
+    /// The caller's name.
+    pub name: String,
+}
 
-/// Authenticates `/v1` calls with the internal service token.
+/// The scope a `/v1` route needs, by its route template. Anything not
+/// listed needs `admin`, the strictest, so a new route is closed until it
+/// is given a scope here.
+pub fn required_scope(template: &str) -> Scope {
+    let path = template.strip_prefix("/v1").unwrap_or(template);
+    match path {
+        "/manifests/sign" => Scope::ManifestsSign,
+        "/manifests/verify" => Scope::ManifestsVerify,
+        "/grants" | "/grants/revoke" | "/grants/{grant_id}/revoke" => Scope::Grants,
+        "/grants/open" | "/grants/consume" => Scope::Ledger,
+        "/egress/fetch" | "/content/scan" | "/content/scanner" => Scope::Egress,
+        p if p == "/runs" || p.starts_with("/runs/") => Scope::Runs,
+        p if p.ends_with("/egress-policy") || p.ends_with("/dependency-gate") => Scope::Policies,
+        _ => Scope::Admin,
+    }
+}
+
+/// Authenticates `/v1` calls: the internal service token (every scope) or a
+/// named caller's token, which must carry the route's scope.
 pub async fn require_service_token(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let Some(expected) = state.service_token.as_ref() else {
-        req.extensions_mut().insert(Caller("anonymous".into()));
+    if state.service_token.is_none() && state.callers.is_empty() {
+        req.extensions_mut().insert(Caller { name: "anonymous".into() });
         return next.run(req).await;
-    };
+    }
     let request_id = request_id_of(&req);
     let presented = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     let reason = match presented {
         None => Reason::ServiceTokenMissing,
-        Some(token) if expected.verify(token) => {
-            req.extensions_mut().insert(Caller("service".into()));
+        Some(token) if state.service_token.as_ref().is_some_and(|t| t.verify(token)) => {
+            req.extensions_mut().insert(Caller { name: "service".into() });
             return next.run(req).await;
         }
-        Some(_) => Reason::ServiceTokenInvalid,
+        Some(token) => match state.callers.identify(token) {
+            None => Reason::ServiceTokenInvalid,
+            Some(caller) => {
+                let template = req.extensions().get::<MatchedPath>().map_or("", MatchedPath::as_str);
+                let needed = required_scope(template);
+                if caller.scopes().contains(&needed) {
+                    req.extensions_mut().insert(Caller { name: caller.name().to_owned() });
+                    return next.run(req).await;
+                }
+                tracing::warn!(request_id = %request_id.0, caller = caller.name(), scope = needed.as_str(),
+                    "caller lacks the route's scope");
+                state.refusals.record(
+                    RefusalKind::AuthRefused,
+                    Reason::ScopeMissing,
+                    None,
+                    None,
+                    Some(&request_id.0),
+                );
+                return ApiError(
+                    PublicError::new(ErrorCode::Refused, request_id.0).with_reason(Reason::ScopeMissing),
+                )
+                .into_response();
+            }
+        },
     };
     state.refusals.record(RefusalKind::AuthRefused, reason, None, None, Some(&request_id.0));
     let mut response =

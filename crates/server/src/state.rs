@@ -39,8 +39,11 @@ pub struct Inner {
     pub ledger_required: bool,
     /// Derives storage namespaces (minting roles).
     pub sessions: Option<SessionKeyDeriver>,
-    /// `None` when authentication is explicitly off.
+    /// The internal service token (every scope); `None` when not configured
+    /// or authentication is explicitly off.
     pub service_token: Option<ServiceToken>,
+    /// Named callers with scopes (empty when authentication is off).
+    pub callers: gatehouse_capability::Callers,
     /// `SANDBOX_REQUIRE_EGRESS_MANIFEST`.
     pub require_manifest: bool,
     /// `CODEAPI_TENANT_ISOLATION_STRICT`.
@@ -171,6 +174,7 @@ impl AppState {
             ledger_required: config.ledger_required,
             sessions,
             service_token: if auth_required { config.service_token } else { None },
+            callers: if auth_required { config.callers } else { gatehouse_capability::Callers::default() },
             require_manifest: config.require_manifest,
             tenant_isolation_strict: config.tenant_isolation_strict,
             manifest_ttl_secs: config.manifest_ttl_secs,

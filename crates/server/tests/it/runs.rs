@@ -338,3 +338,86 @@ async fn refusals_are_durable_paged_and_filtered() {
         assert_eq!(get(&node, bad).await.status, 400, "{bad}");
     }
 }
+
+async fn as_caller(node: &Node, token: &str, path: &str, body: Value) -> Reply {
+    let req = Request::post(path)
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    send(&node.router, req).await
+}
+
+#[tokio::test]
+async fn named_callers_can_do_what_their_scopes_say_and_nothing_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runner, worker, gateway) = (
+        "runner-token-0123456789abcdefghijklmnopqrstuvwxyz",
+        "worker-token-0123456789abcdefghijklmnopqrstuvwxyz",
+        "gateway-token-0123456789abcdefghijklmnopqrstuvwxyz",
+    );
+    let digest = gatehouse_capability::CallerToken::digest_hex;
+    let file = dir.path().join("callers.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[caller]]\nname = \"runner\"\nscopes = [\"manifests:verify\"]\ntoken_sha256 = \"{}\"\n\n\
+             [[caller]]\nname = \"worker\"\nscopes = [\"runs\", \"manifests:sign\", \"grants\", \"admin\"]\ntoken_sha256 = \"{}\"\n\n\
+             [[caller]]\nname = \"gateway\"\nscopes = [\"ledger\", \"egress\"]\ntoken_sha256 = \"{}\"\n",
+            digest(runner),
+            digest(worker),
+            digest(gateway)
+        ),
+    )
+    .unwrap();
+    assert!(!std::fs::read_to_string(&file).unwrap().contains(runner), "the file holds digests only");
+    let node = node_with("all", &[(names::CALLERS_FILE, file.to_str().unwrap())]).await;
+
+    let run = as_caller(
+        &node,
+        worker,
+        "/v1/runs",
+        json!({"tenant_id": "t1", "user_id": "u1", "body": execute_body()}),
+    )
+    .await;
+    assert_eq!(run.status, 201, "{}", run.text);
+    let run = run.json();
+    let verify = json!({"token": run["manifest"], "body": execute_body()});
+    assert_eq!(as_caller(&node, runner, "/v1/manifests/verify", verify).await.json()["valid"], true);
+
+    // A compromised runner can verify, and nothing else.
+    let sign = json!({"claims": {"exec_id": "e", "tenant_id": "t1", "user_id": "u1"}, "body": {}});
+    let grant = json!({"exec_id": "e", "tenant_id": "t1", "user_id": "u1"});
+    for (path, body) in [
+        ("/v1/manifests/sign", sign.clone()),
+        ("/v1/grants", grant.clone()),
+        ("/v1/runs", json!({"tenant_id": "t1", "user_id": "u1", "body": {}})),
+        ("/v1/emergency-revoke", json!({})),
+        ("/v1/grants/consume", json!({"token": run["grant"], "operation": {"kind": "request"}})),
+    ] {
+        let r = as_caller(&node, runner, path, body).await;
+        assert_eq!((r.status, r.json()["error"]["reason"].as_str()), (403, Some("scope_missing")), "{path}");
+    }
+    // The gateway spends but does not mint.
+    let spent = as_caller(
+        &node,
+        gateway,
+        "/v1/grants/consume",
+        json!({"token": run["grant"], "operation": {"kind": "request"}}),
+    )
+    .await;
+    assert_eq!(spent.json()["allowed"], true, "{}", spent.text);
+    assert_eq!(as_caller(&node, gateway, "/v1/grants", grant).await.status, 403);
+    assert_eq!(as_caller(&node, gateway, "/v1/manifests/sign", sign).await.status, 403);
+    // Unknown tokens are 401; the service token keeps every scope.
+    assert_eq!(as_caller(&node, &format!("{runner}x"), "/v1/manifests/verify", json!({})).await.status, 401);
+    assert_eq!(
+        as_caller(&node, TOKEN, "/v1/tenants/t1/kill-switch", json!({"engaged": false})).await.status,
+        200
+    );
+    // The audit log names who did what.
+    let audit = get(&node, "/v1/audit").await.json();
+    assert_eq!(audit["items"][0]["actor"], "worker");
+    let refusals = get(&node, "/v1/refusals?reason=scope_missing").await.json();
+    assert_eq!(refusals["items"].as_array().unwrap().len(), 7);
+}
