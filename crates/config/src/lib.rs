@@ -1105,6 +1105,14 @@ impl Reader<'_> {
                     .into(),
             );
         }
+        if database_url.is_none() && matches!(role, Role::Worker | Role::Gateway) {
+            warnings.push(format!(
+                "role {} keeps its durable state in the data directory's SQLite file, which no other node \
+                 shares: set {} to a postgres:// URL when workers and gateways run apart",
+                role.as_str(),
+                names::DATABASE_URL
+            ));
+        }
         if !require_manifest {
             warnings.push(
                 "SANDBOX_REQUIRE_EGRESS_MANIFEST=false: unsigned requests pass and are recorded as unsigned"

@@ -207,23 +207,6 @@ async fn create_run(
     let now = state.clock.now();
     let run_id = new_id("run");
 
-    // Refuse early (and cheaply) while the kill switch is engaged; the
-    // store checks again when it records the run.
-    match store.tenant(&req.tenant_id).await {
-        Ok(Some(t)) if t.kill_switch => {
-            state.refusals.record(
-                RefusalKind::GrantRefused,
-                Reason::TenantKillSwitch,
-                Some(&req.tenant_id),
-                None,
-                Some(&rid.0),
-            );
-            return Err(with_reason(ErrorCode::Refused, &rid, Reason::TenantKillSwitch));
-        }
-        Ok(_) => {}
-        Err(e) => return Err(store_error(&rid, &e)),
-    }
-
     // The manifest states what the run is: its ids, files, sessions and
     // budgets come from the request itself, and extra claims may not say
     // otherwise.

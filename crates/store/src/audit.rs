@@ -315,6 +315,31 @@ mod tests {
         assert_eq!(v.finish(Some((6, &good[5].hash))).unwrap_err().why, "head_mismatch");
     }
 
+    proptest::proptest! {
+        /// Any one edit, deletion, swap or duplication anywhere in a chain
+        /// is caught, at or before the entry it touched.
+        #[test]
+        fn any_single_change_is_caught_at_or_before_it(n in 2i64..24, at in 0usize..24, kind in 0u8..5, text in "[a-z]{1,8}") {
+            let good = chain(n);
+            let at = at % good.len();
+            let mut bad = good.clone();
+            match kind {
+                0 => bad[at].record.actor = format!("{}{text}", bad[at].record.actor),
+                1 => { bad.remove(at); }
+                2 => { let j = (at + 1) % good.len(); bad.swap(at, j); }
+                3 => bad[at].record.detail = json!({"version": text}),
+                _ => { let dup = bad[at].clone(); bad.insert(at, dup); }
+            }
+            let mut v = Verifier::default();
+            bad.iter().for_each(|e| v.push(e));
+            // Removing the last entry leaves a shorter intact chain: only the
+            // recorded head (or a checkpoint) shows it.
+            let head = good.last().map(|e| (e.seq, e.hash.as_str()));
+            let broken = v.finish(head).unwrap_err();
+            proptest::prop_assert!(broken.first_bad_seq <= i64::try_from(at).unwrap() + 2, "{broken:?} at {at}");
+        }
+    }
+
     #[test]
     fn a_checkpoint_binds_its_signer_and_its_statement() {
         let key = SigningKey::from_bytes(&[7; 32]);

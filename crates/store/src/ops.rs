@@ -342,11 +342,16 @@ fn runs_from(rows: Vec<RunRow>) -> Result<Vec<Run>, StoreError> {
 
 pub(crate) async fn create_run(pool: &Pool<Db>, run: &NewRun, actor: &str) -> Result<Run, StoreError> {
     let mut tx = begin_write(pool).await?;
-    touch_tenant(&mut tx, &run.tenant_id, 0, run.created_at).await?;
-    // The control lock is held, so the kill switch cannot be engaged between
-    // this check and this run's commit: engaging waits, then kills this run.
-    let engaged: i64 = sqlx::query_scalar("SELECT kill_switch FROM tenants WHERE tenant_id = $1")
+    // The tenant's row (made if missing) and its kill switch in one round
+    // trip. The control lock is held, so the switch cannot be engaged
+    // between this check and this run's commit: engaging waits, then kills
+    // this run.
+    let engaged: i64 = sqlx::query_scalar(
+        "INSERT INTO tenants (tenant_id, settings_version, updated_at) VALUES ($1, 0, $2) \
+         ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = excluded.tenant_id RETURNING kill_switch",
+    )
     .bind(&run.tenant_id)
+    .bind(run.created_at)
     .fetch_one(&mut *tx)
     .await?;
     if engaged != 0 {

@@ -125,6 +125,32 @@ async fn a_run_starts_whole_and_ending_it_by_any_path_revokes_its_grant() {
 }
 
 #[tokio::test]
+async fn no_token_or_secret_reaches_a_database_row() {
+    let node = node().await;
+    let run = create(&node, "t1", json!({})).await;
+    let id = run["run_id"].as_str().unwrap();
+    spend(&node, &run["grant"]).await;
+    call(&node, &format!("/v1/runs/{id}/end"), json!({"outcome": "succeeded"})).await;
+    call(&node, "/v1/grants/open", json!({"token": "ceg1.forged"})).await;
+    get(&node, "/v1/refusals").await;
+    // Every byte the store wrote: the database and its write-ahead log.
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(node.data.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_str().unwrap().starts_with("gatehouse.db") {
+            bytes.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains(id), "the run is stored");
+    let grant = run["grant"].as_str().unwrap();
+    let manifest = run["manifest"].as_str().unwrap();
+    for secret in [grant, &grant[5..40], manifest, TOKEN, GRANT_SECRET, "ceg1.forged"] {
+        assert!(!text.contains(secret), "a database row holds {secret:.12}...");
+    }
+}
+
+#[tokio::test]
 async fn bad_run_requests_get_stable_codes_and_leave_nothing_behind() {
     let node = node().await;
     for (path, status, reason) in [
