@@ -20,7 +20,7 @@ use gatehouse_ledger::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{ApiError, Caller, MAX_BODY_BYTES, RequestId, StrictJson};
+use crate::http::{ApiError, Caller, MAX_BODY_BYTES, RequestId, StrictJson, bad_request, with_reason};
 use crate::state::AppState;
 
 /// The full router for this node. Keep `openapi::ROUTES` in step: its
@@ -89,12 +89,8 @@ fn forbidden(rid: &RequestId) -> ApiError {
     ApiError::new(ErrorCode::Forbidden, rid)
 }
 
-fn bad_request(rid: &RequestId, message: &'static str) -> ApiError {
-    ApiError(PublicError::new(ErrorCode::BadRequest, rid.0.clone()).with_message(message))
-}
-
 fn refused(rid: &RequestId, reason: Reason) -> ApiError {
-    ApiError(PublicError::new(ErrorCode::Refused, rid.0.clone()).with_reason(reason))
+    with_reason(ErrorCode::Refused, rid, reason)
 }
 
 #[derive(Deserialize)]
@@ -335,11 +331,7 @@ async fn revoke(
     })?;
     tracing::info!(request_id = %rid.0, ?scope, revoked, "grants revoked");
     crate::control::audit_revocation(state, caller, &scope, revoked).await;
-    if let Some(proxy) = state.proxy.clone() {
-        tokio::spawn(async move {
-            proxy.close_revoked().await;
-        });
-    }
+    crate::control::close_revoked_connections(state);
     Ok(Json(json!({"revoked": revoked})))
 }
 

@@ -23,7 +23,7 @@ use http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{ApiError, Caller, RequestId, StrictJson};
+use crate::http::{ApiError, Caller, RequestId, StrictJson, bad_request, with_reason};
 use crate::state::AppState;
 
 /// The control plane's `/v1` routes (authenticated by the caller).
@@ -42,14 +42,6 @@ pub fn routes() -> Router<AppState> {
         .route("/emergency-revoke", post(emergency_revoke))
         .route("/refusals", get(list_refusals))
         .route("/audit", get(list_audit))
-}
-
-fn bad_request(rid: &RequestId, message: &'static str) -> ApiError {
-    ApiError(PublicError::new(ErrorCode::BadRequest, rid.0.clone()).with_message(message))
-}
-
-fn with_reason(code: ErrorCode, rid: &RequestId, reason: Reason) -> ApiError {
-    ApiError(PublicError::new(code, rid.0.clone()).with_reason(reason))
 }
 
 /// A store error as the caller sees it.
@@ -506,9 +498,16 @@ pub fn after_runs_ended(state: &AppState, runs: &[Run]) {
         event.rule = Some(run.status.as_str().to_owned());
         state.refusals.record_event(event);
     }
-    if let Some(proxy) = state.proxy.clone()
-        && !runs.is_empty()
-    {
+    if !runs.is_empty() {
+        close_revoked_connections(state);
+    }
+}
+
+/// Closes revoked grants' tunnels and pooled connections on this node now,
+/// without waiting for the next sweep (the other nodes' sweeps follow
+/// within a second).
+pub fn close_revoked_connections(state: &AppState) {
+    if let Some(proxy) = state.proxy.clone() {
         tokio::spawn(async move {
             proxy.close_revoked().await;
         });

@@ -38,6 +38,16 @@ impl ApiError {
     }
 }
 
+/// A `bad_request` with a fixed message.
+pub fn bad_request(request_id: &RequestId, message: &'static str) -> ApiError {
+    ApiError(PublicError::new(ErrorCode::BadRequest, request_id.0.clone()).with_message(message))
+}
+
+/// `code` with a refusal reason.
+pub fn with_reason(code: ErrorCode, request_id: &RequestId, reason: Reason) -> ApiError {
+    ApiError(PublicError::new(code, request_id.0.clone()).with_reason(reason))
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status =
