@@ -11,7 +11,7 @@ use gatehouse_test_support::{RedisServer, TestDatabase};
 use serde_json::{Value, json};
 
 use crate::cli::{Server, gatehouse, spawn_server};
-use crate::proxy::{Upstream, api};
+use crate::proxy::{Upstream, api, proxy_address};
 use crate::support::{GRANT_SECRET, TOKEN, private_key_pem};
 
 /// `gatehouse serve` (role all) with explicit keys and the given settings;
@@ -28,13 +28,7 @@ fn node(dir: &Path, key: &str, settings: &[(&str, &str)]) -> (Server, String, St
         c.env(k, v);
     }
     let (server, addr, printed, _) = spawn_server(c);
-    let proxy = printed
-        .lines()
-        .find_map(|l| l.split("egress proxy listening on http://").nth(1))
-        .unwrap_or_else(|| panic!("no proxy line: {printed}"))
-        .trim()
-        .to_owned();
-    (server, addr, proxy)
+    (server, addr, proxy_address(&printed))
 }
 
 fn new_run(addr: &str, tenant: &str) -> Value {

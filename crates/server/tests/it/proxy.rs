@@ -77,13 +77,17 @@ fn start_logging(
     }
     c.env("NO_PROXY", "").env("no_proxy", "");
     let (server, api, printed, log) = spawn_server(c);
-    let proxy = printed
+    (server, api, proxy_address(&printed), log)
+}
+
+/// The proxy address in what `gatehouse serve` printed at startup.
+pub(crate) fn proxy_address(printed: &str) -> String {
+    printed
         .lines()
         .find_map(|l| l.split("egress proxy listening on http://").nth(1))
         .unwrap_or_else(|| panic!("no proxy line: {printed}"))
         .trim()
-        .to_owned();
-    (server, api, proxy, log)
+        .to_owned()
 }
 
 #[test]
