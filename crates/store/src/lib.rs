@@ -33,6 +33,7 @@ use std::str::FromStr as _;
 use std::time::Duration;
 
 use gatehouse_core::UnixTime;
+use tokio::sync::{mpsc, oneshot};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
@@ -88,12 +89,23 @@ enum Backend {
     Postgres(PgPool),
 }
 
-/// The durable store. Cheap to clone (a connection pool).
+/// The durable store. Cheap to clone (a connection pool and a channel).
 #[derive(Clone)]
 pub struct Store {
     backend: Backend,
     op_timeout: Duration,
+    new_runs: mpsc::Sender<PendingRun>,
 }
+
+/// A run waiting for the next batch (see [`Store::create_run`]).
+struct PendingRun {
+    run: NewRun,
+    actor: String,
+    reply: oneshot::Sender<Result<Run, StoreError>>,
+}
+
+/// The most runs one creation transaction records.
+const MAX_RUN_BATCH: usize = 64;
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -176,7 +188,9 @@ impl Store {
         } else {
             return Err(StoreError::InvalidUrl);
         };
-        Ok(Self { backend, op_timeout: config.op_timeout })
+        let (new_runs, pending) = mpsc::channel(MAX_RUN_BATCH * 16);
+        tokio::spawn(record_runs_in_batches(backend.clone(), config.op_timeout, pending));
+        Ok(Self { backend, op_timeout: config.op_timeout, new_runs })
     }
 
     /// The backend's dialect.
@@ -330,8 +344,21 @@ impl Store {
 
     /// Records a new live run, unless its tenant's kill switch is engaged
     /// (`tenant_kill_switch`) or the id is taken (`conflict`).
+    ///
+    /// Every creation extends the one audit chain under the control lock,
+    /// so creations cannot run side by side; instead, the runs that arrive
+    /// while one transaction commits are recorded together in the next
+    /// (group commit), by one task per store. A caller that gave up
+    /// waiting is dropped from the batch, so a timed-out creation is
+    /// never recorded later behind its caller's back.
     pub async fn create_run(&self, run: &NewRun, actor: &str) -> Result<Run, StoreError> {
-        dispatch!(self.create_run(run, actor))
+        self.bounded(async {
+            let (reply, answer) = oneshot::channel();
+            let pending = PendingRun { run: run.clone(), actor: actor.to_owned(), reply };
+            self.new_runs.send(pending).await.map_err(|_| StoreError::Unavailable)?;
+            answer.await.map_err(|_| StoreError::Unavailable)?
+        })
+        .await
     }
 
     /// One run.
@@ -464,4 +491,50 @@ impl Store {
         }
         Ok(verifier.finish(Some((head_seq, &head_hash))))
     }
+}
+
+/// The task behind [`Store::create_run`]: takes whatever runs are waiting,
+/// up to a batch, records them in one transaction, answers each.
+async fn record_runs_in_batches(backend: Backend, op_timeout: Duration, mut pending: mpsc::Receiver<PendingRun>) {
+    let mut batch = Vec::with_capacity(MAX_RUN_BATCH);
+    while pending.recv_many(&mut batch, MAX_RUN_BATCH).await > 0 {
+        batch.retain(|p: &PendingRun| !p.reply.is_closed());
+        let runs: Vec<(&NewRun, &str)> = batch.iter().map(|p| (&p.run, p.actor.as_str())).collect();
+        let results = match create_runs(&backend, op_timeout, &runs).await {
+            Ok(results) => results,
+            // One bad run must not fail its neighbours: retry them alone.
+            Err(e) if runs.len() > 1 && e != StoreError::Unavailable => {
+                let mut results = Vec::with_capacity(runs.len());
+                for run in &runs {
+                    let one = create_runs(&backend, op_timeout, std::slice::from_ref(run)).await;
+                    results.push(one.and_then(|mut r| r.pop().unwrap_or(Err(StoreError::Corrupt))));
+                }
+                results
+            }
+            Err(e) => vec![Err(e); runs.len()],
+        };
+        drop(runs);
+        for (p, result) in batch.drain(..).zip(results) {
+            // The caller may have given up meanwhile; its run then stays
+            // recorded and expires like any run without heartbeats.
+            let _ = p.reply.send(result);
+        }
+    }
+}
+
+async fn create_runs(
+    backend: &Backend,
+    op_timeout: Duration,
+    runs: &[(&NewRun, &str)],
+) -> Result<Vec<Result<Run, StoreError>>, StoreError> {
+    if runs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let create = async {
+        match backend {
+            Backend::Sqlite(pool) => sqlite::create_runs(pool, runs).await,
+            Backend::Postgres(pool) => postgres::create_runs(pool, runs).await,
+        }
+    };
+    tokio::time::timeout(op_timeout, create).await.unwrap_or(Err(StoreError::Unavailable))
 }

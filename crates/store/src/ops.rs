@@ -38,61 +38,92 @@ pub(crate) async fn ping(pool: &Pool<Db>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Audit rows per multi-row insert: 9 parameters each stays far below
+/// either backend's bound-parameter limit.
+const AUDIT_ROWS_PER_INSERT: usize = 500;
+
+/// A writing transaction that holds the control row's lock. The lock
+/// statement also reads the audit chain's head, entries are chained in
+/// memory as they are appended, and the head is written back once, at
+/// commit: an audited change costs two statements, not one per entry.
+struct WriteTx {
+    tx: Tx,
+    audit_seq: i64,
+    audit_hash: String,
+    head_moved: bool,
+}
+
 /// Begins a writing transaction holding the control row's lock.
-async fn begin_write(pool: &Pool<Db>) -> Result<Tx, StoreError> {
+async fn begin_write(pool: &Pool<Db>) -> Result<WriteTx, StoreError> {
     let mut tx = pool.begin().await?;
-    sqlx::query("UPDATE control SET id = id WHERE id = 1").execute(&mut *tx).await?;
-    Ok(tx)
+    let (audit_seq, audit_hash): (i64, String) =
+        sqlx::query_as("UPDATE control SET id = id WHERE id = 1 RETURNING audit_seq, audit_hash")
+            .fetch_one(&mut *tx)
+            .await?;
+    Ok(WriteTx { tx, audit_seq, audit_hash, head_moved: false })
 }
 
-/// Bumps the settings version under the control row's lock; returns the new one.
-async fn bump_settings(tx: &mut Tx) -> Result<i64, StoreError> {
-    Ok(sqlx::query_scalar(
-        "UPDATE control SET settings_version = settings_version + 1 WHERE id = 1 RETURNING settings_version",
-    )
-    .fetch_one(&mut **tx)
-    .await?)
-}
-
-/// Chains `records` after the head, under the control row's lock.
-async fn append_audit(tx: &mut Tx, records: &[AuditRecord]) -> Result<(), StoreError> {
-    if records.is_empty() {
-        return Ok(());
+impl WriteTx {
+    fn conn(&mut self) -> &mut <Db as sqlx::Database>::Connection {
+        &mut self.tx
     }
-    let n = i64::try_from(records.len()).map_err(|_| StoreError::Corrupt)?;
-    let (mut seq, mut hash): (i64, String) = sqlx::query_as(
-        "UPDATE control SET audit_seq = audit_seq + $1 WHERE id = 1 RETURNING audit_seq - $1, audit_hash",
-    )
-    .bind(n)
-    .fetch_one(&mut **tx)
-    .await?;
-    for record in records {
-        let entry = record.clone().chain(seq, &hash);
-        sqlx::query(
-            "INSERT INTO audit_log (seq, at, actor, action, tenant_id, subject, detail, prev_hash, hash) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+
+    /// Bumps the settings version; returns the new one.
+    async fn bump_settings(&mut self) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "UPDATE control SET settings_version = settings_version + 1 WHERE id = 1 RETURNING settings_version",
         )
-        .bind(entry.seq)
-        .bind(entry.record.at)
-        .bind(&entry.record.actor)
-        .bind(&entry.record.action)
-        .bind(&entry.record.tenant_id)
-        .bind(&entry.record.subject)
-        .bind(canonical_detail(&entry.record.detail))
-        .bind(&entry.prev_hash)
-        .bind(&entry.hash)
-        .execute(&mut **tx)
-        .await?;
-        seq = entry.seq;
-        hash = entry.hash;
+        .fetch_one(self.conn())
+        .await?)
     }
-    sqlx::query("UPDATE control SET audit_hash = $1 WHERE id = 1").bind(&hash).execute(&mut **tx).await?;
-    Ok(())
+
+    /// Chains `records` after the head.
+    async fn append_audit(&mut self, records: &[AuditRecord]) -> Result<(), StoreError> {
+        for chunk in records.chunks(AUDIT_ROWS_PER_INSERT) {
+            let mut entries = Vec::with_capacity(chunk.len());
+            for record in chunk {
+                let entry = record.clone().chain(self.audit_seq, &self.audit_hash);
+                self.audit_seq = entry.seq;
+                self.audit_hash.clone_from(&entry.hash);
+                entries.push(entry);
+            }
+            let mut insert = sqlx::QueryBuilder::<Db>::new(
+                "INSERT INTO audit_log (seq, at, actor, action, tenant_id, subject, detail, prev_hash, hash) ",
+            );
+            insert.push_values(&entries, |mut row, entry| {
+                row.push_bind(entry.seq)
+                    .push_bind(entry.record.at)
+                    .push_bind(entry.record.actor.as_str())
+                    .push_bind(entry.record.action.as_str())
+                    .push_bind(entry.record.tenant_id.as_deref())
+                    .push_bind(entry.record.subject.as_str())
+                    .push_bind(canonical_detail(&entry.record.detail))
+                    .push_bind(entry.prev_hash.as_str())
+                    .push_bind(entry.hash.as_str());
+            });
+            insert.build().execute(self.conn()).await?;
+            self.head_moved = true;
+        }
+        Ok(())
+    }
+
+    /// Writes the chain's new head, if it moved, and commits.
+    async fn commit(mut self) -> Result<(), StoreError> {
+        if self.head_moved {
+            sqlx::query("UPDATE control SET audit_seq = $1, audit_hash = $2 WHERE id = 1")
+                .bind(self.audit_seq)
+                .bind(&self.audit_hash)
+                .execute(self.conn())
+                .await?;
+        }
+        self.tx.commit().await?;
+        Ok(())
+    }
 }
 
 /// Makes sure the tenant has a row, marking it changed at `version` (0: a
 /// row created by a run, which changes no setting).
-async fn touch_tenant(tx: &mut Tx, tenant_id: &str, version: i64, now: UnixTime) -> Result<(), StoreError> {
+async fn touch_tenant(tx: &mut WriteTx, tenant_id: &str, version: i64, now: UnixTime) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO tenants (tenant_id, settings_version, updated_at) VALUES ($1, $2, $3) \
          ON CONFLICT (tenant_id) DO UPDATE SET settings_version = \
@@ -101,7 +132,7 @@ async fn touch_tenant(tx: &mut Tx, tenant_id: &str, version: i64, now: UnixTime)
     .bind(tenant_id)
     .bind(version)
     .bind(now)
-    .execute(&mut **tx)
+    .execute(tx.conn())
     .await?;
     Ok(())
 }
@@ -182,13 +213,13 @@ pub(crate) async fn set_policy(
     now: UnixTime,
 ) -> Result<PolicyVersion, StoreError> {
     let mut tx = begin_write(pool).await?;
-    let settings = bump_settings(&mut tx).await?;
+    let settings = tx.bump_settings().await?;
     touch_tenant(&mut tx, tenant_id, settings, now).await?;
     let version: i64 = sqlx::query_scalar(
         "UPDATE tenants SET policy_version = policy_version + 1 WHERE tenant_id = $1 RETURNING policy_version",
     )
     .bind(tenant_id)
-    .fetch_one(&mut *tx)
+    .fetch_one(tx.conn())
     .await?;
     sqlx::query(
         "INSERT INTO policy_versions (tenant_id, version, document, actor, created_at) VALUES ($1, $2, $3, $4, $5)",
@@ -198,11 +229,11 @@ pub(crate) async fn set_policy(
     .bind(document)
     .bind(actor)
     .bind(now)
-    .execute(&mut *tx)
+    .execute(tx.conn())
     .await?;
     let detail = serde_json::json!({"version": version, "settings_version": settings,
         "policy": serde_json::from_str::<serde_json::Value>(document).unwrap_or_default()});
-    append_audit(&mut tx, &[audit_record(now, actor, "policy.set", Some(tenant_id), tenant_id, detail)]).await?;
+    tx.append_audit(&[audit_record(now, actor, "policy.set", Some(tenant_id), tenant_id, detail)]).await?;
     tx.commit().await?;
     Ok(PolicyVersion {
         tenant_id: tenant_id.to_owned(),
@@ -253,15 +284,15 @@ pub(crate) async fn set_gate_mode(
     now: UnixTime,
 ) -> Result<(), StoreError> {
     let mut tx = begin_write(pool).await?;
-    let settings = bump_settings(&mut tx).await?;
+    let settings = tx.bump_settings().await?;
     touch_tenant(&mut tx, tenant_id, settings, now).await?;
     sqlx::query("UPDATE tenants SET gate_mode = $2 WHERE tenant_id = $1")
         .bind(tenant_id)
         .bind(mode)
-        .execute(&mut *tx)
+        .execute(tx.conn())
         .await?;
     let detail = serde_json::json!({"mode": mode, "settings_version": settings});
-    append_audit(&mut tx, &[audit_record(now, actor, "gate.set", Some(tenant_id), tenant_id, detail)]).await?;
+    tx.append_audit(&[audit_record(now, actor, "gate.set", Some(tenant_id), tenant_id, detail)]).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -275,7 +306,7 @@ pub(crate) async fn set_kill_switch(
     now: UnixTime,
 ) -> Result<Vec<Run>, StoreError> {
     let mut tx = begin_write(pool).await?;
-    let settings = bump_settings(&mut tx).await?;
+    let settings = tx.bump_settings().await?;
     touch_tenant(&mut tx, tenant_id, settings, now).await?;
     // A run being created for the tenant held the control lock and has
     // committed by now: it is among the live runs killed below.
@@ -283,7 +314,7 @@ pub(crate) async fn set_kill_switch(
         .bind(tenant_id)
         .bind(i64::from(engaged))
         .bind(reason)
-        .execute(&mut *tx)
+        .execute(tx.conn())
         .await?;
     let killed = if engaged {
         finish_where(&mut tx, "tenant_id = $5", Some(tenant_id), RunStatus::Killed, "kill_switch", actor, now)
@@ -293,7 +324,7 @@ pub(crate) async fn set_kill_switch(
     };
     let action = if engaged { "kill_switch.engage" } else { "kill_switch.release" };
     let detail = serde_json::json!({"reason": reason, "runs_killed": killed.len(), "settings_version": settings});
-    append_audit(&mut tx, &[audit_record(now, actor, action, Some(tenant_id), tenant_id, detail)]).await?;
+    tx.append_audit(&[audit_record(now, actor, action, Some(tenant_id), tenant_id, detail)]).await?;
     tx.commit().await?;
     Ok(killed)
 }
@@ -340,45 +371,74 @@ fn runs_from(rows: Vec<RunRow>) -> Result<Vec<Run>, StoreError> {
     rows.into_iter().map(RunRow::into_run).collect()
 }
 
-pub(crate) async fn create_run(pool: &Pool<Db>, run: &NewRun, actor: &str) -> Result<Run, StoreError> {
+/// Records a batch of new runs in one transaction (see `Store::create_run`
+/// for why they come in batches): the tenants' rows (made if missing) and
+/// kill switches in one statement, the runs in one, their audit entries in
+/// one. The control lock is held throughout, so no switch can be engaged
+/// between its check here and the commit: engaging waits, then kills these
+/// runs. A run of an engaged tenant is refused alone; any other failure
+/// fails the batch, and the caller retries its runs one by one.
+pub(crate) async fn create_runs(
+    pool: &Pool<Db>,
+    batch: &[(&NewRun, &str)],
+) -> Result<Vec<Result<Run, StoreError>>, StoreError> {
     let mut tx = begin_write(pool).await?;
-    // The tenant's row (made if missing) and its kill switch in one round
-    // trip. The control lock is held, so the switch cannot be engaged
-    // between this check and this run's commit: engaging waits, then kills
-    // this run.
-    let engaged: i64 = sqlx::query_scalar(
-        "INSERT INTO tenants (tenant_id, settings_version, updated_at) VALUES ($1, 0, $2) \
-         ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = excluded.tenant_id RETURNING kill_switch",
-    )
-    .bind(&run.tenant_id)
-    .bind(run.created_at)
-    .fetch_one(&mut *tx)
-    .await?;
-    if engaged != 0 {
-        return Err(StoreError::KillSwitch);
+    let mut tenants: Vec<(&str, UnixTime)> = batch.iter().map(|(r, _)| (r.tenant_id.as_str(), r.created_at)).collect();
+    tenants.sort_unstable();
+    tenants.dedup_by(|a, b| a.0 == b.0);
+    let mut upsert = sqlx::QueryBuilder::<Db>::new("INSERT INTO tenants (tenant_id, settings_version, updated_at) ");
+    upsert.push_values(&tenants, |mut row, (tenant_id, at)| {
+        row.push_bind(*tenant_id).push_bind(0_i64).push_bind(*at);
+    });
+    upsert.push(
+        " ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = excluded.tenant_id RETURNING tenant_id, kill_switch",
+    );
+    let switches: Vec<(String, i64)> = upsert.build_query_as().fetch_all(tx.conn()).await?;
+    let engaged = |tenant_id: &str| switches.iter().any(|(t, on)| t == tenant_id && *on != 0);
+
+    let admitted: Vec<&(&NewRun, &str)> = batch.iter().filter(|(r, _)| !engaged(&r.tenant_id)).collect();
+    let mut recorded: Vec<RunRow> = Vec::new();
+    if !admitted.is_empty() {
+        let mut insert = sqlx::QueryBuilder::<Db>::new(
+            "INSERT INTO runs (run_id, tenant_id, user_id, status, grant_id, execute_body_sha256, created_at, \
+             heartbeat_at, expires_at) ",
+        );
+        insert.push_values(&admitted, |mut row, (run, _)| {
+            row.push_bind(run.run_id.as_str())
+                .push_bind(run.tenant_id.as_str())
+                .push_bind(run.user_id.as_str())
+                .push_bind("live")
+                .push_bind(run.grant_id.as_str())
+                .push_bind(run.execute_body_sha256.as_str())
+                .push_bind(run.created_at)
+                .push_bind(run.created_at)
+                .push_bind(run.expires_at);
+        });
+        insert.push(format_args!(" RETURNING {RUN_COLUMNS}"));
+        recorded = insert.build_query_as().fetch_all(tx.conn()).await?;
     }
-    let row: RunRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO runs (run_id, tenant_id, user_id, status, grant_id, execute_body_sha256, created_at, \
-         heartbeat_at, expires_at) VALUES ($1, $2, $3, 'live', $4, $5, $6, $6, $7) RETURNING {RUN_COLUMNS}"
-    )))
-    .bind(&run.run_id)
-    .bind(&run.tenant_id)
-    .bind(&run.user_id)
-    .bind(&run.grant_id)
-    .bind(&run.execute_body_sha256)
-    .bind(run.created_at)
-    .bind(run.expires_at)
-    .fetch_one(&mut *tx)
-    .await?;
-    let detail = serde_json::json!({"grant_id": run.grant_id, "user_id": run.user_id,
-        "execute_body_sha256": run.execute_body_sha256, "expires_at": run.expires_at});
-    append_audit(
-        &mut tx,
-        &[audit_record(run.created_at, actor, "run.create", Some(&run.tenant_id), &run.run_id, detail)],
-    )
-    .await?;
+    let records: Vec<AuditRecord> = admitted
+        .iter()
+        .map(|(run, actor)| {
+            let detail = serde_json::json!({"grant_id": run.grant_id, "user_id": run.user_id,
+                "execute_body_sha256": run.execute_body_sha256, "expires_at": run.expires_at});
+            audit_record(run.created_at, actor, "run.create", Some(&run.tenant_id), &run.run_id, detail)
+        })
+        .collect();
+    tx.append_audit(&records).await?;
     tx.commit().await?;
-    row.into_run()
+
+    // RETURNING's row order is unspecified; match rows to runs by id.
+    let mut recorded: std::collections::HashMap<String, RunRow> =
+        recorded.into_iter().map(|row| (row.run_id.clone(), row)).collect();
+    Ok(batch
+        .iter()
+        .map(|(run, _)| match recorded.remove(&run.run_id) {
+            Some(row) => row.into_run(),
+            None if engaged(&run.tenant_id) => Err(StoreError::KillSwitch),
+            None => Err(StoreError::Corrupt),
+        })
+        .collect())
 }
 
 pub(crate) async fn run(pool: &Pool<Db>, run_id: &str) -> Result<Option<Run>, StoreError> {
@@ -436,7 +496,7 @@ pub(crate) async fn heartbeat(
 /// Moves every live run matching `condition` (which may use `$5` for
 /// `arg`) to `status`, with audit entries, and returns them.
 async fn finish_where(
-    tx: &mut Tx,
+    tx: &mut WriteTx,
     condition: &str,
     arg: Option<&str>,
     status: RunStatus,
@@ -453,7 +513,7 @@ async fn finish_where(
     .bind(reason)
     .bind(actor)
     .bind(arg)
-    .fetch_all(&mut **tx)
+    .fetch_all(tx.conn())
     .await?;
     let mut runs = runs_from(rows)?;
     runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
@@ -465,7 +525,7 @@ async fn finish_where(
             audit_record(now, actor, &action, Some(&r.tenant_id), &r.run_id, detail)
         })
         .collect();
-    append_audit(tx, &records).await?;
+    tx.append_audit(&records).await?;
     Ok(runs)
 }
 
@@ -503,7 +563,7 @@ pub(crate) async fn expire_runs(
     )))
     .bind(now)
     .bind(heartbeat_timeout_secs)
-    .fetch_all(&mut *tx)
+    .fetch_all(tx.conn())
     .await?;
     let mut runs = runs_from(rows)?;
     runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
@@ -514,7 +574,7 @@ pub(crate) async fn expire_runs(
             audit_record(now, "gatehouse", "run.expired", Some(&r.tenant_id), &r.run_id, detail)
         })
         .collect();
-    append_audit(&mut tx, &records).await?;
+    tx.append_audit(&records).await?;
     tx.commit().await?;
     Ok(runs)
 }
@@ -527,7 +587,7 @@ pub(crate) async fn kill_all_runs(
 ) -> Result<Vec<Run>, StoreError> {
     let mut tx = begin_write(pool).await?;
     let detail = serde_json::json!({"reason": reason});
-    append_audit(&mut tx, &[audit_record(now, actor, "emergency_revoke", None, "all", detail)]).await?;
+    tx.append_audit(&[audit_record(now, actor, "emergency_revoke", None, "all", detail)]).await?;
     let killed = finish_where(&mut tx, "($5 IS NULL)", None, RunStatus::Killed, "emergency_revoke", actor, now).await?;
     tx.commit().await?;
     Ok(killed)
@@ -552,7 +612,7 @@ pub(crate) async fn append_events(pool: &Pool<Db>, events: &[NewEvent]) -> Resul
         .bind(&e.lease_id)
         .bind(i64::from(e.dry_run))
         .bind(i64::from(e.refusal))
-        .fetch_one(&mut *tx)
+        .fetch_one(tx.conn())
         .await?;
         seqs.push(seq);
     }
@@ -567,7 +627,7 @@ pub(crate) async fn append_events(pool: &Pool<Db>, events: &[NewEvent]) -> Resul
             audit_record(e.at, "gatehouse", "refusal", e.tenant_id.as_deref(), &subject, detail)
         })
         .collect();
-    append_audit(&mut tx, &records).await?;
+    tx.append_audit(&records).await?;
     tx.commit().await?;
     Ok(seqs)
 }
@@ -661,7 +721,7 @@ pub(crate) async fn prune_events(pool: &Pool<Db>, before: UnixTime) -> Result<u6
 
 pub(crate) async fn audit(pool: &Pool<Db>, records: &[AuditRecord]) -> Result<(), StoreError> {
     let mut tx = begin_write(pool).await?;
-    append_audit(&mut tx, records).await?;
+    tx.append_audit(records).await?;
     tx.commit().await?;
     Ok(())
 }

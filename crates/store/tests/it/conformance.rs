@@ -271,6 +271,33 @@ pub async fn a_run_created_while_the_switch_is_engaged_is_never_left_live(f: Fre
     assert!(live.items.is_empty(), "live after the kill switch: {:?}", live.items);
 }
 
+pub async fn runs_created_at_once_are_each_answered_on_their_own(f: Fresh) {
+    // Many creations at once share transactions (group commit); each still
+    // gets its own answer: a run of a switched-off tenant and a taken id are
+    // refused alone, and every other run is recorded and audited.
+    let s = &f.store;
+    s.set_kill_switch("off", true, None, "ada", 999).await.unwrap();
+    let mut runs: Vec<NewRun> = (0..60).map(|n| new_run(n, ["t1", "t2", "off"][n as usize % 3], 1000)).collect();
+    runs.push(new_run(1, "t2", 1000)); // the id of run 1, again
+    let answers = futures_util::future::join_all(runs.iter().map(|r| s.create_run(r, "p"))).await;
+    let mut conflicts = 0;
+    for (run, answer) in runs.iter().zip(&answers) {
+        match answer {
+            Ok(recorded) if run.tenant_id != "off" => assert_eq!(recorded.run_id, run.run_id),
+            Err(StoreError::KillSwitch) if run.tenant_id == "off" => {}
+            Err(StoreError::Conflict) if run.run_id == "run_0001" => conflicts += 1,
+            other => panic!("{} of {}: {other:?}", run.run_id, run.tenant_id),
+        }
+    }
+    assert_eq!(conflicts, 1, "one of the two creations of run_0001 wins");
+    let live = s.runs(None, Some(RunStatus::Live), &PageRequest { limit: 500, cursor: None }).await.unwrap();
+    assert_eq!(live.items.len(), 40);
+    assert!(live.items.iter().all(|r| r.tenant_id != "off"));
+    let entries = s.audit_entries(0, 1000).await.unwrap();
+    assert_eq!(entries.iter().filter(|e| e.record.action == "run.create").count(), 40);
+    assert_chain_intact(s).await;
+}
+
 pub async fn runs_list_newest_first_in_pages(f: Fresh) {
     let s = &f.store;
     for n in 0..5 {
@@ -483,6 +510,7 @@ conformance!(
     runs_expire_by_lost_heartbeat_or_lifetime_once,
     the_kill_switch_kills_live_runs_and_refuses_new_ones,
     a_run_created_while_the_switch_is_engaged_is_never_left_live,
+    runs_created_at_once_are_each_answered_on_their_own,
     runs_list_newest_first_in_pages,
     refusals_and_run_events_are_durable_filtered_and_paged,
     nodes_appending_at_once_keep_one_unbroken_chain,
