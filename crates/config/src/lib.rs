@@ -76,6 +76,14 @@ pub mod names {
     pub const EVENT_RETENTION_DAYS: &str = "GATEHOUSE_EVENT_RETENTION_DAYS";
     /// Longest run (and grant) lifetime `POST /v1/runs` accepts, in seconds [86400].
     pub const GRANT_MAX_LIFETIME_SECS: &str = "GATEHOUSE_GRANT_MAX_LIFETIME_SECS";
+    /// Longest a client may take to send a request's header, in milliseconds [10000].
+    pub const HEADER_READ_TIMEOUT_MS: &str = "GATEHOUSE_HEADER_READ_TIMEOUT_MS";
+    /// A connection with nothing moving and no request in hand is closed after this, in milliseconds [60000].
+    pub const IDLE_TIMEOUT_MS: &str = "GATEHOUSE_IDLE_TIMEOUT_MS";
+    /// Connections open at once on each listener (API, proxy) [4096].
+    pub const MAX_CONNECTIONS: &str = "GATEHOUSE_MAX_CONNECTIONS";
+    /// Connections open at once from one client address on each listener [512].
+    pub const MAX_CONNECTIONS_PER_CLIENT: &str = "GATEHOUSE_MAX_CONNECTIONS_PER_CLIENT";
     /// The proxy address sandboxes are given (`POST /v1/runs`) [http://GATEHOUSE_PROXY_LISTEN].
     pub const PROXY_PUBLIC_URL: &str = "GATEHOUSE_PROXY_PUBLIC_URL";
     /// Redis for the ledger and leases [in-process].
@@ -165,6 +173,10 @@ pub mod names {
         RUN_HEARTBEAT_TIMEOUT_SECS,
         EVENT_RETENTION_DAYS,
         GRANT_MAX_LIFETIME_SECS,
+        HEADER_READ_TIMEOUT_MS,
+        IDLE_TIMEOUT_MS,
+        MAX_CONNECTIONS,
+        MAX_CONNECTIONS_PER_CLIENT,
         PROXY_PUBLIC_URL,
         REDIS_URL,
         LEDGER_KEY_PREFIX,
@@ -322,6 +334,19 @@ impl fmt::Display for Problem {
     }
 }
 
+/// What each listener (the API and the proxy) allows one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// From accepting a connection to the end of a request's header.
+    pub header_read_timeout: std::time::Duration,
+    /// Nothing moving and no request in hand for this long: closed.
+    pub idle_timeout: std::time::Duration,
+    /// Connections open at once per listener.
+    pub max_connections: usize,
+    /// Connections open at once from one client address, per listener.
+    pub max_connections_per_client: usize,
+}
+
 /// A validated configuration. Holding one means every startup check passed.
 #[derive(Debug)]
 pub struct Config {
@@ -346,6 +371,8 @@ pub struct Config {
     pub event_retention_days: i64,
     /// Longest run lifetime accepted.
     pub grant_max_lifetime_secs: i64,
+    /// What each listener allows a connection.
+    pub connections: ConnectionLimits,
     /// The proxy URL handed to sandboxes, without credentials.
     pub proxy_public_url: String,
     /// Redis URL (may hold a password: never log it).
@@ -1054,6 +1081,26 @@ impl Reader<'_> {
         let run_heartbeat_timeout_secs = self.int(names::RUN_HEARTBEAT_TIMEOUT_SECS, 120, 5..=86_400);
         let event_retention_days = self.int(names::EVENT_RETENTION_DAYS, 30, 1..=3650);
         let grant_max_lifetime_secs = self.int(names::GRANT_MAX_LIFETIME_SECS, 86_400, 60..=7 * 86_400);
+        let millis = |n: i64| std::time::Duration::from_millis(u64::try_from(n).unwrap_or(0));
+        let connections = ConnectionLimits {
+            header_read_timeout: millis(self.int(names::HEADER_READ_TIMEOUT_MS, 10_000, 100..=300_000)),
+            idle_timeout: millis(self.int(names::IDLE_TIMEOUT_MS, 60_000, 100..=3_600_000)),
+            max_connections: usize::try_from(self.int(names::MAX_CONNECTIONS, 4096, 1..=1_000_000))
+                .unwrap_or(4096),
+            max_connections_per_client: usize::try_from(self.int(
+                names::MAX_CONNECTIONS_PER_CLIENT,
+                512,
+                1..=1_000_000,
+            ))
+            .unwrap_or(512),
+        };
+        if connections.max_connections_per_client > connections.max_connections {
+            self.problem(
+                names::MAX_CONNECTIONS_PER_CLIENT,
+                "invalid_value",
+                "must not exceed GATEHOUSE_MAX_CONNECTIONS",
+            );
+        }
         let proxy_public_url =
             match self.get(names::PROXY_PUBLIC_URL).map(|u| u.trim().trim_end_matches('/').to_owned()) {
                 None => format!("http://{proxy_listen}"),
@@ -1152,6 +1199,7 @@ impl Reader<'_> {
             run_heartbeat_timeout_secs,
             event_retention_days,
             grant_max_lifetime_secs,
+            connections,
             proxy_public_url,
             redis_url,
             ledger_key_prefix,

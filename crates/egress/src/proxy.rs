@@ -23,7 +23,7 @@
 //! their byte and time caps.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -33,13 +33,14 @@ use bytes::Bytes;
 use gatehouse_capability::{GrantClaims, OpenedGrants};
 use gatehouse_core::{Clock, ErrorCode, PublicError, Reason, Refusal, RefusalKind, new_id};
 use gatehouse_ledger::{Ledger, LedgerBackend as _, Operation, Status, refusal_kind, spend};
+use gatehouse_listener::ClientStream;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, Limited, combinators::BoxBody};
 use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncWriteExt as _, Interest};
+use tokio::net::TcpStream;
 use tokio::net::tcp::{ReadHalf, WriteHalf};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
 use crate::connect::connect_pinned;
@@ -301,27 +302,12 @@ impl Refused {
 }
 
 /// Runs the proxy on `listener` until the task is dropped.
-pub async fn serve(proxy: Arc<Proxy>, listener: TcpListener) {
-    loop {
-        let Ok((stream, _peer)) = listener.accept().await else {
-            // Out of file descriptors and the like: back off instead of spinning.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
+pub async fn serve(proxy: Arc<Proxy>, listener: gatehouse_listener::Listener) {
+    let handler = move |req| {
         let proxy = proxy.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let proxy = proxy.clone();
-                async move { Ok::<_, std::convert::Infallible>(proxy.handle(req).await) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .preserve_header_case(false)
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades()
-                .await;
-        });
-    }
+        async move { Ok::<_, std::convert::Infallible>(proxy.handle(req).await) }
+    };
+    listener.serve_http1(handler, std::future::pending()).await;
 }
 
 impl Proxy {
@@ -467,12 +453,13 @@ impl Proxy {
             closed.as_mut().enable();
             let relay = async {
                 let Ok(upgraded) = hyper::upgrade::on(&mut req).await else { return };
-                // `serve` hands hyper plain TCP streams, so the client's socket
-                // comes back whole and the tunnel copies between two sockets
-                // without hyper's wrapper in the way.
-                let Ok(client) = upgraded.downcast::<TokioIo<TcpStream>>() else { return };
-                let tunnel =
-                    tunnel_capped(client.io.into_inner(), client.read_buf, upstream, limits.tunnel_bytes);
+                // `serve` hands hyper the listener's client streams, so the
+                // client's socket comes back whole and the tunnel copies
+                // between two sockets without hyper's wrapper in the way. The
+                // socket keeps its place in the listener's caps meanwhile.
+                let Ok(client) = upgraded.downcast::<TokioIo<ClientStream>>() else { return };
+                let (socket, _slot) = client.io.into_inner().into_parts();
+                let tunnel = tunnel_capped(socket, client.read_buf, upstream, limits.tunnel_bytes);
                 let _ = tokio::time::timeout(limits.tunnel_duration, tunnel).await;
             };
             // Dropping the relay closes both sockets.
@@ -795,11 +782,6 @@ fn refusal_response(refused: &Refused, request_id: &str) -> Response<ProxyBody> 
         headers.insert(header::PROXY_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"gatehouse\""));
     }
     response
-}
-
-/// Binds the proxy listener.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
 }
 
 #[cfg(test)]

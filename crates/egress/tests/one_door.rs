@@ -113,6 +113,9 @@ fn no_crate_outside_egress_depends_on_an_http_client() {
         if name == "egress" {
             continue;
         }
+        // The listener serves HTTP with hyper and opens nothing: the lints
+        // (which it denies like every crate) forbid hyper's client calls.
+        let serving_only: &[&str] = if name == "listener" { &["hyper", "hyper-util"] } else { &[] };
         // Plain and per-target sections alike; a dependency renamed with
         // `package = "..."` counts under its real name. (Dev-dependencies may
         // hold test clients that talk to a server under test.)
@@ -123,7 +126,7 @@ fn no_crate_outside_egress_depends_on_an_http_client() {
                 for (key, spec) in deps {
                     let real = spec.get("package").and_then(|p| p.as_str()).unwrap_or(key);
                     assert!(
-                        !CLIENT_CRATES.contains(&real),
+                        !CLIENT_CRATES.contains(&real) || serving_only.contains(&real),
                         "crates/{name} depends on {real} directly; go through gatehouse-egress"
                     );
                 }

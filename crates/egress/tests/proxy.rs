@@ -119,6 +119,7 @@ fn harness_with_pool(limits: Limits, resolver: Resolver, pool: UpstreamPool) -> 
     });
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let proxy_addr = listener.local_addr().unwrap().to_string();
+    let listener = gatehouse_listener::Listener::new(listener, gatehouse_listener::Limits::default());
     runtime.spawn(gatehouse_egress::proxy::serve(proxy, listener));
     Harness { proxy_addr, token, other_token, sink, _runtime: runtime }
 }

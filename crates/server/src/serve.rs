@@ -6,6 +6,7 @@ use std::sync::Arc;
 use gatehouse_config::{Config, LogFormat, Source, embedded_data_dir, embedded_files, load, names};
 use gatehouse_core::{Clock as _, SystemClock};
 use gatehouse_ledger::Ledger;
+use gatehouse_listener::Listener;
 
 use crate::files::{KeySet, ensure_private_dir, restrict_dir};
 use crate::state::AppState;
@@ -92,9 +93,11 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
     let embedded = config.embedded;
     let data_dir = config.data_dir.clone();
     let auth = config.service_auth_required();
+    let limits = listener_limits(&config.connections);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {}", e.kind()))?;
+    let listener = Listener::new(listener, limits);
     let bound = listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
     let store = if role.has_store() { Some(open_store(&config).await?) } else { None };
     let event_retention_days = config.event_retention_days;
@@ -121,11 +124,14 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
                 .map_err(|e| format!("cannot listen on {proxy_listen}: {}", e.kind()))?;
             let bound =
                 listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
+            let listener = Listener::new(listener, limits);
+            state.metrics.watch_listener("proxy", listener.stats());
             tokio::spawn(gatehouse_egress::proxy::serve(proxy, listener));
             Some(format!("gatehouse egress proxy listening on http://{bound}"))
         }
         None => None,
     };
+    state.metrics.watch_listener("api", listener.stats());
     let app = crate::api::router(state.clone());
     for line in generated {
         println!("{line}");
@@ -157,10 +163,19 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
         ),
     }
     tracing::info!(%bound, role = role.as_str(), "listening");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| format!("server error: {}", e.kind()))
+    let handler = move |req| tower::ServiceExt::oneshot(app.clone(), req);
+    listener.serve_http1(handler, shutdown_signal()).await;
+    Ok(())
+}
+
+/// The configured connection limits, for each listener.
+pub fn listener_limits(c: &gatehouse_config::ConnectionLimits) -> gatehouse_listener::Limits {
+    gatehouse_listener::Limits {
+        header_read_timeout: c.header_read_timeout,
+        idle_timeout: c.idle_timeout,
+        max_connections: c.max_connections,
+        max_connections_per_client: c.max_connections_per_client,
+    }
 }
 
 /// Opens the durable store and brings its schema up to this binary's:

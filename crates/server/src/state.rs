@@ -252,6 +252,7 @@ pub struct Metrics {
     unsigned_passed: AtomicU64,
     content_verdicts: [AtomicU64; 4],
     egress_fetched: AtomicU64,
+    listeners: std::sync::Mutex<Vec<(&'static str, Arc<gatehouse_listener::ConnectionStats>)>>,
 }
 
 /// Grants the proxy keeps opened: a few per live run, with room to spare
@@ -288,6 +289,11 @@ impl Metrics {
         if let Some(i) = VERDICTS.iter().position(|v| *v == verdict) {
             self.content_verdicts[i].fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Reports a listener's connection counters under `listener="name"`.
+    pub fn watch_listener(&self, name: &'static str, stats: Arc<gatehouse_listener::ConnectionStats>) {
+        self.listeners.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((name, stats));
     }
 
     /// Prometheus text exposition of every counter.
@@ -328,6 +334,33 @@ impl Metrics {
             "Egress requests (proxied or fetched) and tunnels let through.",
             proxied.chain(fetched),
         );
+        let listeners = self.listeners.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let connections = listeners.iter().flat_map(|(name, c)| {
+            [
+                ("accepted", c.accepted.load(Ordering::Relaxed)),
+                ("refused_listener_full", c.refused_listener_full.load(Ordering::Relaxed)),
+                ("refused_client_full", c.refused_client_full.load(Ordering::Relaxed)),
+                ("closed_idle", c.closed_idle.load(Ordering::Relaxed)),
+                ("closed_header_timeout", c.closed_header_timeout.load(Ordering::Relaxed)),
+            ]
+            .map(|(outcome, n)| (format!("{{listener=\"{name}\",outcome=\"{outcome}\"}}"), n))
+        });
+        counter_family(
+            &mut out,
+            "gatehouse_connections_total",
+            "Client connections by listener: accepted, closed at once over a cap, closed for idling or a slow header.",
+            connections,
+        );
+        let _ =
+            writeln!(out, "# HELP gatehouse_connections_open Client connections open now, tunnels included.");
+        let _ = writeln!(out, "# TYPE gatehouse_connections_open gauge");
+        for (name, c) in &listeners {
+            let _ = writeln!(
+                out,
+                "gatehouse_connections_open{{listener=\"{name}\"}} {}",
+                c.open.load(Ordering::Relaxed)
+            );
+        }
         refusals.render(&mut out);
         out
     }

@@ -33,12 +33,12 @@ use std::str::FromStr as _;
 use std::time::Duration;
 
 use gatehouse_core::UnixTime;
-use tokio::sync::{mpsc, oneshot};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
+use tokio::sync::{mpsc, oneshot};
 
 pub use audit::{AuditEntry, AuditRecord, Broken, Checkpoint, GENESIS_HASH};
 pub use error::StoreError;
@@ -495,7 +495,11 @@ impl Store {
 
 /// The task behind [`Store::create_run`]: takes whatever runs are waiting,
 /// up to a batch, records them in one transaction, answers each.
-async fn record_runs_in_batches(backend: Backend, op_timeout: Duration, mut pending: mpsc::Receiver<PendingRun>) {
+async fn record_runs_in_batches(
+    backend: Backend,
+    op_timeout: Duration,
+    mut pending: mpsc::Receiver<PendingRun>,
+) {
     let mut batch = Vec::with_capacity(MAX_RUN_BATCH);
     while pending.recv_many(&mut batch, MAX_RUN_BATCH).await > 0 {
         batch.retain(|p: &PendingRun| !p.reply.is_closed());

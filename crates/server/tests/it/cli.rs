@@ -475,3 +475,58 @@ fn only_the_gateway_and_all_roles_run_the_proxy() {
     let (_r, _, printed, _) = spawn_server(runner);
     assert!(!printed.contains("egress proxy"), "{printed}");
 }
+
+#[test]
+#[allow(clippy::disallowed_methods, reason = "test clients talking to the server under test on loopback")]
+fn both_listeners_cut_slow_headers_and_cap_connections_per_client() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut command = gatehouse(tmp.path());
+    command
+        .env("GATEHOUSE_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_HEADER_READ_TIMEOUT_MS", "400")
+        .env("GATEHOUSE_MAX_CONNECTIONS_PER_CLIENT", "2");
+    let (_server, api, printed, _) = spawn_server(command);
+    let proxy = crate::proxy::proxy_address(&printed);
+    // Reads until the server closes; returns what came and how long it took.
+    let held_open = |stream: &mut std::net::TcpStream| {
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let started = Instant::now();
+        let mut got = Vec::new();
+        // A socket closed with unread bytes in it is reset, not ended.
+        match stream.read_to_end(&mut got) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("the server kept a connection open ({e})"),
+        }
+        (String::from_utf8_lossy(&got).into_owned(), started.elapsed())
+    };
+    for addr in [&api, &proxy] {
+        // A header that never ends is cut at the header timeout.
+        let mut slow = std::net::TcpStream::connect(addr.as_str()).unwrap();
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: a").unwrap();
+        let (answer, held) = held_open(&mut slow);
+        assert_eq!(answer, "", "{addr}");
+        assert!(held >= Duration::from_millis(300) && held < Duration::from_secs(3), "{addr}: held {held:?}");
+        // Two connections from this address are served; a third is closed unread.
+        let a = std::net::TcpStream::connect(addr.as_str()).unwrap();
+        let b = std::net::TcpStream::connect(addr.as_str()).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut third = std::net::TcpStream::connect(addr.as_str()).unwrap();
+        let _ = third.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+        let (answer, held) = held_open(&mut third);
+        assert_eq!(answer, "", "{addr}: a connection over the cap was answered");
+        assert!(held < Duration::from_millis(300), "{addr}: held {held:?}");
+        drop((a, b));
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    let metrics = http(&api, "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    for line in [
+        "gatehouse_connections_total{listener=\"api\",outcome=\"closed_header_timeout\"} 1",
+        "gatehouse_connections_total{listener=\"proxy\",outcome=\"closed_header_timeout\"} 1",
+        "gatehouse_connections_total{listener=\"api\",outcome=\"refused_client_full\"} 1",
+        "gatehouse_connections_total{listener=\"proxy\",outcome=\"refused_client_full\"} 1",
+    ] {
+        assert!(metrics.contains(line), "missing {line} in {metrics}");
+    }
+}

@@ -277,7 +277,8 @@ pub async fn runs_created_at_once_are_each_answered_on_their_own(f: Fresh) {
     // refused alone, and every other run is recorded and audited.
     let s = &f.store;
     s.set_kill_switch("off", true, None, "ada", 999).await.unwrap();
-    let mut runs: Vec<NewRun> = (0..60).map(|n| new_run(n, ["t1", "t2", "off"][n as usize % 3], 1000)).collect();
+    let mut runs: Vec<NewRun> =
+        (0..60).map(|n| new_run(n, ["t1", "t2", "off"][n as usize % 3], 1000)).collect();
     runs.push(new_run(1, "t2", 1000)); // the id of run 1, again
     let answers = futures_util::future::join_all(runs.iter().map(|r| s.create_run(r, "p"))).await;
     let mut conflicts = 0;
