@@ -244,9 +244,15 @@ impl Fetcher {
             .await
             .map_err(|_| Reason::UpstreamUnreachable)?;
         tokio::spawn(connection);
-        let response = sender.send_request(request).await.map_err(|_| Reason::UpstreamUnreachable)?;
+        let response = sender.send_request(request).await.map_err(|e| {
+            if e.is_parse() { Reason::UpstreamBadResponse } else { Reason::UpstreamUnreachable }
+        })?;
+        crate::proxy::framing_is_sound(response.headers())?;
         let (mut parts, body) = response.into_parts();
         crate::proxy::strip_hop_by_hop(&mut parts.headers);
+        // The caller gets the body itself; a length header would describe
+        // the upstream's framing, not what the caller receives.
+        parts.headers.remove(header::CONTENT_LENGTH);
         let body = Limited::new(body, self.limits.response_bytes)
             .collect()
             .await

@@ -350,6 +350,14 @@ impl Proxy {
     }
 
     fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<GrantClaims>, Refused> {
+        if headers.get_all(header::PROXY_AUTHORIZATION).iter().nth(1).is_some() {
+            // Which one would a component behind us read? Refuse instead.
+            return Err(Refused::new(
+                StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+                RefusalKind::GrantRefused,
+                Reason::CredentialsAmbiguous,
+            ));
+        }
         let token = headers
             .get(header::PROXY_AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -420,7 +428,19 @@ impl Proxy {
         policy: Result<Arc<Policy>, PolicyError>,
         grant: &GrantClaims,
     ) -> Result<Response<ProxyBody>, Refused> {
-        let authority = req.uri().authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+        // Only the authority form `host:port` is a CONNECT target (RFC 9112
+        // §3.2.3): not `CONNECT http://host:port/path`, not `ftp://...`.
+        let uri = req.uri();
+        let authority = match (uri.scheme(), uri.authority(), uri.path_and_query()) {
+            (None, Some(authority), None) => authority.as_str().to_owned(),
+            _ => {
+                return Err(Refused::new(
+                    StatusCode::BAD_REQUEST,
+                    RefusalKind::EgressRefused,
+                    Reason::ConnectTargetInvalid,
+                ));
+            }
+        };
         let (host, port) = parse_authority(&authority)
             .map_err(|reason| Refused::new(StatusCode::FORBIDDEN, RefusalKind::EgressRefused, reason))?;
         let port = port.ok_or_else(|| {
@@ -539,11 +559,15 @@ impl Proxy {
                     // An idle connection the upstream closed just now: the
                     // request was not written, so it goes out on a fresh one.
                     Some(unsent) if reused => upstream_req = unsent,
+                    // An answer hyper could not parse (conflicting lengths,
+                    // a broken head) is the upstream's fault, said so.
+                    _ if e.error().is_parse() => return Err(fail(Reason::UpstreamBadResponse)),
                     _ => return Err(fail(Reason::UpstreamUnreachable)),
                 },
                 Err(_) => return Err(fail(Reason::UpstreamTimeout)),
             }
         };
+        framing_is_sound(response.headers()).map_err(fail)?;
         if response.body().size_hint().lower() > self.limits.response_bytes as u64 {
             // Declared too long: refused before any of it moves, and the
             // connection, with the body still unread, is closed.
@@ -580,6 +604,21 @@ pub fn grant_from_proxy_authorization(value: &str) -> Option<String> {
         return (!password.is_empty()).then(|| password.to_owned());
     }
     None
+}
+
+/// Refuses an upstream answer whose framing is ambiguous (RFC 9112 §6.3):
+/// `Transfer-Encoding` beside `Content-Length`, or a `Content-Length` that
+/// is not one plain number. Passing either on would hand the client a
+/// length that does not describe the body (request smuggling's raw material).
+pub(crate) fn framing_is_sound(headers: &HeaderMap) -> Result<(), Reason> {
+    let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
+    let length = lengths.next();
+    let sound = match length {
+        None => true,
+        Some(_) if headers.contains_key(header::TRANSFER_ENCODING) || lengths.next().is_some() => false,
+        Some(v) => !v.is_empty() && v.as_bytes().iter().all(u8::is_ascii_digit),
+    };
+    if sound { Ok(()) } else { Err(Reason::UpstreamBadResponse) }
 }
 
 /// Removes hop-by-hop headers (RFC 9110 §7.6.1), the ones `Connection` names,

@@ -834,3 +834,85 @@ async fn https_verifies_the_certificate_against_the_roots() {
     let r = by_name.fetch(OPEN, at("other.test")).await.unwrap_err();
     assert_eq!((r.reason, r.host.as_deref()), (gatehouse_core::Reason::TlsFailed, Some("other.test")));
 }
+
+/// Sends `head` to the proxy as it is; returns the status line and the
+/// refusal reason header of the answer.
+fn raw_exchange(h: &Harness, head: &str) -> (String, String) {
+    let mut stream = std::net::TcpStream::connect(&h.proxy_addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut reader = BufReader::new(stream);
+    let (mut status, mut reason, mut line) = (String::new(), String::new(), String::new());
+    reader.read_line(&mut status).unwrap();
+    while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("x-gatehouse-reason:") {
+            reason = v.trim().to_owned();
+        }
+        line.clear();
+    }
+    (status.trim().to_owned(), reason)
+}
+
+#[test]
+fn only_the_authority_form_is_a_connect_target() {
+    let (port, _) = echo_upstream();
+    let h =
+        harness(Limits { connect_ports: vec![port], ..Limits::default() }, Resolver::Static(Arc::default()));
+    for target in [
+        format!("http://127.0.0.1:{port}/path"),
+        format!("ftp://127.0.0.1:{port}"),
+        format!("http://127.0.0.1:{port}"),
+        "/just/a/path".to_owned(),
+    ] {
+        let head = format!(
+            "CONNECT {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nProxy-Authorization: Bearer {}\r\n\r\n",
+            h.token
+        );
+        let (status, reason) = raw_exchange(&h, &head);
+        assert!(status.starts_with("HTTP/1.1 400"), "{target}: {status}");
+        assert_eq!(reason, "connect_target_invalid", "{target}");
+    }
+    assert!(h.sink.0.lock().unwrap().iter().any(|r| r.reason.as_str() == "connect_target_invalid"));
+    // The authority form itself still opens a tunnel.
+    let mut stream = open_tunnel(&h, port, b"ok?");
+    let mut echoed = [0u8; 3];
+    std::io::Read::read_exact(&mut stream, &mut echoed).unwrap();
+    assert_eq!(&echoed, b"ok?");
+}
+
+#[test]
+fn two_proxy_credentials_are_refused_whichever_is_valid() {
+    let port = upstream("hello", Duration::ZERO);
+    let h = harness(Limits::default(), Resolver::Static(Arc::default()));
+    for (first, second) in [(&h.token, &h.other_token), (&h.token, &"ceg1.bogus".to_owned())] {
+        for order in [[first, second], [second, first]] {
+            let head = format!(
+                "GET http://127.0.0.1:{port}/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
+                 Proxy-Authorization: Bearer {}\r\nProxy-Authorization: Bearer {}\r\nConnection: close\r\n\r\n",
+                order[0], order[1]
+            );
+            let (status, reason) = raw_exchange(&h, &head);
+            assert!(status.starts_with("HTTP/1.1 407"), "{status}");
+            assert_eq!(reason, "credentials_ambiguous");
+        }
+    }
+}
+
+#[test]
+fn an_upstream_answer_with_ambiguous_framing_is_a_502_never_passed_on() {
+    let h = harness(Limits::default(), Resolver::Static(Arc::default()));
+    for framing in [
+        "content-length: 5\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        "content-length: 5\r\ncontent-length: 6\r\n\r\nhello!",
+    ] {
+        let port = answer_each_request(move |mut stream| {
+            let _ = write!(stream, "HTTP/1.1 200 OK\r\n{framing}");
+        });
+        let (code, out) = curl(&h, &format!("http://127.0.0.1:{port}/"));
+        assert_eq!(code, Some(0), "curl failed: {out}");
+        assert!(out.starts_with("HTTP/1.1 502"), "{framing:?}: {out}");
+        assert!(out.contains("x-gatehouse-reason: upstream_bad_response"), "{out}");
+    }
+    let refusals = h.sink.0.lock().unwrap();
+    assert!(refusals.iter().filter(|r| r.reason.as_str() == "upstream_bad_response").count() >= 1);
+}

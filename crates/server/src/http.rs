@@ -140,8 +140,12 @@ pub async fn require_service_token(State(state): State<AppState>, mut req: Reque
         return next.run(req).await;
     }
     let request_id = request_id_of(&req);
-    let presented = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
+    let mut given = req.headers().get_all(header::AUTHORIZATION).iter();
+    let (first, second) = (given.next(), given.next());
+    let presented = first.and_then(|v| v.to_str().ok()).and_then(bearer);
     let reason = match presented {
+        // Two credentials: refused, never a guess at which one counts.
+        _ if second.is_some() => Reason::CredentialsAmbiguous,
         None => Reason::ServiceTokenMissing,
         Some(token) if state.service_token.as_ref().is_some_and(|t| t.verify(token)) => {
             req.extensions_mut().insert(Caller { name: "service".into() });

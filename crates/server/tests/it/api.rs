@@ -178,7 +178,21 @@ async fn internal_routes_need_the_service_token() {
     let r = send(&node.router, wrong).await;
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["error"]["reason"], "service_token_invalid");
-    assert_eq!(refusals(&node).await.len(), 2);
+    // Two credentials are refused, whichever of them is right and in
+    // whichever order: nothing guesses which one counts.
+    for (first, second) in [(TOKEN.to_owned(), format!("{TOKEN}x")), (format!("{TOKEN}x"), TOKEN.to_owned())]
+    {
+        let twice = Request::post("/v1/grants/open")
+            .header("authorization", format!("Bearer {first}"))
+            .header("authorization", format!("Bearer {second}"))
+            .header("content-type", "application/json")
+            .body(Body::from("{}"))
+            .unwrap();
+        let r = send(&node.router, twice).await;
+        assert_eq!(r.status, 401);
+        assert_eq!(r.json()["error"]["reason"], "credentials_ambiguous");
+    }
+    assert_eq!(refusals(&node).await.len(), 4);
     // Health stays open for load balancers.
     let r = send(&node.router, Request::get("/healthz").body(Body::empty()).unwrap()).await;
     assert_eq!(r.status, 200);
