@@ -31,6 +31,8 @@ const NOISE_CAP: usize = 10_000;
 const RUN_CAP: usize = 100_000;
 /// Events per transaction.
 const BATCH: usize = 500;
+/// How long the writer lets a burst gather before writing it.
+const LINGER: Duration = Duration::from_millis(20);
 
 /// The refusal record of a node: logs, counters, and (with a store) the
 /// durable queue.
@@ -208,6 +210,11 @@ impl EventQueue {
         self.wake.notify_one();
     }
 
+    fn queued(&self) -> usize {
+        let lanes = self.lanes();
+        lanes.run.len() + lanes.noise.len()
+    }
+
     /// Up to [`BATCH`] events, run lane first.
     fn take(&self) -> Vec<NewEvent> {
         let mut lanes = self.lanes();
@@ -265,6 +272,13 @@ impl EventQueue {
     /// store refuses is put back and retried after a pause.
     pub async fn write_to(self: Arc<Self>, store: Store) {
         loop {
+            // A burst gathers for a moment into one transaction: the record
+            // is a few milliseconds later, and a flood of refusals costs a
+            // few commits a second instead of one per handful of events.
+            let queued = self.queued();
+            if queued > 0 && queued < BATCH {
+                tokio::time::sleep(LINGER).await;
+            }
             let batch = self.take();
             if batch.is_empty() {
                 self.settled.notify_waiters();

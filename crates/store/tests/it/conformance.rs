@@ -389,6 +389,33 @@ pub async fn refusals_and_run_events_are_durable_filtered_and_paged(f: Fresh) {
     assert_eq!(assert_chain_intact(s).await, 8, "pruning events never touches the audit log");
 }
 
+pub async fn event_numbers_only_grow_across_nodes_and_pruning(f: Fresh) {
+    let other = f.another_node().await;
+    let batch = |n: i64| {
+        (0..n)
+            .map(|i| refusal("t1", Some("run_1"), "egress_refused", "policy_denied", None, 100 + i))
+            .collect::<Vec<_>>()
+    };
+    let (seven_hundred, three_hundred) = (batch(700), batch(300));
+    let (a, b) = tokio::join!(f.store.append_events(&seven_hundred), other.append_events(&three_hundred));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let mut all: Vec<i64> = a.iter().chain(&b).copied().collect();
+    assert!(
+        a.windows(2).all(|w| w[1] == w[0] + 1) && b.windows(2).all(|w| w[1] == w[0] + 1),
+        "each batch in order"
+    );
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 1000, "no number given twice");
+    // Everything pruned: numbers still only grow, so a reader's cursor stays valid.
+    assert_eq!(f.store.prune_events(10_000).await.unwrap(), 1000);
+    let next = f.store.append_events(&batch(1)).await.unwrap();
+    assert!(next[0] > *all.last().unwrap(), "{next:?} after {:?}", all.last());
+    let events = f.store.run_events("run_1", *all.last().unwrap(), 10).await.unwrap();
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), next);
+    assert_chain_intact(&f.store).await;
+}
+
 pub async fn nodes_appending_at_once_keep_one_unbroken_chain(f: Fresh) {
     let a = f.store.clone();
     let b = f.another_node().await;
@@ -514,6 +541,7 @@ conformance!(
     runs_created_at_once_are_each_answered_on_their_own,
     runs_list_newest_first_in_pages,
     refusals_and_run_events_are_durable_filtered_and_paged,
+    event_numbers_only_grow_across_nodes_and_pruning,
     nodes_appending_at_once_keep_one_unbroken_chain,
     the_verifier_names_the_first_tampered_entry,
     a_store_that_is_down_says_store_unavailable,
