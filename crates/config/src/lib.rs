@@ -813,6 +813,17 @@ impl Reader<'_> {
         Callers::new(callers)
     }
 
+    /// Refuses secrets that equal one another: a service token that is also
+    /// the grant secret lets anyone who holds one forge with the other.
+    fn refuse_shared_secrets(&mut self, secrets: &[(&str, Option<&[u8]>)]) {
+        for (i, (name, value)) in secrets.iter().enumerate() {
+            let Some(value) = value else { continue };
+            if let Some((other, _)) = secrets[..i].iter().find(|(_, v)| v.is_some_and(|v| v == *value)) {
+                self.problem(name, "secret_reused", format!("must differ from {other}: every secret has its own value"));
+            }
+        }
+    }
+
     fn secret_text(&mut self, name: &str, embedded: Option<&Path>) -> Option<String> {
         let file_name = format!("{name}_FILE");
         let direct = self.get(name).map(str::to_owned);
@@ -912,6 +923,12 @@ impl Reader<'_> {
         let grant_previous_secret = self.strong_secret(names::GRANT_PREVIOUS_SECRET, None);
         let service_token_text =
             self.secret_text(names::SERVICE_TOKEN, in_data_dir(embedded_files::SERVICE_TOKEN).as_deref());
+        self.refuse_shared_secrets(&[
+            (names::SERVICE_TOKEN, service_token_text.as_deref().map(|t| t.trim().as_bytes())),
+            (names::GRANT_SECRET, grant_secret.as_ref().map(Secret::expose)),
+            (names::GRANT_PREVIOUS_SECRET, grant_previous_secret.as_ref().map(Secret::expose)),
+            (names::MANIFEST_HMAC_SECRET, hmac_secret.as_ref().map(Secret::expose)),
+        ]);
         let service_token = service_token_text.as_deref().and_then(|t| {
             ServiceToken::new(t)
                 .map_err(|_| {
@@ -1020,6 +1037,21 @@ impl Reader<'_> {
                 names::AUTH_PROVIDER,
                 "insecure_combination",
                 format!("CODEAPI_AUTH_PROVIDER=none requires {}=true", names::ALLOW_AUTH_PROVIDER_NONE),
+            );
+        }
+        if auth_provider == AuthProvider::None && !loopback_only {
+            self.problem(
+                names::AUTH_PROVIDER,
+                "insecure_combination",
+                "CODEAPI_AUTH_PROVIDER=none disables authentication and is refused on a non-loopback listen address",
+            );
+        }
+        if auth_provider == AuthProvider::None && (service_token_text.is_some() || self.is_set(names::CALLERS_FILE)) {
+            // It would silently ignore the token: say which one is meant.
+            self.problem(
+                names::AUTH_PROVIDER,
+                "insecure_combination",
+                "CODEAPI_AUTH_PROVIDER=none would ignore the configured service token or caller file; remove one",
             );
         }
         if local_mode && !loopback_only {

@@ -34,9 +34,16 @@ impl Source for ProcessSource {
 }
 
 /// An explicit map of variables over the real file system (tests, `config check`).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct MapSource {
     vars: BTreeMap<String, String>,
+}
+
+/// Names only: the values are raw settings, secrets among them.
+impl std::fmt::Debug for MapSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MapSource").field("names", &self.vars.keys().collect::<Vec<_>>()).finish()
+    }
 }
 
 impl MapSource {
@@ -71,9 +78,16 @@ impl Source for MapSource {
 }
 
 /// Settings merged from a TOML file and the environment (the environment wins).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Layered {
     pub(crate) values: BTreeMap<String, String>,
+}
+
+/// Names only: the values are raw settings, secrets among them.
+impl std::fmt::Debug for Layered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Layered").field("names", &self.values.keys().collect::<Vec<_>>()).finish()
+    }
 }
 
 impl Layered {

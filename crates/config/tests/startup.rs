@@ -90,14 +90,54 @@ fn the_doors_limits_have_defaults_and_refuse_nonsense() {
 }
 
 #[test]
-fn auth_provider_none_needs_the_explicit_allow() {
+fn auth_provider_none_needs_the_explicit_allow_loopback_and_no_token() {
     let p = problems(&worker().with(names::AUTH_PROVIDER, "none"));
     assert!(has(&p, names::AUTH_PROVIDER, "insecure_combination"), "{p:?}");
-    let ok = load(
-        &worker().with(names::AUTH_PROVIDER, "none").with(names::ALLOW_AUTH_PROVIDER_NONE, "true"),
-        None,
-    );
-    assert!(ok.is_ok());
+    let mut local = worker()
+        .with(names::AUTH_PROVIDER, "none")
+        .with(names::ALLOW_AUTH_PROVIDER_NONE, "true")
+        .with(names::LISTEN, "127.0.0.1:0")
+        .with(names::PROXY_LISTEN, "127.0.0.1:0");
+    // With a service token configured, which of the two is meant?
+    let p = problems(&local);
+    assert!(has(&p, names::AUTH_PROVIDER, "insecure_combination"), "{p:?}");
+    local.set(names::SERVICE_TOKEN, "");
+    let c = load(&local, None).unwrap();
+    assert!(!c.service_auth_required());
+    // Off loopback, even with the allow flag and no token.
+    local.set(names::LISTEN, "0.0.0.0:8700");
+    let p = problems(&local);
+    assert!(has(&p, names::AUTH_PROVIDER, "insecure_combination"), "{p:?}");
+}
+
+#[test]
+fn secrets_that_equal_one_another_are_refused() {
+    let p = problems(&worker().with(names::SERVICE_TOKEN, GRANT));
+    assert!(has(&p, names::GRANT_SECRET, "secret_reused"), "{p:?}");
+    let p = problems(&worker().with(names::GRANT_PREVIOUS_SECRET, GRANT));
+    assert!(has(&p, names::GRANT_PREVIOUS_SECRET, "secret_reused"), "{p:?}");
+    let p = problems(&worker().with(names::MANIFEST_HMAC_SECRET, format!("{TOKEN}\n")));
+    assert!(has(&p, names::MANIFEST_HMAC_SECRET, "secret_reused"), "{p:?}");
+    let text: String = p.iter().map(|p| format!("{p}\n")).collect();
+    assert!(!text.contains(TOKEN), "{text}");
+    assert!(load(&worker().with(names::GRANT_PREVIOUS_SECRET, format!("{GRANT}-old")), None).is_ok());
+}
+
+#[test]
+fn debug_output_never_holds_a_secret() {
+    let k = keys();
+    let src = worker()
+        .with(names::MANIFEST_PRIVATE_KEY, &k.private)
+        .with(names::GRANT_PREVIOUS_SECRET, format!("{GRANT}-previous"))
+        .with(names::DATABASE_URL, "postgres://gh:db-password-123@db.internal/gatehouse")
+        .with(names::REDIS_URL, "redis://:redis-password-456@redis.internal:6379/0");
+    let config = load(&src, None).unwrap();
+    let key_body: String = k.private.lines().filter(|l| !l.starts_with("-----")).collect();
+    for text in [format!("{src:?}"), format!("{config:?}"), format!("{config:#?}")] {
+        for secret in [&key_body[..], GRANT, TOKEN, "db-password-123", "redis-password-456"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+    }
 }
 
 #[test]

@@ -78,6 +78,11 @@ impl KeySet {
     }
 
     /// The file names.
+    /// One file's content.
+    pub(crate) fn content(&self, name: &str) -> Option<&str> {
+        self.files.iter().find(|(n, _, _)| *n == name).map(|(_, c, _)| c.as_str())
+    }
+
     pub(crate) fn names(&self) -> Vec<&'static str> {
         self.files.iter().map(|(n, _, _)| *n).collect()
     }

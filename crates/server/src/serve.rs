@@ -18,11 +18,6 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
     let Some(dir) = embedded_data_dir(source, file) else {
         return Ok(Vec::new());
     };
-    let fresh_dir = !dir.exists();
-    ensure_private_dir(&dir)?;
-    if fresh_dir {
-        restrict_dir(&dir)?;
-    }
     let configured = |name: &str| source.var(name).is_some() || source.var(&format!("{name}_FILE")).is_some();
     let mut wanted = Vec::new();
     if !configured(names::MANIFEST_PRIVATE_KEY) && !dir.join(embedded_files::MANIFEST_PRIVATE_KEY).exists() {
@@ -37,6 +32,26 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
+    // Everything is validated first, with the keys about to be made in
+    // hand: a start that would be refused anyway leaves nothing behind.
+    let keys = KeySet::generate()?.only(&wanted);
+    let with_keys = WithGeneratedKeys {
+        base: source,
+        vars: [
+            (names::MANIFEST_PRIVATE_KEY, embedded_files::MANIFEST_PRIVATE_KEY),
+            (names::GRANT_SECRET, embedded_files::GRANT_SECRET),
+            (names::SERVICE_TOKEN, embedded_files::SERVICE_TOKEN),
+        ]
+        .into_iter()
+        .filter_map(|(name, f)| keys.content(f).map(|c| (name, c.trim().to_owned())))
+        .collect(),
+    };
+    load(&with_keys, file).map_err(refusal_message)?;
+    let fresh_dir = !dir.exists();
+    ensure_private_dir(&dir)?;
+    if fresh_dir {
+        restrict_dir(&dir)?;
+    }
     // A stale public key without its private key would be misleading: the
     // pair is always written together.
     if wanted.contains(&embedded_files::MANIFEST_PUBLIC_KEY) {
@@ -46,13 +61,42 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
                 .map_err(|e| format!("cannot replace {}: {}", stale.display(), e.kind()))?;
         }
     }
-    let keys = KeySet::generate()?.only(&wanted);
     keys.write_new(&dir)?;
     Ok(vec![format!(
         "gatehouse: first start in embedded mode; generated {} in {} (owner-only)",
         keys.names().join(", "),
         dir.display()
     )])
+}
+
+/// The configuration as given, with the keys the embedded start is about
+/// to write standing in for their files.
+struct WithGeneratedKeys<'a> {
+    base: &'a dyn Source,
+    vars: Vec<(&'static str, String)>,
+}
+
+impl Source for WithGeneratedKeys<'_> {
+    fn var(&self, name: &str) -> Option<String> {
+        match self.vars.iter().find(|(n, _)| *n == name) {
+            Some((_, value)) => Some(value.clone()),
+            None => self.base.var(name),
+        }
+    }
+    fn var_names(&self) -> Vec<String> {
+        self.base.var_names()
+    }
+    fn read_file(&self, path: &Path) -> std::io::Result<String> {
+        self.base.read_file(path)
+    }
+}
+
+fn refusal_message(problems: Vec<gatehouse_config::Problem>) -> String {
+    let mut msg = format!("refusing to start: {} configuration problem(s)", problems.len());
+    for p in problems {
+        msg.push_str(&format!("\n  - {p}"));
+    }
+    msg
 }
 
 /// Installs the log subscriber.
@@ -72,13 +116,7 @@ pub fn init_tracing(format: LogFormat) {
 /// SIGINT/SIGTERM.
 pub async fn serve(source: &dyn Source, file: Option<&Path>) -> Result<(), String> {
     let generated = bootstrap_embedded(source, file)?;
-    let config = load(source, file).map_err(|problems| {
-        let mut msg = format!("refusing to start: {} configuration problem(s)", problems.len());
-        for p in problems {
-            msg.push_str(&format!("\n  - {p}"));
-        }
-        msg
-    })?;
+    let config = load(source, file).map_err(refusal_message)?;
     init_tracing(config.log_format);
     for w in &config.warnings {
         tracing::warn!("{w}");

@@ -275,6 +275,18 @@ fn config_check_lists_every_problem_and_serve_refuses_to_start() {
         .env("CODEAPI_INTERNAL_SERVICE_TOKEN_FILE", "k/service-token")
         .args(["config", "check", "--role", "runner"]));
     assert_eq!(code, 0, "{out}{stderr}");
+
+    // An embedded first start with a bad setting refuses before it writes
+    // anything: no data directory, no keys.
+    let fresh = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = run(gatehouse(fresh.path())
+        .env("GATEHOUSE_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_IDLE_TIMEOUT_MS", "soon")
+        .arg("serve"));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("GATEHOUSE_IDLE_TIMEOUT_MS"), "{stderr}");
+    assert!(!fresh.path().join("gatehouse-data").exists(), "keys were written before the start was refused");
 }
 
 pub(crate) struct Server(Child);
