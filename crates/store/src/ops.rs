@@ -38,9 +38,20 @@ pub(crate) async fn ping(pool: &Pool<Db>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Audit rows per multi-row insert: 9 parameters each stays far below
-/// either backend's bound-parameter limit.
-const AUDIT_ROWS_PER_INSERT: usize = 500;
+/// Splits `items` into runs of a few fixed sizes (at most 256 rows, far
+/// below either backend's bound-parameter limit), so every multi-row
+/// statement has one of a few shapes, which each connection keeps prepared;
+/// a statement per batch size would be prepared anew for almost every batch.
+fn in_fixed_chunks<T>(items: &[T]) -> impl Iterator<Item = &[T]> {
+    const SIZES: [usize; 5] = [256, 64, 16, 4, 1];
+    let mut rest = items;
+    std::iter::from_fn(move || {
+        let size = SIZES.into_iter().find(|s| *s <= rest.len())?;
+        let (chunk, tail) = rest.split_at(size);
+        rest = tail;
+        Some(chunk)
+    })
+}
 
 /// A writing transaction that holds the control row's lock. The lock
 /// statement also reads the audit chain's head, entries are chained in
@@ -79,7 +90,7 @@ impl WriteTx {
 
     /// Chains `records` after the head.
     async fn append_audit(&mut self, records: &[AuditRecord]) -> Result<(), StoreError> {
-        for chunk in records.chunks(AUDIT_ROWS_PER_INSERT) {
+        for chunk in in_fixed_chunks(records) {
             let mut entries = Vec::with_capacity(chunk.len());
             for record in chunk {
                 let entry = record.clone().chain(self.audit_seq, &self.audit_hash);
@@ -386,24 +397,28 @@ pub(crate) async fn create_runs(
     let mut tenants: Vec<(&str, UnixTime)> = batch.iter().map(|(r, _)| (r.tenant_id.as_str(), r.created_at)).collect();
     tenants.sort_unstable();
     tenants.dedup_by(|a, b| a.0 == b.0);
-    let mut upsert = sqlx::QueryBuilder::<Db>::new("INSERT INTO tenants (tenant_id, settings_version, updated_at) ");
-    upsert.push_values(&tenants, |mut row, (tenant_id, at)| {
-        row.push_bind(*tenant_id).push_bind(0_i64).push_bind(*at);
-    });
-    upsert.push(
-        " ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = excluded.tenant_id RETURNING tenant_id, kill_switch",
-    );
-    let switches: Vec<(String, i64)> = upsert.build_query_as().fetch_all(tx.conn()).await?;
+    let mut switches: Vec<(String, i64)> = Vec::with_capacity(tenants.len());
+    for chunk in in_fixed_chunks(&tenants) {
+        let mut upsert =
+            sqlx::QueryBuilder::<Db>::new("INSERT INTO tenants (tenant_id, settings_version, updated_at) ");
+        upsert.push_values(chunk, |mut row, (tenant_id, at)| {
+            row.push_bind(*tenant_id).push_bind(0_i64).push_bind(*at);
+        });
+        upsert.push(
+            " ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = excluded.tenant_id RETURNING tenant_id, kill_switch",
+        );
+        switches.extend(upsert.build_query_as::<(String, i64)>().fetch_all(tx.conn()).await?);
+    }
     let engaged = |tenant_id: &str| switches.iter().any(|(t, on)| t == tenant_id && *on != 0);
 
     let admitted: Vec<&(&NewRun, &str)> = batch.iter().filter(|(r, _)| !engaged(&r.tenant_id)).collect();
-    let mut recorded: Vec<RunRow> = Vec::new();
-    if !admitted.is_empty() {
+    let mut recorded: Vec<RunRow> = Vec::with_capacity(admitted.len());
+    for chunk in in_fixed_chunks(&admitted) {
         let mut insert = sqlx::QueryBuilder::<Db>::new(
             "INSERT INTO runs (run_id, tenant_id, user_id, status, grant_id, execute_body_sha256, created_at, \
              heartbeat_at, expires_at) ",
         );
-        insert.push_values(&admitted, |mut row, (run, _)| {
+        insert.push_values(chunk, |mut row, (run, _)| {
             row.push_bind(run.run_id.as_str())
                 .push_bind(run.tenant_id.as_str())
                 .push_bind(run.user_id.as_str())
@@ -415,7 +430,7 @@ pub(crate) async fn create_runs(
                 .push_bind(run.expires_at);
         });
         insert.push(format_args!(" RETURNING {RUN_COLUMNS}"));
-        recorded = insert.build_query_as().fetch_all(tx.conn()).await?;
+        recorded.extend(insert.build_query_as::<RunRow>().fetch_all(tx.conn()).await?);
     }
     let records: Vec<AuditRecord> = admitted
         .iter()
@@ -593,9 +608,6 @@ pub(crate) async fn kill_all_runs(
     Ok(killed)
 }
 
-/// Events per multi-row insert (11 parameters each).
-const EVENT_ROWS_PER_INSERT: usize = 500;
-
 pub(crate) async fn append_events(pool: &Pool<Db>, events: &[NewEvent]) -> Result<Vec<i64>, StoreError> {
     let mut tx = begin_write(pool).await?;
     // Numbers are taken under the control lock, so batches from several
@@ -607,12 +619,13 @@ pub(crate) async fn append_events(pool: &Pool<Db>, events: &[NewEvent]) -> Resul
     .fetch_one(tx.conn())
     .await?;
     let seqs: Vec<i64> = (first..).take(events.len()).collect();
-    for (chunk, seqs) in events.chunks(EVENT_ROWS_PER_INSERT).zip(seqs.chunks(EVENT_ROWS_PER_INSERT)) {
+    let numbered: Vec<(&NewEvent, i64)> = events.iter().zip(seqs.iter().copied()).collect();
+    for chunk in in_fixed_chunks(&numbered) {
         let mut insert = sqlx::QueryBuilder::<Db>::new(
             "INSERT INTO events (seq, at, tenant_id, run_id, kind, reason, host, rule, request_id, lease_id, \
              dry_run, refusal) ",
         );
-        insert.push_values(chunk.iter().zip(seqs), |mut row, (e, seq)| {
+        insert.push_values(chunk, |mut row, (e, seq)| {
             row.push_bind(*seq)
                 .push_bind(e.at)
                 .push_bind(e.tenant_id.as_deref())
