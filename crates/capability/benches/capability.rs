@@ -142,7 +142,11 @@ fn bench_grant_claims() -> GrantClaims {
         max_requests: Some(100),
         ..Default::default()
     }
-    .into_claims("sk1_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-abcd".into(), NOW, 900)
+    .into_claims(
+        "sk1_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-abcd".into(),
+        NOW,
+        gatehouse_capability::GrantLifetime { default_secs: 900, max_secs: 86_400 },
+    )
     .unwrap()
 }
 

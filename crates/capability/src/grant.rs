@@ -147,14 +147,26 @@ pub enum MintError {
     Random,
 }
 
+/// How long a grant lives when the request does not say, and at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantLifetime {
+    /// `exp - iat` when the request gives no `exp`.
+    pub default_secs: i64,
+    /// The longest `exp - iat` accepted, like a manifest's maximum lifetime.
+    pub max_secs: i64,
+}
+
 impl GrantRequest {
     /// Completes the request into claims: ids checked, budgets and times
-    /// defaulted, `session_key` supplied by the caller's derivation.
+    /// defaulted, `session_key` supplied by the caller's derivation. A
+    /// caller-chosen `exp` must lie ahead of `now` and within the maximum
+    /// lifetime, and `iat` may not lie ahead of `now`: a grant that could
+    /// never be used, or that outlives every rotation, is refused here.
     pub fn into_claims(
         self,
         session_key: String,
         now: UnixTime,
-        ttl_secs: i64,
+        lifetime: GrantLifetime,
     ) -> Result<GrantClaims, MintError> {
         let grant_id = self.grant_id.unwrap_or_else(|| new_id("gr"));
         let check = |id: &str, what: &'static str| {
@@ -181,9 +193,18 @@ impl GrantRequest {
         }
         let defaults = GrantBudgets::default();
         let iat = self.iat.unwrap_or(now);
-        let exp = self.exp.unwrap_or(iat.saturating_add(ttl_secs));
+        if iat > now {
+            return Err(MintError::Invalid("iat must not lie in the future"));
+        }
+        let exp = self.exp.unwrap_or(iat.saturating_add(lifetime.default_secs.min(lifetime.max_secs)));
         if exp <= iat {
             return Err(MintError::Invalid("exp must be after iat"));
+        }
+        if exp <= now {
+            return Err(MintError::Invalid("exp must lie in the future"));
+        }
+        if exp.saturating_sub(iat) > lifetime.max_secs {
+            return Err(MintError::Invalid("exp - iat exceeds the maximum grant lifetime"));
         }
         Ok(GrantClaims {
             v: 1,
@@ -267,7 +288,13 @@ impl GrantSealer {
         raw.extend_from_slice(&self.current.kid);
         raw.extend_from_slice(&nonce);
         raw.extend_from_slice(&sealed);
-        Ok(format!("{GRANT_PREFIX}{}", b64url_encode(&raw)))
+        let token = format!("{GRANT_PREFIX}{}", b64url_encode(&raw));
+        // What `open` would refuse is never minted (nor registered: callers
+        // mint before they register).
+        if token.len() > MAX_GRANT_TOKEN_BYTES {
+            return Err(MintError::Invalid("the grant is too large: its token would exceed 16 KiB"));
+        }
+        Ok(token)
     }
 
     /// Opens a token and checks its lifetime at `now`.
@@ -391,7 +418,7 @@ mod tests {
             max_requests: Some(3),
             ..Default::default()
         }
-        .into_claims("sk1_x".into(), NOW, 300)
+        .into_claims("sk1_x".into(), NOW, GrantLifetime { default_secs: 300, max_secs: 86_400 })
         .unwrap()
     }
 
@@ -466,10 +493,38 @@ mod tests {
 
     #[test]
     fn bad_requests_are_refused() {
+        const LIFE: GrantLifetime = GrantLifetime { default_secs: 60, max_secs: 3600 };
         let bad = GrantRequest { exec_id: "a b".into(), user_id: "u".into(), ..Default::default() };
-        assert!(bad.into_claims("k".into(), NOW, 60).is_err());
-        let bad =
-            GrantRequest { exec_id: "e".into(), user_id: "u".into(), exp: Some(NOW), ..Default::default() };
-        assert!(bad.into_claims("k".into(), NOW, 60).is_err());
+        assert!(bad.into_claims("k".into(), NOW, LIFE).is_err());
+        let at = |iat: Option<i64>, exp: Option<i64>| {
+            GrantRequest { exec_id: "e".into(), user_id: "u".into(), iat, exp, ..Default::default() }
+                .into_claims("k".into(), NOW, LIFE)
+        };
+        // exp not after iat, already past, beyond the maximum lifetime
+        // (i64::MAX included), iat ahead of now.
+        assert!(at(None, Some(NOW)).is_err());
+        assert!(at(Some(NOW - 100), Some(NOW - 1)).is_err());
+        assert!(at(None, Some(NOW + 3601)).is_err());
+        assert!(at(None, Some(i64::MAX)).is_err());
+        assert!(at(Some(NOW + 10), Some(NOW + 20)).is_err());
+        assert_eq!(at(None, Some(NOW + 3600)).unwrap().exp, NOW + 3600);
+        assert_eq!(at(None, None).unwrap().exp, NOW + 60);
+        // A default longer than the cap is cut to the cap.
+        let long = GrantLifetime { default_secs: 7200, max_secs: 3600 };
+        let claims = GrantRequest { exec_id: "e".into(), user_id: "u".into(), ..Default::default() }
+            .into_claims("k".into(), NOW, long)
+            .unwrap();
+        assert_eq!(claims.exp, NOW + 3600);
+    }
+
+    #[test]
+    fn what_open_would_refuse_for_size_is_never_minted() {
+        let sealer = GrantSealer::new(&secret("size"));
+        let mut big = claims();
+        big.input_files = (0..2000).map(|i| format!("file_{i:06}")).collect();
+        assert!(matches!(sealer.mint(&big), Err(MintError::Invalid(_))));
+        big.input_files.truncate(10);
+        let token = sealer.mint(&big).unwrap();
+        assert!(sealer.open(&token, NOW).is_ok());
     }
 }

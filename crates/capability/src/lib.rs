@@ -23,7 +23,7 @@ pub mod service_token;
 pub mod session_key;
 
 pub use canonical::BodyDigest;
-pub use grant::{GrantBudgets, GrantClaims, GrantRequest, GrantSealer, OpenedGrants};
+pub use grant::{GrantBudgets, GrantClaims, GrantLifetime, GrantRequest, GrantSealer, OpenedGrants};
 pub use keys::{KeyError, ManifestSigningKey, ManifestVerifyingKeys};
 pub use manifest::{ManifestClaims, ManifestPresence, ManifestSigner, ManifestVerifier, VerifiedManifest};
 pub use secret::{Secret, SecretError};

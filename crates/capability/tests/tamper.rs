@@ -34,7 +34,11 @@ fn grant_fixture(exec: &str) -> (GrantSealer, String) {
         input_files: vec!["f".into()],
         ..Default::default()
     }
-    .into_claims("sk1_x".into(), NOW, 300)
+    .into_claims(
+        "sk1_x".into(),
+        NOW,
+        gatehouse_capability::GrantLifetime { default_secs: 300, max_secs: 86_400 },
+    )
     .unwrap();
     let token = sealer.mint(&claims).unwrap();
     (sealer, token)

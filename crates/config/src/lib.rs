@@ -74,7 +74,7 @@ pub mod names {
     pub const RUN_HEARTBEAT_TIMEOUT_SECS: &str = "GATEHOUSE_RUN_HEARTBEAT_TIMEOUT_SECS";
     /// Run events and refusals are kept this many days [30]; the audit log is never pruned.
     pub const EVENT_RETENTION_DAYS: &str = "GATEHOUSE_EVENT_RETENTION_DAYS";
-    /// Longest run (and grant) lifetime `POST /v1/runs` accepts, in seconds [86400].
+    /// Longest grant lifetime (`exp - iat`) accepted, for runs and for `POST /v1/grants`, in seconds [86400].
     pub const GRANT_MAX_LIFETIME_SECS: &str = "GATEHOUSE_GRANT_MAX_LIFETIME_SECS";
     /// Longest a client may take to send a request's header, in milliseconds [10000].
     pub const HEADER_READ_TIMEOUT_MS: &str = "GATEHOUSE_HEADER_READ_TIMEOUT_MS";
@@ -333,6 +333,9 @@ impl fmt::Display for Problem {
         write!(f, "{}: {} ({})", self.setting, self.message, self.code)
     }
 }
+
+/// `GATEHOUSE_GRANT_MAX_LIFETIME_SECS`'s default: a day.
+pub const DEFAULT_GRANT_MAX_LIFETIME_SECS: i64 = 86_400;
 
 /// What each listener (the API and the proxy) allows one connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -819,7 +822,11 @@ impl Reader<'_> {
         for (i, (name, value)) in secrets.iter().enumerate() {
             let Some(value) = value else { continue };
             if let Some((other, _)) = secrets[..i].iter().find(|(_, v)| v.is_some_and(|v| v == *value)) {
-                self.problem(name, "secret_reused", format!("must differ from {other}: every secret has its own value"));
+                self.problem(
+                    name,
+                    "secret_reused",
+                    format!("must differ from {other}: every secret has its own value"),
+                );
             }
         }
     }
@@ -1046,7 +1053,9 @@ impl Reader<'_> {
                 "CODEAPI_AUTH_PROVIDER=none disables authentication and is refused on a non-loopback listen address",
             );
         }
-        if auth_provider == AuthProvider::None && (service_token_text.is_some() || self.is_set(names::CALLERS_FILE)) {
+        if auth_provider == AuthProvider::None
+            && (service_token_text.is_some() || self.is_set(names::CALLERS_FILE))
+        {
             // It would silently ignore the token: say which one is meant.
             self.problem(
                 names::AUTH_PROVIDER,
@@ -1112,7 +1121,15 @@ impl Reader<'_> {
         let store_timeout = std::time::Duration::from_millis(u64::try_from(store_timeout_ms).unwrap_or(5000));
         let run_heartbeat_timeout_secs = self.int(names::RUN_HEARTBEAT_TIMEOUT_SECS, 120, 5..=86_400);
         let event_retention_days = self.int(names::EVENT_RETENTION_DAYS, 30, 1..=3650);
-        let grant_max_lifetime_secs = self.int(names::GRANT_MAX_LIFETIME_SECS, 86_400, 60..=7 * 86_400);
+        let grant_max_lifetime_secs =
+            self.int(names::GRANT_MAX_LIFETIME_SECS, DEFAULT_GRANT_MAX_LIFETIME_SECS, 60..=7 * 86_400);
+        if grant_ttl_secs > grant_max_lifetime_secs {
+            self.problem(
+                names::GRANT_TTL_SECS,
+                "invalid_value",
+                "must not exceed GATEHOUSE_GRANT_MAX_LIFETIME_SECS",
+            );
+        }
         let millis = |n: i64| std::time::Duration::from_millis(u64::try_from(n).unwrap_or(0));
         let connections = ConnectionLimits {
             header_read_timeout: millis(self.int(names::HEADER_READ_TIMEOUT_MS, 10_000, 100..=300_000)),

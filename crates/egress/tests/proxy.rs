@@ -96,7 +96,11 @@ fn harness_with_pool(limits: Limits, resolver: Resolver, pool: UpstreamPool) -> 
             user_id: "u".into(),
             ..Default::default()
         }
-        .into_claims("sk1_x".into(), NOW, 600)
+        .into_claims(
+            "sk1_x".into(),
+            NOW,
+            gatehouse_capability::GrantLifetime { default_secs: 600, max_secs: 86_400 },
+        )
         .unwrap();
         runtime.block_on(ledger.register(&Registration::from(&claims))).unwrap();
         sealer.mint(&claims).unwrap()

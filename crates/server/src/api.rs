@@ -9,7 +9,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use gatehouse_capability::GrantClaims;
 use gatehouse_capability::canonical::BodyDigest;
-use gatehouse_capability::grant::GrantRequest;
+use gatehouse_capability::grant::{GrantLifetime, GrantRequest, MintError};
 use gatehouse_capability::manifest::{ManifestPresence, SignError};
 use gatehouse_capability::session_key::{Namespace, Principal};
 use gatehouse_core::{ErrorCode, PublicError, Reason, Refusal, RefusalKind, is_valid_id};
@@ -185,15 +185,16 @@ async fn mint_grant(
         state.refusals.record(RefusalKind::GrantRefused, reason, None, Some(&req.exec_id), Some(&rid.0));
         refused(&rid, reason)
     })?;
-    let claims = req.into_claims(session_key, state.clock.now(), state.grant_ttl_secs).map_err(|e| {
+    let lifetime =
+        GrantLifetime { default_secs: state.grant_ttl_secs, max_secs: state.grant_max_lifetime_secs };
+    let claims = req.into_claims(session_key, state.clock.now(), lifetime).map_err(|e| {
         tracing::info!(request_id = %rid.0, error = %e, "grant request rejected");
-        bad_request(
-            &rid,
-            "the grant request is not valid (ids must be 1-128 characters of [A-Za-z0-9._:-]; exp after iat)",
-        )
+        mint_refused(&rid, e)
     })?;
-    // The record exists before the token does: with the ledger required, a
-    // grant that could not be registered is never handed out.
+    // Sealed first (what could never be opened is refused before anything
+    // is registered), handed out only once registered: with the ledger
+    // required, a grant that could not be registered is never handed out.
+    let token = sealer.mint(&claims).map_err(|e| mint_refused(&rid, e))?;
     if let Some(ledger) = state.ledger.as_ref() {
         match ledger.register(&Registration::from(&claims)).await {
             Ok(_) => {}
@@ -218,11 +219,19 @@ async fn mint_grant(
             }
         }
     }
-    let token = sealer.mint(&claims).map_err(|e| {
-        tracing::error!(request_id = %rid.0, error = %e, "grant mint failed");
-        ApiError::new(ErrorCode::Internal, &rid)
-    })?;
     Ok(Json(json!({"token": token, "grant_id": claims.grant_id, "exp": claims.exp})))
+}
+
+/// A grant request that cannot be minted: what is wrong with it (the
+/// message names the field, never its value), or an internal failure.
+pub(crate) fn mint_refused(rid: &RequestId, e: MintError) -> ApiError {
+    match e {
+        MintError::Invalid(what) => bad_request(rid, what),
+        MintError::Random => {
+            tracing::error!(request_id = %rid.0, "grant mint failed: no randomness");
+            ApiError::new(ErrorCode::Internal, rid)
+        }
+    }
 }
 
 /// Opens a grant token, recording a refusal when it does not open. The

@@ -7,18 +7,18 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use gatehouse_capability::canonical::{BodyDigest, parse_strict};
-use gatehouse_capability::grant::GrantRequest;
+use gatehouse_capability::grant::{GrantLifetime, GrantRequest};
 use gatehouse_capability::manifest::ManifestSigner;
 use gatehouse_capability::session_key::{Namespace, Principal};
 use gatehouse_capability::{
     GrantSealer, ManifestSigningKey, ManifestVerifier, ManifestVerifyingKeys, Secret, SessionKeyDeriver,
 };
-use gatehouse_config::{MapSource, Source, load, names};
+use gatehouse_config::{DEFAULT_GRANT_MAX_LIFETIME_SECS, MapSource, Source, load, names};
 use std::net::IpAddr;
 
 use gatehouse_core::{Clock, SystemClock};
 use gatehouse_egress::{AddressGuard, Policy, PolicyError, Purpose, decide};
-use gatehouse_ledger::{LedgerBackend as _, RedisLedger, RedisLedgerConfig, RevokeScope};
+use gatehouse_ledger::{LedgerBackend as _, RedisLedger, RedisLedgerConfig, Registration, RevokeScope};
 use serde_json::{Value, json};
 
 use crate::files::{KeySet, read_text};
@@ -301,6 +301,11 @@ enum GrantCommand {
         /// Lifetime when exp is absent.
         #[arg(long, default_value_t = 300)]
         ttl: i64,
+        /// The shared Redis ledger to register the grant in (or
+        /// GATEHOUSE_REDIS_URL); without one, a gateway that requires the
+        /// ledger (the default) refuses the token.
+        #[arg(long = "redis-url")]
+        redis_url: Option<String>,
     },
     /// Open a token; prints its claims.
     Open {
@@ -575,7 +580,7 @@ fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
     let now = SystemClock.now();
     match command {
         GrantCommand::Revoke { scope, redis_url, out } => revoke(scope, redis_url, out.json),
-        GrantCommand::Mint { secret_file, claims, ttl } => {
+        GrantCommand::Mint { secret_file, claims, ttl, redis_url } => {
             let secret = read_secret("--secret-file", &secret_file)?;
             let request: GrantRequest =
                 serde_json::from_value(read_json("--claims", &claims)?).map_err(|e| {
@@ -593,8 +598,36 @@ fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
                 SessionKeyDeriver::new(&secret, true).derive(&principal, &Namespace::Output).map_err(
                     |r| Fail(format!("--claims: {r}: tenant_id is required (strict tenant isolation)")),
                 )?;
-            let claims = request.into_claims(session_key, now, ttl).map_err(|e| Fail(e.to_string()))?;
+            // The serving side's default cap: a longer grant would be
+            // refused there anyway.
+            let lifetime = GrantLifetime { default_secs: ttl, max_secs: DEFAULT_GRANT_MAX_LIFETIME_SECS };
+            let claims = request.into_claims(session_key, now, lifetime).map_err(|e| Fail(e.to_string()))?;
             let token = GrantSealer::new(&secret).mint(&claims).map_err(|e| Fail(e.to_string()))?;
+            let env = environment(None);
+            match redis_url.or_else(|| env.var(names::REDIS_URL)) {
+                Some(url) => {
+                    let mut config = RedisLedgerConfig::new(url);
+                    if let Some(prefix) = env.var(names::LEDGER_KEY_PREFIX) {
+                        config.prefix = prefix;
+                    }
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| format!("cannot start the runtime: {}", e.kind()))?;
+                    runtime.block_on(async {
+                        let ledger = RedisLedger::new(&config)
+                            .map_err(|r| Fail(format!("{r}: not a usable Redis URL")))?;
+                        ledger.register(&Registration::from(&claims)).await.map(|_| ()).map_err(|r| {
+                            Fail(format!("{r}: the grant was not registered, so no token is printed"))
+                        })
+                    })?;
+                }
+                None => eprintln!(
+                    "warning: no ledger given (--redis-url or GATEHOUSE_REDIS_URL): the grant is not registered, \
+                     and a gateway that requires the ledger (CODEAPI_EGRESS_LEDGER_REQUIRED=true, the default) \
+                     refuses it as grant_unknown"
+                ),
+            }
             println!("{token}");
             Ok(ExitCode::SUCCESS)
         }

@@ -11,7 +11,7 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use gatehouse_capability::canonical::BodyDigest;
-use gatehouse_capability::grant::GrantRequest;
+use gatehouse_capability::grant::{GrantLifetime, GrantRequest};
 use gatehouse_capability::session_key::{Namespace, Principal};
 use gatehouse_core::{ErrorCode, PublicError, Reason, RefusalKind, is_valid_id, new_id};
 use gatehouse_egress::{Policy, PolicyDocument};
@@ -254,17 +254,15 @@ async fn create_run(
         iat: Some(now),
         exp: Some(now + ttl),
     };
-    let grant_claims = grant_request.into_claims(session_key, now, ttl).map_err(|e| {
+    let lifetime = GrantLifetime { default_secs: ttl, max_secs: state.grant_max_lifetime_secs };
+    let grant_claims = grant_request.into_claims(session_key, now, lifetime).map_err(|e| {
         tracing::info!(request_id = %rid.0, error = %e, "run grant rejected");
         bad_request(
             &rid,
             "the run's files, sessions or budgets are not valid (ids as above; budgets up to 2^53-1)",
         )
     })?;
-    let grant = sealer.mint(&grant_claims).map_err(|e| {
-        tracing::error!(request_id = %rid.0, error = %e, "grant mint failed");
-        ApiError::new(ErrorCode::Internal, &rid)
-    })?;
+    let grant = sealer.mint(&grant_claims).map_err(|e| crate::api::mint_refused(&rid, e))?;
     ledger.register(&Registration::from(&grant_claims)).await.map_err(|reason| {
         let code =
             if reason == Reason::LedgerUnavailable { ErrorCode::Unavailable } else { ErrorCode::Refused };

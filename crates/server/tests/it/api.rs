@@ -449,7 +449,11 @@ async fn a_grant_without_a_ledger_record_is_refused_when_the_ledger_is_required(
         user_id: "u".into(),
         ..Default::default()
     }
-    .into_claims("sk1_x".into(), NOW, 300)
+    .into_claims(
+        "sk1_x".into(),
+        NOW,
+        gatehouse_capability::GrantLifetime { default_secs: 300, max_secs: 86_400 },
+    )
     .unwrap();
     let token = gatehouse_capability::GrantSealer::new(&secret).mint(&claims).unwrap();
     let r =
@@ -535,4 +539,29 @@ async fn openapi_documents_every_route_and_only_real_ones() {
     )
     .await;
     assert_eq!(reply.status, 404);
+}
+
+#[tokio::test]
+async fn grants_that_could_never_be_used_or_outlive_the_cap_are_refused_before_registration() {
+    let node = node().await;
+    let base = json!({"exec_id": "e", "tenant_id": "t", "user_id": "u", "grant_id": "gr_cap"});
+    let with = |extra: serde_json::Value| {
+        let mut body = base.clone();
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body
+    };
+    for extra in [
+        json!({"exp": NOW - 1}),
+        json!({"exp": i64::MAX}),
+        json!({"exp": NOW + 86_401}),
+        json!({"iat": NOW + 600, "exp": NOW + 900}),
+        json!({"input_files": (0..3000).map(|i| format!("file_{i:06}")).collect::<Vec<_>>()}),
+    ] {
+        let r = call(&node, "/v1/grants", with(extra.clone())).await;
+        assert_eq!(r.status, 400, "{extra}: {}", r.text);
+    }
+    // None of them was registered: the same id still registers once.
+    let r = call(&node, "/v1/grants", base.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.json()["exp"].as_i64().unwrap() <= NOW + 86_400);
 }

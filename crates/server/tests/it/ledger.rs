@@ -173,3 +173,53 @@ fn the_cli_revokes_in_the_shared_ledger() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("ledger_unavailable"));
 }
+
+#[test]
+fn a_grant_minted_on_the_command_line_is_registered_in_the_shared_ledger() {
+    let redis = RedisServer::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_a, a) = node(tmp.path(), &redis, &private_key_pem());
+    std::fs::write(tmp.path().join("secret"), GRANT_SECRET).unwrap();
+    std::fs::write(
+        tmp.path().join("claims.json"),
+        r#"{"grant_id":"g-cli","exec_id":"e-cli","tenant_id":"t1","user_id":"u1","max_requests":2}"#,
+    )
+    .unwrap();
+    let mint = |with_ledger: bool| {
+        let mut c = gatehouse(tmp.path());
+        c.args(["grant", "mint", "--secret-file", "secret", "--claims", "claims.json"]);
+        if with_ledger {
+            c.args(["--redis-url", &redis.url()]);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (
+            String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Without a ledger: a token, and a plain warning that it will be refused.
+    let (token, warning) = mint(false);
+    assert!(warning.contains("not registered") && warning.contains("grant_unknown"), "{warning}");
+    assert_eq!(spend(a.clone(), token, 1).1, ["grant_unknown"]);
+    // With the shared ledger: registered, so the gateway spends its budget.
+    let (token, warning) = mint(true);
+    assert!(!warning.contains("warning"), "{warning}");
+    assert_eq!(spend(a.clone(), token.clone(), 3), (2, vec!["budget_requests_exhausted".to_owned()]));
+    // A ledger that cannot answer: no token at all.
+    let out = gatehouse(tmp.path())
+        .args([
+            "grant",
+            "mint",
+            "--secret-file",
+            "secret",
+            "--claims",
+            "claims.json",
+            "--redis-url",
+            "redis://127.0.0.1:1/",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+}
