@@ -4,12 +4,15 @@
 //!
 //! - [`sniff`]: what is this content, judged by its first bytes? Used on the
 //!   content itself. A few signatures consist only of text characters (`MZ`,
-//!   `BZh`, `GIF89a`, `!<arch>\n`, ...); a text file may begin with those
-//!   letters by chance, so such a match decides only when the content turns
-//!   out not to be text — except where the format's own structure is checked
-//!   too (tar's header checksum, cpio's all-digit header, `ar`'s eight-byte
-//!   magic ending in a newline, PDF's `%PDF-`), which text does not produce by
-//!   chance.
+//!   `BZh`, `GIF89a`, `!<arch>\n`, zip's `PK\x07\x08`, ISO 9660's `CD001`,
+//!   ...); text may hold those bytes by chance, so such a match decides only
+//!   when the content turns out not to be text — except where the format's
+//!   own structure is checked too and holds (tar's header checksum, cpio's
+//!   all-digit header, `ar`'s first member header, ISO 9660's descriptor
+//!   type, a local header after zip's spanning marker, PDF's `%PDF-`), which
+//!   text does not produce by chance. A match whose structure does not hold
+//!   still names the format when the content is not text (fail closed): only
+//!   valid text escapes it.
 //! - [`payload_prefix`]: does a decoded base64 payload (or the bytes glued
 //!   after a text) begin an executable or an archive? Only formats that can
 //!   hide code count, and only signatures long enough that random bytes match
@@ -66,7 +69,7 @@ fn u32_le(b: &[u8], off: usize) -> Option<u32> {
 pub enum PayloadPrefix {
     /// An executable or archive signature.
     Kind(Kind),
-    /// `MZ`: an executable only if its header is confirmed (see [`mz_header`]).
+    /// `MZ`: an executable only if its header is confirmed (see [`mz_new_header_offset`]).
     Mz,
 }
 
@@ -192,33 +195,105 @@ pub fn is_tar_header(b: &[u8]) -> bool {
     i64::from(stored) == signed || stored == unsigned
 }
 
-/// ISO 9660: a volume descriptor (`CD001`, version 1) in one of the slots
-/// after the 32 KiB system area.
-fn is_iso9660(b: &[u8]) -> bool {
-    [0x8001, 0x8801, 0x9001].iter().any(|&off| at(b, off, b"CD001"))
+/// Where ISO 9660's volume descriptors sit: the set starts at logical
+/// sector 16, right after the 32 KiB system area (ECMA-119 6.2.1, 8.1), and
+/// the first three sectors of it are looked at.
+const ISO9660_DESCRIPTORS: [usize; 3] = [0x8000, 0x8800, 0x9000];
+
+/// ISO 9660 (ECMA-119 8): each volume descriptor opens with its type (0 boot
+/// record, 1 primary, 2 supplementary or enhanced, 3 partition, 255 set
+/// terminator), the identifier `CD001` and a version.
+///
+/// Decisive when a slot holds `CD001` behind one of those type bytes. UTF-8
+/// text never holds one (0x00–0x03 are forbidden controls, 0xFF is never
+/// UTF-8), so that byte alone tells text that happens to carry `CD001` at
+/// 0x8001 from an image. The rest of the descriptor is deliberately not
+/// required (the version, the primary's zero byte at +7 and file-structure
+/// version at +881, both-endian fields such as the volume space size at +80
+/// and the block size at +128 agreeing, the block size being 2048): readers
+/// such as Linux's isofs check the type and the identifier, read only the
+/// little-endian halves and skip the unused bytes, so an image that gets the
+/// rest wrong still mounts — a descriptor that is only partly right is
+/// refused as ISO 9660 (fail closed).
+///
+/// `CD001` behind any other byte is weak: ISO 9660 when the content is not
+/// text, nothing when it is.
+fn iso9660(b: &[u8]) -> Option<Sniffed> {
+    let mut identifier = false;
+    for slot in ISO9660_DESCRIPTORS {
+        if !at(b, slot + 1, b"CD001") {
+            continue;
+        }
+        if matches!(b[slot], 0..=3 | 0xff) {
+            return Some(Sniffed { kind: Kind::Iso9660, decisive: true });
+        }
+        identifier = true;
+    }
+    identifier.then_some(Sniffed { kind: Kind::Iso9660, decisive: false })
 }
 
-/// What the content is, judged by its first bytes (up to [`SNIFF_LEN`]).
+/// `ar`: the global header `!<arch>\n`, then each member behind a 60-byte
+/// header (name, date, uid, gid, mode, size, all text) that ends in
+/// `` `\n `` (binutils and libarchive refuse a member header that does not).
+/// Decisive when the first member header ends so, or when the content is the
+/// global header alone (an empty archive). Anything else after the global
+/// header (text that starts with it by chance, or an archive cut off inside
+/// its first member header, which no reader opens) leaves the match weak.
+fn ar_structure(b: &[u8]) -> bool {
+    const GLOBAL: usize = 8;
+    const MEMBER: usize = 60;
+    b.len() == GLOBAL || at(b, GLOBAL + MEMBER - 2, b"`\n")
+}
+
+/// Zip: `PK\x07\x08`, the marker a spanned (split) archive starts with, is
+/// spelled in text characters (BEL, BS); decisive only when the first local
+/// header (`PK\x03\x04`) follows it. Every zip holds bytes that are not text
+/// (its header signatures), so a weak match still refuses a real one.
+fn zip_structure(b: &[u8]) -> bool {
+    !b.starts_with(b"PK\x07\x08") || at(b, 4, b"PK\x03\x04")
+}
+
+/// What the content is, judged by its first bytes.
+///
+/// `b` is the content's first [`SNIFF_LEN`] bytes, or all of it when it is
+/// shorter: a shorter `b` is taken to be the whole content (an empty `ar`
+/// archive is its global header alone), so call it once the prefix is
+/// complete or the content has ended, not on a prefix still growing.
+///
+/// A decisive match wins over a weak one wherever each sits, so a weak
+/// coincidence at the start cannot hide a checked structure further in.
 pub fn sniff(b: &[u8]) -> Option<Sniffed> {
+    let first = at_start(b);
+    if first.is_some_and(|s| s.decisive) {
+        return first;
+    }
+    if is_tar_header(b) {
+        return Some(Sniffed { kind: Kind::Tar, decisive: true });
+    }
+    let iso = iso9660(b);
+    if iso.is_some_and(|s| s.decisive) {
+        return iso;
+    }
+    first.or(iso)
+}
+
+/// The signatures at offset 0.
+fn at_start(b: &[u8]) -> Option<Sniffed> {
     let decisive = |kind| Some(Sniffed { kind, decisive: true });
     let weak = |kind| Some(Sniffed { kind, decisive: false });
+    let checked = |kind, holds| Some(Sniffed { kind, decisive: holds });
     match payload_prefix(b) {
         Some(PayloadPrefix::Mz) => return weak(mz_kind(b)),
         // Signatures spelled only in text characters: decisive only where the
-        // structure is checked too.
-        Some(PayloadPrefix::Kind(Kind::Ar)) => return decisive(Kind::Ar),
+        // structure is checked too and holds.
+        Some(PayloadPrefix::Kind(Kind::Ar)) => return checked(Kind::Ar, ar_structure(b)),
         Some(PayloadPrefix::Kind(Kind::Cpio)) => {
-            return Some(Sniffed { kind: Kind::Cpio, decisive: cpio_ascii_header(b, usize::MAX) });
+            return checked(Kind::Cpio, cpio_ascii_header(b, usize::MAX));
         }
+        Some(PayloadPrefix::Kind(Kind::Zip)) => return checked(Kind::Zip, zip_structure(b)),
         Some(PayloadPrefix::Kind(kind @ (Kind::Bzip2 | Kind::Cab | Kind::Squashfs))) => return weak(kind),
         Some(PayloadPrefix::Kind(kind)) => return decisive(kind),
         None => {}
-    }
-    if is_tar_header(b) {
-        return decisive(Kind::Tar);
-    }
-    if is_iso9660(b) {
-        return decisive(Kind::Iso9660);
     }
     match b {
         [b'%', b'P', b'D', b'F', b'-', ..] => decisive(Kind::Pdf),
@@ -291,8 +366,46 @@ mod tests {
             assert!(!s.decisive, "{s:?}");
         }
         assert_eq!(sniff(b"PK is text"), None);
-        assert!(sniff(b"!<arch>\nfile.txt/").unwrap().decisive);
+        assert!(!sniff(b"!<arch>\nfile.txt/").unwrap().decisive, "cut off inside the member header");
+        assert!(!sniff(b"PK\x07\x08 rings and backs up").unwrap().decisive);
         assert!(sniff(b"%PDF-1.7\n").unwrap().decisive);
+    }
+
+    #[test]
+    fn ar_is_decisive_with_its_member_header() {
+        let member = format!("{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", "a.txt/", 0, 0, 0, 644, 1);
+        assert_eq!(
+            sniff(format!("!<arch>\n{member}x\n").as_bytes()),
+            Some(Sniffed { kind: Kind::Ar, decisive: true })
+        );
+        assert!(sniff(b"!<arch>\n").unwrap().decisive, "an empty archive");
+        let prose = format!("!<arch>\n{}", "is how it starts, said the manual page. ".repeat(3));
+        assert_eq!(sniff(prose.as_bytes()), Some(Sniffed { kind: Kind::Ar, decisive: false }));
+    }
+
+    #[test]
+    fn iso9660_is_decisive_with_a_descriptor_type() {
+        let mut b = vec![b'x'; SNIFF_LEN];
+        b[0x8001..0x8006].copy_from_slice(b"CD001");
+        assert_eq!(sniff(&b), Some(Sniffed { kind: Kind::Iso9660, decisive: false }));
+        for ty in [0, 1, 2, 3, 0xff] {
+            for slot in ISO9660_DESCRIPTORS {
+                let mut image = b.clone();
+                image[slot..slot + 6].copy_from_slice(&[ty, b'C', b'D', b'0', b'0', b'1']);
+                assert_eq!(
+                    sniff(&image),
+                    Some(Sniffed { kind: Kind::Iso9660, decisive: true }),
+                    "{ty} at {slot:#x}"
+                );
+            }
+        }
+        b[0x8000] = 4;
+        assert!(!sniff(&b).unwrap().decisive, "type 4 is not a volume descriptor");
+        // A weak match at the start does not hide a descriptor further in.
+        let mut mz = b.clone();
+        mz[..2].copy_from_slice(b"MZ");
+        mz[0x8000] = 1;
+        assert_eq!(sniff(&mz), Some(Sniffed { kind: Kind::Iso9660, decisive: true }));
     }
 
     #[test]

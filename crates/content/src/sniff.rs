@@ -1,7 +1,11 @@
 //! The sniffing verdict: one streaming pass over the content that decides
 //! whether it is acceptable text, from its bytes alone.
 //!
-//! Order of judgement, the same however the content is chunked:
+//! The signature is judged once, on the first [`SNIFF_LEN`] bytes (or on all
+//! of the content when it ends sooner, or on what the cap lets in), never on
+//! a prefix still growing, so that a structure it checks is seen whole;
+//! nothing is decided before. Order of judgement, the same however the
+//! content is chunked:
 //! 1. larger than the cap: refused (`content_too_large`), unless the bytes
 //!    within the cap already decided otherwise;
 //! 2. a decisive signature at the start (ELF, zip, tar, PDF, ...): refused
@@ -70,8 +74,9 @@ pub struct Sniffer {
     max_bytes: u64,
     total: u64,
     prefix: Vec<u8>,
-    /// The signature match, fixed once the prefix is complete: judged once,
-    /// not again for every chunk that follows.
+    /// The signature match, fixed once the prefix is complete (or the cap
+    /// reached): judged once, not again for every chunk that follows. Until
+    /// then nothing is decided.
     prefix_magic: Option<Option<magic::Sniffed>>,
     text: TextValidator,
     finder: PayloadFinder,
@@ -126,6 +131,11 @@ impl Sniffer {
             let (within, _) = chunk.split_at(room as usize);
             self.update(within);
             if self.decided.is_none() {
+                // Nothing past the cap is judged: the prefix is what there is.
+                self.prefix_magic.get_or_insert_with(|| magic::sniff(&self.prefix));
+                self.decided = self.early();
+            }
+            if self.decided.is_none() {
                 self.total = self.max_bytes + 1;
                 self.decided = Some(self.too_large());
             }
@@ -164,7 +174,8 @@ impl Sniffer {
         self.decided = self.early();
     }
 
-    /// What the first bytes say.
+    /// What the first bytes say: the fixed match, or (at the end of content
+    /// shorter than the prefix) the match on all of it.
     fn magic(&self) -> Option<magic::Sniffed> {
         self.prefix_magic.unwrap_or_else(|| magic::sniff(&self.prefix))
     }
@@ -187,9 +198,10 @@ impl Sniffer {
         self.boundary = Some((bad - before as u64, window, before));
     }
 
-    /// What can be decided before the end.
+    /// What can be decided before the end: nothing until the signature is judged.
     fn early(&self) -> Option<Finding> {
-        if let Some(s) = self.magic()
+        let magic = self.prefix_magic?;
+        if let Some(s) = magic
             && s.decisive
         {
             return Some(Finding::by_class(s.kind, Some(0)));

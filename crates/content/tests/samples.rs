@@ -192,3 +192,152 @@ fn fuzz_regression_broken_sequence_is_bad_at_once() {
         assert_eq!(streamed(data, size), whole, "chunks of {size}");
     }
 }
+
+// ------------------------------------------------ signatures that text may hold by chance
+//
+// Each signature whose bytes are all valid text is paired: a minimal real
+// structure built here (refused as its format) and text that carries the
+// signature where it belongs (accepted as text).
+
+/// Valid UTF-8 prose of exactly `len` bytes, without a base64 run long enough to be a payload.
+fn prose(len: usize) -> Vec<u8> {
+    let line = "The quick brown fox jumps over the lazy dog; ünïcödé too.\n";
+    let mut text = line.repeat(len / line.len() + 1);
+    let mut cut = len;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    let mut bytes = text.into_bytes();
+    bytes.resize(len, b'.');
+    bytes
+}
+
+/// The verdict on `content`, checked to be the same whole and in chunks.
+#[track_caller]
+fn verdict(content: &[u8]) -> (Kind, Option<Reason>) {
+    let whole = sniff_bytes(content, CAP);
+    for chunk in [1, 7, 4096] {
+        assert_eq!(streamed(content, chunk), whole, "chunks of {chunk}");
+    }
+    (whole.kind, whole.reason)
+}
+
+const TEXT: (Kind, Option<Reason>) = (Kind::Utf8Text, None);
+const ISO: (Kind, Option<Reason>) = (Kind::Iso9660, Some(Reason::ContentArchive));
+const AR: (Kind, Option<Reason>) = (Kind::Ar, Some(Reason::ContentArchive));
+const ZIP: (Kind, Option<Reason>) = (Kind::Zip, Some(Reason::ContentArchive));
+
+/// A both-endian field (ECMA-119 7.2.3 / 7.3.3): little-endian, then big-endian.
+fn both_u16(v: u16) -> Vec<u8> {
+    [v.to_le_bytes(), v.to_be_bytes()].concat()
+}
+
+fn both_u32(v: u32) -> Vec<u8> {
+    [v.to_le_bytes(), v.to_be_bytes()].concat()
+}
+
+/// A minimal ISO 9660 image as ECMA-119 lays it out: a 32 KiB system area,
+/// the primary volume descriptor in sector 16, the set terminator in sector
+/// 17, and the root directory in sector 18 (19 sectors of 2 KiB).
+fn iso_image() -> Vec<u8> {
+    const SECTOR: usize = 2048;
+    let mut b = vec![0u8; 19 * SECTOR];
+    let put = |b: &mut Vec<u8>, off: usize, bytes: &[u8]| b[off..off + bytes.len()].copy_from_slice(bytes);
+    let pvd = 16 * SECTOR;
+    put(&mut b, pvd, b"\x01CD001\x01\x00");
+    put(&mut b, pvd + 8, format!("{:32}", "LINUX").as_bytes()); // system identifier
+    put(&mut b, pvd + 40, format!("{:32}", "GATEHOUSE").as_bytes()); // volume identifier
+    put(&mut b, pvd + 80, &both_u32(19)); // volume space size
+    put(&mut b, pvd + 120, &both_u16(1)); // volume set size
+    put(&mut b, pvd + 124, &both_u16(1)); // volume sequence number
+    put(&mut b, pvd + 128, &both_u16(2048)); // logical block size
+    put(&mut b, pvd + 132, &both_u32(10)); // path table size
+    // The root directory record (34 bytes): its extent is sector 18.
+    let mut root = vec![34, 0];
+    root.extend(both_u32(18));
+    root.extend(both_u32(2048));
+    root.extend([126, 1, 1, 0, 0, 0, 0, 0x02, 0, 0]);
+    root.extend(both_u16(1));
+    root.extend([1, 0]);
+    put(&mut b, pvd + 156, &root);
+    for field in [190, 318, 446, 574] {
+        put(&mut b, pvd + field, &[b' '; 128]); // set, publisher, preparer, application
+    }
+    put(&mut b, pvd + 702, &[b' '; 37 * 3]); // copyright, abstract, bibliographic files
+    for date in [813, 830, 847, 864] {
+        put(&mut b, pvd + date, b"0000000000000000\x00");
+    }
+    b[pvd + 881] = 1; // file structure version
+    put(&mut b, 17 * SECTOR, b"\xffCD001\x01");
+    put(&mut b, 18 * SECTOR, &root);
+    b
+}
+
+#[test]
+fn iso9660_needs_a_volume_descriptor_not_just_its_identifier() {
+    assert_eq!(verdict(&iso_image()), ISO);
+
+    // Fail closed: a descriptor whose type byte says "volume descriptor" is
+    // refused however wrong the rest is (lenient readers mount it).
+    let mut sloppy = iso_image();
+    sloppy[0x8000 + 6] = 0; // version
+    sloppy[0x8000 + 84] ^= 0xff; // the big-endian half of the volume size
+    sloppy[0x8000 + 128..0x8000 + 132].copy_from_slice(&[0, 2, 0, 2]); // block size 512 / 2
+    sloppy[0x8000 + 881] = 7;
+    assert_eq!(verdict(&sloppy), ISO);
+    // A boot record first, the primary descriptor after it.
+    let mut boot = iso_image();
+    boot.copy_within(0x8000..0x8800, 0x8800);
+    boot[0x8000..0x8800].fill(0);
+    boot[0x8000..0x8007].copy_from_slice(b"\x00CD001\x01");
+    assert_eq!(verdict(&boot), ISO);
+    // Truncated after its descriptor: still an image.
+    assert_eq!(verdict(&iso_image()[..0x8800]), ISO);
+    // Not text, identifier without a descriptor: still named as the format.
+    let mut odd = prose(0x8800);
+    odd[0x8001..0x8006].copy_from_slice(b"CD001");
+    odd[100] = 0;
+    assert_eq!(verdict(&odd), ISO);
+
+    // Text that holds `CD001` where descriptors go is text.
+    for slots in [&[0x8001][..], &[0x8001, 0x8801, 0x9001], &[0x8801], &[0x9001]] {
+        let mut text = prose(0x9800);
+        for &at in slots {
+            text[at..at + 5].copy_from_slice(b"CD001");
+        }
+        assert!(std::str::from_utf8(&text).is_ok());
+        assert_eq!(verdict(&text), TEXT, "CD001 at {slots:x?}");
+    }
+}
+
+/// An `ar` member header: name, mtime, uid, gid, mode, size, then "`\n".
+fn ar_member(name: &str, data: &str) -> String {
+    format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n{data}", 0, 0, 0, 644, data.len())
+}
+
+#[test]
+fn ar_needs_its_member_header() {
+    let archive = format!("!<arch>\n{}", ar_member("notes.txt/", "just text\n"));
+    assert_eq!(verdict(archive.as_bytes()), AR);
+    // An empty archive is the global header alone.
+    assert_eq!(verdict(b"!<arch>\n"), AR);
+    // Not text: named as the format whatever follows.
+    assert_eq!(verdict(b"!<arch>\n\x00\x01\x02"), AR);
+    // Text that starts with the global header is text.
+    let mut text = b"!<arch>\n".to_vec();
+    text.extend(prose(400));
+    assert_eq!(verdict(&text), TEXT);
+    assert_eq!(verdict(b"!<arch>\nis how an ar archive starts.\n"), TEXT);
+}
+
+#[test]
+fn zip_spanning_marker_needs_its_local_header() {
+    // `PK\x07\x08` (the spanning marker) is made of text characters (BEL, BS).
+    let mut spanned = b"PK\x07\x08".to_vec();
+    spanned.extend(sample("zip-text.zip"));
+    assert_eq!(verdict(&spanned), ZIP);
+    let mut text = b"PK\x07\x08".to_vec();
+    text.extend(prose(300));
+    assert_eq!(verdict(&text), TEXT);
+}

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use gatehouse_deps::lockfile::{Format, ParseError, ParseErrorCode, Parsed, parse, parse_with};
+use gatehouse_deps::lockfile::{Format, ParseError, ParseErrorCode, Parsed, parse, parse_file, parse_with};
 use gatehouse_deps::package::{Ecosystem, Package};
 use proptest::prelude::*;
 
@@ -469,12 +469,25 @@ fn requirements_include_cycles_end() {
     assert_eq!(warnings(&p, "include_cycle"), [Some(1)]);
     assert!(p.warnings.iter().all(|w| w.message.starts_with("./cyclic-r-self.txt")), "{:?}", p.warnings);
 
-    // 1 -> 2 -> ../pip/1 (the same file by another name) -> ...
+    // 1 -> 2 -> ../pip/1 (the same file by another name) -> ...: `..` climbs
+    // out of the lockfile's directory, so only a root one level up reads it.
     let mut asked = Vec::new();
     let bytes = std::fs::read(dir.join("cyclic-r-complex-1.txt")).unwrap();
-    let p = parse_with("requirements.txt", &bytes, Some(&mut disk(dir.clone(), &mut asked))).unwrap();
+    let e = parse_with("requirements.txt", &bytes, Some(&mut disk(dir.clone(), &mut asked))).unwrap_err();
+    assert_err(&e, ParseErrorCode::IncludeOutsideRoot, Some(1));
+    assert_eq!(
+        (e.file.as_str(), asked.as_slice()),
+        ("./cyclic-r-complex-2.txt", &["./cyclic-r-complex-2.txt".to_owned()][..])
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let pip = tmp.path().join("pip");
+    std::fs::create_dir(&pip).unwrap();
+    for f in ["cyclic-r-complex-1.txt", "cyclic-r-complex-2.txt", "cyclic-r-complex-3.txt"] {
+        std::fs::copy(dir.join(f), pip.join(f)).unwrap();
+    }
+    std::fs::write(pip.join("requirements.txt"), &bytes).unwrap();
+    let p = parse_file(&pip.join("requirements.txt"), &bytes, Some(tmp.path())).unwrap();
     assert_exactly(&p, &[("cyclic-r-complex", "1"), ("cyclic-r-complex", "2"), ("cyclic-r-complex", "3")]);
-    assert!(asked.len() <= 12, "{asked:?}");
 
     // A file named by a full path that includes itself by its relative name.
     let full = dir.join("requirements.txt");
@@ -498,18 +511,17 @@ fn requirements_include_forms_and_nested_paths() {
         ("sub/f.txt", "f==1\n-r g.txt\n-c ../h.txt\n"),
         ("sub/g.txt", "g==1\n"),
         ("sub/../h.txt", "h==1\n"),
-        ("/abs/i.txt", "i==1\n"),
     ];
     let text = "-r a.txt\n-rb.txt\n--requirement c.txt\n--requirement=d.txt\n-c e.txt\n\
-                --constraint sub/f.txt\n-r /abs/i.txt\n";
+                --constraint sub/f.txt\n";
     let mut asked = Vec::new();
     let p = parse_with("requirements.txt", text.as_bytes(), Some(&mut files(&list, &mut asked))).unwrap();
     assert_eq!(
         asked,
-        ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt", "sub/f.txt", "sub/g.txt", "sub/../h.txt", "/abs/i.txt"]
+        ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt", "sub/f.txt", "sub/g.txt", "sub/../h.txt"]
     );
     let want: Vec<(&str, &str)> =
-        ["a", "b", "c", "d", "e", "f", "g", "h", "i"].iter().map(|n| (*n, "1")).collect();
+        ["a", "b", "c", "d", "e", "f", "g", "h"].iter().map(|n| (*n, "1")).collect();
     assert_exactly(&p, &want);
 }
 
@@ -556,6 +568,164 @@ fn requirements_include_depth_is_limited() {
     let mut grow = |name: &str| -> Result<String, String> { Ok(format!("# {name}\nx==1\n-r d/../a.txt\n")) };
     let e = parse_with("requirements.txt", b"-r a.txt\n", Some(&mut grow)).unwrap_err();
     assert_eq!(e.code, ParseErrorCode::IncludeFailed);
+}
+
+#[test]
+fn requirements_includes_outside_the_lockfiles_tree_are_refused_unread() {
+    // Absolute paths (Unix and Windows forms), URLs, and `..` above the
+    // lockfile's directory, in every option spelling.
+    let outside = [
+        "/etc/passwd",
+        "../secret.txt",
+        "./../secret.txt",
+        "sub/../../secret.txt",
+        "'..\\secret.txt'",
+        "C:/Windows/win.ini",
+        "'\\\\server\\share\\r.txt'",
+        "https://example.com/r.txt",
+        "file:///etc/passwd",
+        "./C:/Windows/win.ini",
+        "./https://example.com/r.txt",
+    ];
+    for written in outside {
+        for option in
+            ["-r ", "-r", "-c ", "--requirement ", "--requirement=", "--constraint ", "--constraint="]
+        {
+            let text = format!("ok==1\n{option}{written}\n");
+            let mut asked = Vec::new();
+            let mut read = |name: &str| -> Result<String, String> {
+                asked.push(name.to_owned());
+                Ok("stolen==1\n".to_owned())
+            };
+            let e = parse_with("requirements.txt", text.as_bytes(), Some(&mut read)).unwrap_err();
+            assert_err(&e, ParseErrorCode::IncludeOutsideRoot, Some(2));
+            assert_eq!(e.code.as_str(), "include_outside_root");
+            assert!(asked.is_empty(), "{text}: asked for {asked:?}");
+            for leak in ["etc", "passwd", "secret", "Windows", "server", "example"] {
+                assert!(!e.to_string().contains(leak), "{text}: the error names the target: {e}");
+            }
+        }
+    }
+    // An included file may not reach out either, even where the top-level file could.
+    let list = [("sub/a.txt", "a==1\n-r ../b.txt\n-r ../../c.txt\n"), ("sub/../b.txt", "b==1\n")];
+    let mut asked = Vec::new();
+    let e =
+        parse_with("requirements.txt", b"-r sub/a.txt\n", Some(&mut files(&list, &mut asked))).unwrap_err();
+    assert_err(&e, ParseErrorCode::IncludeOutsideRoot, Some(3));
+    assert_eq!(e.file, "sub/a.txt");
+    assert_eq!(asked, ["sub/a.txt", "sub/../b.txt"]);
+}
+
+/// A checkout in a temporary directory: `repo/` (the include root) next to
+/// `elsewhere/`, which holds `secret.txt` and no `missing.txt`.
+fn checkout() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let repo = tmp.path().join("repo");
+    let made = std::fs::create_dir_all(repo.join("reqs"))
+        .and_then(|()| std::fs::create_dir(tmp.path().join("elsewhere")))
+        .and_then(|()| std::fs::write(tmp.path().join("elsewhere/secret.txt"), "stolen==1\n"))
+        .and_then(|()| std::fs::write(repo.join("reqs/base.txt"), "base==1\n"));
+    made.unwrap_or_else(|e| panic!("checkout: {e}"));
+    (tmp, repo)
+}
+
+/// Writes `dir/requirements.txt` and parses it from disk.
+fn parse_repo(dir: &Path, text: &str, root: Option<&Path>) -> Result<Parsed, ParseError> {
+    let path = dir.join("requirements.txt");
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    parse_file(&path, text.as_bytes(), root)
+}
+
+#[cfg(unix)]
+#[test]
+fn requirements_include_symlinks_out_of_the_root_are_refused_alike() {
+    use std::os::unix::fs::symlink;
+    let (tmp, repo) = checkout();
+    let elsewhere = tmp.path().join("elsewhere");
+    symlink(elsewhere.join("secret.txt"), repo.join("abs-existing.txt")).unwrap();
+    symlink(elsewhere.join("missing.txt"), repo.join("abs-missing.txt")).unwrap();
+    symlink("../elsewhere/secret.txt", repo.join("rel-existing.txt")).unwrap();
+    symlink("../elsewhere/missing.txt", repo.join("rel-missing.txt")).unwrap();
+    symlink(&elsewhere, repo.join("outdir")).unwrap();
+    // Leaves and comes back: still refused, at the link.
+    symlink("../repo/reqs/base.txt", repo.join("round-trip.txt")).unwrap();
+    symlink("reqs/../reqs/../../elsewhere/secret.txt", repo.join("nested.txt")).unwrap();
+    std::fs::create_dir(repo.join("reqs/deeper")).unwrap();
+    symlink("../../outdir/secret.txt", repo.join("reqs/deeper/chain.txt")).unwrap();
+
+    let mut errors = Vec::new();
+    for include in [
+        "abs-existing.txt",
+        "abs-missing.txt",
+        "rel-existing.txt",
+        "rel-missing.txt",
+        "outdir/secret.txt",
+        "outdir/missing.txt",
+        "round-trip.txt",
+        "nested.txt",
+        "reqs/deeper/chain.txt",
+        "../elsewhere/secret.txt",
+        "../elsewhere/missing.txt",
+    ] {
+        let e = parse_repo(&repo, &format!("ok==1\n-r {include}\n"), None).unwrap_err();
+        assert_err(&e, ParseErrorCode::IncludeOutsideRoot, Some(2));
+        for leak in ["elsewhere", "secret", "missing"] {
+            assert!(!e.to_string().contains(leak), "{include}: {e}");
+        }
+        errors.push(e);
+    }
+    // Existing or not, by any route: one and the same error.
+    assert!(errors.windows(2).all(|w| w[0] == w[1]), "{errors:#?}");
+
+    // Links that stay inside are followed.
+    symlink("reqs/base.txt", repo.join("inside.txt")).unwrap();
+    symlink(repo.join("reqs"), repo.join("reqs-link")).unwrap();
+    symlink("deeper/../base.txt", repo.join("reqs/dotdot.txt")).unwrap();
+    let p = parse_repo(&repo, "-r inside.txt\n-r reqs-link/base.txt\n-c reqs/dotdot.txt\n", None).unwrap();
+    assert_exactly(&p, &[("base", "1")]);
+    // A link loop ends.
+    symlink("loop-b.txt", repo.join("loop-a.txt")).unwrap();
+    symlink("loop-a.txt", repo.join("loop-b.txt")).unwrap();
+    let e = parse_repo(&repo, "-r loop-a.txt\n", None).unwrap_err();
+    assert_err(&e, ParseErrorCode::IncludeFailed, Some(1));
+}
+
+#[test]
+fn requirements_includes_read_from_disk_stay_under_their_root() {
+    let (tmp, repo) = checkout();
+    // Inside: read, nested includes relative to the including file.
+    std::fs::write(repo.join("reqs/dev.txt"), "-r base.txt\ndev==1\n").unwrap();
+    let p = parse_repo(&repo, "-r reqs/dev.txt\n", None).unwrap();
+    assert_exactly(&p, &[("base", "1"), ("dev", "1")]);
+    // A missing file inside the root is an ordinary failure.
+    let e = parse_repo(&repo, "-r reqs/none.txt\n", None).unwrap_err();
+    assert_err(&e, ParseErrorCode::IncludeFailed, Some(1));
+    let e = parse_repo(&repo, "-r reqs\n", None).unwrap_err();
+    assert_err(&e, ParseErrorCode::IncludeFailed, Some(1));
+    // Outside, existing or not: the same refusal, nothing read.
+    let a = parse_repo(&repo, "-r ../elsewhere/secret.txt\n", None).unwrap_err();
+    let b = parse_repo(&repo, "-r ../elsewhere/missing.txt\n", None).unwrap_err();
+    let c = parse_repo(&repo, &format!("-r {}\n", tmp.path().join("elsewhere/secret.txt").display()), None);
+    assert_err(&a, ParseErrorCode::IncludeOutsideRoot, Some(1));
+    assert_eq!(a, b);
+    assert_eq!(c.unwrap_err(), a);
+
+    // A lockfile in a subdirectory: by default its own directory is the root;
+    // with the checkout's root given, `..` may climb up to it, not above.
+    let sub = repo.join("services/api");
+    std::fs::create_dir_all(&sub).unwrap();
+    let text = "-r ../../reqs/base.txt\napi==1\n";
+    let e = parse_repo(&sub, text, None).unwrap_err();
+    assert_err(&e, ParseErrorCode::IncludeOutsideRoot, Some(1));
+    let p = parse_repo(&sub, text, Some(&repo)).unwrap();
+    assert_exactly(&p, &[("api", "1"), ("base", "1")]);
+    let e = parse_repo(&sub, "-r ../../../elsewhere/secret.txt\n", Some(&repo)).unwrap_err();
+    assert_err(&e, ParseErrorCode::IncludeOutsideRoot, Some(1));
+    // The lockfile itself must be under the root given.
+    let e = parse_repo(&repo, "x==1\n", Some(&sub)).unwrap_err();
+    assert_eq!((e.code, e.line), (ParseErrorCode::IncludeOutsideRoot, None));
+    // Without includes nothing changes.
+    assert_exactly(&parse_repo(&repo, "x==1\n", None).unwrap(), &[("x", "1")]);
 }
 
 // ---------------------------------------------------------------- poetry.lock
@@ -1376,8 +1546,50 @@ fn parse_any(name: &str, bytes: &[u8], included: &str) {
     }
 }
 
+/// Whether a name the includes callback is asked for stays inside the
+/// lockfile's directory: relative, no drive, no URL, and never `..` above it.
+fn stays_inside(name: &str) -> bool {
+    let url = name.split_once("://").is_some_and(|(scheme, _)| {
+        !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+    });
+    if name.starts_with(['/', '\\']) || name.as_bytes().get(1) == Some(&b':') || url {
+        return false;
+    }
+    let mut stack: Vec<&str> = Vec::new();
+    for part in name.split(['/', '\\']) {
+        match part {
+            "" | "." => {}
+            ".." if stack.pop().is_none() => return false,
+            ".." => {}
+            p => stack.push(p),
+        }
+    }
+    true
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Includes of arbitrary names, nested: the callback is only ever asked
+    /// for names inside the lockfile's tree, and every other one is refused.
+    #[test]
+    fn includes_never_reach_outside(names in proptest::collection::vec("[a./\\\\:]{1,10}", 1..5)) {
+        let line = |n: &str| format!("-r '{n}'\n");
+        let top: String = names.iter().map(|n| line(n)).collect();
+        let mut asked = Vec::new();
+        let mut read = |name: &str| -> Result<String, String> {
+            asked.push(name.to_owned());
+            // Every included file includes the next name, so names join up.
+            Ok(names.iter().skip(asked.len() % names.len()).take(1).map(|n| line(n)).collect())
+        };
+        let result = parse_with("requirements.txt", top.as_bytes(), Some(&mut read));
+        for name in &asked {
+            prop_assert!(stays_inside(name), "asked for {name:?}");
+        }
+        if let Err(e) = result {
+            prop_assert!(e.code != ParseErrorCode::IncludeOutsideRoot || e.message.contains("include root"));
+        }
+    }
 
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512), which in 0..NAMES.len()) {

@@ -814,17 +814,9 @@ pub(crate) fn parse_lockfile(
     path: &Path,
     bytes: &[u8],
 ) -> Result<gatehouse_deps::Parsed, gatehouse_deps::ParseError> {
-    let limit = gatehouse_deps::lockfile::MAX_LOCKFILE_BYTES as u64;
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let mut includes = |included: &str| -> Result<String, String> {
-        let target = dir.join(included);
-        let meta = std::fs::metadata(&target).map_err(|e| format!("{}: {}", target.display(), e.kind()))?;
-        if meta.len() > limit {
-            return Err(format!("{}: too large", target.display()));
-        }
-        std::fs::read_to_string(&target).map_err(|e| format!("{}: {}", target.display(), e.kind()))
-    };
-    gatehouse_deps::lockfile::parse_with(&path.display().to_string(), bytes, Some(&mut includes))
+    // Includes stay inside the lockfile's own directory tree, symbolic
+    // links resolved (see `gatehouse_deps::lockfile::files`).
+    gatehouse_deps::lockfile::parse_file(path, bytes, None)
 }
 
 /// Reads and parses a lockfile from disk; any failure is exit 2.

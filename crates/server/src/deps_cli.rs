@@ -79,7 +79,9 @@ pub fn deps_scan(
     } else {
         let bytes =
             std::fs::read(&args.head).map_err(|e| format!("cannot read {head_name}: {}", e.kind()))?;
-        crate::cli::parse_lockfile(&args.head, &bytes)
+        // `-r`/`-c` includes stay inside the lockfile's directory tree
+        // (symbolic links included): a pull request names them.
+        gatehouse_deps::lockfile::parse_file(&args.head, &bytes, None)
     };
     let head = match parsed_head {
         Ok(parsed) => Some(parsed),
@@ -99,7 +101,7 @@ pub fn deps_scan(
             } else {
                 let bytes = std::fs::read(path)
                     .map_err(|e| format!("cannot read {}: {}", path.display(), e.kind()))?;
-                match crate::cli::parse_lockfile(path, &bytes) {
+                match gatehouse_deps::lockfile::parse_file(path, &bytes, None) {
                     Ok(parsed) => (Some(parsed), None),
                     // What the base held cannot be known: check every head
                     // version. That only widens the check, so the scan is

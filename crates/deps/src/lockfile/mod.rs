@@ -15,7 +15,10 @@ use serde::Serialize;
 
 use crate::package::{Ecosystem, Package};
 
+pub use files::parse_file;
+
 mod cargo;
+mod files;
 mod gemfile;
 mod gosum;
 mod npm;
@@ -105,6 +108,10 @@ pub enum ParseErrorCode {
     UnsupportedVersion,
     /// A `-r`/`-c` include of a requirements file could not be read.
     IncludeFailed,
+    /// A `-r`/`-c` include names a file outside the include root (an
+    /// absolute path, a URL, `..` above the root, or a symbolic link that
+    /// leads out of it). Not read, and the error names no outside path.
+    IncludeOutsideRoot,
 }
 
 impl ParseErrorCode {
@@ -119,6 +126,7 @@ impl ParseErrorCode {
             Self::Structure => "structure",
             Self::UnsupportedVersion => "unsupported_version",
             Self::IncludeFailed => "include_failed",
+            Self::IncludeOutsideRoot => "include_outside_root",
         }
     }
 }
@@ -220,9 +228,27 @@ impl Collector {
     }
 }
 
-/// Reads an included file (requirements `-r`), by the name written in the
-/// including file; the caller resolves it relative to that file.
+/// Reads an included file (requirements `-r`, `-c`) by its name relative
+/// to the top-level lockfile's directory (the parser has joined the name to
+/// the including file's directory). An error is a reason for a person; the
+/// parser reports it as `include_failed`, prefixed with the include as written.
+///
+/// The parser only asks for names inside the lockfile's directory tree
+/// (see [`parse_with`]); a callback reading the file system must still keep
+/// symbolic links from leading out of it, as [`parse_file`] does.
 pub type Includes<'a> = dyn FnMut(&str) -> Result<String, String> + 'a;
+
+/// Why an include was not read: the parser's own callback, which can also
+/// say "outside the root" (for a symbolic link leading out).
+pub(crate) enum IncludeError {
+    /// It could not be read; why, naming nothing outside the root.
+    Failed(String),
+    /// It resolves outside the include root.
+    OutsideRoot,
+}
+
+/// Reads an include, by its name relative to the top-level file's directory.
+pub(crate) type Reader<'a> = dyn FnMut(&str) -> Result<String, IncludeError> + 'a;
 
 /// The format of `file_name` (a path or a base name) holding `bytes`: by
 /// name first, confirmed by content; by content alone when the name says nothing.
@@ -334,10 +360,34 @@ fn sniff(text: &str) -> Option<Format> {
 /// Parses a lockfile: detection, then the format's parser. `includes`
 /// reads files a requirements file includes (`-r`, `-c`); without it, an
 /// include is an error.
+///
+/// Includes are confined to the lockfile's own directory tree: one written
+/// as an absolute path or a URL, or whose path climbs above that directory
+/// with `..`, is refused with `include_outside_root` without calling
+/// `includes`, and the error names no path. `includes` is trusted with the
+/// rest; for files on disk use [`parse_file`], which also refuses symbolic
+/// links that lead out of the tree.
 pub fn parse_with(
     file_name: &str,
     bytes: &[u8],
     includes: Option<&mut Includes<'_>>,
+) -> Result<Parsed, ParseError> {
+    match includes {
+        Some(read) => {
+            let mut reader = |name: &str| read(name).map_err(IncludeError::Failed);
+            parse_within(file_name, bytes, Some(&mut reader), "")
+        }
+        None => parse_within(file_name, bytes, None, ""),
+    }
+}
+
+/// [`parse_with`] with the parser's own include reader; `within` is the
+/// lockfile's directory relative to the include root (`""`, or ending in `/`).
+pub(crate) fn parse_within(
+    file_name: &str,
+    bytes: &[u8],
+    includes: Option<&mut Reader<'_>>,
+    within: &str,
 ) -> Result<Parsed, ParseError> {
     if bytes.len() > MAX_LOCKFILE_BYTES {
         let src = Source { file: file_name, text: "" };
@@ -357,7 +407,7 @@ pub fn parse_with(
         Format::YarnV1 => yarn::parse_v1(&src),
         Format::YarnBerry => yarn::parse_berry(&src),
         Format::Pnpm => pnpm::parse(&src),
-        Format::Requirements => requirements::parse(&src, includes),
+        Format::Requirements => requirements::parse(&src, includes, within),
         Format::Poetry => poetry::parse(&src),
         Format::GoSum => gosum::parse(&src),
         Format::CargoLock => cargo::parse(&src),

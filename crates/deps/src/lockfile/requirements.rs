@@ -36,8 +36,19 @@
 //! includes; an include inside an included file is joined to that file's
 //! directory first (pip resolves it relative to the including file), so the
 //! callback can always resolve names relative to the top-level file.
-//! Absolute paths and URLs are passed as written. Without a callback, or when
-//! it fails, the include is `include_failed` at its line. Nesting deeper than
+//!
+//! Includes are confined to the include root: the top-level file's own
+//! directory and everything below it, unless the caller names a root above
+//! it (see [`parse_file`](super::parse_file)). An include written as an
+//! absolute path (`/x`, `\\x`, `C:x`), as a URL (`https://...`, `file:...`),
+//! or whose path climbs above the root with `..` (read lexically, from the
+//! including file's directory) is `include_outside_root` at its line, and the
+//! callback is not called; so is one the callback reports as outside (a
+//! symbolic link leading out, found by [`parse_file`](super::parse_file)).
+//! That error names no path and is the same whether the target exists or not.
+//!
+//! Without a callback, or when it fails, the include is `include_failed` at
+//! its line. Nesting deeper than
 //! [`MAX_INCLUDE_DEPTH`] is `include_failed`; a file already read (by its
 //! lexically normalized path) with the same content is not read again, which
 //! ends include cycles (warned `include_cycle`) and diamond includes.
@@ -45,7 +56,9 @@
 
 use std::collections::BTreeSet;
 
-use super::{Collector, Format, Includes, MAX_LOCKFILE_BYTES, ParseError, ParseErrorCode, Parsed, Source};
+use super::{
+    Collector, Format, IncludeError, MAX_LOCKFILE_BYTES, ParseError, ParseErrorCode, Parsed, Reader, Source,
+};
 use crate::package::Ecosystem;
 
 /// How deep `-r`/`-c` includes may nest.
@@ -54,10 +67,22 @@ pub(crate) const MAX_INCLUDE_DEPTH: usize = 10;
 /// How many included files one parse reads at most.
 const MAX_INCLUDED_FILES: usize = 1000;
 
-pub(crate) fn parse(src: &Source<'_>, includes: Option<&mut Includes<'_>>) -> Result<Parsed, ParseError> {
+/// The error for an include outside the include root: the same words
+/// whatever the include names, so it tells nothing about the file system.
+const OUTSIDE_ROOT: &str = "an include outside the include root (the lockfile's directory tree) is not read";
+
+/// Parses a requirements file. `within` is the top-level file's directory
+/// relative to the include root (`""` when they are the same, otherwise
+/// ending in `/`): how far `..` may climb.
+pub(crate) fn parse(
+    src: &Source<'_>,
+    includes: Option<&mut Reader<'_>>,
+    within: &str,
+) -> Result<Parsed, ParseError> {
     let root_dir = dir_of(src.file).to_owned();
     let mut state = State {
         includes,
+        within: within.to_owned(),
         out: Collector::default(),
         seen: BTreeSet::new(),
         stack: Vec::new(),
@@ -73,7 +98,9 @@ pub(crate) fn parse(src: &Source<'_>, includes: Option<&mut Includes<'_>>) -> Re
 }
 
 struct State<'i, 'c> {
-    includes: Option<&'i mut Includes<'c>>,
+    includes: Option<&'i mut Reader<'c>>,
+    /// The top-level file's directory below the include root.
+    within: String,
     out: Collector,
     /// Files read: (normalized path, content).
     seen: BTreeSet<(String, String)>,
@@ -214,6 +241,15 @@ impl State<'_, '_> {
         depth: usize,
     ) -> Result<(), ParseError> {
         let fail = |message: String| src.error(ParseErrorCode::IncludeFailed, Some(n), message);
+        let outside = || src.error(ParseErrorCode::IncludeOutsideRoot, Some(n), OUTSIDE_ROOT);
+        // Confined before anything else is looked at; the including file's
+        // directory (`dir`) is inside the root, as every include read was.
+        let name = if dir.is_empty() { written.to_owned() } else { join(dir, written) };
+        // Past leading `./` too: `./C:x` is `C:x` once joined, `./https://x` a URL.
+        let absolute = |s: &str| is_absolute(s) || is_absolute(past_dot_slashes(s));
+        if absolute(written) || absolute(&name) || escapes(&format!("{}{name}", self.within)) {
+            return Err(outside());
+        }
         let shown = excerpt(written, 200);
         if depth >= MAX_INCLUDE_DEPTH {
             return Err(fail(format!("{shown}: includes nest deeper than {MAX_INCLUDE_DEPTH}")));
@@ -221,23 +257,20 @@ impl State<'_, '_> {
         if self.files_read >= MAX_INCLUDED_FILES {
             return Err(fail(format!("{shown}: more than {MAX_INCLUDED_FILES} included files")));
         }
-        let name =
-            if is_absolute(written) || dir.is_empty() { written.to_owned() } else { join(dir, written) };
         let Some(read) = self.includes.as_deref_mut() else {
             return Err(fail(format!("{shown}: includes are not read here")));
         };
-        let text = read(&name).map_err(|e| fail(format!("{shown}: {}", excerpt(&e, 200))))?;
+        let text = read(&name).map_err(|e| match e {
+            IncludeError::Failed(e) => fail(format!("{shown}: {}", excerpt(&e, 200))),
+            IncludeError::OutsideRoot => outside(),
+        })?;
         self.files_read += 1;
         self.bytes_read = self.bytes_read.saturating_add(text.len());
         if self.bytes_read > MAX_LOCKFILE_BYTES {
             return Err(fail(format!("{shown}: included files exceed {MAX_LOCKFILE_BYTES} bytes in all")));
         }
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-        let key = if is_absolute(&name) {
-            normalize(&name)
-        } else {
-            normalize(&format!("{}{name}", self.root_dir))
-        };
+        let key = normalize(&format!("{}{name}", self.root_dir));
         if !self.seen.insert((key.clone(), text.to_owned())) {
             // Read before with the same content: nothing new to find.
             if self.stack.contains(&key) {
@@ -324,8 +357,9 @@ fn is_url(s: &str) -> bool {
     let Some((scheme, _)) = s.split_once("://") else {
         return false;
     };
-    scheme.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
-        && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+    // Looser than RFC 3986 (a scheme starts with a letter) on purpose: an
+    // include such as `.a://x` is refused as a URL rather than read as a path.
+    !scheme.is_empty() && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
 /// pip's `_looks_like_path`, and archive file names.
@@ -349,6 +383,31 @@ fn looks_like_path(s: &str) -> bool {
 
 fn is_absolute(s: &str) -> bool {
     s.starts_with(['/', '\\']) || is_url(s) || s.as_bytes().get(1) == Some(&b':')
+}
+
+/// Whether a relative path, read lexically with `/` and `\` as separators,
+/// climbs above the directory it starts from.
+fn escapes(path: &str) -> bool {
+    let mut depth = 0usize;
+    for part in path.split(['/', '\\']) {
+        match part {
+            "" | "." => {}
+            ".." => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return true,
+            },
+            _ => depth += 1,
+        }
+    }
+    false
+}
+
+/// `s` without its leading `./` (or `.\\`) segments.
+fn past_dot_slashes(mut s: &str) -> &str {
+    while let Some(rest) = s.strip_prefix("./").or_else(|| s.strip_prefix(".\\")) {
+        s = rest;
+    }
+    s
 }
 
 /// A path's directory with its trailing separator ("" for a bare name).
@@ -648,6 +707,13 @@ mod tests {
         assert_eq!(dir_of("c.txt"), "");
         assert_eq!(join("./", "./x.txt"), "x.txt");
         assert_eq!(join("a/./b/", "../c/./d.txt"), "a/b/../c/d.txt");
+        assert!(!escapes("a.txt") && !escapes("sub/../a.txt") && !escapes("./a/./b/../../c"));
+        assert!(escapes("../a.txt") && escapes("sub/../../a.txt") && escapes("a\\..\\..\\b"));
+        assert!(!escapes("dir/sub/../../x.txt") && escapes("dir/../../x.txt"));
+        assert!(is_absolute("/etc/passwd") && is_absolute("C:x") && is_absolute("\\\\srv\\s"));
+        assert!(is_absolute("https://x/r.txt") && is_absolute("file:r.txt"));
+        assert_eq!(past_dot_slashes("././.\\C:x"), "C:x");
+        assert_eq!(past_dot_slashes("./sub/./x"), "sub/./x");
         assert!(has_env_var("x==${VERSION_1}"));
         assert!(!has_env_var("x==${lower}"));
         assert!(!has_env_var("x==$"));
