@@ -481,9 +481,9 @@ pub fn default_store_url(data_dir: &Path) -> Secretish {
     Secretish(format!("sqlite://{}", data_dir.join(embedded_files::DATABASE).display()))
 }
 
-/// The cloud metadata addresses no operator setting may open.
-pub const METADATA_ADDRESSES: &[&str] =
-    &["169.254.169.254", "169.254.170.2", "fd00:ec2::254", "168.63.129.16", "100.100.100.200"];
+/// The cloud metadata addresses no operator setting may open (the address
+/// guard's own list).
+pub use gatehouse_core::metadata::METADATA_ADDRESSES;
 
 /// Loads and validates configuration. `file` is the optional TOML file
 /// (`--config`, or `GATEHOUSE_CONFIG`).
@@ -629,7 +629,7 @@ impl Reader<'_> {
                     Ok(net)
                         if METADATA_ADDRESSES
                             .iter()
-                            .filter_map(|m| m.parse::<IpAddr>().ok())
+                            .filter_map(|(m, _)| m.parse::<IpAddr>().ok())
                             .any(|m| net.contains(&m)) =>
                     {
                         self.problem(

@@ -9,6 +9,7 @@
 pub mod clock;
 pub mod error;
 pub mod id;
+pub mod metadata;
 pub mod refusal;
 
 pub use clock::{Clock, ManualClock, SystemClock, UnixTime};

@@ -147,10 +147,6 @@ closed_codes! {
         HostPercentEncoded => "host_percent_encoded",
         /// The host is an IPv6 address with a zone id.
         HostZoneId => "host_zone_id",
-        /// A `CONNECT` target that is not the authority form `host:port` (RFC 9112 §3.2.3).
-        ConnectTargetInvalid => "connect_target_invalid",
-        /// The host is a special-use name that can only be local or invalid (RFC 6761: `localhost`, `.invalid`, ...).
-        HostSpecialUseName => "host_special_use_name",
         /// The port is malformed or out of range.
         PortInvalid => "port_invalid",
         /// The port is not allowed for this kind of connection.
@@ -179,10 +175,6 @@ closed_codes! {
         ResponseTooLarge => "response_too_large",
         /// A proxy request carried no grant.
         ProxyAuthMissing => "proxy_auth_missing",
-        /// The request carries its credentials more than once (two `Proxy-Authorization` or two `Authorization` headers): refused, never guessed.
-        CredentialsAmbiguous => "credentials_ambiguous",
-        /// The destination's answer is malformed or ambiguous (both `Content-Length` and `Transfer-Encoding`, conflicting lengths).
-        UpstreamBadResponse => "upstream_bad_response",
         /// The request body exceeded the cap.
         RequestTooLarge => "request_too_large",
         /// A redirect pointed to another origin (scheme, host or port).
@@ -227,6 +219,14 @@ closed_codes! {
         RunUnknown => "run_unknown",
         /// The caller's token does not carry the scope this route needs.
         ScopeMissing => "scope_missing",
+        /// A `CONNECT` target that is not the authority form `host:port` (RFC 9112 §3.2.3).
+        ConnectTargetInvalid => "connect_target_invalid",
+        /// The host is a special-use name that can only be local or invalid (RFC 6761: `localhost`, `.invalid`, ...).
+        HostSpecialUseName => "host_special_use_name",
+        /// The request carries its credentials more than once (two `Proxy-Authorization` or two `Authorization` headers): refused, never guessed.
+        CredentialsAmbiguous => "credentials_ambiguous",
+        /// The destination's answer is malformed or ambiguous (both `Content-Length` and `Transfer-Encoding`, conflicting lengths).
+        UpstreamBadResponse => "upstream_bad_response",
     }
 }
 
@@ -387,6 +387,10 @@ mod tests {
                 "run_not_live",
                 "run_unknown",
                 "scope_missing",
+                "connect_target_invalid",
+                "host_special_use_name",
+                "credentials_ambiguous",
+                "upstream_bad_response",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();
