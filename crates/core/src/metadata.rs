@@ -26,4 +26,3 @@ pub const METADATA_HOST_NAMES: &[&str] = &[
     "metadata.tencentyun.com",
     "metadata.platformequinix.com",
 ];
-

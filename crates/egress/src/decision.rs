@@ -9,7 +9,7 @@ use gatehouse_core::Reason;
 use serde::Serialize;
 
 use crate::policy::{Policy, PolicyError, PolicyRefusal};
-use crate::special::{AddressGuard, is_metadata_host_name};
+use crate::special::{AddressGuard, is_metadata_host_name, special_use_name};
 use crate::target::{Host, Target, parse_url};
 
 /// Redirects followed for ordinary requests (same origin only).
@@ -137,6 +137,14 @@ pub fn decide_target(
         Host::Name(name) if is_metadata_host_name(name) => {
             return Decision::refuse(Reason::HostMetadataName, Some(name.clone()), Some(&target), Vec::new());
         }
+        Host::Name(name) if let Some(rule) = special_use_name(name) => {
+            return Decision::refuse(
+                Reason::HostSpecialUseName,
+                Some(rule.to_owned()),
+                Some(&target),
+                Vec::new(),
+            );
+        }
         Host::Name(name) => match resolve(name) {
             Ok(addresses) if !addresses.is_empty() => addresses,
             _ => return Decision::refuse(Reason::DnsFailed, None, Some(&target), Vec::new()),
@@ -212,6 +220,20 @@ mod tests {
             check("http://169.254.169.254/latest/", &open, &[]).refusal(),
             Some(Reason::AddressMetadata)
         );
+        // A resolver that answers a public address for a local-only name
+        // is never asked: the name itself is refused.
+        for url in [
+            "http://localhost/",
+            "http://api.localhost:8080/",
+            "https://printer.local/",
+            "http://db.internal/",
+            "http://nas.home.arpa/",
+            "http://x.invalid/",
+        ] {
+            let d = check(url, &open, &["93.184.216.34"]);
+            assert_eq!(d.refusal(), Some(Reason::HostSpecialUseName), "{url}");
+            assert!(d.addresses.is_empty(), "{url}: resolved anyway");
+        }
         let d = decide(
             "https://x.com/",
             Err(&PolicyError::unreadable("bad")),

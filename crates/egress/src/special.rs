@@ -91,6 +91,38 @@ const IPV6_ROWS: &[(&str, &str)] = &[
 
 pub use gatehouse_core::metadata::{METADATA_ADDRESSES, METADATA_HOST_NAMES};
 
+/// Names that can only be local, private or invalid, refused by name before
+/// any lookup, whatever a resolver would answer (a hostile or misconfigured
+/// one may well answer a public address for `localhost`). Each entry covers
+/// the name itself and every name under it. From the IANA Special-Use
+/// Domain Names registry, plus two private-use names that no public host
+/// carries. Deliberately absent: `test` and `example` (RFC 6761 §6.2, §6.5:
+/// applications should not treat them specially; they are ordinary names
+/// that public DNS does not resolve, so they fail as `dns_failed`).
+pub const SPECIAL_USE_NAMES: &[(&str, &str)] = &[
+    ("localhost", "localhost: loopback (RFC 6761 §6.3)"),
+    ("invalid", "invalid: never resolves (RFC 6761 §6.4)"),
+    ("local", "local: link-local multicast DNS (RFC 6762)"),
+    ("onion", "onion: Tor hidden services (RFC 7686)"),
+    ("alt", "alt: names outside the DNS (RFC 9476)"),
+    // home.arpa (RFC 8375), service.arpa (RFC 9665), resolver.arpa (RFC
+    // 9462), ipv4only.arpa (RFC 8880), the reverse trees: infrastructure and
+    // local names only, never a public HTTP host.
+    ("arpa", "arpa: infrastructure and local names (home.arpa, service.arpa, reverse DNS, ...)"),
+    ("internal", "internal: private use (ICANN, 2024)"),
+    ("localdomain", "localdomain: the local host's own domain by convention (/etc/hosts)"),
+];
+
+/// The special-use rule `host` (lowercase ASCII, no trailing dot) falls under.
+pub fn special_use_name(host: &str) -> Option<&'static str> {
+    SPECIAL_USE_NAMES.iter().find_map(|(name, rule)| {
+        let under = host.len() > name.len()
+            && host.ends_with(name)
+            && host.as_bytes()[host.len() - name.len() - 1] == b'.';
+        (host == *name || under).then_some(*rule)
+    })
+}
+
 static V4: LazyLock<Vec<(Ipv4Net, &'static str)>> = LazyLock::new(|| {
     IPV4_ROWS.iter().filter_map(|(net, rule)| net.parse().ok().map(|n| (n, *rule))).collect()
 });
@@ -369,6 +401,38 @@ mod tests {
         assert_eq!(refused("64:ff9b::a9fe:a9fe"), Some(Reason::AddressMetadata));
         assert_eq!(refused("64:ff9b::808:808"), None);
         assert_eq!(refused("64:ff9b:1::808:808"), Some(Reason::AddressSpecialPurpose), "local-use NAT64");
+    }
+
+    #[test]
+    fn special_use_names_cover_themselves_and_their_subtrees_only() {
+        for name in [
+            "localhost",
+            "a.localhost",
+            "x.y.invalid",
+            "printer.local",
+            "abc.onion",
+            "home.arpa",
+            "nas.home.arpa",
+            "1.0.0.127.in-addr.arpa",
+            "db.internal",
+            "localhost.localdomain",
+            "x.alt",
+        ] {
+            assert!(special_use_name(name).is_some(), "{name}");
+        }
+        for name in [
+            "localhost.example.com",
+            "notlocalhost",
+            "mylocal",
+            "local.example",
+            "example.com",
+            "x.test",
+            "api.example",
+            "internal.example.com",
+            "arpa.example",
+        ] {
+            assert_eq!(special_use_name(name), None, "{name}");
+        }
     }
 
     #[test]

@@ -149,12 +149,15 @@ pub fn parse_authority(authority: &str) -> Result<(Host, Option<u16>), Reason> {
         }
         let ip: Ipv6Addr = inside.parse().map_err(|_| Reason::HostInvalid)?;
         let port = match after {
-            "" => None,
+            // An empty port is the scheme's default (RFC 3986 §3.2.3, §6.2.3).
+            "" | ":" => None,
             p => Some(parse_port(p.strip_prefix(':').ok_or(Reason::UrlMalformed)?)?),
         };
         return Ok((Host::Ip(IpAddr::V6(ip)), port));
     }
     let (host, port) = match authority.rsplit_once(':') {
+        // An empty port is the scheme's default (RFC 3986 §3.2.3, §6.2.3).
+        Some((h, "")) => (h, None),
         Some((h, p)) => (h, Some(parse_port(p)?)),
         None => (authority, None),
     };
@@ -343,8 +346,11 @@ mod tests {
         ] {
             assert_eq!(reason(url), Reason::UrlForbiddenCharacter, "{url:?}");
         }
+        // An empty port is the scheme's default, not an error.
+        for (url, port) in [("http://x.com:/", 80), ("https://x.com:/a", 443), ("http://[::1]:/", 80)] {
+            assert_eq!(parse_url(url).map(|t| t.port), Ok(port), "{url}");
+        }
         for url in [
-            "http://x.com:/",
             "http://x.com:65536/",
             "http://x.com:0/",
             "http://x.com:080/",

@@ -417,7 +417,8 @@ fn egress_check_follows_the_cli_contract() {
         ("http://169.254.169.254/latest/meta-data/", "address_metadata"),
         ("http://user:pw@example.com/", "userinfo_present"),
         ("gopher://example.com/", "scheme_not_allowed"),
-        ("http://localhost:8080/", "address_special_purpose"),
+        ("http://localhost:8080/", "host_special_use_name"),
+        ("http://127.0.0.1:8080/", "address_special_purpose"),
     ] {
         let (code, v) = check(&[url]);
         assert_eq!(
@@ -541,4 +542,24 @@ fn both_listeners_cut_slow_headers_and_cap_connections_per_client() {
     ] {
         assert!(metrics.contains(line), "missing {line} in {metrics}");
     }
+}
+
+#[test]
+fn a_command_whose_reader_goes_away_exits_quietly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lock = (0..5000).map(|i| format!("pkg{i}==1.0.{i}\n")).collect::<String>();
+    std::fs::write(tmp.path().join("requirements.txt"), lock).unwrap();
+    let mut child = gatehouse(tmp.path())
+        .args(["deps", "parse", "requirements.txt", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader takes a few bytes and leaves, as `| head -c 10` does.
+    let mut first = [0u8; 10];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
 }
