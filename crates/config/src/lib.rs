@@ -831,29 +831,59 @@ impl Reader<'_> {
         }
     }
 
+    /// A value given directly, in a `_FILE`, or (embedded) in the data dir.
+    fn setting_text(&mut self, name: &str, embedded: Option<&Path>) -> Option<String> {
+        self.text_from(name, embedded, false)
+    }
+
+    /// As [`Reader::setting_text`], for a secret: a file it comes from must
+    /// be readable by its owner alone, as ssh requires of private keys; a
+    /// group- or world-readable one is refused (`file_permissions`).
     fn secret_text(&mut self, name: &str, embedded: Option<&Path>) -> Option<String> {
+        self.text_from(name, embedded, true)
+    }
+
+    fn text_from(&mut self, name: &str, embedded: Option<&Path>, owner_only: bool) -> Option<String> {
         let file_name = format!("{name}_FILE");
         let direct = self.get(name).map(str::to_owned);
         let file = self.get(&file_name).map(str::to_owned);
-        match (direct, file) {
+        let (path, setting) = match (direct, file) {
             (Some(_), Some(_)) => {
                 self.problem(name, "ambiguous_source", format!("set either {name} or {file_name}, not both"));
-                None
+                return None;
             }
-            (Some(v), None) => Some(v),
-            (None, Some(path)) => match self.source.read_file(Path::new(path.trim())) {
-                Ok(text) => Some(text),
-                Err(e) => {
-                    self.problem(
-                        &file_name,
-                        "unreadable_file",
-                        format!("cannot read {}: {}", path.trim(), e.kind()),
-                    );
-                    None
-                }
-            },
-            (None, None) => embedded.and_then(|p| self.source.read_file(p).ok()),
+            (Some(v), None) => return Some(v),
+            (None, Some(path)) => (PathBuf::from(path.trim()), file_name),
+            (None, None) => (embedded?.to_path_buf(), name.to_owned()),
+        };
+        let text = match self.source.read_file(&path) {
+            Ok(text) => text,
+            Err(_) if setting == name => return None, // an embedded file not made yet
+            Err(e) => {
+                self.problem(
+                    &setting,
+                    "unreadable_file",
+                    format!("cannot read {}: {}", path.display(), e.kind()),
+                );
+                return None;
+            }
+        };
+        if owner_only
+            && let Some(mode) = self.source.file_mode(&path)
+            && mode & 0o077 != 0
+        {
+            self.problem(
+                &setting,
+                "file_permissions",
+                format!(
+                    "{} is accessible to its group or others (mode {:o}): a secret's file must be the owner's alone (chmod 600)",
+                    path.display(),
+                    mode & 0o777
+                ),
+            );
+            return None;
         }
+        Some(text)
     }
 
     fn build(mut self) -> Option<Config> {
@@ -918,7 +948,7 @@ impl Reader<'_> {
                 .map_err(|e| self.key_problem(names::MANIFEST_PRIVATE_KEY, &e))
                 .ok()
         });
-        let public_text = self.secret_text(names::MANIFEST_PUBLIC_KEY, None);
+        let public_text = self.setting_text(names::MANIFEST_PUBLIC_KEY, None);
         let mut manifest_verifying_keys = public_text.and_then(|t| {
             ManifestVerifyingKeys::from_public_keys_text(&t)
                 .map_err(|e| self.key_problem(names::MANIFEST_PUBLIC_KEY, &e))

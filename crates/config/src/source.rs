@@ -15,6 +15,11 @@ pub trait Source {
     fn var_names(&self) -> Vec<String>;
     /// A file's content.
     fn read_file(&self, path: &Path) -> std::io::Result<String>;
+    /// A file's permission bits, where the file system has them.
+    fn file_mode(&self, path: &Path) -> Option<u32> {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(path).ok().map(|m| m.permissions().mode())
+    }
 }
 
 /// The real process environment and file system.

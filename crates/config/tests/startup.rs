@@ -276,7 +276,25 @@ fn secrets_can_come_from_files_but_not_from_both_places() {
     let mut src = worker();
     src.set(names::GRANT_SECRET, "");
     src.set("CODEAPI_EGRESS_GRANT_SECRET_FILE", path.to_str().unwrap());
+    // Readable by others, as ssh would refuse a private key: refused.
+    use std::os::unix::fs::PermissionsExt as _;
+    for mode in [0o644, 0o640, 0o604, 0o660] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        let p = problems(&src);
+        assert!(has(&p, "CODEAPI_EGRESS_GRANT_SECRET_FILE", "file_permissions"), "{mode:o}: {p:?}");
+        assert!(!p.iter().any(|p| p.to_string().contains(GRANT)), "{p:?}");
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert!(load(&src, None).unwrap().grant_secret.is_some());
+    // A public key file is not a secret: any mode.
+    let public = dir.path().join("public.pem");
+    std::fs::write(&public, keys().public).unwrap();
+    std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let runner = MapSource::new()
+        .with(names::ROLE, "runner")
+        .with("SANDBOX_EXECUTION_MANIFEST_PUBLIC_KEY_FILE", public.to_str().unwrap())
+        .with(names::SERVICE_TOKEN, TOKEN);
+    assert!(load(&runner, None).is_ok(), "{:?}", problems(&runner));
     src.set(names::GRANT_SECRET, GRANT);
     assert!(has(&problems(&src), names::GRANT_SECRET, "ambiguous_source"));
     src.set(names::GRANT_SECRET, "");
@@ -340,6 +358,15 @@ fn embedded_mode_reads_keys_from_the_data_dir() {
     std::fs::write(dir.path().join(embedded_files::GRANT_SECRET), GRANT).unwrap();
     std::fs::write(dir.path().join(embedded_files::SERVICE_TOKEN), TOKEN).unwrap();
     let src = MapSource::new().with(names::DATA_DIR, dir.path().to_str().unwrap());
+    // Keys in the data dir are held to the same rule as ssh's: owner only.
+    let p = problems(&src);
+    assert!(has(&p, names::GRANT_SECRET, "file_permissions"), "{p:?}");
+    use std::os::unix::fs::PermissionsExt as _;
+    for f in
+        [embedded_files::MANIFEST_PRIVATE_KEY, embedded_files::GRANT_SECRET, embedded_files::SERVICE_TOKEN]
+    {
+        std::fs::set_permissions(dir.path().join(f), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     assert_eq!(gatehouse_config::embedded_data_dir(&src, None).as_deref(), Some(dir.path()));
     let c = load(&src, None).unwrap();
     assert!(

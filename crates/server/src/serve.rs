@@ -89,6 +89,9 @@ impl Source for WithGeneratedKeys<'_> {
     fn read_file(&self, path: &Path) -> std::io::Result<String> {
         self.base.read_file(path)
     }
+    fn file_mode(&self, path: &Path) -> Option<u32> {
+        self.base.file_mode(path)
+    }
 }
 
 fn refusal_message(problems: Vec<gatehouse_config::Problem>) -> String {
@@ -172,15 +175,15 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
     state.metrics.watch_listener("api", listener.stats());
     let app = crate::api::router(state.clone());
     for line in generated {
-        println!("{line}");
+        say!("{line}");
     }
     if let Some(line) = proxy_line {
-        println!("{line}");
+        say!("{line}");
     }
-    println!("gatehouse {} listening on http://{bound} (role {})", env!("CARGO_PKG_VERSION"), role.as_str());
+    say!("gatehouse {} listening on http://{bound} (role {})", env!("CARGO_PKG_VERSION"), role.as_str());
     if embedded && auth {
         let token = data_dir.join(embedded_files::SERVICE_TOKEN);
-        println!(
+        say!(
             "try: curl -s -H \"Authorization: Bearer $(cat {})\" -H 'content-type: application/json' \
              -d '{{\"claims\":{{\"exec_id\":\"exec-1\",\"tenant_id\":\"t1\",\"user_id\":\"u1\"}},\"body\":{{\"code\":\"print(1)\"}}}}' \
              http://{bound}/v1/manifests/sign",
