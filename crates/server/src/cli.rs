@@ -454,14 +454,14 @@ fn config_check(config: Option<PathBuf>, role: Option<String>, json_out: bool) -
     match load(&source, config.as_deref()) {
         Ok(c) => {
             if json_out {
-                println!(
+                say!(
                     "{}",
                     json!({"ok": true, "role": c.role.as_str(), "embedded": c.embedded, "warnings": c.warnings})
                 );
             } else {
-                println!("configuration ok (role {})", c.role.as_str());
+                say!("configuration ok (role {})", c.role.as_str());
                 for w in &c.warnings {
-                    println!("warning: {w}");
+                    say!("warning: {w}");
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -475,14 +475,12 @@ fn config_check(config: Option<PathBuf>, role: Option<String>, json_out: bool) -
                 .collect();
             if problems.is_empty() {
                 if json_out {
-                    println!(
+                    say!(
                         "{}",
                         json!({"ok": true, "embedded": true, "warnings": ["missing keys will be generated on first start"]})
                     );
                 } else {
-                    println!(
-                        "configuration ok (embedded mode: missing keys will be generated on first start)"
-                    );
+                    say!("configuration ok (embedded mode: missing keys will be generated on first start)");
                 }
                 return Ok(ExitCode::SUCCESS);
             }
@@ -491,7 +489,7 @@ fn config_check(config: Option<PathBuf>, role: Option<String>, json_out: bool) -
                     .iter()
                     .map(|p| json!({"setting": p.setting, "code": p.code, "message": p.message}))
                     .collect();
-                println!("{}", json!({"ok": false, "problems": list}));
+                say!("{}", json!({"ok": false, "problems": list}));
             } else {
                 eprintln!("gatehouse: {} configuration problem(s):", problems.len());
                 for p in &problems {
@@ -517,7 +515,7 @@ fn keygen(out: Option<PathBuf>) -> Result<ExitCode, Fail> {
     let keys = KeySet::generate()?;
     let written = keys.write_new(&dir)?;
     for path in written {
-        println!("wrote {}", path.display());
+        say!("wrote {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -560,7 +558,7 @@ fn manifest(command: ManifestCommand) -> Result<ExitCode, Fail> {
             let (token, _) = ManifestSigner::new(key)
                 .sign_for_body(claims, &body, now, ttl)
                 .map_err(|e| Fail(e.to_string()))?;
-            println!("{token}");
+            say!("{token}");
             Ok(ExitCode::SUCCESS)
         }
         ManifestCommand::Verify { public_key, body, token, out } => {
@@ -628,7 +626,7 @@ fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
                      refuses it as grant_unknown"
                 ),
             }
-            println!("{token}");
+            say!("{token}");
             Ok(ExitCode::SUCCESS)
         }
         GrantCommand::Open { secret_file, previous_secret_file, token, out } => {
@@ -674,9 +672,9 @@ fn revoke(target: RevokeTarget, redis_url: Option<String>, json_out: bool) -> Re
         ledger.revoke(&scope).await.map_err(|r| Fail(format!("{r}: the ledger did not answer")))
     })?;
     if json_out {
-        println!("{}", json!({"revoked": revoked}));
+        say!("{}", json!({"revoked": revoked}));
     } else {
-        println!("revoked {revoked} grant(s)");
+        say!("revoked {revoked} grant(s)");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -722,14 +720,14 @@ fn egress_check(
             None => system_resolve(host),
         });
     if json_out {
-        println!("{}", serde_json::to_string(&decision).unwrap_or_default());
+        say!("{}", serde_json::to_string(&decision).unwrap_or_default());
     } else if decision.allowed() {
         let list: Vec<String> = decision.addresses.iter().map(ToString::to_string).collect();
-        println!("allow {} ({})", decision.host.as_deref().unwrap_or(""), list.join(", "));
+        say!("allow {} ({})", decision.host.as_deref().unwrap_or(""), list.join(", "));
     } else {
         match &decision.rule {
-            Some(rule) => println!("refuse: {} ({rule})", decision.reason),
-            None => println!("refuse: {}", decision.reason),
+            Some(rule) => say!("refuse: {} ({rule})", decision.reason),
+            None => say!("refuse: {}", decision.reason),
         }
     }
     Ok(if decision.allowed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
@@ -786,7 +784,7 @@ fn content_scan(
                     if let Some(signature) = &verdict.signature {
                         line.push_str(&format!(" ({signature})"));
                     }
-                    println!("{line}");
+                    say!("{line}");
                 }
                 results.push(entry);
             }
@@ -797,7 +795,7 @@ fn content_scan(
         }
     }
     if json_out {
-        println!("{}", json!({"results": results}));
+        say!("{}", json!({"results": results}));
     }
     Ok(ExitCode::from(if unreadable {
         2
@@ -854,11 +852,11 @@ fn cvss(vector: &str, json_out: bool) -> Result<ExitCode, Fail> {
     let score = gatehouse_deps::severity::cvss(vector.trim())
         .map_err(|e| Fail(format!("not a CVSS vector: {} ({})", e.message, e.code)))?;
     if json_out {
-        println!("{}", serde_json::to_string(&score).unwrap_or_default());
+        say!("{}", serde_json::to_string(&score).unwrap_or_default());
     } else {
         let version = serde_json::to_value(score.version).unwrap_or_default();
         let severity = serde_json::to_value(score.severity).unwrap_or_default();
-        println!(
+        say!(
             "CVSS {} base score {:.1} ({})",
             version.as_str().unwrap_or_default(),
             score.base_score,
@@ -871,11 +869,11 @@ fn cvss(vector: &str, json_out: bool) -> Result<ExitCode, Fail> {
 fn deps_parse(lockfile: &Path, json_out: bool) -> Result<ExitCode, Fail> {
     let parsed = read_lockfile(lockfile)?;
     if json_out {
-        println!("{}", serde_json::to_string(&parsed).unwrap_or_default());
+        say!("{}", serde_json::to_string(&parsed).unwrap_or_default());
     } else {
-        println!("{}: {} ({} packages)", lockfile.display(), parsed.format.as_str(), parsed.packages.len());
+        say!("{}: {} ({} packages)", lockfile.display(), parsed.format.as_str(), parsed.packages.len());
         for p in &parsed.packages {
-            println!("{}\t{}\t{}", p.ecosystem, p.name, p.version);
+            say!("{}\t{}\t{}", p.ecosystem, p.name, p.version);
         }
         for w in &parsed.warnings {
             match w.line {
@@ -892,16 +890,16 @@ fn deps_diff(base: &Path, head: &Path, json_out: bool) -> Result<ExitCode, Fail>
     let head = read_lockfile(head)?;
     let diff = gatehouse_deps::diff(Some(&base.packages), &head.packages);
     if json_out {
-        println!("{}", serde_json::to_string(&diff).unwrap_or_default());
+        say!("{}", serde_json::to_string(&diff).unwrap_or_default());
     } else {
         for p in &diff.added {
-            println!("+ {} {} {}", p.ecosystem, p.name, p.version);
+            say!("+ {} {} {}", p.ecosystem, p.name, p.version);
         }
         for c in &diff.changed {
-            println!("~ {} {} {} -> {}", c.ecosystem, c.name, c.from.join(","), c.to.join(","));
+            say!("~ {} {} {} -> {}", c.ecosystem, c.name, c.from.join(","), c.to.join(","));
         }
         for p in &diff.removed {
-            println!("- {} {} {}", p.ecosystem, p.name, p.version);
+            say!("- {} {} {}", p.ecosystem, p.name, p.version);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -941,18 +939,18 @@ fn report(verdict: Result<Value, gatehouse_core::Reason>, json_out: bool) -> Exi
     match verdict {
         Ok(claims) => {
             if json_out {
-                println!("{}", json!({"valid": true, "claims": claims}));
+                say!("{}", json!({"valid": true, "claims": claims}));
             } else {
-                println!("valid");
-                println!("{}", serde_json::to_string_pretty(&claims).unwrap_or_default());
+                say!("valid");
+                say!("{}", serde_json::to_string_pretty(&claims).unwrap_or_default());
             }
             ExitCode::SUCCESS
         }
         Err(reason) => {
             if json_out {
-                println!("{}", json!({"valid": false, "reason": reason}));
+                say!("{}", json!({"valid": false, "reason": reason}));
             } else {
-                println!("invalid: {reason}");
+                say!("invalid: {reason}");
             }
             ExitCode::from(1)
         }

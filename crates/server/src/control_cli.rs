@@ -54,11 +54,11 @@ pub(crate) fn migrate(
         store.migrate().await.map_err(|e| format!("the store: {e}"))
     })?;
     if json_out {
-        println!("{}", json!({"applied": applied}));
+        say!("{}", json!({"applied": applied}));
     } else if applied.is_empty() {
-        println!("the schema is current");
+        say!("the schema is current");
     } else {
-        println!("applied migrations {applied:?}");
+        say!("applied migrations {applied:?}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -95,20 +95,20 @@ pub(crate) fn audit_verify(
     match verdict {
         Ok(entries) => {
             if json_out {
-                println!("{}", json!({"intact": true, "entries": entries}));
+                say!("{}", json!({"intact": true, "entries": entries}));
             } else {
-                println!("audit log intact: {entries} entries");
+                say!("audit log intact: {entries} entries");
             }
             Ok(ExitCode::SUCCESS)
         }
         Err(broken) => {
             if json_out {
-                println!(
+                say!(
                     "{}",
                     json!({"intact": false, "first_bad_seq": broken.first_bad_seq, "why": broken.why})
                 );
             } else {
-                println!("audit log broken at entry {}: {}", broken.first_bad_seq, broken.why);
+                say!("audit log broken at entry {}: {}", broken.first_bad_seq, broken.why);
             }
             Ok(ExitCode::from(1))
         }
@@ -137,7 +137,7 @@ pub(crate) fn audit_checkpoint(
     match outcome {
         Ok((seq, hash)) => {
             let checkpoint = Checkpoint::sign(&signing, seq, &hash, SystemClock.now());
-            println!("{}", serde_json::to_string(&checkpoint).map_err(|_| "cannot encode the checkpoint")?);
+            say!("{}", serde_json::to_string(&checkpoint).map_err(|_| "cannot encode the checkpoint")?);
             Ok(ExitCode::SUCCESS)
         }
         Err(broken) => {

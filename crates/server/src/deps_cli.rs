@@ -171,7 +171,7 @@ pub fn deps_scan(
                 .unwrap_or_default()
         }
     };
-    println!("{}", text.trim_end());
+    say!("{}", text.trim_end());
     Ok(ExitCode::from(if report.gate.tripped {
         1
     } else if report.status == "error" {
@@ -316,7 +316,7 @@ pub fn osv_serve(db: &Path, listen: SocketAddr) -> Result<ExitCode, String> {
         let listener =
             tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on {listen}: {}", e.kind()))?;
         let bound = listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
-        println!(
+        say!(
             "gatehouse osv mirror listening on http://{bound} ({} advisories, {} withdrawn not served as matches)",
             index.len(),
             index.withdrawn()
