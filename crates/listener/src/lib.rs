@@ -305,6 +305,7 @@ struct Tracked<F> {
     activity: Arc<Activity>,
 }
 
+/// A request in hand; its end is counted when this is dropped.
 struct InHand(Arc<Activity>);
 
 impl Drop for InHand {
@@ -316,21 +317,37 @@ impl Drop for InHand {
 impl<F, Fut, B, E> Service<Request<Incoming>> for Tracked<F>
 where
     F: Fn(Request<Incoming>) -> Fut,
-    Fut: Future<Output = Result<Response<B>, E>> + Send + 'static,
+    Fut: Future<Output = Result<Response<B>, E>>,
 {
     type Response = Response<B>;
     type Error = E;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<B>, E>> + Send>>;
+    type Future = InHandFuture<Fut>;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
         self.activity.request_started();
-        let in_hand = InHand(self.activity.clone());
-        let response = (self.handler)(req);
-        Box::pin(async move {
-            let response = response.await;
-            drop(in_hand);
-            response
-        })
+        // Not boxed: a handler's future can be kilobytes, and a box would
+        // copy it once more for every request.
+        InHandFuture { inner: (self.handler)(req), in_hand: Some(InHand(self.activity.clone())) }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A handler's future, with the request counted as in hand until it ends.
+    struct InHandFuture<Fut> {
+        #[pin]
+        inner: Fut,
+        in_hand: Option<InHand>,
+    }
+}
+
+impl<Fut: Future> Future for InHandFuture<Fut> {
+    type Output = Fut::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let output = std::task::ready!(this.inner.poll(cx));
+        this.in_hand.take();
+        Poll::Ready(output)
     }
 }
 
