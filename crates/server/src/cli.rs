@@ -601,25 +601,12 @@ fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
             let lifetime = GrantLifetime { default_secs: ttl, max_secs: DEFAULT_GRANT_MAX_LIFETIME_SECS };
             let claims = request.into_claims(session_key, now, lifetime).map_err(|e| Fail(e.to_string()))?;
             let token = GrantSealer::new(&secret).mint(&claims).map_err(|e| Fail(e.to_string()))?;
-            let env = environment(None);
-            match redis_url.or_else(|| env.var(names::REDIS_URL)) {
-                Some(url) => {
-                    let mut config = RedisLedgerConfig::new(url);
-                    if let Some(prefix) = env.var(names::LEDGER_KEY_PREFIX) {
-                        config.prefix = prefix;
-                    }
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(|e| format!("cannot start the runtime: {}", e.kind()))?;
-                    runtime.block_on(async {
-                        let ledger = RedisLedger::new(&config)
-                            .map_err(|r| Fail(format!("{r}: not a usable Redis URL")))?;
-                        ledger.register(&Registration::from(&claims)).await.map(|_| ()).map_err(|r| {
-                            Fail(format!("{r}: the grant was not registered, so no token is printed"))
-                        })
-                    })?;
-                }
+            match redis_url.or_else(|| environment(None).var(names::REDIS_URL)) {
+                Some(url) => with_shared_ledger(url, |ledger| async move {
+                    ledger.register(&Registration::from(&claims)).await.map(|_| ()).map_err(|r| {
+                        Fail(format!("{r}: the grant was not registered, so no token is printed"))
+                    })
+                })?,
                 None => eprintln!(
                     "warning: no ledger given (--redis-url or GATEHOUSE_REDIS_URL): the grant is not registered, \
                      and a gateway that requires the ledger (CODEAPI_EGRESS_LEDGER_REQUIRED=true, the default) \
@@ -642,6 +629,26 @@ fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
     }
 }
 
+/// Runs `op` against the shared Redis ledger at `url` (key prefix from
+/// `GATEHOUSE_LEDGER_KEY_PREFIX`, as the serving nodes read it).
+fn with_shared_ledger<T, Fut>(url: String, op: impl FnOnce(RedisLedger) -> Fut) -> Result<T, Fail>
+where
+    Fut: Future<Output = Result<T, Fail>>,
+{
+    let mut config = RedisLedgerConfig::new(url);
+    if let Some(prefix) = environment(None).var(names::LEDGER_KEY_PREFIX) {
+        config.prefix = prefix;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {}", e.kind()))?;
+    runtime.block_on(async {
+        let ledger = RedisLedger::new(&config).map_err(|r| Fail(format!("{r}: not a usable Redis URL")))?;
+        op(ledger).await
+    })
+}
+
 fn revoke(target: RevokeTarget, redis_url: Option<String>, json_out: bool) -> Result<ExitCode, Fail> {
     let env = environment(None);
     let url = redis_url
@@ -659,16 +666,7 @@ fn revoke(target: RevokeTarget, redis_url: Option<String>, json_out: bool) -> Re
     {
         return Err(Fail("ids are 1-128 characters of [A-Za-z0-9._:-]".into()));
     }
-    let mut config = RedisLedgerConfig::new(url);
-    if let Some(prefix) = env.var(names::LEDGER_KEY_PREFIX) {
-        config.prefix = prefix;
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {}", e.kind()))?;
-    let revoked = runtime.block_on(async {
-        let ledger = RedisLedger::new(&config).map_err(|r| Fail(format!("{r}: not a usable Redis URL")))?;
+    let revoked = with_shared_ledger(url, |ledger| async move {
         ledger.revoke(&scope).await.map_err(|r| Fail(format!("{r}: the ledger did not answer")))
     })?;
     if json_out {
