@@ -847,18 +847,19 @@ impl Reader<'_> {
         let file_name = format!("{name}_FILE");
         let direct = self.get(name).map(str::to_owned);
         let file = self.get(&file_name).map(str::to_owned);
-        let (path, setting) = match (direct, file) {
+        // Which setting names the file, and whether it is the data dir's own.
+        let (path, setting, in_data_dir) = match (direct, file) {
             (Some(_), Some(_)) => {
                 self.problem(name, "ambiguous_source", format!("set either {name} or {file_name}, not both"));
                 return None;
             }
             (Some(v), None) => return Some(v),
-            (None, Some(path)) => (PathBuf::from(path.trim()), file_name),
-            (None, None) => (embedded?.to_path_buf(), name.to_owned()),
+            (None, Some(path)) => (PathBuf::from(path.trim()), file_name, false),
+            (None, None) => (embedded?.to_path_buf(), name.to_owned(), true),
         };
         let text = match self.source.read_file(&path) {
             Ok(text) => text,
-            Err(_) if setting == name => return None, // an embedded file not made yet
+            Err(_) if in_data_dir => return None, // not generated yet
             Err(e) => {
                 self.problem(
                     &setting,
