@@ -1,6 +1,10 @@
 //! Properties of sniffing over generated input:
 //! (a) streaming in arbitrary chunks gives the verdict of the whole;
-//! (b) no input makes it panic;
+//! (b) every input, arbitrary or built from signatures, text and binary
+//!     parts, gets a verdict that holds together (see [`check_verdict`]): a
+//!     reason from the closed list that agrees with the kind and the offset,
+//!     the cap applied as documented, a decisive signature winning, a
+//!     decision once taken never changing;
 //! (c) text without a base64 run of 24 characters is accepted;
 //! (d) a base64 ELF inserted anywhere in prose, on a word boundary, is found
 //!     where its base64 begins.
@@ -13,7 +17,8 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use gatehouse_content::embedded::{self, PayloadFinder};
-use gatehouse_content::{Finding, Kind, Sniffer, sniff_bytes};
+use gatehouse_content::magic::{self, SNIFF_LEN};
+use gatehouse_content::{Class, Finding, Kind, Sniffer, sniff_bytes};
 use gatehouse_core::Reason;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -244,6 +249,229 @@ fn starts_with_a_textual_signature(s: &str) -> bool {
     s.starts_with("%PDF-") || s.starts_with("!<arch>\n") || s.starts_with("07070")
 }
 
+/// The reasons sniffing answers from.
+const CONTENT_REASONS: &[Reason] = &[
+    Reason::ContentExecutable,
+    Reason::ContentArchive,
+    Reason::ContentNotText,
+    Reason::ContentEmbeddedExecutable,
+    Reason::ContentEmbeddedArchive,
+    Reason::ContentTooLarge,
+];
+
+/// The reason a refusal of `kind` by its signature carries.
+fn reason_of(kind: Kind) -> Reason {
+    match kind.class() {
+        Class::Executable => Reason::ContentExecutable,
+        Class::Archive => Reason::ContentArchive,
+        Class::NotText | Class::Text => Reason::ContentNotText,
+    }
+}
+
+/// Streams `content` in `chunks` under `cap`, checking that a decision,
+/// once [`Sniffer::decided`] gives one, never changes and is the verdict.
+fn streamed_capped(content: &[u8], chunks: &[usize], cap: u64) -> Result<Finding, TestCaseError> {
+    let mut s = Sniffer::new(cap);
+    let mut decided = None;
+    let mut rest = content;
+    for &size in chunks.iter().cycle() {
+        if rest.is_empty() {
+            break;
+        }
+        let (c, r) = rest.split_at(size.min(rest.len()));
+        s.update(c);
+        if decided.is_some() {
+            prop_assert_eq!(s.decided(), decided, "a decision changed");
+        }
+        decided = s.decided();
+        rest = r;
+    }
+    let verdict = s.finish();
+    if let Some(d) = decided {
+        prop_assert_eq!(verdict, d, "finish contradicts the decision");
+    }
+    Ok(verdict)
+}
+
+/// What every verdict on `content` under `cap` must be, whatever the bytes:
+/// - the same streamed in `chunks` as whole, and a decision never revised;
+/// - accepted only as text (`empty` exactly when there are no bytes), with
+///   no offset, and never over the cap;
+/// - refused with a reason from the closed list that matches the class of
+///   the kind, at an offset inside the content (and inside the cap: nothing
+///   past it is judged), `content_too_large` only over the cap;
+/// - within the cap, what it would be with no cap at all;
+/// - refused by its class at offset 0 when the bytes judged for the
+///   signature (the first `SNIFF_LEN`, within the cap) match a decisive one.
+fn check_verdict(content: &[u8], chunks: &[usize], cap: u64) -> Result<Finding, TestCaseError> {
+    let f = sniff_bytes(content, cap);
+    prop_assert_eq!(streamed_capped(content, chunks, cap)?, f);
+    let len = content.len() as u64;
+    match f.reason {
+        None => {
+            prop_assert!(len <= cap, "accepted over the cap: {:?}", f);
+            prop_assert_eq!(f.kind.class(), Class::Text, "{:?}", f);
+            prop_assert_eq!(f.offset, None);
+            prop_assert_eq!(f.kind == Kind::Empty, content.is_empty(), "{:?}", f);
+        }
+        Some(reason) => {
+            prop_assert!(CONTENT_REASONS.contains(&reason), "{:?}", f);
+            prop_assert!(
+                f.offset.is_none_or(|o| o < len.min(cap)),
+                "offset outside what was judged: {:?}",
+                f
+            );
+            match reason {
+                Reason::ContentTooLarge => {
+                    prop_assert!(len > cap, "{:?}", f);
+                    prop_assert_eq!(f.offset, None);
+                    prop_assert_ne!(f.kind.class(), Class::Text, "{:?}", f);
+                }
+                Reason::ContentEmbeddedExecutable => {
+                    prop_assert_eq!(f.kind.class(), Class::Executable, "{:?}", f)
+                }
+                Reason::ContentEmbeddedArchive => prop_assert_eq!(f.kind.class(), Class::Archive, "{:?}", f),
+                _ => {
+                    prop_assert_ne!(f.kind.class(), Class::Text, "{:?}", f);
+                    prop_assert_eq!(reason, reason_of(f.kind), "{:?}", f);
+                }
+            }
+            prop_assert!(f.offset.is_some() || reason == Reason::ContentTooLarge, "{:?}", f);
+        }
+    }
+    if len <= cap {
+        prop_assert_eq!(f, sniff_bytes(content, CAP), "the cap changed a verdict within it");
+    }
+    let judged = &content[..content.len().min(SNIFF_LEN).min(usize::try_from(cap).unwrap_or(usize::MAX))];
+    if let Some(s) = magic::sniff(judged).filter(|s| s.decisive) {
+        prop_assert_eq!(f, Finding { kind: s.kind, reason: Some(reason_of(s.kind)), offset: Some(0) });
+    }
+    Ok(f)
+}
+
+/// Bytes that mean something to one of the checks: byte-order marks,
+/// broken UTF-8, forbidden controls, line breaks, signatures spelled in
+/// text characters, and the starts of binary ones.
+fn special_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop::sample::select(vec![
+        &b"\xef\xbb\xbf"[..],
+        b"\xff\xfe",
+        b"\xfe\xff",
+        b"\x80",
+        b"\xe2\x82",
+        b"\xf0\x9f\x99",
+        b"\xc0\xaf",
+        b"\xed\xa0\x80",
+        b"\0",
+        b"\x1b",
+        b"\x7f",
+        b"\r\n",
+        b"\n",
+        b"\\n",
+        b"CD001",
+        b"ustar",
+        b"ustar\x0000",
+        b"%PDF-",
+        b"!<arch>\n",
+        b"07070",
+        b"070701",
+        b"MZ",
+        b"PK\x03\x04",
+        b"PK\x07\x08",
+        b"BZh",
+        b"GIF89a",
+        b"\x7fELF",
+        b"\x1f\x8b",
+        b"7z\xbc\xaf\x27\x1c",
+        b"TVqQAAMAAAAEAAAA",
+        b"f0VMRgIBAQ",
+        b"UEsDBA",
+    ])
+    .prop_map(<[u8]>::to_vec)
+}
+
+/// A sample's first bytes (all of them, or a cut).
+fn sample_part() -> impl Strategy<Value = Vec<u8>> {
+    (any::<Index>(), prop_oneof![Just(usize::MAX), 0usize..1500]).prop_map(|(which, len)| {
+        let s = &SAMPLES[which.index(SAMPLES.len())];
+        s[..len.min(s.len())].to_vec()
+    })
+}
+
+/// Content built from parts: sample prefixes, text that mixes prose and
+/// base64 payloads (UTF-8 or UTF-16), bytes that mean something to a check,
+/// random bytes; sometimes a byte damaged, sometimes pushed out to where
+/// ISO 9660 and tar look.
+fn structured_content() -> impl Strategy<Value = Vec<u8>> {
+    let part = prop_oneof![
+        2 => sample_part(),
+        3 => mixed_text().prop_map(String::into_bytes),
+        1 => mixed_text().prop_map(|t| utf16le(&t)),
+        2 => special_bytes(),
+        1 => prop::collection::vec(any::<u8>(), 0..64),
+    ];
+    (
+        prop::collection::vec(part, 0..6),
+        prop::collection::vec((any::<Index>(), any::<u8>()), 0..2),
+        prop_oneof![4 => Just(None), 1 => prop::sample::select(vec![257usize, 0x8001, 0x8801, 0x9001]).prop_map(Some)],
+    )
+        .prop_map(|(parts, damage, at)| {
+            let mut content = parts.concat();
+            for (i, byte) in damage {
+                if !content.is_empty() {
+                    let i = i.index(content.len());
+                    content[i] = byte;
+                }
+            }
+            // A signature placed where the structure-checked ones are looked for.
+            if let Some(at) = at {
+                let sig = if at == 257 { &b"ustar"[..] } else { b"\x01CD001\x01" };
+                let text: Vec<u8> = b"lorem ipsum ".iter().copied().cycle().take(at.saturating_sub(1)).collect();
+                content = [&text[..], sig, &content].concat();
+            }
+            content
+        })
+}
+
+fn cap() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        3 => Just(CAP),
+        2 => 0u64..64,
+        2 => 0u64..5000,
+        1 => (SNIFF_LEN as u64 - 2)..(SNIFF_LEN as u64 + 2),
+    ]
+}
+
+/// Executable and archive samples whose signature is not spelled in text
+/// characters: glued onto text, they are what the text stops at.
+const GLUED: &[&str] = &[
+    "elf-x86_64",
+    "macho-arm64.so",
+    "macho-fat-universal2.so",
+    "java-Hello.class",
+    "dex-classes.dex",
+    "wasm-module.wasm",
+    "zip-text.zip",
+    "gzip-text.gz",
+    "xz-text.xz",
+    "zstd-text.zst",
+    "lz4-frame-text.lz4",
+    "7z-text.7z",
+    "rar5-rarfile-rar5-subdirs.rar",
+    "rpm-noarch.rpm",
+    "cfb-wixl.msi",
+];
+
+static GLUED_SAMPLES: LazyLock<Vec<(Kind, Vec<u8>)>> = LazyLock::new(|| {
+    GLUED
+        .iter()
+        .map(|name| {
+            let bytes = sample(name);
+            (sniff_bytes(&bytes, CAP).kind, bytes)
+        })
+        .collect()
+});
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 256,
@@ -292,26 +520,59 @@ proptest! {
         prop_assert_eq!(finder_streamed(text.as_bytes(), &chunks), embedded::find(text.as_bytes()));
     }
 
-    /// (b) Never panics, whatever the bytes, the chunks and the cap.
+    /// (b) Arbitrary bytes, chunks and caps: a verdict that holds together.
     #[test]
-    fn never_panics(content in prop::collection::vec(any::<u8>(), 0..4096), chunks in chunk_sizes(), cap in 0u64..5000) {
-        let _ = sniff_bytes(&content, cap);
-        let mut s = Sniffer::new(cap);
-        for c in content.chunks(chunks[0]) {
-            s.update(c);
-            let _ = s.decided();
-        }
-        let _ = s.finish();
-        let _ = embedded::find(&content);
-        let _ = finder_streamed(&content, &chunks);
+    fn arbitrary_bytes_get_a_consistent_verdict(content in prop::collection::vec(any::<u8>(), 0..4096), chunks in chunk_sizes(), cap in cap()) {
+        check_verdict(&content, &chunks, cap)?;
+        // The finder alone: chunked equals whole, and a payload is inside.
+        let found = embedded::find(&content);
+        prop_assert_eq!(finder_streamed(&content, &chunks), found);
+        prop_assert!(found.is_none_or(|p| p.offset < content.len() as u64));
     }
 
-    /// (b) Never panics on text made to look like payloads and escapes.
+    /// (b) Content built from signatures, text, payloads and binary parts,
+    /// which gets past the first checks: a verdict that holds together.
     #[test]
-    fn never_panics_on_mixed_text(text in mixed_text(), chunks in chunk_sizes(), cap in 0u64..100_000) {
-        let _ = sniff_bytes(text.as_bytes(), cap);
-        let _ = streamed(text.as_bytes(), &chunks);
-        let _ = finder_streamed(text.as_bytes(), &chunks);
+    fn structured_content_gets_a_consistent_verdict(content in structured_content(), chunks in chunk_sizes(), cap in cap()) {
+        check_verdict(&content, &chunks, cap)?;
+    }
+
+    /// (b) Text made to look like payloads and escapes: a verdict that holds
+    /// together, and a payload the finder reports is what the sniffer says.
+    #[test]
+    fn mixed_text_gets_a_consistent_verdict(text in mixed_text(), chunks in chunk_sizes(), cap in cap()) {
+        let f = check_verdict(text.as_bytes(), &chunks, cap)?;
+        let found = embedded::find(text.as_bytes());
+        prop_assert_eq!(finder_streamed(text.as_bytes(), &chunks), found);
+        if let (Some(p), true) = (found, cap == CAP && magic::sniff(text.as_bytes()).is_none_or(|s| !s.decisive)) {
+            let reason = if p.kind.class() == Class::Executable { Reason::ContentEmbeddedExecutable } else { Reason::ContentEmbeddedArchive };
+            prop_assert_eq!(f, Finding { kind: p.kind, reason: Some(reason), offset: Some(p.offset) });
+        }
+    }
+
+    /// (b) Text over the cap, with no signature and no payload: too large,
+    /// and nothing else.
+    #[test]
+    fn text_over_the_cap_is_too_large(text in prose(), chunks in chunk_sizes(), cut in any::<Index>()) {
+        prop_assume!(!text.is_empty());
+        prop_assume!(max_run_bound(text.as_bytes()) < embedded::MIN_PAYLOAD_CHARS as usize);
+        prop_assume!(magic::sniff(text.as_bytes()).is_none());
+        let cap = cut.index(text.len()) as u64;
+        let f = check_verdict(text.as_bytes(), &chunks, cap)?;
+        prop_assert_eq!(f, Finding { kind: Kind::Binary, reason: Some(Reason::ContentTooLarge), offset: None });
+    }
+
+    /// (b) An executable or archive glued onto text: named by its kind,
+    /// where the text stops.
+    #[test]
+    fn a_payload_glued_onto_text_is_named_where_it_begins(text in prose(), which in any::<Index>(), chunks in chunk_sizes()) {
+        prop_assume!(max_run_bound(text.as_bytes()) < embedded::MIN_PAYLOAD_CHARS as usize);
+        prop_assume!(!starts_with_a_textual_signature(&text));
+        let (kind, bytes) = &GLUED_SAMPLES[which.index(GLUED_SAMPLES.len())];
+        let content = [text.as_bytes(), bytes].concat();
+        let f = check_verdict(&content, &chunks, CAP)?;
+        let want = if text.is_empty() { 0 } else { text.len() as u64 };
+        prop_assert_eq!(f, Finding { kind: *kind, reason: Some(reason_of(*kind)), offset: Some(want) }, "{:?}", text);
     }
 
     /// (c) Valid UTF-8 without forbidden controls and without a base64 run of

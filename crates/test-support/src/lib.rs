@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, reason = "test harness: fails loudly")]
 
 mod clamd_server;
+pub mod leaks;
 mod postgres;
 mod redis_server;
 
@@ -15,6 +16,7 @@ pub use clamd_server::{
     ClamdServer, DEFAULT_STREAM_MAX_LENGTH, EICAR, EICAR_SIGNATURE, TEST_MARKER, TEST_MARKER_SIGNATURE,
     UNOFFICIAL_SUFFIX,
 };
+pub use leaks::{assert_no_key_material, assert_no_pem_key};
 pub use postgres::{TestDatabase, admin_url as postgres_admin_url};
 pub use redis_server::RedisServer;
 

@@ -38,11 +38,43 @@ fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
+/// Panics if `output` carries any of the secrets written in `dir` (its
+/// owner-only files: private keys, `grant-secret`, `service-token`, ...),
+/// whole or in part, in any form (PEM, DER, base64, hex: see
+/// `gatehouse_test_support::leaks`). Returns how many were checked.
+fn assert_no_secret_from(dir: &Path, output: &str, what: &str) -> usize {
+    use gatehouse_test_support::leaks::{find_key_material, pem_der};
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !path.is_file() || mode(&path) & 0o077 != 0 {
+            continue;
+        }
+        let Ok(content) = std::fs::read_to_string(&path) else { continue };
+        let secret = if content.contains("PRIVATE KEY-----") {
+            let der = pem_der(&content);
+            assert!(
+                find_key_material(&der, content.as_bytes()).is_some(),
+                "the check cannot see {name} itself"
+            );
+            der
+        } else if content.len() > 4096 || content.trim().len() < 16 {
+            continue;
+        } else {
+            content.trim().as_bytes().to_vec()
+        };
+        gatehouse_test_support::assert_no_key_material(&secret, output, &format!("{what} ({name})"));
+        checked += 1;
+    }
+    checked
+}
+
 #[test]
 fn keygen_writes_owner_only_files_and_refuses_to_overwrite() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("keys");
-    let (code, stdout, _) = run(gatehouse(tmp.path()).args(["keygen", "--out"]).arg(&out));
+    let (code, stdout, stderr) = run(gatehouse(tmp.path()).args(["keygen", "--out"]).arg(&out));
     assert_eq!(code, 0);
     for (name, want) in [
         ("manifest-private.pem", 0o600),
@@ -55,7 +87,7 @@ fn keygen_writes_owner_only_files_and_refuses_to_overwrite() {
     assert_eq!(mode(&out), 0o700);
     let grant = std::fs::read_to_string(out.join("grant-secret")).unwrap();
     assert!(grant.trim().len() >= 32);
-    assert!(!stdout.contains(grant.trim()), "keygen printed a secret");
+    assert!(assert_no_secret_from(&out, &format!("{stdout}{stderr}"), "keygen's output") >= 3);
     assert!(
         std::fs::read_to_string(out.join("manifest-private.pem"))
             .unwrap()
@@ -67,9 +99,10 @@ fn keygen_writes_owner_only_files_and_refuses_to_overwrite() {
             .starts_with("-----BEGIN PUBLIC KEY-----")
     );
 
-    let (code, _, stderr) = run(gatehouse(tmp.path()).args(["keygen", "--out"]).arg(&out));
+    let (code, stdout, stderr) = run(gatehouse(tmp.path()).args(["keygen", "--out"]).arg(&out));
     assert_eq!(code, 2);
     assert!(stderr.contains("refusing to overwrite"), "{stderr}");
+    assert_no_secret_from(&out, &format!("{stdout}{stderr}"), "keygen's refusal");
     assert_eq!(std::fs::read_to_string(out.join("grant-secret")).unwrap(), grant, "nothing was overwritten");
 }
 
@@ -100,6 +133,7 @@ fn manifest_sign_and_verify_follow_the_cli_contract() {
     assert_eq!(code, 0, "{stderr}");
     let token = token.trim().to_owned();
     assert_eq!(token.split('.').count(), 3, "the token alone on stdout");
+    assert_no_secret_from(&dir.join("k"), &format!("{token}{stderr}"), "manifest sign");
 
     let (code, out, _) = run(gatehouse(dir).args([
         "manifest",
@@ -156,6 +190,7 @@ fn manifest_sign_and_verify_follow_the_cli_contract() {
     ]));
     assert_eq!(code, 2);
     assert!(stderr.contains("key_wrong_type"), "{stderr}");
+    assert_no_secret_from(&dir.join("k"), &stderr, "a private key refused as a public key");
     let (code, _, _) = run(gatehouse(dir).args([
         "manifest",
         "verify",
@@ -244,8 +279,9 @@ fn config_check_lists_every_problem_and_serve_refuses_to_start() {
     };
     let mut c = gatehouse(dir);
     insecure(&mut c);
-    let (code, out, _) = run(c.args(["config", "check", "--json"]));
+    let (code, out, stderr) = run(c.args(["config", "check", "--json"]));
     assert_eq!(code, 2);
+    assert_no_secret_from(&dir.join("k"), &format!("{out}{stderr}"), "config check");
     let v: Value = serde_json::from_str(&out).unwrap();
     let codes: Vec<(String, String)> = v["problems"]
         .as_array()
@@ -268,6 +304,7 @@ fn config_check_lists_every_problem_and_serve_refuses_to_start() {
     assert_eq!(code, 2, "serve must refuse to start");
     assert!(stderr.contains("refusing to start") && stderr.contains("forbidden_for_role"), "{stderr}");
     assert!(!stderr.contains("PRIVATE KEY"), "{stderr}");
+    assert_no_secret_from(&dir.join("k"), &stderr, "serve's refusal");
 
     // A secure runner passes.
     let (code, out, stderr) = run(gatehouse(dir)
@@ -363,6 +400,7 @@ fn the_embedded_first_start_works_with_no_configuration() {
     let token = std::fs::read_to_string(data.join("service-token")).unwrap().trim().to_owned();
     let grant_secret = std::fs::read_to_string(data.join("grant-secret")).unwrap().trim().to_owned();
     assert!(!printed.contains(&token) && !printed.contains(&grant_secret), "secrets printed: {printed}");
+    assert!(assert_no_secret_from(&data, &printed, "the first start's output") >= 3);
 
     let health = http(&addr, "GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
@@ -381,6 +419,7 @@ fn the_embedded_first_start_works_with_no_configuration() {
     drop(server);
     let logs = stderr_thread.join().unwrap();
     assert!(!logs.contains(&token) && !logs.contains(&grant_secret), "secrets logged: {logs}");
+    assert!(assert_no_secret_from(&data, &logs, "the first start's logs") >= 3);
 
     // A second start reuses the keys instead of generating new ones.
     let (code, out, _) = run(gatehouse(dir).args(["config", "check"]));
