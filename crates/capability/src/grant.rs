@@ -47,12 +47,22 @@ pub struct GrantBudgets {
     pub max_output_files: u64,
     /// Outbound requests the run may make.
     pub max_requests: u64,
+    /// Bytes the run may move through the door: request and response bodies
+    /// and tunnel bytes, both directions.
+    pub max_egress_bytes: u64,
 }
 
 impl Default for GrantBudgets {
     /// Conservative defaults for a grant minted without explicit budgets.
+    /// 1 GiB of egress is one tunnel's own cap: a run that needs more (a
+    /// large package install) says so when it is created.
     fn default() -> Self {
-        Self { max_upload_bytes: 50 * 1024 * 1024, max_output_files: 100, max_requests: 1000 }
+        Self {
+            max_upload_bytes: 50 * 1024 * 1024,
+            max_output_files: 100,
+            max_requests: 1000,
+            max_egress_bytes: 1 << 30,
+        }
     }
 }
 
@@ -88,6 +98,8 @@ pub struct GrantClaims {
     pub max_output_files: u64,
     /// Outbound request budget.
     pub max_requests: u64,
+    /// Egress byte budget (bodies and tunnels, both directions).
+    pub max_egress_bytes: u64,
     /// Issued at.
     pub iat: UnixTime,
     /// Expires at.
@@ -128,6 +140,9 @@ pub struct GrantRequest {
     /// Defaults to [`GrantBudgets::default`]'s value.
     #[serde(default)]
     pub max_requests: Option<u64>,
+    /// Defaults to [`GrantBudgets::default`]'s value.
+    #[serde(default)]
+    pub max_egress_bytes: Option<u64>,
     /// Defaults to now.
     #[serde(default)]
     pub iat: Option<UnixTime>,
@@ -184,7 +199,7 @@ impl GrantRequest {
         // Budgets stay within the exactly representable integers, so every
         // ledger backend (Redis counts in Lua doubles) enforces them exactly.
         const MAX_BUDGET: u64 = (1 << 53) - 1;
-        if [self.max_upload_bytes, self.max_output_files, self.max_requests]
+        if [self.max_upload_bytes, self.max_output_files, self.max_requests, self.max_egress_bytes]
             .iter()
             .flatten()
             .any(|b| *b > MAX_BUDGET)
@@ -220,6 +235,7 @@ impl GrantRequest {
             max_upload_bytes: self.max_upload_bytes.unwrap_or(defaults.max_upload_bytes),
             max_output_files: self.max_output_files.unwrap_or(defaults.max_output_files),
             max_requests: self.max_requests.unwrap_or(defaults.max_requests),
+            max_egress_bytes: self.max_egress_bytes.unwrap_or(defaults.max_egress_bytes),
             iat,
             exp,
         })

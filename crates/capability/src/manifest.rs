@@ -67,6 +67,9 @@ pub struct ManifestClaims {
     /// Outbound request budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_requests: Option<u64>,
+    /// Egress byte budget (bodies and tunnels, both directions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_egress_bytes: Option<u64>,
     /// Lowercase hex SHA-256 of the canonical execute body.
     pub execute_body_sha256: String,
     /// Issued at (Unix seconds).

@@ -102,7 +102,8 @@ pub mod names {
     pub const DNS_SERVERS: &str = "GATEHOUSE_DNS_SERVERS";
     /// PEM file of extra root certificates for egress TLS (an internal CA) [none].
     pub const EGRESS_EXTRA_CA_FILE: &str = "GATEHOUSE_EGRESS_EXTRA_CA_FILE";
-    /// Ports the proxy lets `CONNECT` reach [80,443].
+    /// Ports the proxy lets `CONNECT` reach [443]. Port 80 is off by default:
+    /// plain HTTP goes absolute-form, where every request is checked.
     pub const PROXY_CONNECT_PORTS: &str = "GATEHOUSE_PROXY_CONNECT_PORTS";
     /// Largest upstream response body the door passes on, in bytes [67108864 (64 MiB)].
     pub const EGRESS_RESPONSE_MAX_BYTES: &str = "GATEHOUSE_EGRESS_RESPONSE_MAX_BYTES";
@@ -1199,7 +1200,7 @@ impl Reader<'_> {
             std::time::Duration::from_millis(u64::try_from(ledger_timeout_ms).unwrap_or(1000));
 
         let mut proxy_connect_ports = Vec::new();
-        let ports = self.get(names::PROXY_CONNECT_PORTS).unwrap_or("80,443").to_owned();
+        let ports = self.get(names::PROXY_CONNECT_PORTS).unwrap_or("443").to_owned();
         for part in ports.split(',') {
             match part.trim().parse::<u16>() {
                 Ok(p) if p > 0 => proxy_connect_ports.push(p),

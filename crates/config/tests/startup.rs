@@ -55,7 +55,7 @@ fn a_secure_worker_loads() {
 fn the_doors_limits_have_defaults_and_refuse_nonsense() {
     use std::time::Duration;
     let c = load(&worker(), None).unwrap();
-    assert_eq!(c.proxy_connect_ports, [80, 443], "CONNECT reaches the web's ports only, by default");
+    assert_eq!(c.proxy_connect_ports, [443], "CONNECT reaches TLS on the web's port only, by default");
     let l = &c.egress_limits;
     assert_eq!(
         (l.response_max_bytes, l.request_max_bytes, l.tunnel_max_bytes),

@@ -227,6 +227,18 @@ closed_codes! {
         CredentialsAmbiguous => "credentials_ambiguous",
         /// The destination's answer is malformed or ambiguous (both `Content-Length` and `Transfer-Encoding`, conflicting lengths).
         UpstreamBadResponse => "upstream_bad_response",
+        /// A tunnel to a host name did not begin with a TLS ClientHello: nothing in it could be matched to the host that was checked.
+        TunnelNotTls => "tunnel_not_tls",
+        /// A tunnel's TLS ClientHello names no server (SNI) although the tunnel was opened to a host name.
+        TunnelSniMissing => "tunnel_sni_missing",
+        /// A tunnel's TLS ClientHello names a server (SNI) other than the host the tunnel was opened to and checked for.
+        TunnelSniMismatch => "tunnel_sni_mismatch",
+        /// The grant's egress byte budget (bodies and tunnel bytes, both directions) is spent.
+        BudgetEgressBytesExhausted => "budget_egress_bytes_exhausted",
+        /// The fetch caller set a header only gatehouse may set (message framing such as `Content-Length`, `Transfer-Encoding`, hop-by-hop headers).
+        HeaderNotAllowed => "header_not_allowed",
+        /// An encoded (compressed) body could not be decoded, or uses an encoding gatehouse does not decode.
+        ContentEncodingInvalid => "content_encoding_invalid",
     }
 }
 
@@ -391,6 +403,12 @@ mod tests {
                 "host_special_use_name",
                 "credentials_ambiguous",
                 "upstream_bad_response",
+                "tunnel_not_tls",
+                "tunnel_sni_missing",
+                "tunnel_sni_mismatch",
+                "budget_egress_bytes_exhausted",
+                "header_not_allowed",
+                "content_encoding_invalid",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

@@ -19,6 +19,7 @@ use rustls::pki_types::ServerName;
 
 use crate::connect::connect_pinned;
 use crate::decision::{MAX_REDIRECTS, Purpose, decide_target};
+use crate::meter::{EgressMeter, EgressRefused};
 use crate::policy::{Policy, PolicyError};
 use crate::proxy::{Limits, Resolver};
 use crate::special::AddressGuard;
@@ -124,28 +125,31 @@ impl Fetcher {
         policy: Result<&Policy, &PolicyError>,
         req: FetchRequest,
     ) -> Result<FetchResponse, FetchRefusal> {
-        self.fetch_noting_dry_run(policy, req, &mut Vec::new()).await
+        self.fetch_for_run(policy, req, None, &mut Vec::new()).await
     }
 
-    /// As [`Fetcher::fetch`]; what a dry-run policy would have refused, hop
-    /// by hop, is added to `would_refuse` for the caller to record.
-    pub async fn fetch_noting_dry_run(
+    /// As [`Fetcher::fetch`], for a run: every body byte, both ways, is paid
+    /// from its grant through `meter` before it moves, and what a dry-run
+    /// policy would have refused, hop by hop, is added to `would_refuse` for
+    /// the caller to record.
+    pub async fn fetch_for_run(
         &self,
         policy: Result<&Policy, &PolicyError>,
         req: FetchRequest,
+        meter: Option<&EgressMeter>,
         would_refuse: &mut Vec<FetchRefusal>,
     ) -> Result<FetchResponse, FetchRefusal> {
         if req.body.len() > self.limits.request_bytes {
             return Err(FetchRefusal::new(Reason::RequestTooLarge, None));
         }
+        caller_headers_are_allowed(&req.headers).map_err(|r| FetchRefusal::new(r, None))?;
         let mut target = parse_url(&req.url).map_err(|r| FetchRefusal::new(r, None))?;
         let origin = target.origin();
         let (mut method, mut body) = (req.method.clone(), req.body.clone());
         let mut headers = req.headers.clone();
-        crate::proxy::strip_hop_by_hop(&mut headers);
         for redirects in 0..=MAX_REDIRECTS {
             let hop = Hop { target: &target, purpose: req.purpose, method: &method, headers: &headers };
-            let response = self.one_hop(policy, hop, body.clone(), would_refuse).await?;
+            let response = self.one_hop(policy, hop, body.clone(), meter, would_refuse).await?;
             let location = response.headers.get(header::LOCATION).and_then(|v| v.to_str().ok());
             let follow =
                 req.purpose == Purpose::Request && response.status.is_redirection() && location.is_some();
@@ -178,6 +182,7 @@ impl Fetcher {
         policy: Result<&Policy, &PolicyError>,
         Hop { target, purpose, method, headers }: Hop<'_>,
         body: Bytes,
+        meter: Option<&EgressMeter>,
         would_refuse: &mut Vec<FetchRefusal>,
     ) -> Result<FetchResponse, FetchRefusal> {
         let answer = match &target.host {
@@ -201,6 +206,9 @@ impl Fetcher {
             });
         }
         let fail = |reason| FetchRefusal::new(reason, Some(&target.host));
+        if let Some(meter) = meter {
+            meter.pay(body.len() as u64).await.map_err(fail)?;
+        }
         let stream =
             connect_pinned(&decision, &self.guard, self.limits.connect_timeout).await.map_err(fail)?;
 
@@ -219,14 +227,14 @@ impl Fetcher {
         let request = request.body(Full::new(body)).map_err(|_| fail(Reason::UrlMalformed))?;
         let exchange = async {
             match target.scheme {
-                Scheme::Http => self.exchange(TokioIo::new(stream), request).await,
+                Scheme::Http => self.exchange(TokioIo::new(stream), request, meter).await,
                 Scheme::Https => {
                     let name = match &target.host {
                         Host::Name(n) => ServerName::try_from(n.clone()).map_err(|_| Reason::TlsFailed)?,
                         Host::Ip(ip) => ServerName::IpAddress((*ip).into()),
                     };
                     let tls = self.tls.connect(name, stream).await.map_err(|_| Reason::TlsFailed)?;
-                    self.exchange(TokioIo::new(tls), request).await
+                    self.exchange(TokioIo::new(tls), request, meter).await
                 }
             }
         };
@@ -236,7 +244,12 @@ impl Fetcher {
             .map_err(fail)
     }
 
-    async fn exchange<IO>(&self, io: IO, request: Request<Full<Bytes>>) -> Result<FetchResponse, Reason>
+    async fn exchange<IO>(
+        &self,
+        io: IO,
+        request: Request<Full<Bytes>>,
+        meter: Option<&EgressMeter>,
+    ) -> Result<FetchResponse, Reason>
     where
         IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
@@ -253,12 +266,19 @@ impl Fetcher {
         // The caller gets the body itself; a length header would describe
         // the upstream's framing, not what the caller receives.
         parts.headers.remove(header::CONTENT_LENGTH);
-        let body = Limited::new(body, self.limits.response_bytes)
-            .collect()
-            .await
+        let collected = match meter {
+            Some(meter) => {
+                let body = meter.clone().metered(body, |_| {});
+                Limited::new(body, self.limits.response_bytes).collect().await
+            }
+            None => Limited::new(body, self.limits.response_bytes).collect().await,
+        };
+        let body = collected
             .map_err(|e| {
                 if e.is::<http_body_util::LengthLimitError>() {
                     Reason::ResponseTooLarge
+                } else if let Some(refused) = e.downcast_ref::<EgressRefused>() {
+                    refused.0
                 } else {
                     Reason::UpstreamUnreachable
                 }
@@ -268,17 +288,66 @@ impl Fetcher {
     }
 }
 
-/// The absolute target a `Location` names, relative to `base`. Absolute and
-/// scheme-relative locations go through the strict parser as they are;
-/// relative ones are resolved (RFC 3986 §5) against the base and keep its
-/// origin.
+/// Headers only gatehouse sets on a fetch: the message's framing
+/// (`Content-Length`, `Transfer-Encoding`, which a caller could set to hang
+/// the upstream or cut the body), the connection's own (hop-by-hop, RFC 9110
+/// §7.6.1), `Host` (which would name another virtual host behind the checked
+/// address) and `Expect` (a `100-continue` the fetch does not wait for).
+const GATEHOUSE_ONLY_HEADERS: &[&str] = &[
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "proxy-authorization",
+    "proxy-authenticate",
+];
+
+/// Refuses a caller's header that only gatehouse may set
+/// (`header_not_allowed`), instead of dropping it unseen or passing it on.
+pub fn caller_headers_are_allowed(headers: &HeaderMap) -> Result<(), Reason> {
+    if headers.keys().any(|name| GATEHOUSE_ONLY_HEADERS.contains(&name.as_str())) {
+        return Err(Reason::HeaderNotAllowed);
+    }
+    Ok(())
+}
+
+/// The absolute target a `Location` names, read as an RFC 3986 §4.1 URI
+/// reference and resolved against `base` (§5.2):
+/// - a reference with a scheme is absolute: `http`/`https` go through the
+///   strict URL parser, any other (`mailto:`, `javascript:`, `foo:`) is
+///   `scheme_not_allowed`;
+/// - `//authority...` keeps the base's scheme and names its own host;
+/// - anything else is a path, query or fragment reference on the base's
+///   origin, its dot segments removed (§5.2.4).
+///
+/// A backslash anywhere is refused (`url_forbidden_character`): browsers
+/// read `\\host` and `/\host` as a host (WHATWG) and RFC 3986 as a path, so
+/// whichever the door chose, a client behind it could be made to disagree.
+/// So are spaces and control characters, which no URI reference contains
+/// (a WHATWG parser would silently drop some of them). The fragment is never
+/// sent.
 fn resolve_location(base: &Target, location: &str) -> Result<Target, Reason> {
-    if location.contains("://") {
-        return parse_url(location);
+    if location.bytes().any(|b| b == b'\\' || b <= b' ' || b == 0x7f) {
+        return Err(Reason::UrlForbiddenCharacter);
     }
-    if let Some(rest) = location.strip_prefix("//") {
-        return parse_url(&format!("{}://{rest}", base.scheme.as_str()));
+    if let Some(scheme) = uri_scheme(location) {
+        return match scheme.to_ascii_lowercase().as_str() {
+            "http" | "https" => parse_url(location),
+            _ => Err(Reason::SchemeNotAllowed),
+        };
     }
+    if location.starts_with("//") {
+        return parse_url(&format!("{}:{location}", base.scheme.as_str()));
+    }
+    // A relative reference: RFC 3986 §5.2 on the base's path. (The url
+    // crate's join implements it; backslashes, the one place where its
+    // WHATWG reading differs for http(s), were refused above.)
     let base_url = url::Url::parse(&base.url()).map_err(|_| Reason::UrlMalformed)?;
     let joined = base_url.join(location).map_err(|_| Reason::UrlMalformed)?;
     let path_and_query = match joined.query() {
@@ -286,6 +355,18 @@ fn resolve_location(base: &Target, location: &str) -> Result<Target, Reason> {
         None => joined.path().to_owned(),
     };
     parse_url(&format!("{}{}", base.origin(), path_and_query))
+}
+
+/// The scheme of a URI reference that has one (RFC 3986 §3.1: a letter,
+/// then letters, digits, `+`, `-` or `.`, up to the first `:` that comes
+/// before any `/`, `?` or `#`).
+fn uri_scheme(reference: &str) -> Option<&str> {
+    let end = reference.find([':', '/', '?', '#'])?;
+    let scheme = &reference[..end];
+    let mut chars = scheme.chars();
+    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    (reference[end..].starts_with(':') && starts_with_letter && rest_ok).then_some(scheme)
 }
 
 #[cfg(test)]
@@ -301,5 +382,72 @@ mod tests {
         assert_eq!(resolve_location(&base, "//other.example/x").unwrap().url(), "https://other.example/x");
         assert_eq!(resolve_location(&base, "http://api.example/x").unwrap().origin(), "http://api.example");
         assert_eq!(resolve_location(&base, "http://0x7f.1/").unwrap_err(), Reason::HostNoncanonicalIp);
+        assert_eq!(resolve_location(&base, "?q").unwrap().url(), "https://api.example/v1/a/b?q");
+        assert_eq!(resolve_location(&base, "#frag").unwrap().url(), "https://api.example/v1/a/b?x=1");
+        assert_eq!(resolve_location(&base, "HTTPS://api.example/y").unwrap().url(), "https://api.example/y");
+    }
+
+    #[test]
+    fn a_same_origin_query_may_hold_a_url() {
+        let base = parse_url("https://api.example/login").unwrap();
+        let next = resolve_location(&base, "/cb?next=https://api.example/home").unwrap();
+        assert_eq!(next.url(), "https://api.example/cb?next=https://api.example/home");
+        let next = resolve_location(&base, "done?r=a://b").unwrap();
+        assert_eq!(next.origin(), "https://api.example");
+    }
+
+    #[test]
+    fn a_reference_with_another_scheme_is_not_a_path() {
+        let base = parse_url("https://api.example/v1/").unwrap();
+        for location in [
+            "foo:/admin",
+            "mailto:/x",
+            "javascript:/x",
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "ftp://api.example/",
+        ] {
+            assert_eq!(
+                resolve_location(&base, location).unwrap_err(),
+                Reason::SchemeNotAllowed,
+                "{location}"
+            );
+        }
+        // A colon after the first slash is a path, as RFC 3986 §4.2 says.
+        assert_eq!(resolve_location(&base, "./foo:bar").unwrap().url(), "https://api.example/v1/foo:bar");
+        assert_eq!(resolve_location(&base, "/a:b").unwrap().url(), "https://api.example/a:b");
+    }
+
+    #[test]
+    fn backslashes_and_control_characters_are_refused() {
+        let base = parse_url("https://api.example/v1/").unwrap();
+        for location in [
+            "\\\\evil.example/x",
+            "/\\evil.example/x",
+            "/a\\b",
+            "https://api.example\\@evil.example/",
+            "/a b",
+            "/a\tb",
+            "\t/x",
+        ] {
+            assert_eq!(
+                resolve_location(&base, location).unwrap_err(),
+                Reason::UrlForbiddenCharacter,
+                "{location:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn framing_and_connection_headers_are_gatehouse_s_own() {
+        for name in GATEHOUSE_ONLY_HEADERS {
+            let mut headers = HeaderMap::new();
+            headers.insert(http::HeaderName::from_static(name), HeaderValue::from_static("1"));
+            assert_eq!(caller_headers_are_allowed(&headers), Err(Reason::HeaderNotAllowed), "{name}");
+        }
+        let mut ordinary = HeaderMap::new();
+        ordinary.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
+        ordinary.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        assert_eq!(caller_headers_are_allowed(&ordinary), Ok(()));
     }
 }

@@ -23,11 +23,13 @@
 pub mod connect;
 pub mod decision;
 pub mod fetch;
+pub mod meter;
 pub mod policy;
 pub mod pool;
 pub mod proxy;
 pub mod resolve;
 pub mod service;
+pub mod sni;
 pub mod special;
 pub mod target;
 

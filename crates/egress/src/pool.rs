@@ -28,7 +28,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use gatehouse_core::Reason;
-use http_body_util::Limited;
+
+use crate::meter::Metered;
+use http_body_util::{Either, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::TrySendError;
 use hyper::client::conn::http1::{Connection, SendRequest};
@@ -37,7 +39,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 /// The request body the proxy forwards (the client's, capped).
-pub type UpstreamBody = Limited<Incoming>;
+pub type UpstreamBody = Either<Limited<Incoming>, Metered<Limited<Incoming>>>;
 
 /// How many idle connections are kept, and for how long.
 #[derive(Debug, Clone)]

@@ -35,23 +35,25 @@ use gatehouse_core::{Clock, ErrorCode, PublicError, Reason, Refusal, RefusalKind
 use gatehouse_ledger::{Ledger, LedgerBackend as _, Operation, Status, refusal_kind, spend};
 use gatehouse_listener::ClientStream;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt as _, Full, Limited, combinators::BoxBody};
+use http_body_util::{BodyExt as _, Either, Full, Limited, combinators::UnsyncBoxBody};
 use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncWriteExt as _, Interest};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, Interest};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::sync::Notify;
 
 use crate::connect::connect_pinned;
 use crate::decision::{Decision, Purpose, decide_target};
+use crate::meter::EgressMeter;
 use crate::policy::{Policy, PolicyError};
 use crate::pool::{PoolKey, PooledBody, Upstream, UpstreamPool};
+use crate::sni;
 use crate::special::AddressGuard;
 use crate::target::{Host, Scheme, Target, parse_authority, parse_url};
 
 /// Response body type of the proxy.
-pub type ProxyBody = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+pub type ProxyBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Where the proxy records refusals (the server's refusal log).
 pub trait RefusalSink: Send + Sync + 'static {
@@ -141,8 +143,13 @@ pub struct ProxyStats {
 /// Limits applied to every request and tunnel.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Ports `CONNECT` may reach [80, 443].
+    /// Ports `CONNECT` may reach [443]. Plain HTTP goes absolute-form,
+    /// where every request is checked; a tunnel to port 80 carries requests
+    /// for any virtual host unseen.
     pub connect_ports: Vec<u16>,
+    /// How long a new tunnel's client may take to send its opening (the TLS
+    /// ClientHello the tunnel is held to).
+    pub hello_timeout: Duration,
     /// Bytes a tunnel may carry, both directions together.
     pub tunnel_bytes: u64,
     /// How long a tunnel may stay open.
@@ -163,7 +170,8 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            connect_ports: vec![80, 443],
+            connect_ports: vec![443],
+            hello_timeout: Duration::from_secs(10),
             tunnel_bytes: 1 << 30,
             tunnel_duration: Duration::from_secs(600),
             response_bytes: 64 << 20,
@@ -467,6 +475,18 @@ impl Proxy {
         let grant_id = grant.grant_id.clone();
         let revoked = self.tunnels.opened(&grant_id);
         let tunnels = self.tunnels.clone();
+        let host = decision.target.as_ref().map(|t| t.host.clone());
+        let (sink, refusal) = (
+            self.sink.clone(),
+            self.record(
+                Some(grant),
+                RefusalKind::EgressRefused,
+                Reason::TunnelNotTls,
+                decision.host.clone(),
+                None,
+            ),
+        );
+        let meter = self.meter(grant);
         tokio::spawn(async move {
             let closed = revoked.notified();
             tokio::pin!(closed);
@@ -478,8 +498,38 @@ impl Proxy {
                 // between two sockets without hyper's wrapper in the way. The
                 // socket keeps its place in the listener's caps meanwhile.
                 let Ok(client) = upgraded.downcast::<TokioIo<ClientStream>>() else { return };
-                let (socket, _slot) = client.io.into_inner().into_parts();
-                let tunnel = tunnel_capped(socket, client.read_buf, upstream, limits.tunnel_bytes);
+                let (mut socket, _slot) = client.io.into_inner().into_parts();
+                let Some(host) = host else { return };
+                let tunnel = async {
+                    let opening = tokio::time::timeout(
+                        limits.hello_timeout,
+                        read_opening(&mut socket, &upstream, &host, client.read_buf.into()),
+                    );
+                    let reason = match opening.await.unwrap_or(Err(Reason::TunnelNotTls)) {
+                        Ok(early) => {
+                            match tunnel_capped(socket, early, upstream, limits.tunnel_bytes, &meter).await {
+                                // A spent budget is a refusal; a revoked grant's
+                                // tunnel just closes, as `close_revoked` does.
+                                Err(Reason::BudgetEgressBytesExhausted) => Reason::BudgetEgressBytesExhausted,
+                                _ => return,
+                            }
+                        }
+                        Err(reason) => {
+                            if reason != Reason::TunnelNotTls {
+                                // unrecognized_name (RFC 6066 §3): the client's
+                                // TLS stack says what happened, not "EOF".
+                                let _ = socket.write_all(&UNRECOGNIZED_NAME_ALERT).await;
+                            }
+                            reason
+                        }
+                    };
+                    let kind = match reason {
+                        Reason::BudgetEgressBytesExhausted => RefusalKind::BudgetExhausted,
+                        _ => RefusalKind::EgressRefused,
+                    };
+                    sink.refused(Refusal { reason, kind, request_id: Some(new_id("req")), ..refusal });
+                };
+                // The time cap counts from the tunnel's opening.
                 let _ = tokio::time::timeout(limits.tunnel_duration, tunnel).await;
             };
             // Dropping the relay closes both sockets.
@@ -543,8 +593,20 @@ impl Proxy {
                 )
             });
         }
-        // Bodies without a length are cut off at the cap while streaming.
-        let mut upstream_req = Request::from_parts(parts, Limited::new(body, self.limits.request_bytes));
+        // A declared body is paid in one piece before anything moves; one
+        // without a length is paid frame by frame, and cut off at the cap.
+        let meter = self.meter(grant);
+        let declared = body.size_hint().exact();
+        let refused_midway = self.refused_midway(grant, host.clone());
+        let body = Limited::new(body, self.limits.request_bytes);
+        let body = match declared {
+            Some(n) => {
+                meter.pay(n).await.map_err(|reason| self.egress_refused(reason, host.clone()))?;
+                Either::Left(body)
+            }
+            None => Either::Right(meter.clone().metered(body, refused_midway.clone())),
+        };
+        let mut upstream_req = Request::from_parts(parts, body);
         let key = PoolKey::new(&grant.grant_id, &authority);
         let (response, upstream) = loop {
             let pooled = self.pool.take(&key, &decision.addresses, target.port);
@@ -573,13 +635,61 @@ impl Proxy {
             // connection, with the body still unread, is closed.
             return Err(fail(Reason::ResponseTooLarge));
         }
+        let declared = response.body().size_hint().exact();
+        if let Some(n) = declared {
+            // The connection, with the body unread, is closed if unpaid.
+            meter.pay(n).await.map_err(|reason| self.egress_refused(reason, host.clone()))?;
+        }
         self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let deadline = started + self.limits.request_duration;
         let body = PooledBody::new(body, upstream, (self.pool.clone(), key), deadline);
-        let body = Limited::new(body, self.limits.response_bytes).map_err(Into::into).boxed();
+        let body = Limited::new(body, self.limits.response_bytes);
+        let body = match declared {
+            Some(_) => body.map_err(Into::into).boxed_unsync(),
+            None => meter.metered(body, refused_midway).boxed_unsync(),
+        };
         Ok(Response::from_parts(parts, body))
+    }
+
+    /// The refusal of bytes the ledger would not pay for.
+    fn egress_refused(&self, reason: Reason, host: Option<String>) -> Refused {
+        let status = match reason {
+            Reason::LedgerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::FORBIDDEN,
+        };
+        Refused { host, ..Refused::new(status, refusal_kind(reason), reason) }
+    }
+
+    /// Records a body cut off midway because its next bytes went unpaid
+    /// (its headers were sent, so only the record can say why).
+    fn refused_midway(
+        &self,
+        grant: &GrantClaims,
+        host: Option<String>,
+    ) -> impl FnOnce(Reason) + Send + Clone + 'static {
+        let sink = self.sink.clone();
+        let refusal = self.record(
+            Some(grant),
+            RefusalKind::BudgetExhausted,
+            Reason::BudgetEgressBytesExhausted,
+            host,
+            None,
+        );
+        move |reason| {
+            sink.refused(Refusal {
+                reason,
+                kind: refusal_kind(reason),
+                request_id: Some(new_id("req")),
+                ..refusal
+            })
+        }
+    }
+
+    /// Pays `grant`'s egress bytes.
+    fn meter(&self, grant: &GrantClaims) -> EgressMeter {
+        EgressMeter::new(self.ledger.clone(), &grant.grant_id, self.clock.clone(), self.ledger_required)
     }
 
     /// A new upstream connection to one of the decision's addresses.
@@ -649,42 +759,100 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     headers.remove("proxy-connection");
 }
 
+/// A fatal TLS alert record, `unrecognized_name` (RFC 8446 §6, RFC 6066 §3).
+const UNRECOGNIZED_NAME_ALERT: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70];
+
+/// Reads the client's opening bytes until [`sni::judge`] can rule on them,
+/// and returns them for the upstream. A tunnel to an address whose upstream
+/// speaks first (a server-first protocol) is not held up.
+async fn read_opening(
+    client: &mut TcpStream,
+    upstream: &TcpStream,
+    host: &Host,
+    mut buf: Vec<u8>,
+) -> Result<Bytes, Reason> {
+    if buf.is_empty() && matches!(host, Host::Ip(_)) {
+        tokio::select! {
+            biased;
+            ready = client.readable() => ready.map_err(|_| Reason::TunnelNotTls)?,
+            _ = upstream.readable() => return Ok(Bytes::new()),
+        }
+    }
+    loop {
+        let first = sni::read_first_bytes(&buf);
+        if first != sni::FirstBytes::Incomplete {
+            sni::judge(host, &first)?;
+            return Ok(buf.into());
+        }
+        let mut chunk = [0u8; 4096];
+        match client.read(&mut chunk).await {
+            Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+            // The client stopped before the opening could be judged.
+            _ => {
+                sni::judge(host, &first)?;
+                return Ok(buf.into());
+            }
+        }
+    }
+}
+
 /// How much a tunnel moves per system call: large enough that bulk
 /// transfers are not bound by system calls.
 const TUNNEL_CHUNK: usize = 256 << 10;
 
 /// Moves bytes both ways until both sides have closed, or until `cap` bytes
-/// (both directions together) have passed, which closes both at once.
+/// (both directions together) have passed, which closes both at once, or
+/// until `meter` refuses to pay for a chunk (the grant's egress budget is
+/// spent, or it was revoked), which closes both and says why.
 /// `client_early` holds bytes the client sent behind its `CONNECT` head.
-async fn tunnel_capped(mut client: TcpStream, client_early: Bytes, mut upstream: TcpStream, cap: u64) {
+async fn tunnel_capped(
+    mut client: TcpStream,
+    client_early: Bytes,
+    mut upstream: TcpStream,
+    cap: u64,
+    meter: &EgressMeter,
+) -> Result<(), Reason> {
     let budget = AtomicU64::new(cap);
-    if !client_early.is_empty()
-        && (!claim(&budget, client_early.len()) || upstream.write_all(&client_early).await.is_err())
-    {
-        return;
+    if !client_early.is_empty() {
+        if !claim(&budget, client_early.len()) {
+            return Ok(());
+        }
+        meter.pay(client_early.len() as u64).await?;
+        if upstream.write_all(&client_early).await.is_err() {
+            return Ok(());
+        }
     }
     let (client_read, client_write) = client.split();
     let (upstream_read, upstream_write) = upstream.split();
-    let out = relay(client_read, upstream_write, &budget);
-    let back = relay(upstream_read, client_write, &budget);
+    let out = relay(client_read, upstream_write, &budget, meter);
+    let back = relay(upstream_read, client_write, &budget, meter);
     tokio::pin!(out, back);
     // A side that finished normally (a half-close) lets the other finish;
     // a spent budget ends the tunnel.
     let rest = tokio::select! {
-        done = &mut out => if done == Relayed::Closed { Some(back) } else { None },
-        done = &mut back => if done == Relayed::Closed { Some(out) } else { None },
+        done = &mut out => match done { Relayed::Closed => back, other => return other.into() },
+        done = &mut back => match done { Relayed::Closed => out, other => return other.into() },
     };
-    if let Some(rest) = rest {
-        rest.await;
-    }
+    rest.await.into()
 }
 
 #[derive(Debug, PartialEq, Eq)]
 enum Relayed {
     /// The reading side closed (or failed); the writing side was shut down.
     Closed,
-    /// The tunnel's byte budget is spent.
+    /// The tunnel's byte cap is spent.
     Capped,
+    /// The ledger would not pay for the next chunk.
+    Refused(Reason),
+}
+
+impl From<Relayed> for Result<(), Reason> {
+    fn from(r: Relayed) -> Self {
+        match r {
+            Relayed::Refused(reason) => Err(reason),
+            Relayed::Closed | Relayed::Capped => Ok(()),
+        }
+    }
 }
 
 /// Takes `n` bytes from the tunnel's budget; false when it holds fewer.
@@ -692,9 +860,15 @@ fn claim(budget: &AtomicU64, n: usize) -> bool {
     budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(n as u64)).is_ok()
 }
 
-/// One direction of a tunnel. Every chunk is paid for from the budget before
-/// it is passed on, so no byte beyond the cap ever leaves.
-async fn relay(from: ReadHalf<'_>, mut to: WriteHalf<'_>, budget: &AtomicU64) -> Relayed {
+/// One direction of a tunnel. Every chunk is paid for, from the tunnel's cap
+/// and from the grant's egress budget, before it is passed on, so no byte
+/// beyond either ever leaves.
+async fn relay(
+    from: ReadHalf<'_>,
+    mut to: WriteHalf<'_>,
+    budget: &AtomicU64,
+    meter: &EgressMeter,
+) -> Relayed {
     let mut mover = Mover::new();
     loop {
         let n = match mover.fill(&from).await {
@@ -703,6 +877,9 @@ async fn relay(from: ReadHalf<'_>, mut to: WriteHalf<'_>, budget: &AtomicU64) ->
         };
         if !claim(budget, n) {
             return Relayed::Capped;
+        }
+        if let Err(reason) = meter.pay(n as u64).await {
+            return Relayed::Refused(reason);
         }
         if mover.drain(&to, n).await.is_err() {
             break;
@@ -796,7 +973,7 @@ fn splice_flags() -> rustix::pipe::SpliceFlags {
 }
 
 fn empty() -> ProxyBody {
-    Full::new(Bytes::new()).map_err(|never| match never {}).boxed()
+    Full::new(Bytes::new()).map_err(|never| match never {}).boxed_unsync()
 }
 
 fn refusal_response(refused: &Refused, request_id: &str) -> Response<ProxyBody> {
@@ -810,7 +987,8 @@ fn refusal_response(refused: &Refused, request_id: &str) -> Response<ProxyBody> 
         ErrorCode::Refused
     };
     let body = PublicError::new(code, request_id).with_reason(refused.reason).to_json().to_string();
-    let mut response = Response::new(Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed());
+    let mut response =
+        Response::new(Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync());
     *response.status_mut() = refused.status;
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

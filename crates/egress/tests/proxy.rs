@@ -85,6 +85,20 @@ fn harness(limits: Limits, resolver: Resolver) -> Harness {
 }
 
 fn harness_with_pool(limits: Limits, resolver: Resolver, pool: UpstreamPool) -> Harness {
+    harness_full(limits, resolver, pool, None)
+}
+
+/// A harness whose grants may move `max_egress_bytes` through the door.
+fn harness_with_egress_budget(limits: Limits, max_egress_bytes: u64) -> Harness {
+    harness_full(limits, Resolver::Static(Arc::default()), UpstreamPool::default(), Some(max_egress_bytes))
+}
+
+fn harness_full(
+    limits: Limits,
+    resolver: Resolver,
+    pool: UpstreamPool,
+    max_egress_bytes: Option<u64>,
+) -> Harness {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let secret = Secret::new(SECRET).unwrap();
     let sealer = GrantSealer::new(&secret);
@@ -94,6 +108,7 @@ fn harness_with_pool(limits: Limits, resolver: Resolver, pool: UpstreamPool) -> 
             exec_id: exec_id.into(),
             tenant_id: Some("t".into()),
             user_id: "u".into(),
+            max_egress_bytes,
             ..Default::default()
         }
         .into_claims(
@@ -558,10 +573,15 @@ fn echo_upstream() -> (u16, Arc<AtomicUsize>) {
 /// Opens a tunnel to `port`, sending `early` in the same write as the
 /// `CONNECT` head; returns the stream after the proxy's `200`.
 fn open_tunnel(h: &Harness, port: u16, early: &[u8]) -> std::net::TcpStream {
+    open_tunnel_to(h, "127.0.0.1", port, early)
+}
+
+/// As [`open_tunnel`], to `host`.
+fn open_tunnel_to(h: &Harness, host: &str, port: u16, early: &[u8]) -> std::net::TcpStream {
     let mut stream = std::net::TcpStream::connect(&h.proxy_addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut head = format!(
-        "CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nProxy-Authorization: Bearer {}\r\n\r\n",
+        "CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\nProxy-Authorization: Bearer {}\r\n\r\n",
         h.token
     )
     .into_bytes();
@@ -635,6 +655,205 @@ fn a_tunnel_closes_at_its_time_limit() {
     assert_eq!(n, 0);
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(250) && waited < Duration::from_secs(5), "{waited:?}");
+}
+
+/// A real ClientHello for `server_name`, as rustls' client writes it (an IP
+/// address makes it send no SNI, as every client does).
+fn client_hello(server_name: &str) -> Vec<u8> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(server_name.to_owned()).unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut out = Vec::new();
+    while conn.wants_write() {
+        conn.write_tls(&mut out).unwrap();
+    }
+    out
+}
+
+/// Everything the proxy sends back on `stream` until it closes.
+fn read_to_close(mut stream: std::net::TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut stream, &mut got);
+    got
+}
+
+#[test]
+fn a_tunnel_to_a_name_carries_tls_for_that_name_only() {
+    let upstream = tls_upstream();
+    let (echo_port, echo_seen) = echo_upstream();
+    let loopback: Vec<IpAddr> = vec!["127.0.0.1".parse().unwrap()];
+    let names = ["a.example", "b.example"].map(|n| (n.to_owned(), loopback.clone()));
+    let limits = Limits { connect_ports: vec![upstream.port, echo_port], ..Limits::default() };
+    let h = harness(limits, Resolver::Static(Arc::new(names.into_iter().collect())));
+
+    // The name the tunnel was opened to: a real TLS session end to end.
+    let out = Command::new("curl")
+        .args(["-s", "-k", "--max-time", "10", "-x"])
+        .arg(format!("http://grant:{}@{}", h.token, h.proxy_addr))
+        .arg(format!("https://a.example:{}/", upstream.port))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "curl failed: {}", String::from_utf8_lossy(&out.stderr));
+
+    // Another virtual host behind the same address, a hello naming none,
+    // and plain bytes: closed before a byte reaches the upstream.
+    let alert = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70];
+    for (early, reason) in [
+        (client_hello("b.example"), "tunnel_sni_mismatch"),
+        (client_hello("127.0.0.1"), "tunnel_sni_missing"),
+        (b"GET / HTTP/1.1\r\nHost: b.example\r\n\r\n".to_vec(), "tunnel_not_tls"),
+    ] {
+        let stream = open_tunnel_to(&h, "a.example", echo_port, &early);
+        let back = read_to_close(stream);
+        if reason == "tunnel_not_tls" {
+            assert!(back.is_empty(), "{reason}: {back:?}");
+        } else {
+            assert_eq!(back, alert, "{reason}: the client is told unrecognized_name");
+        }
+        let refusals = h.sink.0.lock().unwrap();
+        let last = refusals.last().unwrap();
+        assert_eq!((last.reason.as_str(), last.host.as_deref()), (reason, Some("a.example")));
+        assert_eq!(last.run_id.as_deref(), Some("e"));
+    }
+    assert_eq!(echo_seen.load(Ordering::SeqCst), 0, "nothing reached the upstream");
+
+    // A hello that arrives in pieces is read whole, then passed on whole.
+    let hello = client_hello("a.example");
+    let mut stream = open_tunnel_to(&h, "a.example", echo_port, &hello[..10]);
+    std::thread::sleep(Duration::from_millis(50));
+    stream.write_all(&hello[10..]).unwrap();
+    let mut echoed = vec![0u8; hello.len()];
+    std::io::Read::read_exact(&mut stream, &mut echoed).unwrap();
+    assert_eq!(echoed, hello);
+}
+
+#[test]
+fn a_tunnel_to_an_address_may_not_name_a_host() {
+    let (port, seen) = echo_upstream();
+    let h =
+        harness(Limits { connect_ports: vec![port], ..Limits::default() }, Resolver::Static(Arc::default()));
+    let back = read_to_close(open_tunnel(&h, port, &client_hello("b.example")));
+    assert_eq!(back, [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70]);
+    assert_eq!(h.sink.0.lock().unwrap().last().unwrap().reason.as_str(), "tunnel_sni_mismatch");
+    assert_eq!(seen.load(Ordering::SeqCst), 0);
+    // Without SNI (as clients connect to an address) the hello goes through.
+    let hello = client_hello("127.0.0.1");
+    let mut stream = open_tunnel(&h, port, &hello);
+    let mut echoed = vec![0u8; hello.len()];
+    std::io::Read::read_exact(&mut stream, &mut echoed).unwrap();
+    assert_eq!(echoed, hello);
+}
+
+#[test]
+fn a_server_first_protocol_through_an_address_tunnel_is_not_held_up() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.write_all(b"SSH-2.0-test\r\n");
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    });
+    let h =
+        harness(Limits { connect_ports: vec![port], ..Limits::default() }, Resolver::Static(Arc::default()));
+    let mut stream = open_tunnel(&h, port, b"");
+    let mut banner = [0u8; 14];
+    std::io::Read::read_exact(&mut stream, &mut banner).unwrap();
+    assert_eq!(&banner, b"SSH-2.0-test\r\n");
+}
+
+#[test]
+fn a_tunnel_closes_when_its_grant_has_paid_its_egress_budget() {
+    const BUDGET: u64 = 50_000;
+    let (port, upstream_got) = echo_upstream();
+    // The tunnel's own cap is far away: the grant's budget is what ends it.
+    let h = harness_with_egress_budget(Limits { connect_ports: vec![port], ..Limits::default() }, BUDGET);
+    let mut stream = open_tunnel(&h, port, b"");
+    // Paid for both ways: 1000 up, 1000 back.
+    stream.write_all(&[b'x'; 1000]).unwrap();
+    std::io::Read::read_exact(&mut stream, &mut [0u8; 1000]).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let sending = std::thread::spawn(move || {
+        for _ in 0..80 {
+            if writer.write_all(&[b'x'; 1000]).is_err() {
+                break;
+            }
+        }
+    });
+    // A chunk that would pass the budget is refused whole.
+    let received = 1000 + read_to_close(stream).len();
+    sending.join().unwrap();
+    let up = upstream_got.load(Ordering::SeqCst);
+    assert!((up + received) as u64 <= BUDGET, "{up} up + {received} down passed a budget of {BUDGET}");
+    // The record is written as the tunnel task ends, just after the close.
+    for _ in 0..100 {
+        if !h.sink.0.lock().unwrap().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let refusals = h.sink.0.lock().unwrap();
+    let last = refusals.last().unwrap();
+    assert_eq!(
+        (last.kind.as_str(), last.reason.as_str()),
+        ("budget_exhausted", "budget_egress_bytes_exhausted")
+    );
+    assert_eq!(last.run_id.as_deref(), Some("e"));
+}
+
+#[test]
+fn forwarded_bodies_are_paid_from_the_egress_budget() {
+    // A declared body larger than what is left: refused before it moves.
+    let declared = upstream("0123456789", Duration::ZERO);
+    let h = harness_with_egress_budget(Limits::default(), 25);
+    for expected in ["200", "200", "403"] {
+        let (code, out) = curl(&h, &format!("http://127.0.0.1:{declared}/"));
+        assert_eq!(code, Some(0), "curl failed: {out}");
+        assert!(out.starts_with(&format!("HTTP/1.1 {expected}")), "{out}");
+    }
+    let (_, out) = curl(&h, &format!("http://127.0.0.1:{declared}/"));
+    assert!(out.contains("x-gatehouse-reason: budget_egress_bytes_exhausted"), "{out}");
+
+    // A body without a length is paid as it flows and cut where it runs out.
+    let chunked = answer_each_request(|mut stream| {
+        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
+        for _ in 0..5 {
+            let _ = stream.write_all(b"a\r\n0123456789\r\n");
+            let _ = stream.flush();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = stream.write_all(b"0\r\n\r\n");
+    });
+    let h = harness_with_egress_budget(Limits::default(), 35);
+    let (code, out) = curl(&h, &format!("http://127.0.0.1:{chunked}/"));
+    assert_ne!(code, Some(0), "the body was cut short, and curl says so: {out}");
+    let body = body_of(&out);
+    assert_eq!(body, "0123456789".repeat(3), "three chunks were paid for, the fourth never left");
+    let refusals = h.sink.0.lock().unwrap();
+    assert_eq!(refusals.last().unwrap().reason.as_str(), "budget_egress_bytes_exhausted");
+
+    // Uploads too: a declared request body over the budget never leaves.
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    let sink = answer_each_request(move |mut stream| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+    });
+    let h = harness_with_egress_budget(Limits::default(), 100);
+    let (_, out) =
+        curl_with(&h, &h.token, &["--data-binary", &"x".repeat(101)], &format!("http://127.0.0.1:{sink}/"));
+    assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    assert_eq!(seen.load(Ordering::SeqCst), 0, "the upstream never saw the request");
+}
+
+#[test]
+fn connect_to_port_80_is_off_by_default() {
+    assert_eq!(Limits::default().connect_ports, [443]);
 }
 
 // ---- The fetch client -------------------------------------------------------

@@ -40,6 +40,7 @@ fn registration(id: &str) -> Registration {
         max_upload_bytes: 0,
         max_output_files: 0,
         max_requests: (1 << 53) - 1,
+        max_egress_bytes: (1 << 53) - 1,
     }
 }
 

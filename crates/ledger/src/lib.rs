@@ -142,7 +142,8 @@ pub fn refusal_kind(reason: Reason) -> RefusalKind {
     match reason {
         Reason::BudgetRequestsExhausted
         | Reason::BudgetUploadBytesExhausted
-        | Reason::BudgetOutputFilesExhausted => RefusalKind::BudgetExhausted,
+        | Reason::BudgetOutputFilesExhausted
+        | Reason::BudgetEgressBytesExhausted => RefusalKind::BudgetExhausted,
         _ => RefusalKind::GrantRefused,
     }
 }

@@ -32,8 +32,11 @@ pub struct Registration {
     pub max_upload_bytes: u64,
     /// Output file budget.
     pub max_output_files: u64,
-    /// Request budget (every operation is a request).
+    /// Request budget (every operation but egress bytes is a request).
     pub max_requests: u64,
+    /// Egress byte budget: request and response bodies and tunnel bytes,
+    /// both directions.
+    pub max_egress_bytes: u64,
 }
 
 impl From<&GrantClaims> for Registration {
@@ -49,6 +52,7 @@ impl From<&GrantClaims> for Registration {
             max_upload_bytes: c.max_upload_bytes,
             max_output_files: c.max_output_files,
             max_requests: c.max_requests,
+            max_egress_bytes: c.max_egress_bytes,
         }
     }
 }
@@ -83,13 +87,17 @@ pub struct GrantRecord {
     pub uploaded_bytes: u64,
     /// Distinct output files created.
     pub output_file_ids: Vec<String>,
+    /// Bytes carried to and from the outside (bodies and tunnels).
+    #[serde(default)]
+    pub egress_bytes: u64,
     /// Registration order, for tenant-wide and global revocation markers
     /// (see `epoch`).
     #[serde(default)]
     pub seq: u64,
 }
 
-/// One thing a run does with its grant. Every operation counts as one request.
+/// One thing a run does with its grant. Every operation but
+/// [`Operation::Egress`] counts as one request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Operation {
@@ -117,6 +125,12 @@ pub enum Operation {
     },
     /// A tool call.
     ToolCall,
+    /// `bytes` carried through the door for a request already spent (a
+    /// body's next chunk, a tunnel's next read), paid before they move.
+    Egress {
+        /// How many.
+        bytes: u64,
+    },
 }
 
 /// What is left after an operation.
@@ -128,6 +142,8 @@ pub struct Remaining {
     pub upload_bytes: u64,
     /// Output files left.
     pub output_files: u64,
+    /// Egress bytes left.
+    pub egress_bytes: u64,
 }
 
 impl GrantRecord {
@@ -142,6 +158,7 @@ impl GrantRecord {
             tool_call_count: 0,
             uploaded_bytes: 0,
             output_file_ids: Vec::new(),
+            egress_bytes: 0,
             seq,
         }
     }
@@ -153,6 +170,7 @@ impl GrantRecord {
             requests: r.max_requests.saturating_sub(self.request_count),
             upload_bytes: r.max_upload_bytes.saturating_sub(self.uploaded_bytes),
             output_files: r.max_output_files.saturating_sub(self.output_file_ids.len() as u64),
+            egress_bytes: r.max_egress_bytes.saturating_sub(self.egress_bytes),
         }
     }
 
@@ -178,6 +196,14 @@ impl GrantRecord {
             }
             _ => {}
         }
+        if let Operation::Egress { bytes } = op {
+            // Bytes of a request already paid for: not another request.
+            if self.egress_bytes.checked_add(*bytes).is_none_or(|total| total > r.max_egress_bytes) {
+                return Err(Reason::BudgetEgressBytesExhausted);
+            }
+            self.egress_bytes += bytes;
+            return Ok(self.remaining());
+        }
         if self.request_count >= r.max_requests {
             return Err(Reason::BudgetRequestsExhausted);
         }
@@ -194,7 +220,7 @@ impl GrantRecord {
         // Every check passed: apply all changes.
         self.request_count += 1;
         match op {
-            Operation::Request => {}
+            Operation::Request | Operation::Egress { .. } => {}
             Operation::ReadFile { .. } | Operation::ReadSession { .. } => self.read_count += 1,
             Operation::ToolCall => self.tool_call_count += 1,
             Operation::Upload { bytes, output_file_id, .. } => {

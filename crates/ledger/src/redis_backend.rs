@@ -99,7 +99,8 @@ end
 /// KEYS: record, inputs, read sessions, outputs.
 /// ARGV: registration JSON, exp, max_requests, max_upload_bytes,
 /// max_output_files, output session ("" for none), expire-at, key prefix,
-/// tenant ("" for none), number of inputs, inputs…, read sessions…
+/// tenant ("" for none), max_egress_bytes, number of inputs, inputs…,
+/// read sessions…
 /// Mirrors `Epochs::register` for the sequence number and the counters.
 const REGISTER: &str = r"
 local existing = redis.call('HGET', KEYS[1], 'reg')
@@ -118,10 +119,10 @@ if t ~= '' then
 end
 redis.call('HSET', KEYS[1], 'reg', ARGV[1], 'status', 'active', 'exp', ARGV[2], 'mr', ARGV[3], 'mu', ARGV[4],
   'mf', ARGV[5], 'os', ARGV[6], 'xa', ARGV[7], 'request_count', 0, 'read_count', 0, 'upload_count', 0,
-  'tool_call_count', 0, 'uploaded_bytes', 0, 'sq', seq, 'tn', t)
-local n = tonumber(ARGV[10])
-for i = 11, 10 + n do redis.call('SADD', KEYS[2], ARGV[i]) end
-for i = 11 + n, #ARGV do redis.call('SADD', KEYS[3], ARGV[i]) end
+  'tool_call_count', 0, 'uploaded_bytes', 0, 'sq', seq, 'tn', t, 'me', ARGV[10], 'egress_bytes', 0)
+local n = tonumber(ARGV[11])
+for i = 12, 11 + n do redis.call('SADD', KEYS[2], ARGV[i]) end
+for i = 12 + n, #ARGV do redis.call('SADD', KEYS[3], ARGV[i]) end
 for i = 1, 3 do redis.call('EXPIREAT', KEYS[i], ARGV[7]) end
 return 'new'
 ";
@@ -129,9 +130,11 @@ return 'new'
 /// KEYS: record, inputs, read sessions, outputs.
 /// ARGV: operation, now, file/session, bytes, output file id, key prefix.
 /// Mirrors `GrantRecord::consume`: status (and markers), expiry, scope,
-/// then budgets; all changes or none.
+/// then budgets; all changes or none. Egress bytes are not a request.
+/// A record without an egress budget (registered before there was one)
+/// has none left.
 const CONSUME: &str = r"
-local h = redis.call('HMGET', KEYS[1], 'status', 'exp', 'mr', 'mu', 'mf', 'os', 'request_count', 'uploaded_bytes', 'xa', 'sq', 'tn')
+local h = redis.call('HMGET', KEYS[1], 'status', 'exp', 'mr', 'mu', 'mf', 'os', 'request_count', 'uploaded_bytes', 'xa', 'sq', 'tn', 'me', 'egress_bytes')
 if not h[1] then return {0, 'grant_unknown'} end
 if h[1] == 'revoked' then return {0, 'grant_revoked'} end
 if covered(ARGV[6], tonumber(h[10] or '0'), h[11]) then return {0, 'grant_revoked'} end
@@ -141,9 +144,15 @@ if op == 'read_file' and redis.call('SISMEMBER', KEYS[2], ARGV[3]) == 0 then ret
 if op == 'read_session' and redis.call('SISMEMBER', KEYS[3], ARGV[3]) == 0 then return {0, 'scope_session_not_granted'} end
 if op == 'upload' and (h[6] == '' or h[6] ~= ARGV[3]) then return {0, 'scope_output_session_mismatch'} end
 local rc, mr = tonumber(h[7]), tonumber(h[3])
-if rc >= mr then return {0, 'budget_requests_exhausted'} end
 local ub, mu, mf = tonumber(h[8]), tonumber(h[4]), tonumber(h[5])
+local eb, me = tonumber(h[13] or '0'), tonumber(h[12] or '0')
 local files = redis.call('SCARD', KEYS[4])
+if op == 'egress' then
+  if eb + tonumber(ARGV[4]) > me then return {0, 'budget_egress_bytes_exhausted'} end
+  eb = redis.call('HINCRBY', KEYS[1], 'egress_bytes', ARGV[4])
+  return {1, math.max(0, mr - rc), math.max(0, mu - ub), math.max(0, mf - files), me - eb}
+end
+if rc >= mr then return {0, 'budget_requests_exhausted'} end
 local new_file = false
 if op == 'upload' then
   if ub + tonumber(ARGV[4]) > mu then return {0, 'budget_upload_bytes_exhausted'} end
@@ -164,7 +173,7 @@ elseif op == 'upload' then
     files = files + 1
   end
 end
-return {1, mr - rc - 1, mu - ub, mf - files}
+return {1, mr - rc - 1, mu - ub, mf - files, math.max(0, me - eb)}
 ";
 
 /// KEYS: record. ARGV: key prefix. Returns 1 if an active grant that no
@@ -286,7 +295,10 @@ impl RedisLedger {
 impl LedgerBackend for RedisLedger {
     async fn register(&self, registration: &Registration) -> Result<Registered, Reason> {
         let r = registration;
-        if [r.max_requests, r.max_upload_bytes, r.max_output_files].iter().any(|&n| n > MAX_EXACT) {
+        if [r.max_requests, r.max_upload_bytes, r.max_output_files, r.max_egress_bytes]
+            .iter()
+            .any(|&n| n > MAX_EXACT)
+        {
             return Err(Reason::GrantConflict);
         }
         let expire_at = r.exp.saturating_add(RETENTION_SECS);
@@ -317,6 +329,7 @@ impl LedgerBackend for RedisLedger {
             .arg(expire_at)
             .arg(&*self.prefix)
             .arg(r.tenant_id.as_deref().unwrap_or(""))
+            .arg(r.max_egress_bytes)
             .arg(r.input_files.len())
             .arg(&r.input_files)
             .arg(&r.read_sessions);
@@ -337,6 +350,7 @@ impl LedgerBackend for RedisLedger {
                 ("upload", session.as_str(), (*bytes).min(MAX_EXACT + 1), output_file_id.as_str())
             }
             Operation::ToolCall => ("tool_call", "", 0, ""),
+            Operation::Egress { bytes } => ("egress", "", (*bytes).min(MAX_EXACT + 1), ""),
         };
         let [rec, ins, rss, outs] = self.record_keys(grant_id);
         let mut conn = self.conn.clone();
@@ -357,9 +371,9 @@ impl LedgerBackend for RedisLedger {
             _ => None,
         };
         match reply.as_slice() {
-            [Value::Int(1), a, b, c] => match (int(a), int(b), int(c)) {
-                (Some(requests), Some(upload_bytes), Some(output_files)) => {
-                    Ok(Remaining { requests, upload_bytes, output_files })
+            [Value::Int(1), a, b, c, d] => match (int(a), int(b), int(c), int(d)) {
+                (Some(requests), Some(upload_bytes), Some(output_files), Some(egress_bytes)) => {
+                    Ok(Remaining { requests, upload_bytes, output_files, egress_bytes })
                 }
                 _ => Err(Reason::LedgerUnavailable),
             },
@@ -433,6 +447,7 @@ impl LedgerBackend for RedisLedger {
             upload_count: count("upload_count"),
             tool_call_count: count("tool_call_count"),
             uploaded_bytes: count("uploaded_bytes"),
+            egress_bytes: count("egress_bytes"),
             output_file_ids: outputs,
             seq,
         }))

@@ -385,15 +385,49 @@ async fn revoke_grants(
     revoke(&state, &rid, &caller, scope).await
 }
 
-#[derive(Deserialize)]
+/// Why the platform fetches. Each is counted on its own
+/// (`gatehouse_egress_fetch_total{purpose}`) and logged with the request, so
+/// an operator sees what kind of traffic runs send; `webhook` also follows
+/// no redirect (a delivery goes exactly where it was addressed).
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "snake_case")]
-enum FetchPurpose {
+pub enum FetchPurpose {
+    /// A git host's API or repository.
     GitProvider,
+    /// An MCP server.
     Mcp,
+    /// A webhook delivery.
     Webhook,
+    /// The run's own runtime traffic.
     Runtime,
+    /// Delivering events to the platform's consumers.
     EventDelivery,
+    /// A vulnerability database (OSV).
     VulnerabilityDb,
+}
+
+impl FetchPurpose {
+    /// Every purpose, in the order metrics list them.
+    pub const ALL: [FetchPurpose; 6] = [
+        FetchPurpose::GitProvider,
+        FetchPurpose::Mcp,
+        FetchPurpose::Webhook,
+        FetchPurpose::Runtime,
+        FetchPurpose::EventDelivery,
+        FetchPurpose::VulnerabilityDb,
+    ];
+
+    /// The name in requests, metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FetchPurpose::GitProvider => "git_provider",
+            FetchPurpose::Mcp => "mcp",
+            FetchPurpose::Webhook => "webhook",
+            FetchPurpose::Runtime => "runtime",
+            FetchPurpose::EventDelivery => "event_delivery",
+            FetchPurpose::VulnerabilityDb => "vulnerability_db",
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -465,6 +499,7 @@ async fn egress_fetch(
             .map_err(|_| bad_request(&rid, "body_base64 is not base64"))?,
         None => Vec::new(),
     };
+    let req_purpose = req.purpose;
     let purpose = match req.purpose {
         FetchPurpose::Webhook => gatehouse_egress::Purpose::Webhook,
         _ => gatehouse_egress::Purpose::Request,
@@ -473,13 +508,26 @@ async fn egress_fetch(
     let fetch =
         gatehouse_egress::fetch::FetchRequest { method, url: req.url, headers, body: body.into(), purpose };
     let mut would_refuse = Vec::new();
-    let fetched = fetcher.fetch_noting_dry_run(policy.as_deref(), fetch, &mut would_refuse).await;
+    let meter = gatehouse_egress::meter::EgressMeter::new(
+        ledger.clone(),
+        &claims.grant_id,
+        state.clock.clone(),
+        state.ledger_required,
+    );
+    let fetched = fetcher.fetch_for_run(policy.as_deref(), fetch, Some(&meter), &mut would_refuse).await;
+    tracing::info!(
+        request_id = %rid.0,
+        run_id = %claims.exec_id,
+        purpose = req_purpose.as_str(),
+        allowed = fetched.is_ok(),
+        "fetch"
+    );
     for dry in would_refuse {
         note(RefusalKind::EgressRefused, dry.reason, dry.host, dry.rule, true);
     }
     match fetched {
         Ok(response) => {
-            state.metrics.record_fetch();
+            state.metrics.record_fetch(req_purpose);
             let headers: Vec<(String, String)> = response
                 .headers
                 .iter()
@@ -498,7 +546,11 @@ async fn egress_fetch(
                 Reason::UpstreamUnreachable
                 | Reason::UpstreamTimeout
                 | Reason::TlsFailed
+                | Reason::UpstreamBadResponse
+                | Reason::ContentEncodingInvalid
                 | Reason::ResponseTooLarge => ErrorCode::BadGateway,
+                Reason::HeaderNotAllowed => ErrorCode::BadRequest,
+                Reason::LedgerUnavailable => ErrorCode::Unavailable,
                 _ => ErrorCode::Refused,
             };
             Err(ApiError(PublicError::new(code, rid.0.clone()).with_reason(refusal.reason)))

@@ -143,12 +143,14 @@ pub fn ledger_json(r: &GrantRecord) -> Value {
         "upload_count": r.upload_count,
         "tool_call_count": r.tool_call_count,
         "uploaded_bytes": r.uploaded_bytes,
+        "egress_bytes": r.egress_bytes,
         "output_file_ids": r.output_file_ids,
         "remaining": r.remaining(),
         "budgets": {
             "max_requests": r.registration.max_requests,
             "max_upload_bytes": r.registration.max_upload_bytes,
             "max_output_files": r.registration.max_output_files,
+            "max_egress_bytes": r.registration.max_egress_bytes,
         },
         "exp": r.registration.exp,
     })
@@ -179,13 +181,6 @@ async fn create_run(
     if ids.into_iter().flatten().any(|id| !is_valid_id(id)) {
         return Err(bad_request(&rid, "ids are 1-128 characters of [A-Za-z0-9._:-], and not . or .."));
     }
-    if req.budgets.max_egress_bytes.is_some() {
-        // Accepting a cap that nothing enforces would be worse than refusing it.
-        return Err(bad_request(
-            &rid,
-            "budgets.max_egress_bytes is not enforced by this version; leave it out",
-        ));
-    }
     let ttl = req.ttl_secs.unwrap_or(state.grant_ttl_secs);
     if !(1..=state.grant_max_lifetime_secs).contains(&ttl) {
         return Err(bad_request(
@@ -213,6 +208,7 @@ async fn create_run(
         ("max_requests", req.budgets.max_requests.map(|n| json!(n))),
         ("max_upload_bytes", req.budgets.max_upload_bytes.map(|n| json!(n))),
         ("max_output_files", req.budgets.max_output_files.map(|n| json!(n))),
+        ("max_egress_bytes", req.budgets.max_egress_bytes.map(|n| json!(n))),
     ];
     for (key, value) in derived {
         match (claims.get(key), value) {
@@ -251,6 +247,7 @@ async fn create_run(
         max_upload_bytes: req.budgets.max_upload_bytes,
         max_output_files: req.budgets.max_output_files,
         max_requests: req.budgets.max_requests,
+        max_egress_bytes: req.budgets.max_egress_bytes,
         iat: Some(now),
         exp: Some(now + ttl),
     };

@@ -16,6 +16,7 @@ use gatehouse_egress::resolve::DnsResolver;
 use gatehouse_ledger::{Ledger, MemoryLedger, RedisLedger, RedisLedgerConfig};
 use gatehouse_store::Store;
 
+use crate::api::FetchPurpose;
 use crate::events::{EventQueue, RefusalLog};
 use crate::policy_cache::PolicyCache;
 
@@ -127,7 +128,12 @@ impl AppState {
         // node's); a worker is control plane and never carries sandbox traffic.
         let runs_proxy = matches!(config.role, Role::Gateway | Role::All);
         let resolver = dns_resolver(&config.dns_servers);
-        let limits = egress_limits(&config.egress_limits, &config.proxy_connect_ports);
+        let limits = Limits {
+            // The time a client has to say what it wants, whether in a
+            // request head or in a tunnel's ClientHello.
+            hello_timeout: config.connections.header_read_timeout,
+            ..egress_limits(&config.egress_limits, &config.proxy_connect_ports)
+        };
         let fetcher = if runs_proxy {
             Some(egress_fetcher(
                 &config.egress_allow_ranges,
@@ -222,6 +228,7 @@ pub fn egress_fetcher(
 pub fn egress_limits(limits: &gatehouse_config::EgressLimits, connect_ports: &[u16]) -> Limits {
     Limits {
         connect_ports: connect_ports.to_vec(),
+        hello_timeout: Limits::default().hello_timeout,
         tunnel_bytes: limits.tunnel_max_bytes,
         tunnel_duration: limits.tunnel_timeout,
         response_bytes: usize::try_from(limits.response_max_bytes).unwrap_or(usize::MAX),
@@ -251,7 +258,7 @@ pub struct Metrics {
     by_class: [AtomicU64; 5],
     unsigned_passed: AtomicU64,
     content_verdicts: [AtomicU64; 4],
-    egress_fetched: AtomicU64,
+    egress_fetched: [AtomicU64; FetchPurpose::ALL.len()],
     listeners: std::sync::Mutex<Vec<(&'static str, Arc<gatehouse_listener::ConnectionStats>)>>,
 }
 
@@ -280,8 +287,10 @@ impl Metrics {
     }
 
     /// Counts one request the fetch API made on a run's behalf.
-    pub fn record_fetch(&self) {
-        self.egress_fetched.fetch_add(1, Ordering::Relaxed);
+    pub fn record_fetch(&self, purpose: FetchPurpose) {
+        if let Some(i) = FetchPurpose::ALL.iter().position(|p| *p == purpose) {
+            self.egress_fetched[i].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Counts one content verdict.
@@ -321,7 +330,18 @@ impl Metrics {
             .zip(&self.content_verdicts)
             .map(|(v, c)| (format!("{{verdict=\"{}\"}}", v.as_str()), c.load(Ordering::Relaxed)));
         counter_family(&mut out, "gatehouse_content_scans_total", "Content verdicts.", verdicts);
-        let fetched = [("{kind=\"fetch\"}".to_owned(), self.egress_fetched.load(Ordering::Relaxed))];
+        let by_purpose = FetchPurpose::ALL
+            .iter()
+            .zip(&self.egress_fetched)
+            .map(|(p, c)| (format!("{{purpose=\"{}\"}}", p.as_str()), c.load(Ordering::Relaxed)));
+        counter_family(
+            &mut out,
+            "gatehouse_egress_fetch_total",
+            "Fetch API requests made, by purpose.",
+            by_purpose,
+        );
+        let all_fetched = self.egress_fetched.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        let fetched = [("{kind=\"fetch\"}".to_owned(), all_fetched)];
         let proxied = proxy.into_iter().flat_map(|stats| {
             [
                 ("{kind=\"request\"}".to_owned(), stats.forwarded.load(Ordering::Relaxed)),

@@ -23,6 +23,7 @@ fn registration(grant_id: &str) -> Registration {
         max_upload_bytes: 100,
         max_output_files: 2,
         max_requests: 10,
+        max_egress_bytes: 1000,
     }
 }
 
@@ -189,6 +190,63 @@ async fn concurrent_consumers_never_overspend(l: impl LedgerBackend + Clone + Se
     assert_eq!(l.get("g1").await.unwrap().unwrap().request_count, 100);
 }
 
+/// Egress bytes are paid exactly up to the budget and are not requests: a
+/// tunnel opened with the last request still moves its bytes, and a spent
+/// request budget does not stop them; a revoked grant's bytes stop.
+async fn spends_egress_bytes_exactly_apart_from_requests(l: impl LedgerBackend) {
+    l.register(&Registration { max_requests: 1, ..registration("g1") }).await.unwrap();
+    l.consume("g1", &Operation::Request, NOW).await.unwrap();
+    let left = l.consume("g1", &Operation::Egress { bytes: 600 }, NOW).await.unwrap();
+    assert_eq!((left.egress_bytes, left.requests), (400, 0));
+    assert_eq!(
+        l.consume("g1", &Operation::Egress { bytes: 401 }, NOW).await,
+        Err(Reason::BudgetEgressBytesExhausted),
+        "one byte over refuses the whole chunk"
+    );
+    assert_eq!(l.consume("g1", &Operation::Egress { bytes: 400 }, NOW).await.unwrap().egress_bytes, 0);
+    assert_eq!(
+        l.consume("g1", &Operation::Egress { bytes: 1 }, NOW).await,
+        Err(Reason::BudgetEgressBytesExhausted)
+    );
+    assert_eq!(
+        l.consume("g1", &Operation::Egress { bytes: u64::MAX }, NOW).await,
+        Err(Reason::BudgetEgressBytesExhausted)
+    );
+    let record = l.get("g1").await.unwrap().unwrap();
+    assert_eq!((record.egress_bytes, record.request_count), (1000, 1));
+
+    l.register(&registration("g2")).await.unwrap();
+    l.consume("g2", &Operation::Egress { bytes: 10 }, NOW).await.unwrap();
+    l.revoke(&RevokeScope::Tenant("t1".into())).await.unwrap();
+    assert_eq!(l.consume("g2", &Operation::Egress { bytes: 10 }, NOW).await, Err(Reason::GrantRevoked));
+    l.register(&registration("g3")).await.unwrap();
+    assert_eq!(l.consume("g3", &Operation::Egress { bytes: 10 }, NOW + 300).await, Err(Reason::GrantExpired));
+}
+
+/// Many tasks paying egress bytes against one budget never pay past it.
+async fn concurrent_egress_never_overspends(l: impl LedgerBackend + Clone + Send + Sync + 'static) {
+    l.register(&Registration { max_egress_bytes: 1000, ..registration("g1") }).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let l = l.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut paid = 0u64;
+            for _ in 0..10 {
+                if l.consume("g1", &Operation::Egress { bytes: 7 }, NOW).await.is_ok() {
+                    paid += 7;
+                }
+            }
+            paid
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(total, 994, "142 chunks of 7 fit in 1000");
+    assert_eq!(l.get("g1").await.unwrap().unwrap().egress_bytes, 994);
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod memory {
@@ -220,6 +278,8 @@ conformance!(
     revokes_by_exec_tenant_and_all,
     scope_revocation_marks_and_later_grants_live,
     concurrent_consumers_never_overspend,
+    spends_egress_bytes_exactly_apart_from_requests,
+    concurrent_egress_never_overspends,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

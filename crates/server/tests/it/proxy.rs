@@ -286,6 +286,55 @@ fn the_fetch_api_goes_through_the_same_door() {
     assert_eq!(r["error"]["code"], "bad_request", "{r}");
 }
 
+#[test]
+fn fetch_refuses_framing_headers_pays_its_bytes_and_counts_each_purpose() {
+    let upstream = Upstream::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, api_addr, _) = start(tmp.path(), &upstream);
+    // "hello from upstream" is 19 bytes: two fetches fit in 40, a third not.
+    let grant = api(
+        &api_addr,
+        "POST",
+        "/v1/grants",
+        &json!({"exec_id": "f1", "tenant_id": "t1", "user_id": "u1", "max_egress_bytes": 40}),
+    );
+    let token = grant["token"].as_str().unwrap();
+    let url = format!("http://127.0.0.1:{}/", upstream.port);
+    let seen_before = upstream.seen.lock().unwrap().len();
+    for name in ["content-length", "Transfer-Encoding", "host", "connection", "expect"] {
+        let r = api(
+            &api_addr,
+            "POST",
+            "/v1/egress/fetch",
+            &json!({"grant": token, "url": url, "purpose": "runtime", "headers": [[name, "5"]]}),
+        );
+        assert_eq!(
+            (r["error"]["code"].as_str(), r["error"]["reason"].as_str()),
+            (Some("bad_request"), Some("header_not_allowed")),
+            "{name}: {r}"
+        );
+    }
+    assert_eq!(upstream.seen.lock().unwrap().len(), seen_before, "nothing reached the upstream");
+
+    let fetch = |purpose: &str| {
+        api(&api_addr, "POST", "/v1/egress/fetch", &json!({"grant": token, "url": url, "purpose": purpose}))
+    };
+    assert_eq!(fetch("git_provider")["status"], 200);
+    assert_eq!(fetch("mcp")["status"], 200);
+    let r = fetch("mcp");
+    assert_eq!(r["error"]["reason"], "budget_egress_bytes_exhausted", "{r}");
+    let opened = api(&api_addr, "POST", "/v1/grants/open", &json!({"token": token}));
+    assert_eq!(opened["ledger"]["egress_bytes"], 38, "{opened}");
+    assert_eq!(opened["ledger"]["budgets"]["max_egress_bytes"], 40, "{opened}");
+
+    let text = metrics(&api_addr);
+    for (purpose, n) in [("git_provider", 1), ("mcp", 1), ("webhook", 0), ("runtime", 0)] {
+        let line = format!("gatehouse_egress_fetch_total{{purpose=\"{purpose}\"}} {n}");
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+    assert!(text.contains("gatehouse_egress_allowed_total{kind=\"fetch\"} 2"), "{text}");
+}
+
 fn metrics(api_addr: &str) -> String {
     http(
         api_addr,

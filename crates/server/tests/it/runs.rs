@@ -35,7 +35,7 @@ fn execute_body() -> Value {
 /// Creates a live run; returns the whole answer.
 async fn create(node: &Node, tenant: &str, extra: Value) -> Value {
     let mut body = json!({"tenant_id": tenant, "user_id": "u1", "body": execute_body(),
-        "input_files": ["f1"], "output_session_id": "out-1", "budgets": {"max_requests": 10}});
+        "input_files": ["f1"], "output_session_id": "out-1", "budgets": {"max_requests": 10, "max_egress_bytes": 5000}});
     body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
     let r = call(node, "/v1/runs", body).await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -82,6 +82,7 @@ async fn a_run_starts_whole_and_ending_it_by_any_path_revokes_its_grant() {
     assert_eq!((shown["status"].as_str(), shown["tenant_id"].as_str()), (Some("live"), Some("t1")));
     assert_eq!(shown["ledger"]["request_count"], 1);
     assert_eq!(shown["ledger"]["budgets"]["max_requests"], 10);
+    assert_eq!(shown["ledger"]["budgets"]["max_egress_bytes"], 5000);
     assert!(!shown.to_string().contains("ceg1."), "a run's record never shows its grant");
 
     node.clock.advance(30);
@@ -168,7 +169,7 @@ async fn bad_run_requests_get_stable_codes_and_leave_nothing_behind() {
         (json!({"tenant_id": "a/b"}), "bad id"),
         (json!({"ttl_secs": 0}), "no lifetime"),
         (json!({"ttl_secs": 86_401}), "past the maximum lifetime"),
-        (json!({"budgets": {"max_egress_bytes": 5}}), "a budget nothing enforces yet"),
+        (json!({"budgets": {"max_egress_bytes": 9_007_199_254_740_992_u64}}), "a budget past 2^53-1"),
         (json!({"claims": {"exec_id": "someone-else"}}), "claims contradicting the run"),
         (json!({"body": {"n": 9_007_199_254_740_993_u64}}), "a body that cannot be canonicalized"),
         (json!({"surprise": 1}), "an unknown field"),
