@@ -1,7 +1,9 @@
 //! Storage namespace derivation (seed: "Storage namespace derivation").
 //!
 //! A session key names the storage namespace a run reads or writes. It is
-//! derived — HMAC-SHA-256 under a key HKDF-derived from the grant secret —
+//! derived — HMAC-SHA-256 under a key HKDF-derived from a secret of its own
+//! (`GATEHOUSE_SESSION_KEY_SECRET`), never the grant secret, so rotating the
+//! grant secret leaves every namespace where it is —
 //! from the authenticated principal and the resource the files belong to.
 //! The caller never supplies it, so there is no field in which to forge one.
 //!
@@ -67,8 +69,9 @@ impl std::fmt::Debug for SessionKeyDeriver {
 }
 
 impl SessionKeyDeriver {
-    /// A deriver keyed from the grant secret (domain-separated by HKDF, so the
-    /// namespace key and the grant key are independent).
+    /// A deriver keyed from the session key secret (domain-separated by
+    /// HKDF). It must not be the grant secret: namespaces would then move
+    /// whenever grants are rotated (the configuration refuses equal secrets).
     pub fn new(secret: &Secret, strict_tenants: bool) -> Self {
         let hk = Hkdf::<Sha256>::new(Some(b"gatehouse/session-key"), secret.expose());
         let mut key = zeroize::Zeroizing::new([0u8; 32]);

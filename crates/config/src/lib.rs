@@ -43,6 +43,11 @@ pub mod names {
     pub const LEDGER_REQUIRED: &str = "CODEAPI_EGRESS_LEDGER_REQUIRED";
     /// The internal service token, 32+ bytes.
     pub const SERVICE_TOKEN: &str = "CODEAPI_INTERNAL_SERVICE_TOKEN";
+    /// The key storage namespaces (session keys) derive from: its own, so
+    /// rotating the grant secret never moves a user's files (worker, all).
+    pub const SESSION_KEY_SECRET: &str = "GATEHOUSE_SESSION_KEY_SECRET";
+    /// When set, `/metrics` requires it as a bearer token.
+    pub const METRICS_TOKEN: &str = "GATEHOUSE_METRICS_TOKEN";
     /// Refuse requests without a tenant [true].
     pub const TENANT_ISOLATION_STRICT: &str = "CODEAPI_TENANT_ISOLATION_STRICT";
     /// A TOML file of named caller tokens with scopes (`[[caller]] name,
@@ -143,8 +148,15 @@ pub mod names {
     pub const CONFIG_FILE: &str = "GATEHOUSE_CONFIG";
 
     /// Settings that hold secrets: each also accepts `NAME_FILE`.
-    pub const SECRETS: &[&str] =
-        &[MANIFEST_PRIVATE_KEY, GRANT_SECRET, SERVICE_TOKEN, MANIFEST_HMAC_SECRET, GRANT_PREVIOUS_SECRET];
+    pub const SECRETS: &[&str] = &[
+        MANIFEST_PRIVATE_KEY,
+        GRANT_SECRET,
+        SERVICE_TOKEN,
+        MANIFEST_HMAC_SECRET,
+        GRANT_PREVIOUS_SECRET,
+        SESSION_KEY_SECRET,
+        METRICS_TOKEN,
+    ];
 
     /// Every name, including the `_FILE` forms.
     pub const ALL: &[&str] = &[
@@ -158,6 +170,10 @@ pub mod names {
         LEDGER_REQUIRED,
         SERVICE_TOKEN,
         "CODEAPI_INTERNAL_SERVICE_TOKEN_FILE",
+        SESSION_KEY_SECRET,
+        "GATEHOUSE_SESSION_KEY_SECRET_FILE",
+        METRICS_TOKEN,
+        "GATEHOUSE_METRICS_TOKEN_FILE",
         TENANT_ISOLATION_STRICT,
         CALLERS_FILE,
         AUTH_PROVIDER,
@@ -222,6 +238,8 @@ pub mod embedded_files {
     pub const GRANT_SECRET: &str = "grant-secret";
     /// One line of text.
     pub const SERVICE_TOKEN: &str = "service-token";
+    /// One line of text.
+    pub const SESSION_KEY_SECRET: &str = "session-key-secret";
     /// The embedded durable store (SQLite).
     pub const DATABASE: &str = "gatehouse.db";
     /// PKCS#8 PEM: signs audit checkpoints (its own key, never the manifest key).
@@ -409,6 +427,10 @@ pub struct Config {
     pub ledger_required: bool,
     /// The service token (every scope), when configured.
     pub service_token: Option<ServiceToken>,
+    /// The key session keys derive from (worker, all).
+    pub session_key_secret: Option<Secret>,
+    /// `GATEHOUSE_METRICS_TOKEN`: when set, `/metrics` requires it.
+    pub metrics_token: Option<ServiceToken>,
     /// Named callers with scopes (`GATEHOUSE_CALLERS_FILE`).
     pub callers: Callers,
     /// `CODEAPI_TENANT_ISOLATION_STRICT`.
@@ -962,12 +984,30 @@ impl Reader<'_> {
         let grant_previous_secret = self.strong_secret(names::GRANT_PREVIOUS_SECRET, None);
         let service_token_text =
             self.secret_text(names::SERVICE_TOKEN, in_data_dir(embedded_files::SERVICE_TOKEN).as_deref());
+        let session_key_secret = self.strong_secret(
+            names::SESSION_KEY_SECRET,
+            in_data_dir(embedded_files::SESSION_KEY_SECRET).as_deref(),
+        );
+        let metrics_token_text = self.secret_text(names::METRICS_TOKEN, None);
         self.refuse_shared_secrets(&[
             (names::SERVICE_TOKEN, service_token_text.as_deref().map(|t| t.trim().as_bytes())),
             (names::GRANT_SECRET, grant_secret.as_ref().map(Secret::expose)),
             (names::GRANT_PREVIOUS_SECRET, grant_previous_secret.as_ref().map(Secret::expose)),
             (names::MANIFEST_HMAC_SECRET, hmac_secret.as_ref().map(Secret::expose)),
+            (names::SESSION_KEY_SECRET, session_key_secret.as_ref().map(Secret::expose)),
+            (names::METRICS_TOKEN, metrics_token_text.as_deref().map(|t| t.trim().as_bytes())),
         ]);
+        let metrics_token = metrics_token_text.as_deref().and_then(|t| {
+            ServiceToken::new(t)
+                .map_err(|_| {
+                    self.problem(
+                        names::METRICS_TOKEN,
+                        "weak_secret",
+                        "must be at least 32 bytes of random text",
+                    )
+                })
+                .ok()
+        });
         let service_token = service_token_text.as_deref().and_then(|t| {
             ServiceToken::new(t)
                 .map_err(|_| {
@@ -1043,6 +1083,13 @@ impl Reader<'_> {
                 names::MANIFEST_PUBLIC_KEY,
                 "missing_required",
                 "sandbox execution is enabled but the runner has no manifest public key",
+            );
+        }
+        if role.mints() && session_key_secret.is_none() && !self.is_set(names::SESSION_KEY_SECRET) {
+            self.problem(
+                names::SESSION_KEY_SECRET,
+                "missing_required",
+                "the session key secret (32+ bytes, its own: not the grant secret) is required to derive storage namespaces (run `gatehouse keygen`)",
             );
         }
         if matches!(role, Role::All | Role::Worker | Role::Gateway)
@@ -1297,6 +1344,8 @@ impl Reader<'_> {
             grant_previous_secret: if role.opens_grants() { grant_previous_secret } else { None },
             ledger_required,
             service_token,
+            session_key_secret: if role.mints() { session_key_secret } else { None },
+            metrics_token,
             callers,
             tenant_isolation_strict,
             auth_provider,

@@ -64,6 +64,13 @@ impl MapSource {
         self
     }
 
+    /// Leaves one variable unset.
+    #[must_use]
+    pub fn without(mut self, name: &str) -> Self {
+        self.vars.remove(name);
+        self
+    }
+
     /// Sets one variable in place.
     pub fn set(&mut self, name: &str, value: impl Into<String>) {
         self.vars.insert(name.to_owned(), value.into());

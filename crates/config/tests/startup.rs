@@ -7,6 +7,7 @@ use gatehouse_config::{MapSource, Problem, Role, embedded_files, load, names};
 
 const TOKEN: &str = "svc-0123456789abcdefghijklmnopqrstuvwxyz";
 const GRANT: &str = "grant-0123456789abcdefghijklmnopqrstuvwxyz";
+const SESSIONS: &str = "sessions-0123456789abcdefghijklmnopqrstuvwxyz";
 
 struct Keys {
     private: String,
@@ -26,6 +27,7 @@ fn worker() -> MapSource {
         .with(names::PROXY_LISTEN, "0.0.0.0:8701")
         .with(names::MANIFEST_PRIVATE_KEY, keys().private)
         .with(names::GRANT_SECRET, GRANT)
+        .with(names::SESSION_KEY_SECRET, SESSIONS)
         .with(names::SERVICE_TOKEN, TOKEN)
 }
 
@@ -118,9 +120,32 @@ fn secrets_that_equal_one_another_are_refused() {
     assert!(has(&p, names::GRANT_PREVIOUS_SECRET, "secret_reused"), "{p:?}");
     let p = problems(&worker().with(names::MANIFEST_HMAC_SECRET, format!("{TOKEN}\n")));
     assert!(has(&p, names::MANIFEST_HMAC_SECRET, "secret_reused"), "{p:?}");
+    // Session keys derive from a key of their own, never the grant secret:
+    // rotating grants must not move users' files.
+    let p = problems(&worker().with(names::SESSION_KEY_SECRET, GRANT));
+    assert!(has(&p, names::SESSION_KEY_SECRET, "secret_reused"), "{p:?}");
+    let p = problems(&worker().with(names::METRICS_TOKEN, TOKEN));
+    assert!(has(&p, names::METRICS_TOKEN, "secret_reused"), "{p:?}");
     let text: String = p.iter().map(|p| format!("{p}\n")).collect();
     assert!(!text.contains(TOKEN), "{text}");
     assert!(load(&worker().with(names::GRANT_PREVIOUS_SECRET, format!("{GRANT}-old")), None).is_ok());
+}
+
+#[test]
+fn minting_roles_need_their_own_session_key_secret_and_the_metrics_token_is_strong() {
+    let p = problems(&worker().without(names::SESSION_KEY_SECRET));
+    assert!(has(&p, names::SESSION_KEY_SECRET, "missing_required"), "{p:?}");
+    let gateway = MapSource::new()
+        .with(names::ROLE, "gateway")
+        .with(names::LISTEN, "0.0.0.0:8700")
+        .with(names::PROXY_LISTEN, "0.0.0.0:8701")
+        .with(names::GRANT_SECRET, GRANT)
+        .with(names::SERVICE_TOKEN, TOKEN);
+    assert!(load(&gateway, None).unwrap().session_key_secret.is_none(), "a gateway derives no namespace");
+    let p = problems(&worker().with(names::METRICS_TOKEN, "short"));
+    assert!(has(&p, names::METRICS_TOKEN, "weak_secret"), "{p:?}");
+    let c = load(&worker().with(names::METRICS_TOKEN, "metrics-0123456789abcdefghijklmnopqrstuvwxyz"), None);
+    assert!(c.unwrap().metrics_token.is_some());
 }
 
 #[test]
@@ -357,14 +382,18 @@ fn embedded_mode_reads_keys_from_the_data_dir() {
     std::fs::write(dir.path().join(embedded_files::MANIFEST_PRIVATE_KEY), &k.private).unwrap();
     std::fs::write(dir.path().join(embedded_files::GRANT_SECRET), GRANT).unwrap();
     std::fs::write(dir.path().join(embedded_files::SERVICE_TOKEN), TOKEN).unwrap();
+    std::fs::write(dir.path().join(embedded_files::SESSION_KEY_SECRET), SESSIONS).unwrap();
     let src = MapSource::new().with(names::DATA_DIR, dir.path().to_str().unwrap());
     // Keys in the data dir are held to the same rule as ssh's: owner only.
     let p = problems(&src);
     assert!(has(&p, names::GRANT_SECRET, "file_permissions"), "{p:?}");
     use std::os::unix::fs::PermissionsExt as _;
-    for f in
-        [embedded_files::MANIFEST_PRIVATE_KEY, embedded_files::GRANT_SECRET, embedded_files::SERVICE_TOKEN]
-    {
+    for f in [
+        embedded_files::MANIFEST_PRIVATE_KEY,
+        embedded_files::GRANT_SECRET,
+        embedded_files::SERVICE_TOKEN,
+        embedded_files::SESSION_KEY_SECRET,
+    ] {
         std::fs::set_permissions(dir.path().join(f), std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     assert_eq!(gatehouse_config::embedded_data_dir(&src, None).as_deref(), Some(dir.path()));
@@ -373,6 +402,7 @@ fn embedded_mode_reads_keys_from_the_data_dir() {
         c.embedded
             && c.manifest_signing_key.is_some()
             && c.grant_secret.is_some()
+            && c.session_key_secret.is_some()
             && c.service_auth_required()
     );
 
@@ -401,6 +431,7 @@ fn a_caller_file_replaces_the_shared_token_and_every_bad_entry_is_named() {
         .with(names::PROXY_LISTEN, "0.0.0.0:8701")
         .with(names::MANIFEST_PRIVATE_KEY, keys().private)
         .with(names::GRANT_SECRET, GRANT)
+        .with(names::SESSION_KEY_SECRET, SESSIONS)
         .with(names::CALLERS_FILE, good.to_str().unwrap());
     let c = load(&src, None).unwrap();
     assert!(c.service_token.is_none() && !c.callers.is_empty() && c.service_auth_required());

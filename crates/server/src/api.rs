@@ -12,7 +12,7 @@ use gatehouse_capability::canonical::BodyDigest;
 use gatehouse_capability::grant::{GrantLifetime, GrantRequest, MintError};
 use gatehouse_capability::manifest::{ManifestPresence, SignError};
 use gatehouse_capability::session_key::{Namespace, Principal};
-use gatehouse_core::{ErrorCode, PublicError, Reason, Refusal, RefusalKind, is_valid_id};
+use gatehouse_core::{ErrorCode, PublicError, Reason, Refusal, RefusalKind, is_valid_id, new_id};
 use gatehouse_egress::proxy::PolicySource as _;
 use gatehouse_ledger::{
     LedgerBackend as _, Operation, Registration, RevokeScope, Status, refusal_kind, spend,
@@ -60,24 +60,65 @@ async fn healthz() -> Json<Value> {
 /// ledger is unreachable refuses all grant traffic, so it says so here and
 /// load balancers route around it.
 async fn readyz(State(state): State<AppState>) -> Response {
-    if let Some(ledger) = state.ledger.as_ref()
-        && let Err(reason) = ledger.get("readyz-probe").await
-    {
-        let body = json!({"status": "not_ready", "role": state.role.as_str(), "reason": reason});
-        return (http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    match readiness(&state).await {
+        Ok(()) => Json(json!({"status": "ready", "role": state.role.as_str()})).into_response(),
+        Err(reason) => {
+            let body = json!({"status": "not_ready", "role": state.role.as_str(), "reason": reason});
+            (http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+        }
     }
-    // A node whose configured scanner cannot answer would refuse every
-    // upload: route traffic elsewhere until it can.
-    if let Some(clamd) = state.content.clamd()
-        && let Err(e) = clamd.ping().await
-    {
-        let body = json!({"status": "not_ready", "role": state.role.as_str(), "reason": e.reason()});
-        return (http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
-    }
-    Json(json!({"status": "ready", "role": state.role.as_str()})).into_response()
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+/// How long one readiness answer stands. `/readyz` is unauthenticated: with
+/// the answer kept for a second, however often it is called it costs the
+/// ledger and clamd at most one round trip each per second.
+const READINESS_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The ledger answers, and a configured scanner answers (a node whose
+/// scanner cannot would refuse every upload: route traffic elsewhere). One
+/// caller probes while the others wait for its answer.
+async fn readiness(state: &AppState) -> Result<(), Reason> {
+    let mut cached = state.readiness.lock().await;
+    if let Some((at, answer)) = *cached
+        && at.elapsed() < READINESS_TTL
+    {
+        return answer;
+    }
+    let answer = probe_readiness(state).await;
+    *cached = Some((std::time::Instant::now(), answer));
+    answer
+}
+
+async fn probe_readiness(state: &AppState) -> Result<(), Reason> {
+    if let Some(ledger) = state.ledger.as_ref() {
+        ledger.get("readyz-probe").await?;
+    }
+    if let Some(clamd) = state.content.clamd() {
+        clamd.ping().await.map_err(|e| e.reason())?;
+    }
+    Ok(())
+}
+
+/// Prometheus text. With `GATEHOUSE_METRICS_TOKEN` set it needs that token
+/// as a bearer token (a scraper holds it, not a caller's API token).
+async fn metrics(State(state): State<AppState>, headers: http::HeaderMap) -> Response {
+    if let Some(token) = &state.metrics_token {
+        let presented = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        if headers.get_all(http::header::AUTHORIZATION).iter().count() != 1 || !token.verify(presented.trim())
+        {
+            let body = PublicError::new(ErrorCode::Unauthorized, new_id("req")).to_json();
+            return (
+                http::StatusCode::UNAUTHORIZED,
+                [(http::header::WWW_AUTHENTICATE, "Bearer")],
+                Json(body),
+            )
+                .into_response();
+        }
+    }
     (
         [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(&state.refusals, state.proxy.as_deref().map(|p| &p.stats)),

@@ -298,6 +298,11 @@ enum GrantCommand {
         /// JSON claims (grant_id, exec_id, tenant_id, user_id, input_files, …).
         #[arg(long)]
         claims: PathBuf,
+        /// File holding GATEHOUSE_SESSION_KEY_SECRET, which the grant's
+        /// storage namespace derives from [session-key-secret beside the
+        /// grant secret, as keygen writes them].
+        #[arg(long = "session-key-file")]
+        session_key_file: Option<PathBuf>,
         /// Lifetime when exp is absent.
         #[arg(long, default_value_t = 300)]
         ttl: i64,
@@ -578,8 +583,17 @@ fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
     let now = SystemClock.now();
     match command {
         GrantCommand::Revoke { scope, redis_url, out } => revoke(scope, redis_url, out.json),
-        GrantCommand::Mint { secret_file, claims, ttl, redis_url } => {
+        GrantCommand::Mint { secret_file, claims, session_key_file, ttl, redis_url } => {
             let secret = read_secret("--secret-file", &secret_file)?;
+            let session_key_file = session_key_file.unwrap_or_else(|| {
+                secret_file.with_file_name(gatehouse_config::embedded_files::SESSION_KEY_SECRET)
+            });
+            let session_secret = read_secret("--session-key-file", &session_key_file)?;
+            if session_secret.expose() == secret.expose() {
+                return Err(Fail(
+                    "--session-key-file: secret_reused: must differ from the grant secret".into(),
+                ));
+            }
             let request: GrantRequest =
                 serde_json::from_value(read_json("--claims", &claims)?).map_err(|e| {
                     Fail(format!(
@@ -592,10 +606,11 @@ fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
             }
             let principal =
                 Principal { tenant_id: request.tenant_id.clone(), user_id: request.user_id.clone() };
-            let session_key =
-                SessionKeyDeriver::new(&secret, true).derive(&principal, &Namespace::Output).map_err(
-                    |r| Fail(format!("--claims: {r}: tenant_id is required (strict tenant isolation)")),
-                )?;
+            let session_key = SessionKeyDeriver::new(&session_secret, true)
+                .derive(&principal, &Namespace::Output)
+                .map_err(|r| {
+                    Fail(format!("--claims: {r}: tenant_id is required (strict tenant isolation)"))
+                })?;
             // The serving side's default cap: a longer grant would be
             // refused there anyway.
             let lifetime = GrantLifetime { default_secs: ttl, max_secs: DEFAULT_GRANT_MAX_LIFETIME_SECS };

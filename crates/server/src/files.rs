@@ -63,6 +63,7 @@ impl KeySet {
             (embedded_files::MANIFEST_PUBLIC_KEY, Zeroizing::new(public), 0o644),
             (embedded_files::GRANT_SECRET, secret_line()?, 0o600),
             (embedded_files::SERVICE_TOKEN, secret_line()?, 0o600),
+            (embedded_files::SESSION_KEY_SECRET, secret_line()?, 0o600),
             (embedded_files::AUDIT_SIGNING_KEY, audit_private, 0o600),
             (embedded_files::AUDIT_PUBLIC_KEY, Zeroizing::new(audit_public), 0o644),
         ];

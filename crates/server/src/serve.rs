@@ -29,6 +29,9 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
     if !configured(names::SERVICE_TOKEN) && !dir.join(embedded_files::SERVICE_TOKEN).exists() {
         wanted.push(embedded_files::SERVICE_TOKEN);
     }
+    if !configured(names::SESSION_KEY_SECRET) && !dir.join(embedded_files::SESSION_KEY_SECRET).exists() {
+        wanted.push(embedded_files::SESSION_KEY_SECRET);
+    }
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
@@ -41,6 +44,7 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
             (names::MANIFEST_PRIVATE_KEY, embedded_files::MANIFEST_PRIVATE_KEY),
             (names::GRANT_SECRET, embedded_files::GRANT_SECRET),
             (names::SERVICE_TOKEN, embedded_files::SERVICE_TOKEN),
+            (names::SESSION_KEY_SECRET, embedded_files::SESSION_KEY_SECRET),
         ]
         .into_iter()
         .filter_map(|(name, f)| keys.content(f).map(|c| (name, c.trim().to_owned())))

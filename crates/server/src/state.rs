@@ -45,6 +45,10 @@ pub struct Inner {
     pub service_token: Option<ServiceToken>,
     /// Named callers with scopes (empty when authentication is off).
     pub callers: gatehouse_capability::Callers,
+    /// `GATEHOUSE_METRICS_TOKEN`: when set, `/metrics` requires it.
+    pub metrics_token: Option<ServiceToken>,
+    /// The last readiness answer and when it was taken (see `readiness`).
+    pub readiness: tokio::sync::Mutex<Option<(std::time::Instant, Result<(), gatehouse_core::Reason>)>>,
     /// `SANDBOX_REQUIRE_EGRESS_MANIFEST`.
     pub require_manifest: bool,
     /// `CODEAPI_TENANT_ISOLATION_STRICT`.
@@ -162,7 +166,7 @@ impl AppState {
             _ => None,
         };
         let sessions = config
-            .grant_secret
+            .session_key_secret
             .as_ref()
             .filter(|_| config.role.mints())
             .map(|s| SessionKeyDeriver::new(s, config.tenant_isolation_strict));
@@ -181,6 +185,8 @@ impl AppState {
             sessions,
             service_token: if auth_required { config.service_token } else { None },
             callers: if auth_required { config.callers } else { gatehouse_capability::Callers::default() },
+            metrics_token: config.metrics_token,
+            readiness: tokio::sync::Mutex::new(None),
             require_manifest: config.require_manifest,
             tenant_isolation_strict: config.tenant_isolation_strict,
             manifest_ttl_secs: config.manifest_ttl_secs,

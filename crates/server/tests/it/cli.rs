@@ -266,6 +266,54 @@ fn grant_mint_and_open_follow_the_cli_contract() {
 }
 
 #[test]
+fn rotating_the_grant_secret_leaves_storage_namespaces_where_they_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    run(gatehouse(dir).args(["keygen", "--out", "k"]));
+    let claims = write(dir, "claims.json", r#"{"exec_id":"e","tenant_id":"t","user_id":"u"}"#);
+    let session_key = |grant_secret: &str, extra: &[&str]| {
+        let (code, token, stderr) = run(gatehouse(dir)
+            .args(["grant", "mint", "--secret-file", grant_secret, "--claims", &claims])
+            .args(extra));
+        assert_eq!(code, 0, "{stderr}");
+        let (_, out, _) = run(gatehouse(dir).args([
+            "grant",
+            "open",
+            "--secret-file",
+            grant_secret,
+            token.trim(),
+            "--json",
+        ]));
+        serde_json::from_str::<Value>(&out).unwrap()["claims"]["session_key"].as_str().unwrap().to_owned()
+    };
+    let before = session_key("k/grant-secret", &[]);
+    let rotated = write(dir, "rotated-grant-secret", "rotated-0123456789abcdefghijklmnopqrstuvwxyz\n");
+    let after = session_key(&rotated, &["--session-key-file", "k/session-key-secret"]);
+    assert_eq!(before, after, "the namespace derives from its own key, not the grant secret");
+    let other = write(dir, "other-sessions", "other-sessions-0123456789abcdefghijklmnopqrstuvwxyz\n");
+    assert_ne!(session_key("k/grant-secret", &["--session-key-file", &other]), before);
+
+    // Without a session key secret beside it or named, nothing is minted;
+    // nor with the grant secret standing in for one.
+    let (code, _, stderr) =
+        run(gatehouse(dir).args(["grant", "mint", "--secret-file", &rotated, "--claims", &claims]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--session-key-file"), "{stderr}");
+    let (code, _, stderr) = run(gatehouse(dir).args([
+        "grant",
+        "mint",
+        "--secret-file",
+        "k/grant-secret",
+        "--session-key-file",
+        "k/grant-secret",
+        "--claims",
+        &claims,
+    ]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("secret_reused"), "{stderr}");
+}
+
+#[test]
 fn config_check_lists_every_problem_and_serve_refuses_to_start() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -519,6 +567,7 @@ fn only_the_gateway_and_all_roles_run_the_proxy() {
     let mut worker = base("worker");
     worker
         .env("CODEAPI_EGRESS_GRANT_SECRET_FILE", "k/grant-secret")
+        .env("GATEHOUSE_SESSION_KEY_SECRET_FILE", "k/session-key-secret")
         .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY_FILE", "k/manifest-private.pem");
     let (_w, _, printed, _) = spawn_server(worker);
     assert!(!printed.contains("egress proxy"), "{printed}");

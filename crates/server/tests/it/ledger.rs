@@ -6,7 +6,7 @@ use gatehouse_test_support::RedisServer;
 use serde_json::{Value, json};
 
 use crate::cli::{Server, gatehouse, http, spawn_server};
-use crate::support::{GRANT_SECRET, TOKEN, private_key_pem};
+use crate::support::{GRANT_SECRET, SESSION_KEY_SECRET, TOKEN, private_key_pem};
 
 fn node(dir: &Path, redis: &RedisServer, key: &str) -> (Server, String) {
     let mut c = gatehouse(dir);
@@ -180,6 +180,7 @@ fn a_grant_minted_on_the_command_line_is_registered_in_the_shared_ledger() {
     let tmp = tempfile::tempdir().unwrap();
     let (_a, a) = node(tmp.path(), &redis, &private_key_pem());
     std::fs::write(tmp.path().join("secret"), GRANT_SECRET).unwrap();
+    std::fs::write(tmp.path().join("session-key-secret"), SESSION_KEY_SECRET).unwrap();
     std::fs::write(
         tmp.path().join("claims.json"),
         r#"{"grant_id":"g-cli","exec_id":"e-cli","tenant_id":"t1","user_id":"u1","max_requests":2}"#,
@@ -222,4 +223,73 @@ fn a_grant_minted_on_the_command_line_is_registered_in_the_shared_ledger() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
+}
+
+/// How many commands of `name` the Redis server has run (`INFO commandstats`).
+fn redis_calls(redis: &RedisServer, name: &str) -> u64 {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-u", &redis.url(), "INFO", "commandstats"])
+        .output()
+        .expect("redis-cli is installed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn readiness_is_probed_at_most_once_a_second_however_often_it_is_asked() {
+    let redis = RedisServer::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, addr) = node(tmp.path(), &redis, &private_key_pem());
+    let before = redis_calls(&redis, "hgetall");
+    let started = std::time::Instant::now();
+    let asks = 200;
+    for _ in 0..asks {
+        let r = http(&addr, "GET /readyz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    }
+    let seconds = started.elapsed().as_secs() + 1;
+    let probes = redis_calls(&redis, "hgetall") - before;
+    assert!(probes >= 1 && probes <= seconds + 1, "{probes} ledger probes for {asks} asks in {seconds} s");
+
+    // Readiness still tells the truth: with Redis gone it says so within
+    // the second the answer stands.
+    drop(redis);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let r = http(&addr, "GET /readyz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 503") && r.contains("ledger_unavailable"), "{r}");
+}
+
+#[test]
+fn a_metrics_token_guards_metrics_and_nothing_else_opens_them() {
+    const METRICS: &str = "metrics-token-0123456789abcdefghijklmnopqrstuvwxyz";
+    let redis = RedisServer::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = gatehouse(tmp.path());
+    c.env("GATEHOUSE_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_REDIS_URL", redis.url())
+        .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY", private_key_pem())
+        .env("CODEAPI_EGRESS_GRANT_SECRET", GRANT_SECRET)
+        .env("CODEAPI_INTERNAL_SERVICE_TOKEN", TOKEN)
+        .env("GATEHOUSE_METRICS_TOKEN", METRICS);
+    let (_server, addr, _, _) = spawn_server(c);
+    let scrape = |auth: &str| {
+        http(&addr, &format!("GET /metrics HTTP/1.1\r\nhost: x\r\n{auth}connection: close\r\n\r\n"))
+    };
+    for auth in [
+        String::new(),
+        "authorization: Bearer wrong-0123456789abcdefghijklmnopqrstuvwxyz\r\n".into(),
+        format!("authorization: Bearer {TOKEN}\r\n"),
+        format!("authorization: Bearer {METRICS}\r\nauthorization: Bearer {METRICS}\r\n"),
+    ] {
+        let r = scrape(&auth);
+        assert!(r.starts_with("HTTP/1.1 401"), "{auth:?}: {r}");
+        assert!(!r.contains("gatehouse_"), "{auth:?}: nothing of the metrics leaks");
+    }
+    let r = scrape(&format!("authorization: Bearer {METRICS}\r\n"));
+    assert!(r.starts_with("HTTP/1.1 200") && r.contains("gatehouse_egress_allowed_total"), "{r}");
 }

@@ -15,6 +15,7 @@ use tower::ServiceExt as _;
 
 pub const TOKEN: &str = "svc-token-0123456789abcdefghijklmnopqrstuvwxyz";
 pub const GRANT_SECRET: &str = "grant-secret-0123456789abcdefghijklmnopqrstuvwxyz";
+pub const SESSION_KEY_SECRET: &str = "session-key-secret-0123456789abcdefghijklmnopqrstuvwxyz";
 pub const NOW: i64 = 1_800_000_000;
 
 pub struct Node {
@@ -52,6 +53,7 @@ pub async fn node_with(role: &str, extra: &[(&str, &str)]) -> Node {
         _ => {
             src.set(names::MANIFEST_PRIVATE_KEY, private_pem.clone());
             src.set(names::GRANT_SECRET, GRANT_SECRET);
+            src.set(names::SESSION_KEY_SECRET, SESSION_KEY_SECRET);
         }
     }
     for (k, v) in extra {
