@@ -23,10 +23,36 @@ use serde_json::{Map, Value, json};
 use crate::http::{ApiError, Caller, MAX_BODY_BYTES, RequestId, StrictJson, bad_request, with_reason};
 use crate::state::AppState;
 
-/// The full router for this node. Keep `openapi::ROUTES` in step: its
-/// test calls every documented route here.
-pub fn router(state: AppState) -> Router {
-    let v1 = Router::new()
+/// A router being built, and every path given to it: the OpenAPI test
+/// compares this list, and the methods the router answers on each path, with
+/// the document, so neither can name a route the other lacks.
+pub struct RouteTable {
+    router: Router<AppState>,
+    prefix: &'static str,
+    paths: Vec<String>,
+}
+
+impl RouteTable {
+    fn new(prefix: &'static str) -> Self {
+        Self { router: Router::new(), prefix, paths: Vec::new() }
+    }
+
+    /// Serves `path` (under the table's prefix) with `methods`.
+    pub fn route(mut self, path: &'static str, methods: axum::routing::MethodRouter<AppState>) -> Self {
+        self.paths.push(format!("{}{path}", self.prefix));
+        self.router = self.router.route(path, methods);
+        self
+    }
+}
+
+/// The public routes and the `/v1` ones, before state and layers.
+fn tables() -> (RouteTable, RouteTable) {
+    let public = RouteTable::new("")
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(|| async { Json(crate::openapi::document()) }));
+    let v1 = RouteTable::new("/v1")
         .route("/manifests/sign", post(sign_manifest))
         .route("/manifests/verify", post(verify_manifest))
         .route("/grants", post(mint_grant))
@@ -36,14 +62,24 @@ pub fn router(state: AppState) -> Router {
         .route("/grants/{grant_id}/revoke", post(revoke_grant))
         .route("/egress/fetch", post(egress_fetch))
         .route("/content/scan", post(scan_content))
-        .route("/content/scanner", get(scanner_status))
-        .merge(crate::control::routes())
+        .route("/content/scanner", get(scanner_status));
+    (public, crate::control::routes(v1))
+}
+
+/// Every path the router serves, as registered.
+pub fn served_paths() -> Vec<String> {
+    let (public, v1) = tables();
+    public.paths.into_iter().chain(v1.paths).collect()
+}
+
+/// The full router for this node.
+pub fn router(state: AppState) -> Router {
+    let (public, v1) = tables();
+    let v1 = v1
+        .router
         .route_layer(middleware::from_fn_with_state(state.clone(), crate::http::require_service_token));
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/openapi.json", get(|| async { Json(crate::openapi::document()) }))
+    public
+        .router
         .nest("/v1", v1)
         .fallback(crate::http::not_found)
         .method_not_allowed_fallback(crate::http::method_not_allowed)

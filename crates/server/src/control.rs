@@ -6,10 +6,10 @@
 //! before the record says so, so a failure in between leaves a live-looking
 //! run with a dead grant (fail closed), and retrying the call finishes it.
 
+use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Extension, Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use axum::{Json, Router};
 use gatehouse_capability::canonical::BodyDigest;
 use gatehouse_capability::grant::{GrantLifetime, GrantRequest};
 use gatehouse_capability::session_key::{Namespace, Principal};
@@ -27,9 +27,9 @@ use crate::http::{ApiError, Caller, RequestId, StrictJson, bad_request, with_rea
 use crate::state::AppState;
 
 /// The control plane's `/v1` routes (authenticated by the caller).
-pub fn routes() -> Router<AppState> {
+pub fn routes(table: crate::api::RouteTable) -> crate::api::RouteTable {
     use axum::routing::{get, post};
-    Router::new()
+    table
         .route("/runs", post(create_run).get(list_runs))
         .route("/runs/{run_id}", get(get_run))
         .route("/runs/{run_id}/heartbeat", post(heartbeat))

@@ -1,6 +1,8 @@
 //! `GET /openapi.json`: an OpenAPI 3.1 description of the HTTP API, built
 //! from one table of routes. A test calls every route in the table against
-//! the real router, so the document cannot name a route that does not exist.
+//! the real router, and compares the paths the router was given
+//! (`api::served_paths`) and the methods it answers on each with the table,
+//! so neither can have a route the other lacks.
 
 use serde_json::{Map, Value, json};
 
