@@ -284,6 +284,8 @@ impl Fetcher {
                 }
             })?
             .to_bytes();
+        // The caller gets the bytes the body stands for, held to the cap.
+        let body = crate::decode::decode_body(&mut parts.headers, body, self.limits.response_bytes)?;
         Ok(FetchResponse { status: parts.status, headers: parts.headers, body, redirects: 0 })
     }
 }

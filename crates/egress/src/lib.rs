@@ -22,6 +22,7 @@
 
 pub mod connect;
 pub mod decision;
+pub mod decode;
 pub mod fetch;
 pub mod meter;
 pub mod policy;

@@ -1139,3 +1139,33 @@ fn an_upstream_answer_with_ambiguous_framing_is_a_502_never_passed_on() {
     let refusals = h.sink.0.lock().unwrap();
     assert!(refusals.iter().filter(|r| r.reason.as_str() == "upstream_bad_response").count() >= 1);
 }
+
+#[tokio::test]
+async fn fetch_decodes_compressed_bodies_and_caps_what_they_decode_to() {
+    use std::io::Write as _;
+    let gzip = |data: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    };
+    let serve = |body: Vec<u8>| {
+        let body = Arc::new(body);
+        answer_each_request(move |mut stream| {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&body);
+        })
+    };
+    let f = fetcher(Limits { response_bytes: 128 << 10, ..Limits::default() }, &[]);
+    let small = serve(gzip(b"hello, compressed"));
+    let r = f.fetch(OPEN, get(&format!("http://127.0.0.1:{small}/"), Purpose::Request)).await.unwrap();
+    assert_eq!(&r.body[..], b"hello, compressed");
+    assert!(!r.headers.contains_key(http::header::CONTENT_ENCODING), "the caller gets decoded bytes");
+    // 13 MB of zeros in a few kilobytes: well under the cap on the wire.
+    let bomb = serve(gzip(&vec![0u8; 13 << 20]));
+    let r = f.fetch(OPEN, get(&format!("http://127.0.0.1:{bomb}/"), Purpose::Request)).await;
+    assert_eq!(r.unwrap_err().reason, gatehouse_core::Reason::ResponseTooLarge);
+}
