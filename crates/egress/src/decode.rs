@@ -17,6 +17,8 @@ use bytes::Bytes;
 use gatehouse_core::Reason;
 use http::HeaderMap;
 use http::header::CONTENT_ENCODING;
+use http_body_util::{BodyExt as _, combinators::UnsyncBoxBody};
+use hyper::body::{Body, Frame};
 
 /// How much decoded output is taken from a decoder at a time.
 const CHUNK: usize = 64 << 10;
@@ -48,23 +50,146 @@ pub fn decode_body(headers: &mut HeaderMap, body: Bytes, cap: usize) -> Result<B
         headers.remove(CONTENT_ENCODING);
         return Ok(body);
     };
-    let input = &body[..];
-    let decoded = match coding.as_str() {
-        "gzip" | "x-gzip" => read_capped(flate2::read::MultiGzDecoder::new(input), cap),
-        // RFC 9110 §8.4.1.2: "deflate" is the zlib format; some servers send
-        // raw deflate, which a zlib header check tells apart (RFC 1950 §2.2).
-        "deflate" if is_zlib_header(input) => read_capped(flate2::read::ZlibDecoder::new(input), cap),
-        "deflate" => read_capped(flate2::read::DeflateDecoder::new(input), cap),
-        "br" => read_capped(brotli_decompressor::Decompressor::new(input, CHUNK), cap),
-        "zstd" => {
-            let decoder =
-                ruzstd::decoding::StreamingDecoder::new(input).map_err(|_| Reason::ContentEncodingInvalid)?;
-            read_capped(decoder, cap)
-        }
-        _ => Err(Reason::ContentEncodingInvalid),
-    }?;
+    let decoded = read_capped(decoder(&coding, &body[..])?, cap)?;
     headers.remove(CONTENT_ENCODING);
     Ok(decoded)
+}
+
+/// A reader of what `input` decodes to under `coding`.
+fn decoder<'a>(coding: &str, input: impl Read + 'a) -> Result<Box<dyn Read + 'a>, Reason> {
+    let mut input = std::io::BufReader::new(input);
+    Ok(match coding {
+        "gzip" | "x-gzip" => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
+        // RFC 9110 §8.4.1.2: "deflate" is the zlib format; some servers send
+        // raw deflate, which a zlib header check tells apart (RFC 1950 §2.2).
+        "deflate" => {
+            let head = std::io::BufRead::fill_buf(&mut input).map_err(|_| Reason::ContentEncodingInvalid)?;
+            if is_zlib_header(head) {
+                Box::new(flate2::bufread::ZlibDecoder::new(input))
+            } else {
+                Box::new(flate2::bufread::DeflateDecoder::new(input))
+            }
+        }
+        "br" => Box::new(brotli_decompressor::Decompressor::new(input, CHUNK)),
+        "zstd" => Box::new(
+            ruzstd::decoding::StreamingDecoder::new(input).map_err(|_| Reason::ContentEncodingInvalid)?,
+        ),
+        _ => return Err(Reason::ContentEncodingInvalid),
+    })
+}
+
+/// As [`decode_body`], for a body still arriving: the decoder runs on a
+/// blocking thread between two small channels, so memory stays a few chunks
+/// however large the body, and the output is cut off (ending in an error)
+/// where it passes `cap`. A coding that cannot be decoded is refused before
+/// anything is read.
+pub fn decode_stream<B>(headers: &mut HeaderMap, body: B, cap: usize) -> Result<StreamedBody, Reason>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError> + Send,
+{
+    let Some(coding) = coding(headers)? else {
+        headers.remove(CONTENT_ENCODING);
+        return Ok(body.map_err(Into::into).boxed_unsync());
+    };
+    if !matches!(coding.as_str(), "gzip" | "x-gzip" | "deflate" | "br" | "zstd") {
+        return Err(Reason::ContentEncodingInvalid);
+    }
+    headers.remove(CONTENT_ENCODING);
+    let (input_tx, input_rx) = tokio::sync::mpsc::channel::<Result<Bytes, ()>>(4);
+    let (output_tx, output_rx) = tokio::sync::mpsc::channel::<Result<Bytes, Reason>>(4);
+    tokio::spawn(async move {
+        let mut body = body;
+        while let Some(frame) = body.frame().await {
+            let sent = match frame {
+                Ok(frame) => match frame.into_data() {
+                    Ok(data) => input_tx.send(Ok(data)).await,
+                    Err(_) => continue,
+                },
+                Err(_) => input_tx.send(Err(())).await,
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+    });
+    tokio::task::spawn_blocking(move || {
+        let input = ChannelReader { rx: input_rx, current: Bytes::new() };
+        let mut decoder = match decoder(&coding, input) {
+            Ok(d) => d,
+            Err(reason) => {
+                let _ = output_tx.blocking_send(Err(reason));
+                return;
+            }
+        };
+        let mut total = 0usize;
+        let mut chunk = vec![0u8; CHUNK];
+        loop {
+            let item = match decoder.read(&mut chunk) {
+                Ok(0) => return,
+                Ok(n) if total + n > cap => Err(Reason::ResponseTooLarge),
+                Ok(n) => {
+                    total += n;
+                    Ok(Bytes::copy_from_slice(&chunk[..n]))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => Err(Reason::ContentEncodingInvalid),
+            };
+            let last = item.is_err();
+            if output_tx.blocking_send(item).is_err() || last {
+                return;
+            }
+        }
+    });
+    Ok(Decoded(output_rx).boxed_unsync())
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A streamed body as the fetch client hands it on.
+pub type StreamedBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// The error a decoded stream ends with where it was cut off.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeFailed(pub Reason);
+
+/// The bytes a decoding thread sends, as a body.
+struct Decoded(tokio::sync::mpsc::Receiver<Result<Bytes, Reason>>);
+
+impl Body for Decoded {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.0.poll_recv(cx).map(|item| {
+            item.map(|r| r.map(Frame::data).map_err(|reason| Box::new(DecodeFailed(reason)) as BoxError))
+        })
+    }
+}
+
+/// A blocking reader over chunks arriving on a channel.
+struct ChannelReader {
+    rx: tokio::sync::mpsc::Receiver<Result<Bytes, ()>>,
+    current: Bytes,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(Ok(data)) => self.current = data,
+                Some(Err(())) => return Err(std::io::ErrorKind::BrokenPipe.into()),
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
 }
 
 fn is_zlib_header(input: &[u8]) -> bool {
@@ -158,8 +283,8 @@ mod tests {
 
     #[test]
     fn the_cap_applies_to_what_the_body_decodes_to() {
-        // 13 MB of zeros is a few kilobytes of gzip.
-        let bomb = gzip(&vec![0u8; 13 << 20]);
+        // 2 MiB of zeros is a few kilobytes of gzip.
+        let bomb = gzip(&vec![0u8; 2 << 20]);
         assert!(bomb.len() < 64 << 10, "{}", bomb.len());
         assert_eq!(decode_body(&mut encoded("gzip"), bomb.into(), 128 << 10), Err(Reason::ResponseTooLarge));
         let zstd = ruzstd::encoding::compress_to_vec(
@@ -191,5 +316,79 @@ mod tests {
                 "{coding}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+    use http::HeaderValue;
+    use std::io::Write as _;
+
+    /// A body of these chunks, as an upstream would deliver them.
+    struct Chunks(std::collections::VecDeque<Bytes>);
+
+    impl Body for Chunks {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    fn gzip_in_pieces(data: &[u8], piece: usize) -> Chunks {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(data).unwrap();
+        let all = e.finish().unwrap();
+        Chunks(all.chunks(piece).map(Bytes::copy_from_slice).collect())
+    }
+
+    async fn drain(body: StreamedBody) -> (Vec<u8>, Option<String>) {
+        let mut body = body;
+        let mut out = Vec::new();
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(f) => out.extend_from_slice(f.data_ref().unwrap()),
+                Err(e) => return (out, Some(e.to_string())),
+            }
+        }
+        (out, None)
+    }
+
+    fn gzip_headers() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        h
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stream_decodes_whatever_its_chunking() {
+        let text = b"streamed and decoded ".repeat(5000);
+        for piece in [1, 7, 4096] {
+            let mut headers = gzip_headers();
+            let body = decode_stream(&mut headers, gzip_in_pieces(&text, piece), 1 << 20).unwrap();
+            assert!(!headers.contains_key(CONTENT_ENCODING));
+            let (out, error) = drain(body).await;
+            assert_eq!((out.len(), error), (text.len(), None), "pieces of {piece}");
+            assert_eq!(out, text);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stream_is_cut_off_where_it_decodes_past_the_cap() {
+        let pieces = gzip_in_pieces(&vec![0u8; 2 << 20], 1024);
+        let body = decode_stream(&mut gzip_headers(), pieces, 128 << 10);
+        let (out, error) = drain(body.unwrap()).await;
+        assert!(out.len() <= 128 << 10, "{}", out.len());
+        assert_eq!(error.as_deref(), Some("response_too_large"));
+        let broken = Chunks([Bytes::from_static(b"\x1f\x8b not really")].into());
+        let (_, error) = drain(decode_stream(&mut gzip_headers(), broken, 1 << 20).unwrap()).await;
+        assert_eq!(error.as_deref(), Some("content_encoding_invalid"));
+        let mut unknown = HeaderMap::new();
+        unknown.insert(CONTENT_ENCODING, HeaderValue::from_static("compress"));
+        assert!(decode_stream(&mut unknown, Chunks(Default::default()), 1).is_err());
     }
 }

@@ -12,8 +12,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use gatehouse_core::Reason;
+use http::Response;
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
-use http_body_util::{BodyExt as _, Full, Limited};
+use http_body_util::{BodyExt as _, Either, Full, Limited, combinators::UnsyncBoxBody};
+use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 
@@ -131,7 +133,7 @@ impl Fetcher {
     /// As [`Fetcher::fetch`], for a run: every body byte, both ways, is paid
     /// from its grant through `meter` before it moves, and what a dry-run
     /// policy would have refused, hop by hop, is added to `would_refuse` for
-    /// the caller to record.
+    /// the caller to record. The answer comes back whole, decoded, capped.
     pub async fn fetch_for_run(
         &self,
         policy: Result<&Policy, &PolicyError>,
@@ -142,19 +144,93 @@ impl Fetcher {
         if req.body.len() > self.limits.request_bytes {
             return Err(FetchRefusal::new(Reason::RequestTooLarge, None));
         }
+        let body = RequestBody::Full(req.body.clone());
+        let (response, redirects, host) = self.follow(policy, &req, body, meter, would_refuse).await?;
+        let fail = |reason| FetchRefusal::new(reason, Some(&host));
+        let (mut parts, body) = response.into_parts();
+        let collect = async {
+            let wire = self.limits.response_bytes;
+            match meter {
+                Some(meter) => Limited::new(meter.clone().metered(body, |_| {}), wire).collect().await,
+                None => Limited::new(body, wire).collect().await,
+            }
+        };
+        let body = tokio::time::timeout(self.limits.response_timeout, collect)
+            .await
+            .map_err(|_| fail(Reason::UpstreamTimeout))?
+            .map_err(|e| fail(body_error_reason(e.as_ref())))?
+            .to_bytes();
+        // The caller gets the bytes the body stands for, held to the cap.
+        let body =
+            crate::decode::decode_body(&mut parts.headers, body, self.limits.response_bytes).map_err(fail)?;
+        Ok(FetchResponse { status: parts.status, headers: parts.headers, body, redirects })
+    }
+
+    /// As [`Fetcher::fetch_for_run`], with the request body and the answer
+    /// streamed, so memory stays one chunk whatever their size: the request
+    /// body (cut off at the request cap) and the answer (at the response
+    /// cap, on the wire and decoded) are paid frame by frame, and the whole
+    /// exchange has the request deadline. A streamed body cannot be sent
+    /// twice, so a `307`/`308` asking to repeat it is answered as it came.
+    pub async fn fetch_streamed(
+        &self,
+        policy: Result<&Policy, &PolicyError>,
+        req: FetchRequest,
+        body: StreamBody,
+        meter: &EgressMeter,
+        would_refuse: &mut Vec<FetchRefusal>,
+    ) -> Result<StreamedResponse, FetchRefusal> {
+        let deadline = tokio::time::Instant::now() + self.limits.request_duration;
+        let body = meter.clone().metered(Limited::new(body, self.limits.request_bytes), |_| {});
+        let body = RequestBody::Stream(Some(body.boxed_unsync()));
+        let (response, redirects, host) = self.follow(policy, &req, body, Some(meter), would_refuse).await?;
+        let (mut parts, body) = response.into_parts();
+        let body = Limited::new(meter.clone().metered(body, |_| {}), self.limits.response_bytes);
+        let body = crate::decode::decode_stream(&mut parts.headers, body, self.limits.response_bytes)
+            .map_err(|reason| FetchRefusal::new(reason, Some(&host)))?;
+        let body = Deadline { inner: body, deadline: Box::pin(tokio::time::sleep_until(deadline)) };
+        Ok(StreamedResponse {
+            status: parts.status,
+            headers: parts.headers,
+            body: body.boxed_unsync(),
+            redirects,
+        })
+    }
+
+    /// Sends `req` hop by hop until an answer that is not a redirect to
+    /// follow; returns it (its body unread), the redirects followed and the
+    /// host that answered.
+    async fn follow(
+        &self,
+        policy: Result<&Policy, &PolicyError>,
+        req: &FetchRequest,
+        mut body: RequestBody,
+        meter: Option<&EgressMeter>,
+        would_refuse: &mut Vec<FetchRefusal>,
+    ) -> Result<(Response<Incoming>, u8, Host), FetchRefusal> {
         caller_headers_are_allowed(&req.headers).map_err(|r| FetchRefusal::new(r, None))?;
         let mut target = parse_url(&req.url).map_err(|r| FetchRefusal::new(r, None))?;
         let origin = target.origin();
-        let (mut method, mut body) = (req.method.clone(), req.body.clone());
+        let mut method = req.method.clone();
         let mut headers = req.headers.clone();
         for redirects in 0..=MAX_REDIRECTS {
             let hop = Hop { target: &target, purpose: req.purpose, method: &method, headers: &headers };
-            let response = self.one_hop(policy, hop, body.clone(), meter, would_refuse).await?;
-            let location = response.headers.get(header::LOCATION).and_then(|v| v.to_str().ok());
-            let follow =
-                req.purpose == Purpose::Request && response.status.is_redirection() && location.is_some();
+            let Some(hop_body) =
+                body.for_hop(meter).await.map_err(|r| FetchRefusal::new(r, Some(&target.host)))?
+            else {
+                // Nothing left to send again: not a hop gatehouse can make.
+                return Err(FetchRefusal::new(Reason::RedirectLimit, Some(&target.host)));
+            };
+            let response = self.one_hop(policy, hop, hop_body, would_refuse).await?;
+            let location = response.headers().get(header::LOCATION).and_then(|v| v.to_str().ok());
+            let status = response.status();
+            let repeats_body = matches!(status.as_u16(), 307 | 308) && body.is_spent();
+            let follow = req.purpose == Purpose::Request
+                && status.is_redirection()
+                && location.is_some()
+                && !repeats_body;
             if !follow {
-                return Ok(FetchResponse { redirects, ..response });
+                return Ok((response, redirects, target.host));
             }
             if redirects == MAX_REDIRECTS {
                 return Err(FetchRefusal::new(Reason::RedirectLimit, Some(&target.host)));
@@ -166,10 +242,9 @@ impl Fetcher {
             }
             // 301/302/303 continue as GET without a body, as user agents do;
             // 307/308 repeat the request.
-            if matches!(response.status.as_u16(), 301..=303) && method != Method::HEAD {
+            if matches!(status.as_u16(), 301..=303) && method != Method::HEAD {
                 method = Method::GET;
-                body = Bytes::new();
-                headers.remove(header::CONTENT_LENGTH);
+                body = RequestBody::Full(Bytes::new());
                 headers.remove(header::CONTENT_TYPE);
             }
             target = next;
@@ -181,10 +256,9 @@ impl Fetcher {
         &self,
         policy: Result<&Policy, &PolicyError>,
         Hop { target, purpose, method, headers }: Hop<'_>,
-        body: Bytes,
-        meter: Option<&EgressMeter>,
+        body: HopBody,
         would_refuse: &mut Vec<FetchRefusal>,
-    ) -> Result<FetchResponse, FetchRefusal> {
+    ) -> Result<Response<Incoming>, FetchRefusal> {
         let answer = match &target.host {
             Host::Name(name) => Some(self.resolver.resolve(name).await),
             Host::Ip(_) => None,
@@ -206,9 +280,6 @@ impl Fetcher {
             });
         }
         let fail = |reason| FetchRefusal::new(reason, Some(&target.host));
-        if let Some(meter) = meter {
-            meter.pay(body.len() as u64).await.map_err(fail)?;
-        }
         let stream =
             connect_pinned(&decision, &self.guard, self.limits.connect_timeout).await.map_err(fail)?;
 
@@ -224,17 +295,17 @@ impl Fetcher {
                 h.insert(header::HOST, v);
             }
         }
-        let request = request.body(Full::new(body)).map_err(|_| fail(Reason::UrlMalformed))?;
+        let request = request.body(body).map_err(|_| fail(Reason::UrlMalformed))?;
         let exchange = async {
             match target.scheme {
-                Scheme::Http => self.exchange(TokioIo::new(stream), request, meter).await,
+                Scheme::Http => exchange(TokioIo::new(stream), request).await,
                 Scheme::Https => {
                     let name = match &target.host {
                         Host::Name(n) => ServerName::try_from(n.clone()).map_err(|_| Reason::TlsFailed)?,
                         Host::Ip(ip) => ServerName::IpAddress((*ip).into()),
                     };
                     let tls = self.tls.connect(name, stream).await.map_err(|_| Reason::TlsFailed)?;
-                    self.exchange(TokioIo::new(tls), request, meter).await
+                    exchange(TokioIo::new(tls), request).await
                 }
             }
         };
@@ -243,50 +314,129 @@ impl Fetcher {
             .map_err(|_| fail(Reason::UpstreamTimeout))?
             .map_err(fail)
     }
+}
 
-    async fn exchange<IO>(
-        &self,
-        io: IO,
-        request: Request<Full<Bytes>>,
-        meter: Option<&EgressMeter>,
-    ) -> Result<FetchResponse, Reason>
-    where
-        IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    {
-        let (mut sender, connection) = hyper::client::conn::http1::handshake::<_, Full<Bytes>>(io)
-            .await
-            .map_err(|_| Reason::UpstreamUnreachable)?;
-        tokio::spawn(connection);
-        let response = sender.send_request(request).await.map_err(|e| {
-            if e.is_parse() { Reason::UpstreamBadResponse } else { Reason::UpstreamUnreachable }
-        })?;
-        crate::proxy::framing_is_sound(response.headers())?;
-        let (mut parts, body) = response.into_parts();
-        crate::proxy::strip_hop_by_hop(&mut parts.headers);
-        // The caller gets the body itself; a length header would describe
-        // the upstream's framing, not what the caller receives.
-        parts.headers.remove(header::CONTENT_LENGTH);
-        let collected = match meter {
-            Some(meter) => {
-                let body = meter.clone().metered(body, |_| {});
-                Limited::new(body, self.limits.response_bytes).collect().await
-            }
-            None => Limited::new(body, self.limits.response_bytes).collect().await,
-        };
-        let body = collected
-            .map_err(|e| {
-                if e.is::<http_body_util::LengthLimitError>() {
-                    Reason::ResponseTooLarge
-                } else if let Some(refused) = e.downcast_ref::<EgressRefused>() {
-                    refused.0
-                } else {
-                    Reason::UpstreamUnreachable
+/// A caller's request body, as the fetch client streams it.
+pub type StreamBody = UnsyncBoxBody<Bytes, BoxError>;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Any request body, boxed for [`Fetcher::fetch_streamed`].
+pub fn stream_body<B>(body: B) -> StreamBody
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    body.map_err(Into::into).boxed_unsync()
+}
+
+/// What one hop sends.
+type HopBody = Either<Full<Bytes>, StreamBody>;
+
+/// A request body across hops: bytes in hand can be sent again, a stream
+/// only once.
+enum RequestBody {
+    Full(Bytes),
+    Stream(Option<StreamBody>),
+}
+
+impl RequestBody {
+    /// The body for the next hop (bytes in hand are paid for here, each time
+    /// they are sent), or `None` once a stream has gone.
+    async fn for_hop(&mut self, meter: Option<&EgressMeter>) -> Result<Option<HopBody>, Reason> {
+        match self {
+            RequestBody::Full(bytes) => {
+                if let Some(meter) = meter {
+                    meter.pay(bytes.len() as u64).await?;
                 }
-            })?
-            .to_bytes();
-        // The caller gets the bytes the body stands for, held to the cap.
-        let body = crate::decode::decode_body(&mut parts.headers, body, self.limits.response_bytes)?;
-        Ok(FetchResponse { status: parts.status, headers: parts.headers, body, redirects: 0 })
+                Ok(Some(Either::Left(Full::new(bytes.clone()))))
+            }
+            RequestBody::Stream(stream) => Ok(stream.take().map(Either::Right)),
+        }
+    }
+
+    fn is_spent(&self) -> bool {
+        matches!(self, RequestBody::Stream(None))
+    }
+}
+
+/// An answer whose body is still on its way.
+pub struct StreamedResponse {
+    /// Status code.
+    pub status: StatusCode,
+    /// Headers (hop-by-hop and length removed; decoded bodies lose their
+    /// `Content-Encoding`).
+    pub headers: HeaderMap,
+    /// The body, decoded and capped; ends in an error where it was cut off.
+    pub body: UnsyncBoxBody<Bytes, BoxError>,
+    /// Redirects followed.
+    pub redirects: u8,
+}
+
+/// One request on a new connection; the answer's head, its body unread.
+async fn exchange<IO>(io: IO, request: Request<HopBody>) -> Result<Response<Incoming>, Reason>
+where
+    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake::<_, HopBody>(io)
+        .await
+        .map_err(|_| Reason::UpstreamUnreachable)?;
+    tokio::spawn(connection);
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| if e.is_parse() { Reason::UpstreamBadResponse } else { Reason::UpstreamUnreachable })?;
+    crate::proxy::framing_is_sound(response.headers())?;
+    let (mut parts, body) = response.into_parts();
+    crate::proxy::strip_hop_by_hop(&mut parts.headers);
+    // The caller gets the body itself; a length header would describe
+    // the upstream's framing, not what the caller receives.
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Ok(Response::from_parts(parts, body))
+}
+
+/// Why a body stopped: over the cap, unpaid, or the upstream's failure.
+fn body_error_reason(e: &(dyn std::error::Error + 'static)) -> Reason {
+    if e.is::<http_body_util::LengthLimitError>() {
+        Reason::ResponseTooLarge
+    } else if let Some(refused) = e.downcast_ref::<EgressRefused>() {
+        refused.0
+    } else {
+        Reason::UpstreamUnreachable
+    }
+}
+
+/// A body that ends in an error at `deadline`: an upstream that trickles
+/// cannot hold a streamed fetch open.
+struct Deadline<B> {
+    inner: B,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+/// The error a body cut off at its deadline ends with.
+#[derive(Debug, thiserror::Error)]
+#[error("upstream_timeout: the body did not arrive before the request deadline")]
+struct BodyDeadline;
+
+impl<B> hyper::body::Body for Deadline<B>
+where
+    B: hyper::body::Body<Data = Bytes, Error = BoxError> + Unpin,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, BoxError>>> {
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready(Some(Err(Box::new(BodyDeadline))));
+        }
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
     }
 }
 

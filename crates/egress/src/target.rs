@@ -454,6 +454,11 @@ mod tests {
             .prop_union(
                 prop::sample::select(UNICODE_LABELS).prop_map(|(u, a)| (u.to_owned(), a.to_owned())).boxed(),
             )
+            // Shrinking can take a label down to `0x`, which URL parsers
+            // read as the number 0: an IPv4 address, not a name.
+            .prop_filter("a numeric last label is an IPv4 address", |(_, ascii)| {
+                !is_numeric_label(ascii)
+            })
         }
 
         pub(super) fn name_host() -> impl Strategy<Value = HostCase> {

@@ -61,6 +61,7 @@ fn tables() -> (RouteTable, RouteTable) {
         .route("/grants/revoke", post(revoke_grants))
         .route("/grants/{grant_id}/revoke", post(revoke_grant))
         .route("/egress/fetch", post(egress_fetch))
+        .route("/egress/fetch/raw", post(egress_fetch_raw))
         .route("/content/scan", post(scan_content))
         .route("/content/scanner", get(scanner_status));
     (public, crate::control::routes(v1))
@@ -526,6 +527,152 @@ fn default_method() -> String {
     "GET".into()
 }
 
+/// A fetch on a run's behalf: its grant opened and a request spent.
+struct RunFetch<'a> {
+    state: &'a AppState,
+    rid: &'a RequestId,
+    claims: GrantClaims,
+    fetcher: &'a gatehouse_egress::fetch::Fetcher,
+    meter: gatehouse_egress::meter::EgressMeter,
+}
+
+impl<'a> RunFetch<'a> {
+    /// Opens `grant` and spends one request from it.
+    async fn start(state: &'a AppState, rid: &'a RequestId, grant: Option<&str>) -> Result<Self, ApiError> {
+        let (Some(fetcher), Some(ledger)) = (state.fetcher.as_ref(), state.ledger.as_ref()) else {
+            return Err(forbidden(rid));
+        };
+        let claims = open_token(state, rid, grant)?.map_err(|reason| refused(rid, reason))?;
+        let meter = gatehouse_egress::meter::EgressMeter::new(
+            ledger.clone(),
+            &claims.grant_id,
+            state.clock.clone(),
+            state.ledger_required,
+        );
+        let run = Self { state, rid, claims, fetcher, meter };
+        if let Err(reason) =
+            spend(ledger, &run.claims.grant_id, &Operation::Request, state.clock.now(), state.ledger_required)
+                .await
+        {
+            run.note(refusal_kind(reason), reason, None, None, false);
+            return Err(refused(rid, reason));
+        }
+        Ok(run)
+    }
+
+    /// Records a refusal (or, `dry_run`, what a dry-run policy would have refused).
+    fn note(
+        &self,
+        kind: RefusalKind,
+        reason: Reason,
+        host: Option<String>,
+        rule: Option<String>,
+        dry_run: bool,
+    ) {
+        self.state.refusals.record_refusal(Refusal {
+            kind,
+            reason,
+            tenant_id: self.claims.tenant_id.clone(),
+            run_id: Some(self.claims.exec_id.clone()),
+            request_id: Some(self.rid.0.clone()),
+            host,
+            rule,
+            dry_run,
+            at: 0,
+        });
+    }
+
+    fn policy(&self) -> Result<std::sync::Arc<gatehouse_egress::Policy>, gatehouse_egress::PolicyError> {
+        self.state.policies.policy(self.claims.tenant_id.as_deref())
+    }
+
+    /// Records what the fetch came to and turns a refusal into the answer.
+    fn finish<T>(
+        &self,
+        purpose: FetchPurpose,
+        would_refuse: Vec<gatehouse_egress::fetch::FetchRefusal>,
+        fetched: Result<T, gatehouse_egress::fetch::FetchRefusal>,
+    ) -> Result<T, ApiError> {
+        for dry in would_refuse {
+            self.note(RefusalKind::EgressRefused, dry.reason, dry.host, dry.rule, true);
+        }
+        tracing::info!(
+            request_id = %self.rid.0,
+            run_id = %self.claims.exec_id,
+            purpose = purpose.as_str(),
+            allowed = fetched.is_ok(),
+            "fetch"
+        );
+        match fetched {
+            Ok(answer) => {
+                self.state.metrics.record_fetch(purpose);
+                Ok(answer)
+            }
+            Err(refusal) => {
+                self.note(
+                    refusal_kind_of_fetch(refusal.reason),
+                    refusal.reason,
+                    refusal.host,
+                    refusal.rule,
+                    false,
+                );
+                let code = match refusal.reason {
+                    Reason::UpstreamUnreachable
+                    | Reason::UpstreamTimeout
+                    | Reason::TlsFailed
+                    | Reason::UpstreamBadResponse
+                    | Reason::ContentEncodingInvalid
+                    | Reason::ResponseTooLarge => ErrorCode::BadGateway,
+                    Reason::HeaderNotAllowed => ErrorCode::BadRequest,
+                    Reason::LedgerUnavailable => ErrorCode::Unavailable,
+                    _ => ErrorCode::Refused,
+                };
+                Err(ApiError(PublicError::new(code, self.rid.0.clone()).with_reason(refusal.reason)))
+            }
+        }
+    }
+}
+
+/// Spent budgets are `budget_exhausted`; everything else the door refused.
+fn refusal_kind_of_fetch(reason: Reason) -> RefusalKind {
+    match refusal_kind(reason) {
+        RefusalKind::BudgetExhausted => RefusalKind::BudgetExhausted,
+        _ => RefusalKind::EgressRefused,
+    }
+}
+
+/// The upstream request's method and headers, checked.
+fn fetch_request(
+    rid: &RequestId,
+    method: &str,
+    url: String,
+    headers: impl IntoIterator<Item = (String, String)>,
+    purpose: FetchPurpose,
+) -> Result<gatehouse_egress::fetch::FetchRequest, ApiError> {
+    let method = http::Method::from_bytes(method.as_bytes())
+        .map_err(|_| bad_request(rid, "method is not an HTTP method"))?;
+    let mut map = http::HeaderMap::new();
+    for (name, value) in headers {
+        let (Ok(name), Ok(value)) =
+            (http::HeaderName::from_bytes(name.trim().as_bytes()), http::HeaderValue::from_str(value.trim()))
+        else {
+            return Err(bad_request(rid, "headers must be valid HTTP header names and values"));
+        };
+        map.append(name, value);
+    }
+    let purpose = match purpose {
+        FetchPurpose::Webhook => gatehouse_egress::Purpose::Webhook,
+        _ => gatehouse_egress::Purpose::Request,
+    };
+    Ok(gatehouse_egress::fetch::FetchRequest {
+        method,
+        url,
+        headers: map,
+        body: bytes::Bytes::new(),
+        purpose,
+    })
+}
+
 /// A request the platform makes on a run's behalf, through the door: the
 /// run's grant is opened and spent, the tenant's policy and the address guard
 /// decide every hop, and the upstream answer comes back whole (capped).
@@ -535,104 +682,90 @@ async fn egress_fetch(
     StrictJson(req): StrictJson<FetchBody>,
 ) -> Result<Json<Value>, ApiError> {
     use base64::Engine as _;
-    let (Some(fetcher), Some(ledger)) = (state.fetcher.as_ref(), state.ledger.as_ref()) else {
-        return Err(forbidden(&rid));
-    };
-    let claims = open_token(&state, &rid, req.grant.as_deref())?.map_err(|reason| refused(&rid, reason))?;
-    let note = |kind, reason, host: Option<String>, rule: Option<String>, dry_run: bool| {
-        state.refusals.record_refusal(Refusal {
-            kind,
-            reason,
-            tenant_id: claims.tenant_id.clone(),
-            run_id: Some(claims.exec_id.clone()),
-            request_id: Some(rid.0.clone()),
-            host,
-            rule,
-            dry_run,
-            at: 0,
-        });
-    };
-    let record = |kind, reason, host, rule| note(kind, reason, host, rule, false);
-    if let Err(reason) =
-        spend(ledger, &claims.grant_id, &Operation::Request, state.clock.now(), state.ledger_required).await
-    {
-        record(refusal_kind(reason), reason, None, None);
-        return Err(refused(&rid, reason));
-    }
-    let method = http::Method::from_bytes(req.method.as_bytes())
-        .map_err(|_| bad_request(&rid, "method is not an HTTP method"))?;
-    let mut headers = http::HeaderMap::new();
-    for (name, value) in &req.headers {
-        let (Ok(name), Ok(value)) =
-            (http::HeaderName::from_bytes(name.as_bytes()), http::HeaderValue::from_str(value))
-        else {
-            return Err(bad_request(&rid, "headers must be valid HTTP header names and values"));
-        };
-        headers.append(name, value);
-    }
-    let body = match &req.body_base64 {
-        Some(b) => base64::engine::general_purpose::STANDARD
+    let run = RunFetch::start(&state, &rid, req.grant.as_deref()).await?;
+    let mut fetch = fetch_request(&rid, &req.method, req.url, req.headers, req.purpose)?;
+    if let Some(b) = &req.body_base64 {
+        let body = base64::engine::general_purpose::STANDARD
             .decode(b)
-            .map_err(|_| bad_request(&rid, "body_base64 is not base64"))?,
-        None => Vec::new(),
-    };
-    let req_purpose = req.purpose;
-    let purpose = match req.purpose {
-        FetchPurpose::Webhook => gatehouse_egress::Purpose::Webhook,
-        _ => gatehouse_egress::Purpose::Request,
-    };
-    let policy = state.policies.policy(claims.tenant_id.as_deref());
-    let fetch =
-        gatehouse_egress::fetch::FetchRequest { method, url: req.url, headers, body: body.into(), purpose };
+            .map_err(|_| bad_request(&rid, "body_base64 is not base64"))?;
+        fetch.body = body.into();
+    }
+    let policy = run.policy();
     let mut would_refuse = Vec::new();
-    let meter = gatehouse_egress::meter::EgressMeter::new(
-        ledger.clone(),
-        &claims.grant_id,
-        state.clock.clone(),
-        state.ledger_required,
-    );
-    let fetched = fetcher.fetch_for_run(policy.as_deref(), fetch, Some(&meter), &mut would_refuse).await;
-    tracing::info!(
-        request_id = %rid.0,
-        run_id = %claims.exec_id,
-        purpose = req_purpose.as_str(),
-        allowed = fetched.is_ok(),
-        "fetch"
-    );
-    for dry in would_refuse {
-        note(RefusalKind::EgressRefused, dry.reason, dry.host, dry.rule, true);
+    let fetched =
+        run.fetcher.fetch_for_run(policy.as_deref(), fetch, Some(&run.meter), &mut would_refuse).await;
+    let response = run.finish(req.purpose, would_refuse, fetched)?;
+    let headers: Vec<(String, String)> = response
+        .headers
+        .iter()
+        .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned())))
+        .collect();
+    Ok(Json(json!({
+        "status": response.status.as_u16(),
+        "headers": headers,
+        "body_base64": base64::engine::general_purpose::STANDARD.encode(&response.body),
+        "redirects": response.redirects,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFetchQuery {
+    url: String,
+    #[serde(default = "default_method")]
+    method: String,
+    purpose: FetchPurpose,
+}
+
+/// The header that carries the run's grant on the raw route.
+const RAW_GRANT_HEADER: &str = "x-gatehouse-grant";
+/// Each header to send upstream, as `name: value` (repeated).
+const RAW_FORWARD_HEADER: &str = "x-gatehouse-header";
+
+/// `POST /v1/egress/fetch/raw`: the same fetch with the bodies streamed both
+/// ways, never held whole. The request body is the upstream body; the
+/// answer is the upstream's status, headers and body (decoded, capped, cut
+/// off with the connection where a cap or the budget ends it), with
+/// `x-gatehouse-redirects`. Headers of the upstream's own named
+/// `x-gatehouse-*` are dropped, so a gatehouse refusal (which carries
+/// `x-gatehouse-reason` and the JSON error) cannot be impersonated.
+async fn egress_fetch_raw(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    query: Result<Query<RawFetchQuery>, QueryRejection>,
+    request: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    let Ok(Query(q)) = query else {
+        return Err(bad_request(&rid, "give url, purpose and optionally method in the query string"));
+    };
+    let headers = request.headers();
+    let grant = headers.get(RAW_GRANT_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let mut forward = Vec::new();
+    for value in headers.get_all(RAW_FORWARD_HEADER) {
+        let pair = value.to_str().ok().and_then(|v| v.split_once(':'));
+        let Some((name, value)) = pair else {
+            return Err(bad_request(&rid, "x-gatehouse-header is `name: value`"));
+        };
+        forward.push((name.to_owned(), value.to_owned()));
     }
-    match fetched {
-        Ok(response) => {
-            state.metrics.record_fetch(req_purpose);
-            let headers: Vec<(String, String)> = response
-                .headers
-                .iter()
-                .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned())))
-                .collect();
-            Ok(Json(json!({
-                "status": response.status.as_u16(),
-                "headers": headers,
-                "body_base64": base64::engine::general_purpose::STANDARD.encode(&response.body),
-                "redirects": response.redirects,
-            })))
-        }
-        Err(refusal) => {
-            record(RefusalKind::EgressRefused, refusal.reason, refusal.host, refusal.rule);
-            let code = match refusal.reason {
-                Reason::UpstreamUnreachable
-                | Reason::UpstreamTimeout
-                | Reason::TlsFailed
-                | Reason::UpstreamBadResponse
-                | Reason::ContentEncodingInvalid
-                | Reason::ResponseTooLarge => ErrorCode::BadGateway,
-                Reason::HeaderNotAllowed => ErrorCode::BadRequest,
-                Reason::LedgerUnavailable => ErrorCode::Unavailable,
-                _ => ErrorCode::Refused,
-            };
-            Err(ApiError(PublicError::new(code, rid.0.clone()).with_reason(refusal.reason)))
+    let run = RunFetch::start(&state, &rid, grant.as_deref()).await?;
+    let fetch = fetch_request(&rid, &q.method, q.url, forward, q.purpose)?;
+    let body = gatehouse_egress::fetch::stream_body(request.into_body());
+    let policy = run.policy();
+    let mut would_refuse = Vec::new();
+    let fetched =
+        run.fetcher.fetch_streamed(policy.as_deref(), fetch, body, &run.meter, &mut would_refuse).await;
+    let answer = run.finish(q.purpose, would_refuse, fetched)?;
+    let mut response = Response::new(axum::body::Body::new(answer.body));
+    *response.status_mut() = answer.status;
+    let out = response.headers_mut();
+    for (name, value) in &answer.headers {
+        if !name.as_str().starts_with("x-gatehouse-") {
+            out.append(name.clone(), value.clone());
         }
     }
+    out.insert("x-gatehouse-redirects", http::HeaderValue::from(u16::from(answer.redirects)));
+    Ok(response)
 }
 
 /// Tenant and run ids from a query string follow the id rules.

@@ -153,13 +153,10 @@ pub fn deps_scan(
         }
         let client = OsvClient::new(crate::osv::EgressTransport::new(fetcher), config);
         let message = format!("asking OSV about {} package version(s)", to_check.len());
-        match runtime.block_on(with_spinner(&message, scan::findings_online(&client, &to_check))) {
-            Ok(findings) => findings,
-            Err(e) => {
-                errors.push(e);
-                Vec::new()
-            }
-        }
+        let (findings, lookup_errors) =
+            runtime.block_on(with_spinner(&message, scan::findings_online(&client, &to_check)));
+        errors.extend(lookup_errors);
+        findings
     };
     let report = scan::report(findings, errors, to_check.len(), base_absent, mode);
     let text = match args.format {

@@ -125,7 +125,7 @@ pub fn required_scope(template: &str) -> Scope {
         "/manifests/verify" => Scope::ManifestsVerify,
         "/grants" | "/grants/revoke" | "/grants/{grant_id}/revoke" => Scope::Grants,
         "/grants/open" | "/grants/consume" => Scope::Ledger,
-        "/egress/fetch" | "/content/scan" | "/content/scanner" => Scope::Egress,
+        "/egress/fetch" | "/egress/fetch/raw" | "/content/scan" | "/content/scanner" => Scope::Egress,
         p if p == "/runs" || p.starts_with("/runs/") => Scope::Runs,
         p if p.ends_with("/egress-policy") || p.ends_with("/dependency-gate") => Scope::Policies,
         _ => Scope::Admin,

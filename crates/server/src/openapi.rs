@@ -290,6 +290,14 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "post",
+        path: "/v1/egress/fetch/raw",
+        summary: "The same fetch with both bodies streamed: query url, method, purpose; the grant in x-gatehouse-grant, upstream headers as x-gatehouse-header: name: value; the body is the upstream body, the answer the upstream's status, headers and body, with x-gatehouse-redirects.",
+        auth: true,
+        body: Body::Raw,
+        answer: &[],
+    },
+    Route {
+        method: "post",
         path: "/v1/content/scan",
         summary: "Judge content by its bytes (and clamd, when configured); query: tenant_id, run_id.",
         auth: true,

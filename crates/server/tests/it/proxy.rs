@@ -453,3 +453,93 @@ fn connect_is_checked_like_a_request() {
     let out = tunnel("127.0.0.1");
     assert!(out.contains("HTTP/1.1 200") && out.ends_with("hello from upstream"), "{out}");
 }
+
+/// An upstream that reads a request with a `content-length` body, then
+/// answers with `answer_bytes` of `y` and a header pretending to be gatehouse's.
+fn counting_upstream(answer_bytes: usize) -> (u16, Arc<Mutex<Vec<(String, usize)>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let (mut head, mut length) = (String::new(), 0usize);
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                    head.push_str(&line);
+                }
+                let mut body = vec![0u8; length];
+                let _ = std::io::Read::read_exact(&mut reader, &mut body);
+                log.lock().unwrap().push((head, body.len()));
+                let mut stream = stream;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 201 Created\r\ncontent-length: {answer_bytes}\r\nx-gatehouse-reason: spoofed\r\nx-upstream: yes\r\nconnection: close\r\n\r\n"
+                );
+                let _ = stream.write_all(&vec![b'y'; answer_bytes]);
+            });
+        }
+    });
+    (port, seen)
+}
+
+#[test]
+fn the_raw_fetch_streams_bodies_past_the_json_cap_both_ways() {
+    let upstream = Upstream::start();
+    let (port, seen) = counting_upstream(3 << 20);
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, api_addr, _) = start(tmp.path(), &upstream);
+    let grant = api(
+        &api_addr,
+        "POST",
+        "/v1/grants",
+        &json!({"exec_id": "raw1", "tenant_id": "t1", "user_id": "u1", "max_egress_bytes": 16 << 20}),
+    );
+    let token = grant["token"].as_str().unwrap();
+    let upload = tmp.path().join("upload");
+    std::fs::write(&upload, vec![b'x'; 3 << 20]).unwrap();
+    let raw = |query: &str, extra: &[&str]| {
+        let out = Command::new("curl")
+            .args(["-s", "-D", "-", "--max-time", "20", "-X", "POST", "-H", "expect:"])
+            .args(["-H", &format!("authorization: Bearer {TOKEN}")])
+            .args(["-H", &format!("x-gatehouse-grant: {token}")])
+            .args(extra)
+            .arg(format!("http://{api_addr}/v1/egress/fetch/raw?{query}"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let url = format!("http%3A%2F%2F127.0.0.1%3A{port}%2Fup");
+    let out = raw(
+        &format!("url={url}&method=PUT&purpose=runtime"),
+        &["-H", "x-gatehouse-header: x-trace: 7", "--data-binary", &format!("@{}", upload.display())],
+    );
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 201"), "{head}");
+    assert!(head.contains("x-upstream: yes") && head.contains("x-gatehouse-redirects: 0"), "{head}");
+    assert!(!head.contains("spoofed"), "the upstream cannot speak as gatehouse: {head}");
+    assert_eq!(body.len(), 3 << 20, "the 3 MiB answer came through whole");
+    let (up_head, up_len) = seen.lock().unwrap().last().cloned().unwrap();
+    assert!(up_head.starts_with("PUT /up HTTP/1.1") && up_head.contains("x-trace: 7"), "{up_head}");
+    assert_eq!(up_len, 3 << 20, "the 3 MiB upload reached the upstream whole");
+
+    // Paid for both ways, and the budget holds: 12 MiB spent of 16.
+    let opened = api(&api_addr, "POST", "/v1/grants/open", &json!({"token": token}));
+    assert_eq!(opened["ledger"]["egress_bytes"], 6 << 20, "{opened}");
+    // The same checks as the JSON route: framing headers, the door.
+    let out = raw(&format!("url={url}&purpose=runtime"), &["-H", "x-gatehouse-header: content-length: 5"]);
+    assert!(out.starts_with("HTTP/1.1 400") && out.contains("\"header_not_allowed\""), "{out}");
+    let out = raw("url=http%3A%2F%2F169.254.169.254%2F&purpose=runtime", &[]);
+    assert!(out.starts_with("HTTP/1.1 403") && out.contains("\"address_metadata\""), "{out}");
+    let out = raw("purpose=runtime", &[]);
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+}
