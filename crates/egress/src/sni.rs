@@ -92,25 +92,7 @@ pub fn judge(host: &Host, first: &FirstBytes) -> Result<(), Reason> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-
-    /// A real ClientHello, as rustls' client writes it, for `server_name`
-    /// (an IP address makes rustls send none, as every client does).
-    fn client_hello(server_name: &str) -> Vec<u8> {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(rustls::RootCertStore::empty())
-            .with_no_client_auth();
-        let name = rustls::pki_types::ServerName::try_from(server_name.to_owned()).unwrap();
-        let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-        let mut out = Vec::new();
-        while conn.wants_write() {
-            conn.write_tls(&mut out).unwrap();
-        }
-        out
-    }
+    use gatehouse_test_support::tls_client_hello as client_hello;
 
     fn name(n: &str) -> Host {
         Host::Name(n.into())

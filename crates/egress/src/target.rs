@@ -456,9 +456,7 @@ mod tests {
             )
             // Shrinking can take a label down to `0x`, which URL parsers
             // read as the number 0: an IPv4 address, not a name.
-            .prop_filter("a numeric last label is an IPv4 address", |(_, ascii)| {
-                !is_numeric_label(ascii)
-            })
+            .prop_filter("a numeric last label is an IPv4 address", |(_, ascii)| !is_numeric_label(ascii))
         }
 
         pub(super) fn name_host() -> impl Strategy<Value = HostCase> {

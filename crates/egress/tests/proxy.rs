@@ -616,24 +616,7 @@ fn a_tunnel_closes_when_both_directions_together_reach_the_byte_cap() {
     let h = harness(limits, Resolver::Static(Arc::default()));
     let stream = open_tunnel(&h, port, b"");
     // 80 kB up and its echo down would be 160 kB: the cap ends the tunnel.
-    let mut writer = stream.try_clone().unwrap();
-    let sending = std::thread::spawn(move || {
-        for _ in 0..80 {
-            if writer.write_all(&[b'x'; 1000]).is_err() {
-                break;
-            }
-        }
-    });
-    let mut received = 0usize;
-    let mut buf = [0u8; 8192];
-    let mut reader = stream;
-    loop {
-        match std::io::Read::read(&mut reader, &mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => received += n,
-        }
-    }
-    sending.join().unwrap();
+    let received = send_80_kb_and_read_to_close(stream);
     let up = upstream_got.load(Ordering::SeqCst);
     assert!(received < 80_000, "the tunnel was cut before the whole echo came back: {received}");
     assert!((up + received) as u64 <= CAP, "{up} up + {received} down passed a cap of {CAP}");
@@ -657,22 +640,20 @@ fn a_tunnel_closes_at_its_time_limit() {
     assert!(waited >= Duration::from_millis(250) && waited < Duration::from_secs(5), "{waited:?}");
 }
 
-/// A real ClientHello for `server_name`, as rustls' client writes it (an IP
-/// address makes it send no SNI, as every client does).
-fn client_hello(server_name: &str) -> Vec<u8> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from(server_name.to_owned()).unwrap();
-    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let mut out = Vec::new();
-    while conn.wants_write() {
-        conn.write_tls(&mut out).unwrap();
-    }
-    out
+/// Writes 80 kB into a tunnel in 1 kB pieces while reading what comes back
+/// until the proxy closes it; returns how much came back.
+fn send_80_kb_and_read_to_close(stream: std::net::TcpStream) -> usize {
+    let mut writer = stream.try_clone().unwrap();
+    let sending = std::thread::spawn(move || {
+        for _ in 0..80 {
+            if writer.write_all(&[b'x'; 1000]).is_err() {
+                break;
+            }
+        }
+    });
+    let received = read_to_close(stream).len();
+    sending.join().unwrap();
+    received
 }
 
 /// Everything the proxy sends back on `stream` until it closes.
@@ -704,8 +685,8 @@ fn a_tunnel_to_a_name_carries_tls_for_that_name_only() {
     // and plain bytes: closed before a byte reaches the upstream.
     let alert = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70];
     for (early, reason) in [
-        (client_hello("b.example"), "tunnel_sni_mismatch"),
-        (client_hello("127.0.0.1"), "tunnel_sni_missing"),
+        (gatehouse_test_support::tls_client_hello("b.example"), "tunnel_sni_mismatch"),
+        (gatehouse_test_support::tls_client_hello("127.0.0.1"), "tunnel_sni_missing"),
         (b"GET / HTTP/1.1\r\nHost: b.example\r\n\r\n".to_vec(), "tunnel_not_tls"),
     ] {
         let stream = open_tunnel_to(&h, "a.example", echo_port, &early);
@@ -723,7 +704,7 @@ fn a_tunnel_to_a_name_carries_tls_for_that_name_only() {
     assert_eq!(echo_seen.load(Ordering::SeqCst), 0, "nothing reached the upstream");
 
     // A hello that arrives in pieces is read whole, then passed on whole.
-    let hello = client_hello("a.example");
+    let hello = gatehouse_test_support::tls_client_hello("a.example");
     let mut stream = open_tunnel_to(&h, "a.example", echo_port, &hello[..10]);
     std::thread::sleep(Duration::from_millis(50));
     stream.write_all(&hello[10..]).unwrap();
@@ -737,12 +718,12 @@ fn a_tunnel_to_an_address_may_not_name_a_host() {
     let (port, seen) = echo_upstream();
     let h =
         harness(Limits { connect_ports: vec![port], ..Limits::default() }, Resolver::Static(Arc::default()));
-    let back = read_to_close(open_tunnel(&h, port, &client_hello("b.example")));
+    let back = read_to_close(open_tunnel(&h, port, &gatehouse_test_support::tls_client_hello("b.example")));
     assert_eq!(back, [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70]);
     assert_eq!(h.sink.0.lock().unwrap().last().unwrap().reason.as_str(), "tunnel_sni_mismatch");
     assert_eq!(seen.load(Ordering::SeqCst), 0);
     // Without SNI (as clients connect to an address) the hello goes through.
-    let hello = client_hello("127.0.0.1");
+    let hello = gatehouse_test_support::tls_client_hello("127.0.0.1");
     let mut stream = open_tunnel(&h, port, &hello);
     let mut echoed = vec![0u8; hello.len()];
     std::io::Read::read_exact(&mut stream, &mut echoed).unwrap();
@@ -777,17 +758,8 @@ fn a_tunnel_closes_when_its_grant_has_paid_its_egress_budget() {
     // Paid for both ways: 1000 up, 1000 back.
     stream.write_all(&[b'x'; 1000]).unwrap();
     std::io::Read::read_exact(&mut stream, &mut [0u8; 1000]).unwrap();
-    let mut writer = stream.try_clone().unwrap();
-    let sending = std::thread::spawn(move || {
-        for _ in 0..80 {
-            if writer.write_all(&[b'x'; 1000]).is_err() {
-                break;
-            }
-        }
-    });
     // A chunk that would pass the budget is refused whole.
-    let received = 1000 + read_to_close(stream).len();
-    sending.join().unwrap();
+    let received = 1000 + send_80_kb_and_read_to_close(stream);
     let up = upstream_got.load(Ordering::SeqCst);
     assert!((up + received) as u64 <= BUDGET, "{up} up + {received} down passed a budget of {BUDGET}");
     // The record is written as the tunnel task ends, just after the close.

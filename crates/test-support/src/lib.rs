@@ -24,3 +24,21 @@ pub use redis_server::RedisServer;
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
+
+/// A real TLS ClientHello for `server_name`, as rustls' client writes it
+/// (an IP address makes it send no SNI, as every client does).
+pub fn tls_client_hello(server_name: &str) -> Vec<u8> {
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("the default protocol versions are supported")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(server_name.to_owned()).expect("a server name");
+    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).expect("a client");
+    let mut out = Vec::new();
+    while conn.wants_write() {
+        conn.write_tls(&mut out).expect("writing to a Vec");
+    }
+    out
+}
