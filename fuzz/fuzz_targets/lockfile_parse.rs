@@ -1,10 +1,12 @@
 //! Every lockfile parser on arbitrary bytes: never panics; a success is
-//! sorted, free of duplicates, and has no empty names or versions. The first
-//! byte picks the file name, so each parser (and detection by content alone)
-//! gets its share.
+//! sorted, free of duplicates, has no empty names, and every commit is a
+//! commit id; a failure names the file and a line inside it. The first byte
+//! picks the file name, so each parser (and detection by content alone) gets
+//! its share.
 #![no_main]
 
 use gatehouse_deps::lockfile::parse;
+use gatehouse_deps::package::is_commit;
 use libfuzzer_sys::fuzz_target;
 
 const NAMES: &[&str] = &[
@@ -15,6 +17,7 @@ const NAMES: &[&str] = &[
     "requirements.txt",
     "poetry.lock",
     "go.sum",
+    "go.mod",
     "Cargo.lock",
     "Gemfile.lock",
     "unknown.lock",
@@ -23,8 +26,20 @@ const NAMES: &[&str] = &[
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, content)) = data.split_first() else { return };
     let name = NAMES[usize::from(pick) % NAMES.len()];
-    if let Ok(parsed) = parse(name, content) {
-        assert!(parsed.packages.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
-        assert!(parsed.packages.iter().all(|p| !p.name.is_empty() && !p.version.is_empty()));
+    match parse(name, content) {
+        Ok(parsed) => {
+            assert!(parsed.packages.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
+            for p in &parsed.packages {
+                assert!(!p.name.is_empty());
+                // Empty only for an entry with no version (a git dependency or a URL).
+                assert!(!p.version.contains(['\n', '\0']));
+                assert!(p.commit.as_deref().is_none_or(is_commit));
+            }
+        }
+        Err(e) => {
+            assert_eq!(e.file, name);
+            let lines = content.iter().filter(|&&b| b == b'\n').count() + 1;
+            assert!(e.line.is_none_or(|l| (1..=lines).contains(&l)));
+        }
     }
 });

@@ -80,7 +80,7 @@ fn sample_by_name(index: &Index) -> Vec<Package> {
         let before = out.len();
         for ((eco, name), versions) in &lists {
             if let Some(v) = versions.get(round) {
-                out.push(Package { ecosystem: *eco, name: name.clone(), version: v.clone() });
+                out.push(Package::new(*eco, name, v));
                 if out.len() == PACKAGES {
                     return out;
                 }

@@ -13,10 +13,15 @@ pub struct Change {
     pub ecosystem: Ecosystem,
     /// The name.
     pub name: String,
-    /// Versions in the base, sorted as strings.
+    /// Versions in the base, sorted; a git dependency's as
+    /// [`Package::revision`] writes it (`1.0.0#<commit>`), so a new commit
+    /// under an unchanged version is a change.
     pub from: Vec<String>,
-    /// Versions in the head.
+    /// Versions in the head, likewise.
     pub to: Vec<String>,
+    /// The head's packages whose revision the base did not have.
+    #[serde(skip)]
+    new: Vec<Package>,
 }
 
 /// The difference between two package sets.
@@ -32,23 +37,19 @@ pub struct Diff {
 
 impl Diff {
     /// The versions a scan must check: every added one, and each changed
-    /// package's versions that the base did not have. Removed versions and
-    /// unchanged ones are not checked.
+    /// package's versions (with their commits) that the base did not have.
+    /// Removed versions and unchanged ones are not checked.
     pub fn to_check(&self) -> Vec<Package> {
         let mut out: BTreeSet<Package> = self.added.iter().cloned().collect();
-        for c in &self.changed {
-            for v in c.to.iter().filter(|v| !c.from.contains(v)) {
-                out.insert(Package { ecosystem: c.ecosystem, name: c.name.clone(), version: v.clone() });
-            }
-        }
+        out.extend(self.changed.iter().flat_map(|c| c.new.iter().cloned()));
         out.into_iter().collect()
     }
 }
 
-fn by_name(packages: &[Package]) -> BTreeMap<(Ecosystem, &str), BTreeSet<&str>> {
-    let mut map: BTreeMap<(Ecosystem, &str), BTreeSet<&str>> = BTreeMap::new();
+fn by_name(packages: &[Package]) -> BTreeMap<(Ecosystem, &str), BTreeMap<String, &Package>> {
+    let mut map: BTreeMap<(Ecosystem, &str), BTreeMap<String, &Package>> = BTreeMap::new();
     for p in packages {
-        map.entry((p.ecosystem, p.name.as_str())).or_default().insert(p.version.as_str());
+        map.entry((p.ecosystem, p.name.as_str())).or_default().insert(p.revision(), p);
     }
     map
 }
@@ -60,19 +61,24 @@ pub fn diff(base: Option<&[Package]>, head: &[Package]) -> Diff {
     let mut out = Diff::default();
     for ((eco, name), versions) in &head {
         match base.get(&(*eco, *name)) {
-            None => out.added.extend(versions.iter().map(|v| Package::new(*eco, name, v))),
-            Some(before) if before != versions => out.changed.push(Change {
+            None => out.added.extend(versions.values().map(|p| (*p).clone())),
+            Some(before) if before.keys().ne(versions.keys()) => out.changed.push(Change {
                 ecosystem: *eco,
                 name: (*name).to_owned(),
-                from: before.iter().map(|v| (*v).to_owned()).collect(),
-                to: versions.iter().map(|v| (*v).to_owned()).collect(),
+                from: before.keys().cloned().collect(),
+                to: versions.keys().cloned().collect(),
+                new: versions
+                    .iter()
+                    .filter(|(r, _)| !before.contains_key(*r))
+                    .map(|(_, p)| (*p).clone())
+                    .collect(),
             }),
             Some(_) => {}
         }
     }
     for ((eco, name), versions) in &base {
         if !head.contains_key(&(*eco, *name)) {
-            out.removed.extend(versions.iter().map(|v| Package::new(*eco, name, v)));
+            out.removed.extend(versions.values().map(|p| (*p).clone()));
         }
     }
     out
@@ -98,6 +104,15 @@ mod tests {
         assert_eq!(d.changed[1].from, vec!["1.0.0", "2.0.0"]);
         assert_eq!(d.changed[1].to, vec!["2.0.0", "3.0.0"]);
         assert_eq!(d.to_check(), vec![p("b", "1.1.0"), p("d", "3.0.0"), p("e", "0.1.0")]);
+    }
+
+    #[test]
+    fn a_new_commit_under_the_same_version_is_checked() {
+        let at = |c: &str| p("a", "1.0.0").at_commit(Some(c));
+        let d = diff(Some(&[at("aaaaaaa")]), &[at("bbbbbbb")]);
+        assert_eq!(d.changed[0].from, ["1.0.0#aaaaaaa"]);
+        assert_eq!(d.to_check(), vec![at("bbbbbbb")]);
+        assert!(diff(Some(&[at("aaaaaaa")]), &[at("aaaaaaa")]).to_check().is_empty());
     }
 
     #[test]

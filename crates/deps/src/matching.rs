@@ -27,10 +27,18 @@
 //!   order the advisory lists them in (a stable sort, as osv.dev's own
 //!   evaluation does): `introduced X, fixed X` is an empty range, while
 //!   `fixed X, ..., introduced X` re-opens at X.
-//! - `GIT` ranges are skipped: a registry version has no commit.
-//! - For the SemVer schemes an event version `N` or `N.M` reads as `N.0.0` /
-//!   `N.M.0`, as osv.dev reads it (a bound has no other meaning); package
-//!   versions get no such help.
+//! - `GIT` ranges are read only for a package that carries a commit (a git
+//!   dependency), and only where the range lists that commit itself: as
+//!   `introduced` or `last_affected` it is affected, as `fixed` it is not
+//!   (which decides only for a package with no version). Without the repository's
+//!   history nothing else about a commit can be known offline, so a package
+//!   with a commit *and a version* is matched by its version as usual (plus
+//!   these exact hits), and one with a commit and no version can be decided
+//!   only by such a hit: any other range of an advisory naming it is
+//!   undecidable ([`MatchErrorCode::InvalidPackageVersion`]).
+//! - Versions are read as [`crate::version`] says, with osv.dev's leniency
+//!   for the SemVer schemes (`N` and `N.M` are `N.0.0` and `N.M.0`, a
+//!   leading `v` is dropped), for event versions and package versions alike.
 //!
 //! # Errors
 //!
@@ -267,30 +275,6 @@ enum Compiled<P> {
     Broken(Broken),
 }
 
-/// Parses an event version. The SemVer schemes also take `N` and `N.M` as
-/// `N.0.0` and `N.M.0`, as osv.dev reads advisories (GHSA-r683-j2x4-v87g has
-/// `introduced: "1.0"` for npm): an OSV bound, unlike a package's version,
-/// has no other reading.
-fn parse_event_version(scheme: Scheme, raw: &str) -> Result<Version, VersionError> {
-    match scheme.parse(raw) {
-        Ok(v) => Ok(v),
-        Err(e) => {
-            if !matches!(scheme, Scheme::SemVer | Scheme::Npm | Scheme::Go) {
-                return Err(e);
-            }
-            let bare = raw.strip_prefix('v').unwrap_or(raw);
-            let parts: Vec<&str> = bare.split('.').collect();
-            let numeric = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
-            if parts.len() < 3 && parts.iter().all(numeric) {
-                let padded = format!("{bare}{}", ".0".repeat(3 - parts.len()));
-                scheme.parse(&padded).map_err(|_| e)
-            } else {
-                Err(e)
-            }
-        }
-    }
-}
-
 fn compile_range(ecosystem: Ecosystem, range_type: &RangeType, events: &[Event]) -> Option<Compiled<Bound>> {
     let scheme = match range_type {
         RangeType::Git => return None,
@@ -325,7 +309,7 @@ fn compile_range(ecosystem: Ecosystem, range_type: &RangeType, events: &[Event])
         let bound = match event {
             Event::Introduced(v) if v == "0" => Bound::Zero,
             Event::Limit(v) if v.contains('*') => Bound::Infinity,
-            _ => match parse_event_version(scheme, event.version()) {
+            _ => match scheme.parse(event.version()) {
                 Ok(v) => Bound::At(v),
                 Err(e) => {
                     let name = match event {
@@ -397,6 +381,7 @@ struct Entry {
     /// The `versions` that do not (matched as strings only).
     unparsed_versions: Vec<Box<str>>,
     ranges: Vec<Compiled<u32>>,
+    git: GitRanges,
 }
 
 /// Everything indexed under one (ecosystem, name).
@@ -413,6 +398,43 @@ struct RawEntry {
     versions: Vec<Version>,
     unparsed_versions: Vec<Box<str>>,
     ranges: Vec<Compiled<Bound>>,
+    git: GitRanges,
+}
+
+/// What an entry's `GIT` ranges say without the repository's history: the
+/// commits they list as affected (`introduced`, `last_affected`) and as
+/// fixed, lowercased.
+#[derive(Debug, Default)]
+struct GitRanges {
+    count: usize,
+    affected: Vec<Box<str>>,
+    fixed: Vec<Box<str>>,
+}
+
+impl GitRanges {
+    fn new(ranges: &[crate::osv::Range]) -> Self {
+        let mut out = Self::default();
+        for r in ranges.iter().filter(|r| r.kind == RangeType::Git) {
+            out.count += 1;
+            for e in &r.events {
+                match e {
+                    Event::Introduced(c) | Event::LastAffected(c) if c != "0" => {
+                        out.affected.push(c.to_ascii_lowercase().into());
+                    }
+                    Event::Fixed(c) => out.fixed.push(c.to_ascii_lowercase().into()),
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a range lists `commit` (a full hash, or a prefix of at
+    /// least 7 hex digits as lockfiles sometimes abbreviate) among `listed`.
+    fn lists(listed: &[Box<str>], commit: &str) -> bool {
+        let commit = commit.to_ascii_lowercase();
+        commit.len() >= 7 && listed.iter().any(|c| c.starts_with(commit.as_str()))
+    }
 }
 
 impl Group {
@@ -462,6 +484,7 @@ impl Group {
                     versions,
                     unparsed_versions: e.unparsed_versions,
                     ranges,
+                    git: e.git,
                 }
             })
             .collect();
@@ -556,6 +579,7 @@ impl Index {
                     versions,
                     unparsed_versions,
                     ranges,
+                    git: GitRanges::new(&affected.ranges),
                 };
                 let name: Box<str> = same_name_key(ecosystem, &package.name).into();
                 raw[eco_index(ecosystem)].entry(name).or_default().push(entry);
@@ -612,6 +636,7 @@ impl Index {
     /// The advisories that affect `package`, sorted by id; an error if any
     /// advisory naming the package could not be evaluated for it (the first
     /// by advisory id; [`Index::evaluate`] gives them all).
+    #[allow(clippy::result_large_err, reason = "the rare path; its size is the package it names")]
     pub fn affecting(&self, package: &Package) -> Result<Vec<&Advisory>, MatchError> {
         let mut evaluation = self.evaluate(package);
         if evaluation.errors.is_empty() {
@@ -629,6 +654,7 @@ impl Index {
             return Evaluation::default();
         };
         let mut query = Query::new(&package.version, package.ecosystem, group);
+        query.commit = package.commit.as_deref();
         let mut out = Evaluation::default();
         // Entries of one advisory are adjacent (indexed in advisory order):
         // an advisory affects the package if any of its entries does, and is
@@ -665,6 +691,30 @@ impl Index {
     }
 
     fn entry_affects(&self, entry: &Entry, query: &mut Query<'_>) -> Result<bool, Broken> {
+        if query.commit.is_some_and(|c| GitRanges::lists(&entry.git.affected, c)) {
+            return Ok(true);
+        }
+        if query.raw.is_empty() {
+            // A git dependency with a commit and no version: only a GIT range
+            // listing the commit decides (one that lists it as fixed says
+            // the commit is not affected); anything else cannot be evaluated.
+            if query.commit.is_some_and(|c| GitRanges::lists(&entry.git.fixed, c)) {
+                return Ok(false);
+            }
+            let decides_nothing = entry.versions.is_empty()
+                && entry.unparsed_versions.is_empty()
+                && entry.ranges.is_empty()
+                && entry.git.count == 0;
+            return if decides_nothing {
+                Ok(false)
+            } else {
+                Err(Broken {
+                    code: MatchErrorCode::InvalidPackageVersion,
+                    message: "no version, only a commit, and no GIT range of this advisory lists that commit"
+                        .to_owned(),
+                })
+            };
+        }
         if !entry.versions.is_empty() || !entry.unparsed_versions.is_empty() {
             if entry.unparsed_versions.iter().any(|v| **v == *query.raw) {
                 return Ok(true);
@@ -720,6 +770,8 @@ impl Index {
 /// per scheme.
 struct Query<'a> {
     raw: &'a str,
+    /// A git dependency's commit.
+    commit: Option<&'a str>,
     ecosystem: Ecosystem,
     group: &'a Group,
     slots: [Option<Result<u32, VersionError>>; Scheme::COUNT],
@@ -727,7 +779,7 @@ struct Query<'a> {
 
 impl<'a> Query<'a> {
     fn new(raw: &'a str, ecosystem: Ecosystem, group: &'a Group) -> Self {
-        Self { raw, ecosystem, group, slots: Default::default() }
+        Self { raw, commit: None, ecosystem, group, slots: Default::default() }
     }
 
     fn position(&mut self, scheme: Scheme) -> Result<u32, &VersionError> {

@@ -6,6 +6,17 @@
 //! "severity_source", "url"}], "gate": {"mode", "tripped", "reason"}}`,
 //! with more fields beside them. `status` is `error` whenever any part of
 //! the scan could not be completed, and then the gate blocks (unless off).
+//!
+//! Nothing unchecked passes: a package whose version cannot be read in its
+//! ecosystem's scheme (`package_unreadable_version`), or that has no version
+//! and no commit to check it by (`package_no_version`), is an error naming
+//! the package and why; so is a git dependency with a commit and no
+//! version when asking the OSV API, which is asked by version only. Offline,
+//! such a package is checked by its commit where an advisory's `GIT` range
+//! lists that commit, and is clean when no advisory names it at all; any
+//! other advisory naming it cannot be evaluated for it (`match_*`). One
+//! advisory with an odd range is an error for the packages it names, never
+//! for the whole scan.
 
 use std::collections::BTreeSet;
 
@@ -143,11 +154,42 @@ fn same_name(package: &Package, osv_name: &str) -> bool {
     }
 }
 
+/// Why `package` cannot be checked by its version, if it cannot: no version
+/// (offline, a commit can still decide: `commit_ok`), or one its ecosystem's
+/// scheme does not read.
+fn uncheckable(package: &Package, commit_ok: bool) -> Option<ScanError> {
+    let who = format!("{}/{}", package.ecosystem, crate::lockfile::short_text(&package.name));
+    if package.version.is_empty() {
+        if commit_ok && package.commit.is_some() {
+            return None;
+        }
+        let why = match &package.commit {
+            Some(c) => format!(
+                "a git dependency at commit {} whose lockfile records no version; OSV is asked by version, so it cannot be checked",
+                crate::lockfile::short_text(c)
+            ),
+            None => {
+                "the lockfile records no version for it (a URL or a spec), so it cannot be checked".to_owned()
+            }
+        };
+        return Some(ScanError { code: "package_no_version".into(), message: format!("{who}: {why}") });
+    }
+    let scheme = crate::version::Scheme::of(package.ecosystem);
+    scheme.parse(&package.version).err().map(|e| ScanError {
+        code: "package_unreadable_version".into(),
+        message: format!("{who}: {e}; it cannot be checked"),
+    })
+}
+
 /// Findings from an offline database.
 pub fn findings_offline(index: &Index, packages: &[Package]) -> (Vec<Finding>, Vec<ScanError>) {
     let mut findings = Vec::new();
     let mut errors = Vec::new();
     for package in packages {
+        if let Some(e) = uncheckable(package, true) {
+            errors.push(e);
+            continue;
+        }
         let evaluation = index.evaluate(package);
         findings.extend(evaluation.affected.iter().map(|a| finding(a, package)));
         errors.extend(
@@ -160,9 +202,39 @@ pub fn findings_offline(index: &Index, packages: &[Package]) -> (Vec<Finding>, V
     (findings, errors)
 }
 
-/// Findings from the OSV API: the ids OSV says affect each version, each
-/// advisory fetched once. Any failure fails the whole lookup.
+/// Findings from the OSV API, and what could not be checked: each package
+/// that cannot be asked by version is an error of its own, and any failure
+/// of the lookup itself fails it whole (no findings, one error).
 pub async fn findings_online<T: Transport>(
+    client: &OsvClient<T>,
+    packages: &[Package],
+) -> (Vec<Finding>, Vec<ScanError>) {
+    let mut errors = Vec::new();
+    let checkable: Vec<Package> = packages
+        .iter()
+        .filter(|p| match uncheckable(p, false) {
+            Some(e) => {
+                errors.push(e);
+                false
+            }
+            None => true,
+        })
+        .cloned()
+        .collect();
+    if checkable.is_empty() {
+        return (Vec::new(), errors);
+    }
+    match lookup(client, &checkable).await {
+        Ok(findings) => (findings, errors),
+        Err(e) => {
+            errors.push(e);
+            (Vec::new(), errors)
+        }
+    }
+}
+
+/// The ids OSV says affect each version, each advisory fetched once.
+async fn lookup<T: Transport>(
     client: &OsvClient<T>,
     packages: &[Package],
 ) -> Result<Vec<Finding>, ScanError> {

@@ -2,21 +2,31 @@
 //!
 //! | ecosystem | scheme | notes |
 //! |---|---|---|
-//! | crates.io | [`Scheme::SemVer`] | SemVer 2.0, strict (what Cargo accepts) |
-//! | npm | [`Scheme::Npm`] | SemVer 2.0; surrounding whitespace and a leading run of `=`/`v` are dropped first, as node-semver's `clean()` (used by npm when it normalizes a package's version) does |
-//! | Go | [`Scheme::Go`] | SemVer 2.0 with an optional leading `v` (go.sum writes it, OSV does not) |
-//! | PyPI | [`Scheme::Pep440`] | PEP 440, through `pep440_rs` |
+//! | crates.io | [`Scheme::SemVer`] | SemVer 2.0 with osv.dev's leniency: one leading `v` dropped, a missing minor or patch read as 0 |
+//! | npm | [`Scheme::Npm`] | SemVer 2.0; surrounding whitespace and a leading run of `=`/`v` are dropped first, as node-semver's `clean()` (used by npm when it normalizes a package's version) does; a missing minor or patch is 0, as osv.dev reads it |
+//! | Go | [`Scheme::Go`] | golang.org/x/mod/semver: an optional leading `v` (go.sum writes it, OSV does not), the shorthands `v1` and `v1.2` (no suffix) for `v1.0.0` and `v1.2.0` |
+//! | PyPI | [`Scheme::Pep440`] | PEP 440, through `pep440_rs`; a `+local` label is ignored for ordering |
 //! | RubyGems | [`Scheme::RubyGems`] | `Gem::Version` |
 //!
 //! Every SemVer scheme orders by SemVer precedence (section 11): build
-//! metadata is ignored, so Go's `+incompatible` does not affect the order, and
-//! `1.0.0+a` equals `1.0.0+b`. Go pseudo-versions
+//! metadata is ignored, so Go's `+incompatible` and npm's `2.1.6+git` do not
+//! affect the order, and `1.0.0+a` equals `1.0.0+b`. Numeric parts
+//! (major, minor, patch and numeric prerelease identifiers) are compared as
+//! numbers of any length, as golang.org/x/mod/semver compares them: a Go
+//! version such as `v0.0.0-20200101000000-abcdef123456` or a module with a
+//! major version past 64 bits is ordered, not refused. Go pseudo-versions
 //! (`v0.0.0-20200101000000-abcdef123456`, `vX.Y.Z-pre.0.<time>-<hash>`,
 //! `vX.Y.(Z+1)-0.<time>-<hash>`) are ordinary SemVer prereleases; their
 //! fixed-width timestamp makes precedence order them by time, and each sorts
 //! above its base version and below the next release, which is what
 //! golang.org/ref/mod#pseudo-versions specifies. No special code is needed,
 //! and none is written.
+//!
+//! PEP 440 local versions (`1.0+ubuntu1`) are builds of the public version
+//! with local patches: PEP 440 ignores the label when a specifier has none,
+//! so the label is dropped for ordering and `1.0+ubuntu1` is affected
+//! wherever `1.0` is (the safer reading: `packaging` would sort it above
+//! `1.0` and miss a `last_affected: 1.0`). The reported version keeps it.
 //!
 //! A string that is not a version in its scheme is a [`VersionError`], never
 //! a guess: the caller decides what an unreadable version means (the matcher
@@ -97,18 +107,21 @@ impl Scheme {
     pub fn parse(self, input: &str) -> Result<Version, VersionError> {
         let err = |reason: String| VersionError::new(self, input, reason);
         match self {
-            Self::SemVer => parse_semver(input).map(Version::SemVer).map_err(err),
+            Self::SemVer => {
+                let bare = input.strip_prefix('v').unwrap_or(input);
+                parse_semver(bare, Shorthand::WithSuffix).map(Version::SemVer).map_err(err)
+            }
             Self::Npm => {
                 let cleaned = input.trim().trim_start_matches(['=', 'v']);
-                parse_semver(cleaned).map(Version::SemVer).map_err(err)
+                parse_semver(cleaned, Shorthand::WithSuffix).map(Version::SemVer).map_err(err)
             }
             Self::Go => {
                 let bare = input.strip_prefix('v').unwrap_or(input);
-                parse_semver(bare).map(Version::SemVer).map_err(err)
+                parse_semver(bare, Shorthand::Bare).map(Version::SemVer).map_err(err)
             }
-            Self::Pep440 => {
-                pep440_rs::Version::from_str(input).map(Version::Pep440).map_err(|e| err(e.to_string()))
-            }
+            Self::Pep440 => pep440_rs::Version::from_str(input)
+                .map(|v| Version::Pep440(v.without_local()))
+                .map_err(|e| err(e.to_string())),
             Self::RubyGems => GemVersion::parse(input).map(Version::Gem).map_err(err),
         }
     }
@@ -165,18 +178,107 @@ pub enum Version {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SemVer {
     /// Major.
-    pub major: u64,
+    pub major: Number,
     /// Minor.
-    pub minor: u64,
+    pub minor: Number,
     /// Patch.
-    pub patch: u64,
+    pub patch: Number,
     /// Prerelease identifiers (empty for a release, which sorts above them).
+    /// `semver::Prerelease` already compares numeric identifiers of any
+    /// length as numbers.
     pub pre: semver::Prerelease,
 }
 
-fn parse_semver(input: &str) -> Result<SemVer, String> {
-    let v = semver::Version::parse(input).map_err(|e| e.to_string())?;
-    Ok(SemVer { major: v.major, minor: v.minor, patch: v.patch, pre: v.pre })
+/// A non-negative integer of any length, as SemVer's numeric parts are.
+///
+/// The derived order is numeric: `Big` holds only values above `u64::MAX`,
+/// written without leading zeros, so it sorts above every `Small`, and two
+/// `Big`s compare by length, then digit by digit (see [`Digits`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Number {
+    /// Up to `u64::MAX`: the common case, no allocation.
+    Small(u64),
+    /// Above `u64::MAX`.
+    Big(Digits),
+}
+
+/// Decimal digits without leading zeros, ordered by length first: numeric order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Digits(Box<str>);
+
+impl Ord for Digits {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.len().cmp(&other.0.len()).then_with(|| self.0.cmp(&other.0))
+    }
+}
+
+impl PartialOrd for Digits {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Number {
+    /// Digits with no leading zero (but `0` itself).
+    fn parse(s: &str) -> Result<Self, String> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("{:?} is not a number", cut(s)));
+        }
+        if s.len() > 1 && s.starts_with('0') {
+            return Err(format!("{:?} has a leading zero", cut(s)));
+        }
+        Ok(s.parse::<u64>().map_or_else(|_| Self::Big(Digits(s.into())), Self::Small))
+    }
+}
+
+fn cut(s: &str) -> String {
+    s.chars().take(32).collect()
+}
+
+/// Which shorthands (`1`, `1.2`) read as `1.0.0`, `1.2.0`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shorthand {
+    /// Also before a prerelease or build (`1.2-beta`): osv.dev's reading of
+    /// npm and crates.io versions.
+    WithSuffix,
+    /// Only with nothing after them: golang.org/x/mod/semver's rule.
+    Bare,
+}
+
+/// `MAJOR[.MINOR[.PATCH]][-PRE][+BUILD]`, numbers of any length; build
+/// metadata is checked and dropped.
+fn parse_semver(input: &str, shorthand: Shorthand) -> Result<SemVer, String> {
+    let (rest, build) = match input.split_once('+') {
+        Some((rest, build)) => (rest, Some(build)),
+        None => (input, None),
+    };
+    if let Some(build) = build {
+        if build.is_empty() {
+            return Err("empty build metadata".to_owned());
+        }
+        semver::BuildMetadata::new(build).map_err(|e| e.to_string())?;
+    }
+    let (core, pre) = match rest.split_once('-') {
+        Some((core, pre)) => (core, Some(pre)),
+        None => (rest, None),
+    };
+    let pre = match pre {
+        Some("") => return Err("empty prerelease".to_owned()),
+        Some(pre) => semver::Prerelease::new(pre).map_err(|e| e.to_string())?,
+        None => semver::Prerelease::EMPTY,
+    };
+    let parts: Vec<&str> = core.split('.').collect();
+    let suffixed = build.is_some() || !pre.is_empty();
+    let allowed = match shorthand {
+        Shorthand::WithSuffix => 1..=3,
+        Shorthand::Bare if suffixed => 3..=3,
+        Shorthand::Bare => 1..=3,
+    };
+    if !allowed.contains(&parts.len()) {
+        return Err("not MAJOR.MINOR.PATCH".to_owned());
+    }
+    let number = |i: usize| parts.get(i).map_or(Ok(Number::Small(0)), |p| Number::parse(p));
+    Ok(SemVer { major: number(0)?, minor: number(1)?, patch: number(2)?, pre })
 }
 
 /// A RubyGems version, compared as `Gem::Version#<=>` does.
@@ -387,5 +489,52 @@ impl GemVersion {
     /// became `.pre.`).
     pub fn is_prerelease(&self) -> bool {
         self.canonical.iter().any(|s| matches!(s, GemSegment::Letters(_)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(scheme: Scheme, a: &str, b: &str) -> Ordering {
+        scheme.parse(a).unwrap().cmp(&scheme.parse(b).unwrap())
+    }
+
+    #[test]
+    fn numbers_of_any_length_compare_as_numbers() {
+        let huge = "v1.18446744073709551616.0"; // u64::MAX + 1
+        assert_eq!(order(Scheme::Go, huge, "v1.18446744073709551615.0"), Ordering::Greater);
+        assert_eq!(order(Scheme::Go, "v99999999999999999999999.0.0", huge), Ordering::Greater);
+        assert_eq!(
+            order(Scheme::Go, "v100000000000000000000.0.0", "v99999999999999999999.0.0"),
+            Ordering::Greater
+        );
+        assert_eq!(order(Scheme::SemVer, "1.0.0-99999999999999999999999", "1.0.0-2"), Ordering::Greater);
+        assert!(Scheme::Go.parse("v01.0.0").is_err());
+        assert!(Scheme::Go.parse("v1.0.0-").is_err());
+        assert!(Scheme::Go.parse("v1.0.0+").is_err());
+    }
+
+    #[test]
+    fn shorthands_follow_each_ecosystem() {
+        // x/mod/semver: v1 and v1.2 are v1.0.0 and v1.2.0, but only bare.
+        assert_eq!(order(Scheme::Go, "v1", "v1.0.0"), Ordering::Equal);
+        assert_eq!(order(Scheme::Go, "v1.2", "v1.2.0"), Ordering::Equal);
+        assert!(Scheme::Go.parse("v1.2-pre").is_err());
+        assert!(Scheme::Go.parse("v1.2+meta").is_err());
+        // osv.dev: a missing minor or patch is zero, a leading v tolerated.
+        assert_eq!(order(Scheme::Npm, "1.2", "1.2.0"), Ordering::Equal);
+        assert_eq!(order(Scheme::Npm, "1.2-beta", "1.2.0-beta"), Ordering::Equal);
+        assert_eq!(order(Scheme::SemVer, "v1", "1.0.0"), Ordering::Equal);
+        assert!(Scheme::SemVer.parse("1.2.3.4").is_err());
+        assert!(Scheme::SemVer.parse("").is_err());
+    }
+
+    #[test]
+    fn build_metadata_and_local_labels_are_ignored_for_ordering() {
+        assert_eq!(order(Scheme::Npm, "2.1.6+git", "2.1.6"), Ordering::Equal);
+        assert_eq!(order(Scheme::Go, "v2.0.0+incompatible", "v2.0.0"), Ordering::Equal);
+        assert_eq!(order(Scheme::Pep440, "1.0+ubuntu1", "1.0"), Ordering::Equal);
+        assert_eq!(order(Scheme::Pep440, "1.0+ubuntu1", "1.0.1"), Ordering::Less);
     }
 }

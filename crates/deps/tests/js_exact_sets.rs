@@ -3,7 +3,8 @@
 //! Every lockfile under `tests/fixtures/{npm,yarn,pnpm}/` is parsed and its
 //! whole (ecosystem, name, version) set compared with
 //! `tests/fixtures/expected/<format>/<case>.txt` (`ecosystem<TAB>name<TAB>version`,
-//! one line per package, sorted byte-wise, unique; a fixture in a nested
+//! and `<TAB>commit` for a git dependency, whose version may be empty when
+//! the lockfile records none; one line per package, sorted byte-wise, unique; a fixture in a nested
 //! folder such as `npm/pair-js-yaml-bump/base/` is the case
 //! `pair-js-yaml-bump-base`).
 //!
@@ -19,7 +20,8 @@ use std::path::{Path, PathBuf};
 
 use gatehouse_deps::lockfile::parse;
 
-type Entry = (String, String, String);
+/// Ecosystem, name, version, commit ("" for none).
+type Entry = (String, String, String, String);
 
 const SHOWN: usize = 20;
 
@@ -64,9 +66,14 @@ fn expected(path: &Path) -> BTreeSet<Entry> {
         .iter()
         .map(|line| {
             let fields: Vec<&str> = line.split('\t').collect();
+            let own = |s: &&str| (*s).to_owned();
             match fields.as_slice() {
                 [eco, name, version] if !name.is_empty() && !version.is_empty() => {
-                    ((*eco).to_owned(), (*name).to_owned(), (*version).to_owned())
+                    (own(eco), own(name), own(version), String::new())
+                }
+                // A git dependency: the version or the commit may be missing.
+                [eco, name, version, commit] if !name.is_empty() => {
+                    (own(eco), own(name), own(version), own(commit))
                 }
                 _ => panic!("{}: bad line {line:?}", path.display()),
             }
@@ -79,8 +86,8 @@ fn show(out: &mut String, title: &str, entries: &[&Entry]) {
         return;
     }
     let _ = writeln!(out, "  {title} ({}):", entries.len());
-    for (eco, name, version) in entries.iter().take(SHOWN) {
-        let _ = writeln!(out, "    {eco}\t{name}\t{version}");
+    for (eco, name, version, commit) in entries.iter().take(SHOWN) {
+        let _ = writeln!(out, "    {eco}\t{name}\t{version}\t{commit}");
     }
     if entries.len() > SHOWN {
         let _ = writeln!(out, "    ... and {} more", entries.len() - SHOWN);
@@ -115,7 +122,10 @@ fn check_format(format: &str, names: &[&str]) -> usize {
         let got: BTreeSet<Entry> = parsed
             .packages
             .iter()
-            .map(|p| (p.ecosystem.as_str().to_owned(), p.name.clone(), p.version.clone()))
+            .map(|p| {
+                let commit = p.commit.clone().unwrap_or_default();
+                (p.ecosystem.as_str().to_owned(), p.name.clone(), p.version.clone(), commit)
+            })
             .collect();
         assert_eq!(got.len(), parsed.packages.len(), "{rel}: duplicate packages in the parse");
         if got != want {

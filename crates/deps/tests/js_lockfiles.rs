@@ -86,13 +86,18 @@ fn assert_clean(p: &Parsed, format: Format, count: usize) {
         assert_eq!(pk.ecosystem, Ecosystem::Npm);
         assert!(!pk.name.is_empty());
         let v = &pk.version;
-        assert!(
-            v.bytes().next().is_some_and(|b| b.is_ascii_digit())
-                && !v.contains(['(', '_', ':', '/', ' ', '@']),
-            "{}@{v}: not a plain version",
-            pk.name
-        );
+        // Empty for no version (a git dependency or a URL); else as written,
+        // with no peer suffix, URL or alias left in it.
+        assert!(!v.contains(['(', '_', ':', '/', ' ', '@']), "{}@{v}: not a plain version", pk.name);
     }
+}
+
+/// `name` is listed once, as a git dependency at `version` and `commit`.
+#[track_caller]
+fn assert_git(p: &Parsed, name: &str, version: &str, commit: Option<&str>) {
+    let found: Vec<_> = p.packages.iter().filter(|pk| pk.name == name).collect();
+    assert_eq!(found.len(), 1, "{name}: {found:?}");
+    assert_eq!((found[0].version.as_str(), found[0].commit.as_deref()), (version, commit), "{name}");
 }
 
 fn warning_codes(p: &Parsed) -> Vec<&'static str> {
@@ -129,7 +134,7 @@ fn npm_checkout_v1_nested_and_bundled() {
 #[test]
 fn npm_nightscout_shrinkwrap_v1() {
     let p = fixture("npm/nightscout-shrinkwrap-v1/npm-shrinkwrap.json");
-    assert_clean(&p, Format::NpmShrinkwrap, 1141);
+    assert_clean(&p, Format::NpmShrinkwrap, 1142);
     assert_versions(
         &p,
         &[
@@ -146,10 +151,11 @@ fn npm_nightscout_shrinkwrap_v1() {
             ("node-uuid", &["1.4.7"]),
         ],
     );
-    // `http2` is a GitHub archive tarball (a commit): a warning, not a package.
-    assert_absent(&p, &["http2", "nightscout"]);
-    assert_eq!(warning_codes(&p), ["git_dependency"]);
-    assert!(p.warnings.iter().all(|w| w.message.starts_with("http2:")));
+    // `http2` is a GitHub archive tarball of a tag: a git dependency with
+    // neither a version nor a commit, listed so that the scan reports it.
+    assert_git(&p, "http2", "", None);
+    assert_absent(&p, &["nightscout"]);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }
 
 #[test]
@@ -203,7 +209,7 @@ fn npm_dependency_review_action_v3_aliases_and_peers() {
 #[test]
 fn npm_btc_rpc_explorer_shrinkwrap_v2_git_deps() {
     let p = fixture("npm/btc-rpc-explorer-shrinkwrap-v2/npm-shrinkwrap.json");
-    assert_clean(&p, Format::NpmShrinkwrap, 495);
+    assert_clean(&p, Format::NpmShrinkwrap, 498);
     assert_versions(
         &p,
         &[
@@ -216,19 +222,20 @@ fn npm_btc_rpc_explorer_shrinkwrap_v2_git_deps() {
             ("@babel/parser", &["7.17.12"]),
         ],
     );
-    // Git-resolved: @janoside/app-utils 1.0.0, electrum-client 1.1.7 and
-    // node_modules/btc-rpc-client (name bitcoin-core 3.0.0). The root project too.
-    assert_absent(
-        &p,
-        &["@janoside/app-utils", "electrum-client", "bitcoin-core", "btc-rpc-client", "btc-rpc-explorer"],
-    );
-    assert_eq!(warning_codes(&p), ["git_dependency"; 3]);
+    // Git-resolved, listed under the version npm records with the commit of
+    // `resolved`: @janoside/app-utils 1.0.0, electrum-client 1.1.7 and
+    // node_modules/btc-rpc-client (name bitcoin-core 3.0.0).
+    assert_git(&p, "@janoside/app-utils", "1.0.0", Some("ed4c9740804e660dd4475cd36d6c1daf0c8e2d9d"));
+    assert_git(&p, "electrum-client", "1.1.7", Some("d98e929028d2b05c88a41fe37652737912bead79"));
+    assert_git(&p, "bitcoin-core", "3.0.0", Some("8ed164d9ea4964d5c059084f48818b1a14bf86c9"));
+    assert_absent(&p, &["btc-rpc-client", "btc-rpc-explorer"]);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }
 
 #[test]
 fn npm_btc_rpc_explorer_shrinkwrap_v3() {
     let p = fixture("npm/btc-rpc-explorer-shrinkwrap-v3/npm-shrinkwrap.json");
-    assert_clean(&p, Format::NpmShrinkwrap, 545);
+    assert_clean(&p, Format::NpmShrinkwrap, 547);
     assert_versions(
         &p,
         &[
@@ -241,14 +248,16 @@ fn npm_btc_rpc_explorer_shrinkwrap_v3() {
             ("@babel/parser", &["7.28.0"]),
         ],
     );
-    assert_absent(&p, &["@janoside/app-utils", "electrum-client", "btc-rpc-explorer"]);
-    assert_eq!(warning_codes(&p), ["git_dependency"; 2]);
+    assert_git(&p, "@janoside/app-utils", "1.0.0", Some("ba4c23d3fcfb5d6eb9f5de951bf47e046e03b281"));
+    assert_git(&p, "electrum-client", "1.1.7", Some("d98e929028d2b05c88a41fe37652737912bead79"));
+    assert_absent(&p, &["btc-rpc-explorer"]);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }
 
 #[test]
 fn npm_workspaces_and_links() {
     let p = fixture("npm/workspaces-languageservices/package-lock.json");
-    assert_clean(&p, Format::NpmPackageLock, 920);
+    assert_clean(&p, Format::NpmPackageLock, 921);
     assert_versions(
         &p,
         &[
@@ -260,7 +269,7 @@ fn npm_workspaces_and_links() {
         ],
     );
     // Workspace folders (`expressions`, ...), their `link: true` entries under
-    // node_modules/@actions/, the root, and a git dev dependency.
+    // node_modules/@actions/, and the root; a git dev dependency is listed.
     assert_absent(
         &p,
         &[
@@ -269,10 +278,10 @@ fn npm_workspaces_and_links() {
             "@actions/languageserver",
             "@actions/languageservice",
             "actions-languageservices",
-            "rest-api-description",
         ],
     );
-    assert_eq!(warning_codes(&p), ["git_dependency"]);
+    assert_git(&p, "rest-api-description", "1.0.0", Some("5e28810649ba41b5483753ba74f976f83856a504"));
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }
 
 #[test]
@@ -297,7 +306,7 @@ fn npm_nested_node_modules_duplicates() {
 #[test]
 fn yarn_v1_prettier() {
     let p = fixture("yarn/prettier-v1/yarn.lock");
-    assert_clean(&p, Format::YarnV1, 827);
+    assert_clean(&p, Format::YarnV1, 828);
     assert_versions(
         &p,
         &[
@@ -312,15 +321,14 @@ fn yarn_v1_prettier() {
         ],
     );
     // parse-srcset@ikatyang/parse-srcset#54eb9c1: a codeload.github.com tarball.
-    assert_absent(&p, &["parse-srcset"]);
-    assert_eq!(warning_codes(&p), ["git_dependency"]);
-    assert_eq!(p.warnings.first().and_then(|w| w.line), Some(4797));
+    assert_git(&p, "parse-srcset", "1.0.2", Some("54eb9c1cb21db5c62b4d0e275d7249516df6f0ee"));
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }
 
 #[test]
 fn yarn_v1_webpack_aliases_and_git() {
     let p = fixture("yarn/webpack-v1-aliases-git/yarn.lock");
-    assert_clean(&p, Format::YarnV1, 1392);
+    assert_clean(&p, Format::YarnV1, 1393);
     assert_versions(
         &p,
         &[
@@ -342,19 +350,11 @@ fn yarn_v1_webpack_aliases_and_git() {
     );
     assert_absent(
         &p,
-        &[
-            "prettier-2",
-            "string-width-cjs",
-            "strip-ansi-cjs",
-            "wrap-ansi-cjs",
-            "react-is-18",
-            "react-is-19",
-            "tooling",
-        ],
+        &["prettier-2", "string-width-cjs", "strip-ansi-cjs", "wrap-ansi-cjs", "react-is-18", "react-is-19"],
     );
     // tooling@webpack/tooling#v1.28.1, resolved from codeload.github.com.
-    assert_eq!(warning_codes(&p), ["git_dependency"]);
-    assert_eq!(p.warnings.first().and_then(|w| w.line), Some(9715));
+    assert_git(&p, "tooling", "1.28.1", Some("4c13a00ac84cf0e2dd57c457cd1ce46faa9e456a"));
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }
 
 #[test]
@@ -527,7 +527,7 @@ fn npm_v1_aliases_git_file_tarballs() {
   }
 }"#,
     );
-    assert_clean(&p, Format::NpmPackageLock, 10);
+    assert_clean(&p, Format::NpmPackageLock, 14);
     assert_versions(
         &p,
         &[
@@ -542,15 +542,15 @@ fn npm_v1_aliases_git_file_tarballs() {
             ("pre", &["1.0.0-rc.1+build.5"]),
         ],
     );
-    assert_absent(
-        &p,
-        &["babel-code-frame", "string-width-cjs", "git-a", "git-b", "git-c", "local", "elsewhere", "root"],
-    );
-    assert_eq!(
-        warning_codes(&p),
-        ["git_dependency", "git_dependency", "git_dependency", "no_registry_version"],
-        "in file order"
-    );
+    assert_absent(&p, &["babel-code-frame", "string-width-cjs", "local", "root"]);
+    // v1 writes a git dependency's URL as its version: no version, the URL's commit.
+    assert_git(&p, "git-a", "", Some("0a2d2506c1fe299691fc5db53a2097db3bd615bc"));
+    assert_git(&p, "git-b", "", Some("d5ac0584ee9ae7bd9288220a39780f155b9ad4c8"));
+    assert_git(&p, "git-c", "", Some("c5a7ba5e0ad98b8db1cb8ce105403dd4b768cced"));
+    // A tarball URL that is not a registry's: listed without a version (the
+    // URL may hold a token), for the scan to report.
+    assert_git(&p, "elsewhere", "", None);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }
 
 #[test]
@@ -574,12 +574,11 @@ fn npm_v3_every_entry_kind() {
     "node_modules/codeload": {"version": "2.0.0", "resolved": "https://codeload.github.com/x/codeload/tar.gz/0123"},
     "node_modules/tarball": {"version": "3.0.0", "resolved": "https://npm.example.com/tarball/-/tarball-3.0.0.tgz"},
     "node_modules/localtgz": {"version": "0.0.1", "resolved": "file:vendor/localtgz-0.0.1.tgz"},
-    "node_modules/noversion": {"resolved": "https://registry.npmjs.org/x/-/x.tgz"},
-    "node_modules/nulled": null
+    "node_modules/noversion": {"resolved": "https://registry.npmjs.org/x/-/x.tgz"}
   }
 }"#,
     );
-    assert_clean(&p, Format::NpmPackageLock, 7);
+    assert_clean(&p, Format::NpmPackageLock, 11);
     assert_versions(
         &p,
         &[
@@ -590,24 +589,14 @@ fn npm_v3_every_entry_kind() {
             ("tarball", &["3.0.0"]),
         ],
     );
-    assert_absent(
-        &p,
-        &[
-            "root",
-            "@ws/a",
-            "string-width-cjs",
-            "gitdep",
-            "is-number-1",
-            "is-number",
-            "codeload",
-            "localtgz",
-            "noversion",
-        ],
-    );
-    assert_eq!(
-        warning_codes(&p),
-        ["git_dependency", "git_dependency", "git_dependency", "no_registry_version"]
-    );
+    assert_absent(&p, &["root", "@ws/a", "string-width-cjs", "is-number", "localtgz"]);
+    // Git dependencies under their recorded version, with the commit when
+    // `resolved` names one (`0123` is too short to be one).
+    assert_git(&p, "gitdep", "1.0.0", Some("5e28810649ba41b5483753ba74f976f83856a504"));
+    assert_git(&p, "is-number-1", "3.0.0", Some("af885e2"));
+    assert_git(&p, "codeload", "2.0.0", None);
+    assert_git(&p, "noversion", "", None);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }
 
 #[test]
@@ -658,11 +647,31 @@ fn npm_errors() {
     assert_eq!(e.code, ParseErrorCode::Structure);
     let e = err(PKG, r#"{"lockfileVersion": 3, "packages": {"node_modules/": {"version": "1.0.0"}}}"#);
     assert_eq!(e.code, ParseErrorCode::Structure);
-    // Entries, none with a version: garbage, not an empty lockfile.
-    let e = err(PKG, r#"{"lockfileVersion": 3, "packages": {"node_modules/a": {}, "node_modules/b": null}}"#);
-    assert_eq!(e.code, ParseErrorCode::Structure);
-    let e = err(PKG, r#"{"lockfileVersion": 1, "dependencies": {"a": {"x": 1}}}"#);
-    assert_eq!(e.code, ParseErrorCode::Structure);
+    // An entry the parser cannot read (no version and no source, or null)
+    // fails the parse at its line, even beside readable ones.
+    let ok_entry = "\"node_modules/ok\": {\"version\": \"1.0.0\"},";
+    for bad in ["\"node_modules/a\": {}", "\"node_modules/b\": null"] {
+        let e = err(PKG, &format!("{{\"lockfileVersion\": 3, \"packages\": {{{ok_entry}\n{bad}}}}}"));
+        assert_eq!((e.code, e.line), (ParseErrorCode::Structure, Some(2)), "{bad}: {e}");
+    }
+    let e = err(
+        PKG,
+        "{\"lockfileVersion\": 1, \"dependencies\": {\"ok\": {\"version\": \"1.0.0\"},\n\"a\": {\"x\": 1}}}",
+    );
+    assert_eq!((e.code, e.line), (ParseErrorCode::Structure, Some(2)), "{e}");
+    let e = err(PKG, "{\"lockfileVersion\": 1, \"dependencies\": {\n\"a\": null}}");
+    assert_eq!((e.code, e.line), (ParseErrorCode::Structure, Some(2)), "{e}");
+    // A repeated key: JSON.parse would keep the last one silently.
+    let e = err(
+        PKG,
+        "{\"lockfileVersion\": 3, \"packages\": {\"node_modules/a\": {\"version\": \"1.0.0\"},\n\"node_modules/a\": {\"version\": \"9.0.0\"}}}",
+    );
+    assert_eq!((e.code, e.line), (ParseErrorCode::Structure, Some(2)), "{e}");
+    let e = err(
+        PKG,
+        "{\"lockfileVersion\": 3, \"packages\": {\"node_modules/a\": {\"version\": \"1.0.0\",\n\"version\": \"9.0.0\"}}}",
+    );
+    assert_eq!(e.code, ParseErrorCode::Structure, "{e}");
     // JSON with a stray comma.
     let e = err(PKG, "{\"lockfileVersion\": 3,\n\"packages\": {,}}");
     assert_eq!((e.code, e.line), (ParseErrorCode::Syntax, Some(2)));
@@ -786,7 +795,7 @@ tagged@latest:
 "#
     );
     let p = ok(YARN, &text);
-    assert_clean(&p, Format::YarnV1, 8);
+    assert_clean(&p, Format::YarnV1, 13);
     assert_versions(
         &p,
         &[
@@ -802,32 +811,18 @@ tagged@latest:
     );
     assert_absent(
         &p,
-        &[
-            "string-width-cjs",
-            "babel-hvi",
-            "mine1",
-            "mine2",
-            "mine3",
-            "minimist",
-            "filedep",
-            "sprintf-js",
-            "etag",
-            "tagged",
-            "x",
-            "@babel/highlight",
-        ],
+        &["string-width-cjs", "babel-hvi", "filedep", "sprintf-js", "etag", "x", "@babel/highlight"],
     );
-    let lines: Vec<_> = p.warnings.iter().map(|w| (w.code, w.line)).collect();
-    assert_eq!(
-        lines,
-        [
-            ("git_dependency", Some(35)),      // mine1: git+ssh resolved
-            ("git_dependency", Some(39)),      // mine2: codeload.github.com
-            ("git_dependency", Some(43)),      // mine3: GitHub shorthand, no resolved
-            ("git_dependency", Some(46)),      // minimist: ssh:// resolved, one descriptor a plain range
-            ("no_registry_version", Some(63)), // tagged: version "next"
-        ]
-    );
+    let full = "0a2d2506c1fe299691fc5db53a2097db3bd615bc";
+    assert_git(&p, "mine1", "1.0.0-alpha.37", Some(full)); // git+ssh resolved
+    assert_git(&p, "mine2", "0.0.1", Some(full)); // codeload.github.com
+    // A GitHub shorthand without `resolved`: the descriptor's `#0a2d2506c1`.
+    assert_git(&p, "mine3", "1.2.3", None);
+    // ssh:// resolved, one descriptor a plain range.
+    assert_git(&p, "minimist", "0.0.8", Some("3754568bfd43a841d2d72d7fb54598635aea8fa4"));
+    // A dist-tag as a version: kept as written, for the scan to report.
+    assert_versions(&p, &[("tagged", &["next"])]);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }
 
 #[test]
@@ -957,7 +952,7 @@ fn yarn_berry_protocols() {
 "#
     );
     let p = ok(YARN, &text);
-    assert_clean(&p, Format::YarnBerry, 7);
+    assert_clean(&p, Format::YarnBerry, 10);
     assert_versions(
         &p,
         &[
@@ -983,12 +978,14 @@ fn yarn_berry_protocols() {
             "my-package",
             "patched-local",
             "gen",
-            "vuejs",
-            "is-really-great",
-            "odd",
         ],
     );
-    assert_eq!(warning_codes(&p), ["git_dependency", "git_dependency", "unsupported_protocol"]);
+    // Git locators: the entry's version, the locator's `#commit=`.
+    assert_git(&p, "vuejs", "2.5.0", Some("0948d999f2fddf9f90991956493f976273c5da1f"));
+    assert_git(&p, "is-really-great", "1.0.0", Some("191eeef50c584714e1fb8927d17ee72b3b8c97c4"));
+    // A protocol gatehouse does not know: still checked, under its version.
+    assert_versions(&p, &[("odd", &["1.0.0"])]);
+    assert_eq!(warning_codes(&p), ["unsupported_protocol"]);
 }
 
 #[test]
@@ -1055,7 +1052,6 @@ packages:
   registry.npm.invalid/foo/1.1.0:
   registry.npm.invalid/@foo/bar/1.1.0:
   example.com/foo/1.3.0_bar@2.0.0:
-  github.com/kevva/is-positive:
   /foo/bar:
   git@bitbucket.org+my-org/pkg/6104ae42cd32c3d724036d3964678f197b2c9cdb:
     resolution: {commit: 6104ae42cd32c3d724036d3964678f197b2c9cdb, repo: 'git@bitbucket.org:my-org/pkg.git', type: git}
@@ -1083,25 +1079,21 @@ packages:
     version: 1.0.0
 "#,
     );
-    assert_clean(&p, Format::Pnpm, 8);
+    assert_clean(&p, Format::Pnpm, 11);
     assert_versions(
         &p,
         &[
-            ("foo", &["1.0.0", "1.1.0", "1.3.0", "1.4.0"]),
+            // `/foo/bar` names version `bar`: kept as written, for the scan to report.
+            ("foo", &["1.0.0", "1.1.0", "1.3.0", "1.4.0", "bar"]),
             ("@foo/bar", &["1.0.0", "1.1.0"]),
             ("peer", &["2.0.0"]),
             ("@my-org/my-package", &["3.2.3"]),
         ],
     );
-    assert_absent(
-        &p,
-        &["my-bitbucket-package", "mocks", "my-file-package", "a-local-package", "one-up-with-peer", "kevva"],
-    );
-    // github.com/kevva/is-positive is a git host path; /foo/bar names no version.
-    assert_eq!(
-        warning_codes(&p),
-        ["git_dependency", "no_registry_version", "git_dependency", "git_dependency"]
-    );
+    assert_absent(&p, &["my-file-package", "a-local-package", "one-up-with-peer"]);
+    assert_git(&p, "my-bitbucket-package", "1.0.0", Some("6104ae42cd32c3d724036d3964678f197b2c9cdb"));
+    assert_git(&p, "mocks", "20.0.1", Some("590f321b4eb3f692bb211bd74e22947639a6f79d"));
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 }
 
 #[test]
@@ -1201,16 +1193,16 @@ snapshots:
   only-in-snapshots@1.0.0(react@18.0.0): {}
 "#,
     );
-    assert_clean(&v9, Format::Pnpm, 4);
+    assert_clean(&v9, Format::Pnpm, 6);
     assert_versions(
         &v9,
         &[("@isaacs/cliui", &["8.0.2"]), ("string-width", &["4.2.3", "5.1.2"]), ("private", &["2.0.0"])],
     );
-    assert_absent(
-        &v9,
-        &["string-width-cjs", "local", "ansi-regex", "is-number", "dir", "only-in-snapshots", "node"],
-    );
-    assert_eq!(warning_codes(&v9), ["git_dependency", "git_dependency"]);
+    assert_absent(&v9, &["string-width-cjs", "local", "dir", "only-in-snapshots", "node"]);
+    // Git packages, named by their `name@<git URL>` keys.
+    assert_git(&v9, "ansi-regex", "6.0.1", Some("02fa893d619d3da85411acc8fd4e2eea0e95a9d9"));
+    assert_git(&v9, "is-number", "7.0.0", Some("98e8ff1da1a89f93d1397a24d7413ed15421c139"));
+    assert!(v9.warnings.is_empty(), "{:?}", v9.warnings);
 }
 
 /// pnpm 11+ writes an "env" document (pnpm itself, config dependencies) before
@@ -1293,16 +1285,22 @@ snapshots:
 
 #[test]
 fn pnpm_unreadable_keys() {
-    // One unreadable key among readable ones: a warning.
-    let p = ok(
-        PNPM,
-        "lockfileVersion: 5.3\npackages:\n  /acorn/8.7.0:\n    dev: false\n  invalidpath:\n    dev: false\n",
-    );
-    assert_versions(&p, &[("acorn", &["8.7.0"])]);
-    assert_eq!(p.warnings.first().map(|w| (w.code, w.line)), Some(("unrecognized_entry", Some(5))));
-    // Nothing readable at all: an error, not an empty list.
+    // One unreadable key among readable ones fails the parse at its line:
+    // no partial list (osv-scalibr's and osv-scanner's fixtures).
+    for (fixture, line) in
+        [("invalid-path.yaml", 17), ("invalid-paths.yaml", 11), ("invalid-package-path.yaml", 44)]
+    {
+        let bytes =
+            std::fs::read(format!("{}/tests/fixtures/pnpm-peer/{fixture}", env!("CARGO_MANIFEST_DIR")))
+                .expect("fixture");
+        let e = parse(PNPM, &bytes).expect_err(fixture);
+        assert_eq!((e.code, e.line), (ParseErrorCode::Structure, Some(line)), "{fixture}: {e}");
+    }
     let e = err(PNPM, "lockfileVersion: 5.3\npackages:\n  invalidpath1: {}\n  invalidpath2: {}\n");
     assert_eq!((e.code, e.line), (ParseErrorCode::Structure, Some(3)));
+    // A repository-path key whose entry names no package.
+    let e = err(PNPM, "lockfileVersion: 5.3\npackages:\n  /a/1.0.0: {}\n  github.com/kevva/is-positive:\n");
+    assert_eq!((e.code, e.line), (ParseErrorCode::Structure, Some(4)));
     // No packages at all is a project without dependencies.
     assert!(ok(PNPM, "lockfileVersion: '9.0'\nimporters:\n  .: {}\n").packages.is_empty());
 }
@@ -1470,6 +1468,8 @@ fn error_messages_do_not_echo_content() {
 // ------------------------------------------------------------------ proptest
 
 mod props {
+    use std::collections::BTreeMap;
+
     use proptest::prelude::*;
 
     use super::*;
@@ -1497,35 +1497,192 @@ mod props {
         ),
     ];
 
-    fn check(name: &str, bytes: &[u8]) {
-        // Never panics; an error always carries the file name.
-        if let Err(e) = parse(name, bytes) {
-            assert_eq!(e.file, name);
+    /// Checks one parse: a success keeps the invariants, a failure names the
+    /// file, a line inside it, and one of the codes a lockfile parse can
+    /// give without includes.
+    fn check(name: &str, bytes: &[u8]) -> Option<Parsed> {
+        match parse(name, bytes) {
+            Ok(p) => {
+                assert!(p.packages.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
+                for pk in &p.packages {
+                    assert!(!pk.name.is_empty() && !pk.name.contains(['\n', '\0']), "{pk:?}");
+                    assert!(!pk.version.contains([':', '/', '\n']), "{pk:?}");
+                    assert!(pk.commit.as_deref().is_none_or(gatehouse_deps::package::is_commit), "{pk:?}");
+                }
+                Some(p)
+            }
+            Err(e) => {
+                assert_eq!(e.file, name);
+                let lines = bytes.iter().filter(|&&b| b == b'\n').count() + 1;
+                assert!(e.line.is_none_or(|l| (1..=lines).contains(&l)), "{e}");
+                use ParseErrorCode as C;
+                assert!(
+                    matches!(
+                        e.code,
+                        C::FormatMismatch | C::InvalidUtf8 | C::Syntax | C::Structure | C::UnsupportedVersion
+                    ),
+                    "{e}"
+                );
+                None
+            }
         }
+    }
+
+    /// One generated package: a name, a registry version, and a commit for a git one.
+    #[derive(Debug, Clone)]
+    struct Gen {
+        version: String,
+        commit: Option<String>,
+    }
+
+    fn packages() -> impl Strategy<Value = BTreeMap<String, Gen>> {
+        let name = "(@[a-z]{1,4}/)?[a-z][a-z0-9-]{0,8}";
+        let version =
+            "(0|[1-9][0-9]{0,2})\\.(0|[1-9][0-9]{0,2})\\.(0|[1-9][0-9]{0,2})(-rc\\.[1-9])?(\\+git)?";
+        let commit = proptest::option::of("[0-9a-f]{40}");
+        let entry = (version, commit).prop_map(|(version, commit)| Gen { version, commit });
+        proptest::collection::btree_map(name, entry, 1..8)
+    }
+
+    /// `packages` written in one of four formats, as each package manager writes it.
+    fn render(which: usize, packages: &BTreeMap<String, Gen>) -> (&'static str, String) {
+        let mut out = String::new();
+        let repo = |n: &str| format!("github.com/x/{}", n.replace(['@', '/'], ""));
+        match which {
+            0 => {
+                out.push_str("{\"lockfileVersion\": 3, \"packages\": {\"\": {\"name\": \"root\"}");
+                for (n, g) in packages {
+                    let resolved = match &g.commit {
+                        Some(c) => format!("git+ssh://git@{}.git#{c}", repo(n)),
+                        None => format!("https://registry.npm.invalid/{n}/-/x-{}.tgz", g.version),
+                    };
+                    out.push_str(&format!(
+                        ",\n\"node_modules/{n}\": {{\"version\": \"{}\", \"resolved\": \"{resolved}\"}}",
+                        g.version
+                    ));
+                }
+                out.push_str("}}\n");
+                ("package-lock.json", out)
+            }
+            1 => {
+                out.push_str("# yarn lockfile v1\n\n");
+                for (n, g) in packages {
+                    let (spec, resolved) = match &g.commit {
+                        Some(c) => {
+                            (format!("https://{}.git", repo(n)), format!("git+https://{}.git#{c}", repo(n)))
+                        }
+                        None => (format!("^{}", g.version), format!("https://registry.yarn.invalid/{n}.tgz")),
+                    };
+                    out.push_str(&format!(
+                        "\"{n}@{spec}\":\n  version \"{}\"\n  resolved \"{resolved}\"\n\n",
+                        g.version
+                    ));
+                }
+                ("yarn.lock", out)
+            }
+            2 => {
+                out.push_str("__metadata:\n  version: 8\n  cacheKey: 10c0\n\n");
+                for (n, g) in packages {
+                    let resolution = match &g.commit {
+                        Some(c) => format!("{n}@https://{}.git#commit={c}", repo(n)),
+                        None => format!("{n}@npm:{}", g.version),
+                    };
+                    out.push_str(&format!(
+                        "\"{n}@npm:^{v}\":\n  version: {v}\n  resolution: \"{resolution}\"\n\n",
+                        v = g.version
+                    ));
+                }
+                ("yarn.lock", out)
+            }
+            _ => {
+                out.push_str("lockfileVersion: '9.0'\n\npackages:\n\n");
+                for (n, g) in packages {
+                    match &g.commit {
+                        Some(c) => out.push_str(&format!(
+                            "  '{n}@git+https://{r}.git#{c}':\n    resolution: {{commit: {c}, repo: 'https://{r}.git', type: git}}\n    version: {v}\n\n",
+                            r = repo(n),
+                            v = g.version
+                        )),
+                        None => out.push_str(&format!(
+                            "  '{n}@{}':\n    resolution: {{integrity: sha512-x}}\n\n",
+                            g.version
+                        )),
+                    }
+                }
+                ("pnpm-lock.yaml", out)
+            }
+        }
+    }
+
+    fn expected(packages: &BTreeMap<String, Gen>) -> Vec<(String, String, Option<String>)> {
+        packages.iter().map(|(n, g)| (n.clone(), g.version.clone(), g.commit.clone())).collect()
+    }
+
+    fn got(p: &Parsed) -> Vec<(String, String, Option<String>)> {
+        p.packages.iter().map(|pk| (pk.name.clone(), pk.version.clone(), pk.commit.clone())).collect()
     }
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Generated lockfiles of every format read back exactly: each
+        /// package with its version (build metadata kept) and, for a git
+        /// one, its commit; a byte order mark and CRLF line ends change nothing.
+        #[test]
+        fn generated_lockfiles_read_back_exactly(
+            packages in packages(), which in 0usize..4, crlf in any::<bool>(), bom in any::<bool>(),
+        ) {
+            let (name, mut text) = render(which, &packages);
+            if crlf {
+                text = text.replace('\n', "\r\n");
+            }
+            if bom {
+                text.insert(0, '\u{feff}');
+            }
+            let parsed = check(name, text.as_bytes());
+            prop_assert!(parsed.is_some(), "{name} did not parse:\n{text}");
+            prop_assert_eq!(got(&parsed.unwrap_or_else(|| unreachable!())), expected(&packages));
+        }
+
+        /// A generated lockfile cut anywhere is an error from the list, or
+        /// lists only packages it was generated with: a cut never invents one.
+        #[test]
+        fn truncated_lockfiles_never_invent_packages(
+            packages in packages(), which in 0usize..4, cut in any::<prop::sample::Index>(),
+        ) {
+            let (name, text) = render(which, &packages);
+            let want = expected(&packages);
+            if let Some(p) = check(name, &text.as_bytes()[..cut.index(text.len() + 1)]) {
+                // A cut may drop a git dependency's `resolved` line, or end an
+                // unquoted YAML `version:` early (a prefix of the version).
+                for (n, v, c) in got(&p) {
+                    let known = want.iter().any(|(wn, wv, wc)| {
+                        *wn == n && (*wv == v || wc.is_some() && wv.starts_with(&v)) && (c.is_none() || *wc == c)
+                    });
+                    prop_assert!(known, "{n}@{v} ({c:?}) from a cut {name}");
+                }
+            }
+        }
+
+        /// A NUL byte anywhere in a generated lockfile is refused at its line.
+        #[test]
+        fn nul_bytes_are_refused_where_they_are(
+            packages in packages(), which in 0usize..4, at in any::<prop::sample::Index>(),
+        ) {
+            let (name, text) = render(which, &packages);
+            let mut bytes = text.into_bytes();
+            let at = at.index(bytes.len());
+            bytes.insert(at, 0);
+            let e = parse(name, &bytes).expect_err("a NUL byte");
+            let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            prop_assert_eq!((e.code, e.line), (ParseErrorCode::Syntax, Some(line)));
+        }
 
         #[test]
         fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
             for name in ["package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml"] {
                 check(name, &bytes);
             }
-        }
-
-        #[test]
-        fn random_text_with_signatures_never_panics(
-            body in "[ -~\n\t]{0,300}",
-            which in 0usize..4,
-        ) {
-            let (name, head) = [
-                ("package-lock.json", "{\"lockfileVersion\": 3, "),
-                ("yarn.lock", "# yarn lockfile v1\n"),
-                ("yarn.lock", "__metadata:\n  version: 8\n"),
-                ("pnpm-lock.yaml", "lockfileVersion: '9.0'\n"),
-            ][which];
-            check(name, format!("{head}{body}").as_bytes());
         }
 
         #[test]
@@ -1545,18 +1702,12 @@ mod props {
             }
             check(name, &bytes);
         }
-
-        #[test]
-        fn truncations_never_panic(which in 0usize..SMALL.len(), cut in any::<prop::sample::Index>()) {
-            let (name, text) = SMALL[which];
-            let cut = cut.index(text.len() + 1);
-            check(name, text.as_bytes().get(..cut).unwrap_or_default());
-        }
     }
 
     #[test]
     fn small_lockfiles_parse() {
         let counts: Vec<usize> = SMALL.iter().map(|(name, text)| ok(name, text).packages.len()).collect();
-        assert_eq!(counts, [2, 1, 2, 2, 1]);
+        // The v1 git dependency `c` and yarn's `e@user/e#1` are packages too.
+        assert_eq!(counts, [2, 2, 3, 2, 1]);
     }
 }

@@ -506,8 +506,9 @@ fn crates_ranges_prereleases_and_an_empty_interval() {
     check(CratesIo, "lettre", "0.9.4+build.7", &[L]);
     // 0053: dirs, withdrawn.
     check(CratesIo, "dirs", "1.0.0", &[]);
-    // Cargo is strict: no leading `v`.
-    check_err(index(), CratesIo, "lettre", "v0.9.4", MatchErrorCode::InvalidPackageVersion, L);
+    // A leading `v` is tolerated, as osv.dev tolerates it.
+    check(CratesIo, "lettre", "v0.9.4", &[L]);
+    check_err(index(), CratesIo, "lettre", "=0.9.4", MatchErrorCode::InvalidPackageVersion, L);
 }
 
 // ---------------------------------------------------------------- RubyGems
@@ -739,12 +740,14 @@ fn unreadable_package_versions_are_errors_only_when_compared() {
         one("P-2", "PyPI", "b", json!([{"type": "SEMVER", "events": [{"introduced": "1.0.0"}]}])),
     ]);
     check_err(&index, Npm, "a", "latest", MatchErrorCode::InvalidPackageVersion, "P-1");
-    check_err(&index, Npm, "a", "1.0", MatchErrorCode::InvalidPackageVersion, "P-1");
+    // A missing patch reads as 0 (osv.dev's leniency).
+    assert_eq!(ids(&index, Npm, "a", "1.0"), ["P-1"]);
     // No advisory names the package: nothing to compare, nothing to report.
     assert_eq!(ids(&index, Npm, "unrelated", "latest"), [""; 0]);
     // A SEMVER range in a PyPI advisory needs a SemVer version.
     assert_eq!(ids(&index, PyPI, "B", "1.0.0"), ["P-2"]);
-    check_err(&index, PyPI, "b", "1.0", MatchErrorCode::InvalidPackageVersion, "P-2");
+    assert_eq!(ids(&index, PyPI, "b", "1.0"), ["P-2"]);
+    check_err(&index, PyPI, "b", "1.0.post1", MatchErrorCode::InvalidPackageVersion, "P-2");
 }
 
 #[test]
@@ -858,9 +861,6 @@ fn pep440_examples() {
             "1.0rc1.dev456",
             "1.0rc1",
             "1.0",
-            "1.0+abc.5",
-            "1.0+abc.7",
-            "1.0+5",
             "1.0.post456.dev34",
             "1.0.post456",
             "1.0.15",
@@ -875,6 +875,10 @@ fn pep440_examples() {
     equal(Scheme::Pep440, &["1.0.post1", "1.0-1", "1.0post1", "1.0.rev1", "1.0-r1"]);
     equal(Scheme::Pep440, &["1.0.dev0", "1.0.dev", "1.0-dev0"]);
     equal(Scheme::Pep440, &["1.0+ubuntu-1", "1.0+ubuntu.1", "1.0+ubuntu_1"]);
+    // Local labels are ignored for ordering, as PEP 440 ignores them when
+    // matching a specifier: `1.0+abc.5` is a build of 1.0 (PEP 440 would sort
+    // them 1.0 < 1.0+abc.5 < 1.0+abc.7 < 1.0+5, and miss `last_affected: 1.0`).
+    equal(Scheme::Pep440, &["1.0", "1.0+abc.5", "1.0+abc.7", "1.0+5"]);
     for bad in ["", "1.0-n653", "2019-09-12", "abc", "1.0+", "1..0"] {
         assert!(Scheme::Pep440.parse(bad).is_err(), "{bad:?}");
     }
@@ -900,10 +904,13 @@ fn semver_schemes() {
     equal(Scheme::SemVer, &["1.0.0+a", "1.0.0+b", "1.0.0"]);
     // npm: node-semver's clean() drops whitespace and a leading run of = and v.
     equal(Scheme::Npm, &["1.2.3", "v1.2.3", "=1.2.3", "=v1.2.3", "  v1.2.3 "]);
-    for bad in ["1.2", "1.2.x", "^1.2.3", "01.2.3", "1.2.3-01", "latest", ""] {
+    // osv.dev's leniency: a missing minor or patch is 0, a leading v is dropped.
+    equal(Scheme::Npm, &["1.2", "1.2.0", "v1.2"]);
+    equal(Scheme::SemVer, &["1.2.0", "1.2", "v1.2.0", "v1.2"]);
+    for bad in ["1.2.x", "^1.2.3", "01.2.3", "1.2.3-01", "latest", "", "1.2.3.4"] {
         assert!(Scheme::Npm.parse(bad).is_err(), "npm {bad:?}");
     }
-    for bad in ["v1.2.3", "=1.2.3", " 1.2.3", "1.2"] {
+    for bad in ["=1.2.3", " 1.2.3", "vv1.2.3"] {
         assert!(Scheme::SemVer.parse(bad).is_err(), "semver {bad:?}");
     }
     // Go: optional v; +incompatible ignored; pseudo-versions by time.
@@ -923,7 +930,16 @@ fn semver_schemes() {
     );
     assert!(Scheme::Go.parse("vv1.2.3").is_err());
     assert_eq!(compare(Go, "v1.10.0", "1.9.0").unwrap(), Ordering::Greater);
-    assert!(compare(Go, "v1", "v1.0.0").is_err());
+    // golang.org/x/mod/semver: `v1` and `v1.2` are shorthands, without suffixes.
+    assert_eq!(compare(Go, "v1", "v1.0.0").unwrap(), Ordering::Equal);
+    assert_eq!(compare(Go, "v1.2", "v1.2.0").unwrap(), Ordering::Equal);
+    assert!(compare(Go, "v1.2-pre", "v1.2.0").is_err());
+    // Numbers of any length compare as numbers (x/mod/semver's compareInt).
+    assert_eq!(
+        compare(Go, "v1.99999999999999999999.0", "v1.18446744073709551615.0").unwrap(),
+        Ordering::Greater
+    );
+    assert_eq!(compare(Go, "v1.0.0-18446744073709551616", "v1.0.0-9").unwrap(), Ordering::Greater);
 }
 
 #[test]

@@ -19,9 +19,10 @@
 //!   crates.io under the same names and versions, so dropping them would hide
 //!   real advisories (a silent false negative), while a name that only
 //!   collides yields a visible, reviewable false positive.
-//! - `git+...`: kept with its `version`. The commit may differ from the
-//!   released crate of that version, but the version is the best key OSV has,
-//!   and leaving git crates out would let a vulnerable fork through unseen.
+//! - `git+...`: kept with its `version` and its commit (the source's `#<sha>`).
+//!   The commit may differ from the released crate of that version, but the
+//!   version is the best key OSV has, and leaving git crates out would let a
+//!   vulnerable fork through unseen.
 //! - anything else (`path+`, `directory+`, `local-registry+`, unknown kinds):
 //!   `path+` is local and left out; other kinds are kept with a warning
 //!   (`unknown_source`), on the same reasoning as other registries.
@@ -124,7 +125,8 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
                 "a package source of an unknown kind; its crates are matched against crates.io advisories by name",
             );
         }
-        out.add(Ecosystem::CratesIo, &p.name, &p.version);
+        let commit = source.strip_prefix("git+").and_then(crate::package::commit_in);
+        out.add_git(Ecosystem::CratesIo, &p.name, &p.version, commit);
     }
     Ok(out.finish(Format::CargoLock))
 }

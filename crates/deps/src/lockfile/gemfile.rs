@@ -8,9 +8,10 @@
 //! and sections this parser does not know are skipped, as Bundler skips them.
 //!
 //! - `GEM`: gems from a gem server (rubygems.org or another): kept.
-//! - `GIT`: gems built from a git checkout: kept with their version, as git
-//!   crates are (a checkout may differ from the release of that version, but
-//!   leaving it out would hide it entirely).
+//! - `GIT`: gems built from a git checkout: kept with their version and the
+//!   section's `revision:` commit, as git crates are (a checkout may differ
+//!   from the release of that version, but leaving it out would hide it
+//!   entirely).
 //! - `PLUGIN SOURCE`: gems from a Bundler source plugin: kept, likewise.
 //! - `PATH`: local gems (the project's own gemspec, vendored code): left out.
 //!
@@ -43,6 +44,8 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
     let mut section: Option<Section> = None;
     let mut known_sections = 0usize;
     let mut in_specs = false;
+    // The current GIT section's `revision:`, which Bundler writes before `specs:`.
+    let mut revision: Option<&str> = None;
     for (i, line) in src.text.lines().enumerate() {
         let n = i + 1;
         let syntax = |message: &str| src.error(ParseErrorCode::Syntax, Some(n), message);
@@ -64,6 +67,7 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
             known_sections += usize::from(known);
             section = Some(kind);
             in_specs = false;
+            revision = None;
             continue;
         }
         let Some(section) = section else {
@@ -78,13 +82,18 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
             return Err(syntax("a tab in the indentation"));
         }
         match indent {
-            2 => in_specs = body.trim_end() == "specs:",
+            2 => {
+                in_specs = body.trim_end() == "specs:";
+                if let Some(r) = body.trim_end().strip_prefix("revision: ") {
+                    revision = Some(r).filter(|r| crate::package::is_commit(r));
+                }
+            }
             4 if in_specs => {
                 let Some((name, version)) = spec(body.trim_end()) else {
                     return Err(syntax("a spec that is not `name (version)`"));
                 };
                 if section == Section::Remote {
-                    out.add(Ecosystem::RubyGems, name, version);
+                    out.add_git(Ecosystem::RubyGems, name, version, revision);
                 }
             }
             6 if in_specs => {} // a dependency of the spec above

@@ -5,9 +5,23 @@
 //! local-path packages left out, development dependencies kept, npm aliases
 //! under their real name, and PyPI names PEP 503-normalized.
 //!
+//! Nothing a lockfile pins is dropped for being hard to check: git
+//! dependencies are packages with their commit ([`Package::commit`]), and an
+//! entry whose version is not one (a URL, a dist-tag) is a package with the
+//! version as written, or empty when it is a URL; the scan reports each one
+//! it cannot check as an error (see [`crate::scan`]). Only what is not
+//! installed from anywhere is left out: the project itself, workspace
+//! members and local paths, each by a rule its module documents.
+//!
 //! Errors name the file and, where known, the line, with a stable
 //! [`ParseErrorCode`]. A lockfile that cannot be read is an error, never an
 //! empty package list: the gate must not pass on a scan that saw nothing.
+//! An entry the parser cannot read fails the whole parse with its line: no
+//! partial list. A file that is empty (only whitespace, a byte order mark,
+//! and comments where the format has them) is a lockfile with zero packages,
+//! whatever its format. Byte order marks and CRLF line ends are read as a
+//! text editor writes them; a NUL byte is refused (`syntax`, with its line):
+//! no lockfile format is binary.
 
 use std::collections::BTreeSet;
 
@@ -20,6 +34,7 @@ pub use files::parse_file;
 mod cargo;
 mod files;
 mod gemfile;
+mod gomod;
 mod gosum;
 mod npm;
 mod pnpm;
@@ -51,6 +66,8 @@ pub enum Format {
     Poetry,
     /// Go `go.sum`.
     GoSum,
+    /// Go `go.mod`, read when no `go.sum` accompanies it.
+    GoMod,
     /// `Cargo.lock` (v1-v4).
     CargoLock,
     /// Bundler `Gemfile.lock` (or `gems.locked`).
@@ -69,6 +86,7 @@ impl Format {
             Self::Requirements => "requirements",
             Self::Poetry => "poetry",
             Self::GoSum => "go-sum",
+            Self::GoMod => "go-mod",
             Self::CargoLock => "cargo-lock",
             Self::GemfileLock => "gemfile-lock",
         }
@@ -81,7 +99,7 @@ impl Format {
                 Ecosystem::Npm
             }
             Self::Requirements | Self::Poetry => Ecosystem::PyPI,
-            Self::GoSum => Ecosystem::Go,
+            Self::GoSum | Self::GoMod => Ecosystem::Go,
             Self::CargoLock => Ecosystem::CratesIo,
             Self::GemfileLock => Ecosystem::RubyGems,
         }
@@ -202,6 +220,12 @@ impl Source<'_> {
     }
 }
 
+/// At most 100 characters of a name from a lockfile, control characters
+/// dropped: lockfile text in messages stays short and on one line.
+pub(crate) fn short_text(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).take(100).collect()
+}
+
 /// An error message up to its first quote: names the problem, never echoes file content.
 pub(crate) fn first_clause(msg: &str) -> String {
     msg.split(['"', '`']).next().unwrap_or("").trim_end_matches([' ', ':']).to_owned()
@@ -219,8 +243,29 @@ impl Collector {
         self.packages.insert(Package::new(ecosystem, name, version));
     }
 
+    /// A git dependency: its version (empty when the lockfile records none)
+    /// and its commit (when the lockfile records one).
+    pub fn add_git(&mut self, ecosystem: Ecosystem, name: &str, version: &str, commit: Option<&str>) {
+        self.packages.insert(Package::new(ecosystem, name, version).at_commit(commit));
+    }
+
     pub fn warn(&mut self, code: &'static str, line: Option<usize>, message: impl Into<String>) {
         self.warnings.push(Warning { code, line, message: message.into() });
+    }
+
+    /// Adds a warning; returns its index, for [`Collector::drop_warnings`].
+    pub fn warn_indexed(&mut self, code: &'static str, line: Option<usize>, message: String) -> usize {
+        self.warn(code, line, message);
+        self.warnings.len() - 1
+    }
+
+    /// Drops the warnings at these indices (a later line made them moot).
+    pub fn drop_warnings(&mut self, indices: &BTreeSet<usize>) {
+        let mut i = 0;
+        self.warnings.retain(|_| {
+            i += 1;
+            !indices.contains(&(i - 1))
+        });
     }
 
     pub fn finish(self, format: Format) -> Parsed {
@@ -270,6 +315,7 @@ pub fn detect(file_name: &str, bytes: &[u8]) -> Result<Format, ParseError> {
         "pnpm-lock.yaml" => Some(Format::Pnpm),
         "poetry.lock" => Some(Format::Poetry),
         "go.sum" => Some(Format::GoSum),
+        "go.mod" => Some(Format::GoMod),
         "Cargo.lock" => Some(Format::CargoLock),
         "Gemfile.lock" | "gems.locked" => Some(Format::GemfileLock),
         // requirements.txt, requirements-dev.txt, and pip-tools' layout
@@ -289,8 +335,10 @@ pub fn detect(file_name: &str, bytes: &[u8]) -> Result<Format, ParseError> {
         }
         // requirements files have no signature; any text that is not another format may be one.
         (Some(Format::Requirements), None) => Ok(Format::Requirements),
-        // A module without dependencies may keep an empty go.sum.
-        (Some(Format::GoSum), None) if text.trim().is_empty() => Ok(Format::GoSum),
+        // Nor has go.mod: `module` is optional, and its parser refuses any line it cannot read.
+        (Some(Format::GoMod), None) => Ok(Format::GoMod),
+        // An empty lockfile of any format holds zero packages.
+        (Some(named), None) if is_empty(named, text) => Ok(named),
         (Some(named), Some(seen)) => Err(src.error(
             ParseErrorCode::FormatMismatch,
             None,
@@ -306,6 +354,22 @@ pub fn detect(file_name: &str, bytes: &[u8]) -> Result<Format, ParseError> {
             Err(src.error(ParseErrorCode::UnknownFormat, None, "not a lockfile format gatehouse reads"))
         }
     }
+}
+
+/// Whether `text` holds nothing but whitespace, a byte order mark, and
+/// comments in the format's own syntax (`#` in YAML, TOML, yarn v1 and
+/// requirements files; `//` in go.mod; none in JSON, go.sum and Gemfile.lock).
+fn is_empty(format: Format, text: &str) -> bool {
+    let comment = match format {
+        Format::YarnV1 | Format::YarnBerry | Format::Pnpm | Format::Poetry | Format::CargoLock => "#",
+        Format::Requirements => "#",
+        Format::GoMod => "//",
+        Format::NpmPackageLock | Format::NpmShrinkwrap | Format::GoSum | Format::GemfileLock => "",
+    };
+    text.trim_start_matches('\u{feff}').lines().all(|l| {
+        let l = l.trim();
+        l.is_empty() || (!comment.is_empty() && l.starts_with(comment))
+    })
 }
 
 /// What the content alone says. Cheap: looks at the first lines.
@@ -348,6 +412,10 @@ fn sniff(text: &str) -> Option<Format> {
     let bundler_footer = top("DEPENDENCIES") && (top("PLATFORMS") || top("BUNDLED WITH"));
     if (head.lines().any(gem_section) && head.contains("  specs:")) || bundler_footer {
         return Some(Format::GemfileLock);
+    }
+    let first = head.lines().find(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//"))?;
+    if first.starts_with("module ") {
+        return Some(Format::GoMod);
     }
     let first = head.lines().find(|l| !l.trim().is_empty())?;
     let fields: Vec<&str> = first.split_whitespace().collect();
@@ -397,11 +465,20 @@ pub(crate) fn parse_within(
             format!("{} bytes; the limit is {MAX_LOCKFILE_BYTES}", bytes.len()),
         ));
     }
+    // Before detection, which would otherwise call such a file another format.
+    if let Some(at) = bytes.iter().position(|&b| b == 0) {
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        let src = Source { file: file_name, text: "" };
+        return Err(src.error(ParseErrorCode::Syntax, Some(line), "a NUL byte: not a text lockfile"));
+    }
     let format = detect(file_name, bytes)?;
     // detect() has checked UTF-8.
     let text = std::str::from_utf8(bytes).unwrap_or_default();
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let src = Source { file: file_name, text };
+    if is_empty(format, text) {
+        return Ok(Collector::default().finish(format));
+    }
     match format {
         Format::NpmPackageLock | Format::NpmShrinkwrap => npm::parse(&src, format),
         Format::YarnV1 => yarn::parse_v1(&src),
@@ -410,6 +487,7 @@ pub(crate) fn parse_within(
         Format::Requirements => requirements::parse(&src, includes, within),
         Format::Poetry => poetry::parse(&src),
         Format::GoSum => gosum::parse(&src),
+        Format::GoMod => gomod::parse(&src),
         Format::CargoLock => cargo::parse(&src),
         Format::GemfileLock => gemfile::parse(&src),
     }

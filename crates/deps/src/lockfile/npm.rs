@@ -10,17 +10,26 @@
 //!   written `npm:real@1.2.3`; a package installed from a registry tarball
 //!   URL has that URL as its `version`, and the URL's file name gives it.
 //!
-//! An entry without a version is a warning; a file none of whose entries
-//! has one is an error, never an empty list.
+//! Git dependencies (see [`is_git_source`]) are packages with their commit
+//! (the `#<sha>` of `resolved`, or of v1's `version`): v2/v3 record the
+//! package's own `version` beside the git `resolved`; v1 writes the git URL
+//! as the `version`, so such a package has no version, only its commit.
+//! A `version` that is a URL or a spec rather than a version is reported as
+//! no version (the URL may hold a token); any other text is kept as written,
+//! and the scan reports what it cannot read.
+//!
+//! An entry that is `null`, or has neither a `version` nor a `resolved`, is
+//! an entry this parser cannot read: the parse fails with its line. So does a
+//! mapping that repeats a key (`JSON.parse` would keep only the last).
 //!
 //! Left out: the root project (`""`), workspace folders (keys outside any
-//! `node_modules/`), `link: true` entries (workspace symlinks), `file:`
-//! packages (local code, no registry release to look up) and git
-//! dependencies (see [`is_git_source`]). Kept: dev, optional, peer and
-//! bundled (`inBundle`, v1 `bundled`) packages, and tarballs fetched over
-//! http(s): a private registry or mirror serves the same package by URL,
-//! and nothing in the lockfile tells such a mirror from a bare tarball, so
-//! the package is scanned under its name rather than skipped.
+//! `node_modules/`), `link: true` entries (workspace symlinks) and `file:`
+//! packages (local code, no registry release to look up). Kept: dev,
+//! optional, peer and bundled (`inBundle`, v1 `bundled`) packages, and
+//! tarballs fetched over http(s): a private registry or mirror serves the
+//! same package by URL, and nothing in the lockfile tells such a mirror from
+//! a bare tarball, so the package is scanned under its name rather than
+//! skipped.
 //!
 //! The helpers shared with the yarn and pnpm parsers live here too:
 //! [`OrderedMap`], [`is_semver_like`], [`is_git_source`], [`split_name`].
@@ -32,9 +41,9 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use super::{Collector, Format, ParseError, ParseErrorCode, Parsed, Source};
 use crate::package::Ecosystem;
 
-/// A JSON or YAML mapping in file order, duplicate keys kept. Used instead of
-/// a `BTreeMap` so warnings come out in file order and a repeated key is not
-/// silently dropped.
+/// A JSON or YAML mapping in file order. Used instead of a `BTreeMap` so
+/// warnings come out in file order; a repeated key is an error (serde_json
+/// gives it its line), never silently dropped or kept twice.
 pub(super) struct OrderedMap<T>(pub Vec<(String, T)>);
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for OrderedMap<T> {
@@ -47,8 +56,12 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for OrderedMap<T> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
-                while let Some(entry) = map.next_entry::<String, T>()? {
-                    entries.push(entry);
+                let mut keys = std::collections::HashSet::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if !keys.insert(key.clone()) {
+                        return Err(serde::de::Error::custom("a mapping repeats a key"));
+                    }
+                    entries.push((key, map.next_value::<T>()?));
                 }
                 Ok(OrderedMap(entries))
             }
@@ -87,10 +100,9 @@ pub(super) fn is_semver_like(version: &str) -> bool {
 /// repository rather than a registry release: git URLs and shorthands, URLs
 /// ending in `.git`, and URLs of code hosts (`github.com`, `gitlab.com`,
 /// `bitbucket.org`, `codeload.github.com`), whose tarballs are built from a
-/// commit. Such a package's version comes from its
-/// `package.json` at some commit, not from a registry release, and OSV's npm
-/// entries are keyed by registry versions, so a git dependency cannot be
-/// matched by version: it is reported as a warning, not scanned.
+/// commit. Such a package's version comes from its `package.json` at some
+/// commit, not from a registry release: it is checked under that version
+/// (the best key OSV's npm entries have) and its commit.
 pub(super) fn is_git_source(spec: &str) -> bool {
     let lower = spec.to_ascii_lowercase();
     const PREFIXES: [&str; 9] =
@@ -154,9 +166,24 @@ fn registry_tarball_version<'a>(name: &str, url: &'a str) -> Option<&'a str> {
     (named && is_semver_like(version)).then_some(version)
 }
 
-/// Codes of the warnings these parsers emit.
-pub(super) const WARN_GIT: &str = "git_dependency";
-pub(super) const WARN_NO_VERSION: &str = "no_registry_version";
+/// The version to report for a package whose lockfile says `version`: as
+/// written, unless it is a URL or a spec (`git+...`, `file:`, `npm:`,
+/// `user/repo`), which is no version at all and may carry a token.
+pub(super) fn reported_version(version: &str) -> &str {
+    if version.contains([':', '/', '#']) { "" } else { version }
+}
+
+/// Adds an npm package: a git one with its commit, any other as
+/// [`reported_version`] gives its version.
+pub(super) fn add_npm(out: &mut Collector, name: &str, version: &str, git: bool, source: &str) {
+    let reported = reported_version(version);
+    if git {
+        let commit = crate::package::commit_in(source).or_else(|| crate::package::commit_in(version));
+        out.add_git(Ecosystem::Npm, name, reported, commit);
+    } else {
+        out.add(Ecosystem::Npm, name, reported);
+    }
+}
 
 /// The fields read first, so an unknown version is reported as such even
 /// when the rest of the file has a shape this parser does not know.
@@ -228,32 +255,31 @@ fn read_packages(
     packages: OrderedMap<Option<PackageEntry>>,
     out: &mut Collector,
 ) -> Result<(), ParseError> {
-    let (mut seen, mut understood) = (0usize, 0usize);
     for (path, entry) in packages.0 {
         // The root project and workspace folders: keys outside any node_modules.
         let Some(at) = path.rfind("node_modules/") else { continue };
-        seen += 1;
-        let Some(entry) = entry else { continue };
+        let unreadable = |message: &str| {
+            let line = line_of(src.text, &format!("\"{path}\""));
+            src.error(ParseErrorCode::Structure, line, message.to_owned())
+        };
+        let Some(entry) = entry else { return Err(unreadable("a packages entry is null")) };
         if entry.link {
-            understood += 1;
             continue; // a symlink to a workspace folder or a local directory
         }
         let folder = path.get(at + "node_modules/".len()..).unwrap_or("");
         let name = entry.name.as_deref().unwrap_or(folder);
         if name.is_empty() || folder.is_empty() {
-            let line = line_of(src.text, &format!("\"{path}\""));
-            return Err(src.error(ParseErrorCode::Structure, line, "a packages key names no package"));
+            return Err(unreadable("a packages key names no package"));
         }
         let resolved = entry.resolved.as_deref().unwrap_or("");
-        understood += usize::from(entry.version.is_some() || !resolved.is_empty());
+        if entry.version.is_none() && resolved.is_empty() {
+            return Err(unreadable("a packages entry has neither a version nor a resolved source"));
+        }
         if is_local_spec(resolved) {
             continue;
         }
         let version = entry.version.as_deref().unwrap_or("");
-        add_checked(out, name, version, resolved);
-    }
-    if seen > 0 && understood == 0 {
-        return Err(src.error(ParseErrorCode::Structure, None, "no packages entry has a version"));
+        add_npm(out, name, version, is_git_source(resolved) || is_git_source(version), resolved);
     }
     Ok(())
 }
@@ -265,21 +291,23 @@ fn read_dependencies(
     deps: OrderedMap<Option<DependencyV1>>,
     out: &mut Collector,
 ) -> Result<(), ParseError> {
-    let (mut seen, mut understood) = (0usize, 0usize);
     let mut stack = vec![deps.0.into_iter()];
     while let Some(level) = stack.last_mut() {
         let Some((key, dep)) = level.next() else {
             stack.pop();
             continue;
         };
-        seen += 1;
-        let Some(dep) = dep else { continue };
+        let unreadable = |message: &str| {
+            let line = line_of(src.text, &format!("\"{key}\""));
+            src.error(ParseErrorCode::Structure, line, message.to_owned())
+        };
         if key.is_empty() {
-            let line = line_of(src.text, "\"\"");
-            return Err(src.error(ParseErrorCode::Structure, line, "a dependencies key is empty"));
+            return Err(unreadable("a dependencies key is empty"));
         }
-        understood += usize::from(dep.version.is_some());
-        let version = dep.version.as_deref().unwrap_or("");
+        let Some(dep) = dep else { return Err(unreadable("a dependencies entry is null")) };
+        let Some(version) = dep.version.as_deref() else {
+            return Err(unreadable("a dependencies entry has no version"));
+        };
         let resolved = dep.resolved.as_deref().unwrap_or("");
         // An alias: `"version": "npm:real@1.2.3"`.
         let (name, version) = match version.strip_prefix("npm:").and_then(split_name) {
@@ -289,29 +317,13 @@ fn read_dependencies(
         // Installed from a registry tarball URL: the URL says the version.
         let version = registry_tarball_version(name, version).unwrap_or(version);
         if !is_local_spec(version) && !is_local_spec(resolved) {
-            add_checked(out, name, version, resolved);
+            add_npm(out, name, version, is_git_source(resolved) || is_git_source(version), resolved);
         }
         if let Some(children) = dep.dependencies {
             stack.push(children.0.into_iter());
         }
     }
-    if seen > 0 && understood == 0 {
-        return Err(src.error(ParseErrorCode::Structure, None, "no dependencies entry has a version"));
-    }
     Ok(())
-}
-
-/// Adds a package unless it is a git dependency or its version is not a
-/// registry version; either of those is a warning.
-fn add_checked(out: &mut Collector, name: &str, version: &str, resolved: &str) {
-    if is_git_source(resolved) || is_git_source(version) {
-        let msg = format!("{}: a git dependency; OSV cannot match a commit, not scanned", short(name));
-        out.warn(WARN_GIT, None, msg);
-    } else if !is_semver_like(version) {
-        out.warn(WARN_NO_VERSION, None, format!("{}: no registry version, not scanned", short(name)));
-    } else {
-        out.add(Ecosystem::Npm, name, version);
-    }
 }
 
 #[cfg(test)]

@@ -18,15 +18,15 @@
 //! not from a registry, win over the key.
 //!
 //! Left out: local packages (`resolution: {directory: ...}`, `file:`/`link:`
-//! keys or tarballs), `runtime:` entries (Node.js itself) and git
-//! dependencies (`resolution: {commit, repo}` or a code host's commit tarball
-//! such as `codeload.github.com`), which are warnings: their version is the
-//! one in `package.json` at a commit, not a registry release, so OSV cannot
-//! match them. An http(s) tarball from
-//! elsewhere (a private registry) is kept under its `name` and `version`.
+//! keys or tarballs) and `runtime:` entries (Node.js itself). Git
+//! dependencies (`resolution: {commit, repo}` or a code host's commit
+//! tarball such as `codeload.github.com`) are packages under the entry's
+//! `version` (their `package.json`'s) with their commit. An http(s) tarball
+//! from elsewhere (a private registry) is kept under its `name` and
+//! `version`.
 //!
-//! A key that says neither name nor version is a warning; a `packages` none
-//! of whose keys could be read is an error, never an empty list.
+//! A key that names no package and version (and whose entry does not either)
+//! fails the parse with its line: no partial list.
 //!
 //! pnpm 11 and later may write two YAML documents: an "env" document first
 //! (`packageManagerDependencies`, `configDependencies`: pnpm itself and its
@@ -38,11 +38,9 @@
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::npm::{
-    OrderedMap, WARN_GIT, WARN_NO_VERSION, is_git_source, is_semver_like, line_of, short, split_name,
-};
+use super::npm::{OrderedMap, is_git_source, line_of, reported_version, split_name};
 use super::{Collector, Format, ParseError, ParseErrorCode, Parsed, Source, first_clause};
-use crate::package::Ecosystem;
+use crate::package::{Ecosystem, commit_in, is_commit};
 
 /// Deserializes a YAML lockfile with resource limits, mapping errors to
 /// [`ParseError`]s (`syntax` for malformed YAML and refused documents,
@@ -160,7 +158,10 @@ struct Package {
     resolution: Option<Resolution>,
 }
 
-#[derive(Deserialize, Default)]
+static NO_RESOLUTION: Resolution =
+    Resolution { tarball: None, directory: None, commit: None, repo: None, kind: None };
+
+#[derive(Deserialize)]
 struct Resolution {
     tarball: Option<String>,
     directory: Option<String>,
@@ -201,53 +202,34 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
         return Err(src.error(ParseErrorCode::Structure, None, "documents changed between readings"));
     }
     let mut out = Collector::default();
-    let (mut seen, mut understood) = (0usize, 0usize);
-    let mut first_key = None;
     for (dialect, lock) in dialects.into_iter().zip(&documents) {
         // No `packages`: a project (or env document) without dependencies.
         let Some(packages) = &lock.packages else { continue };
-        seen += packages.0.len();
         for (key, entry) in &packages.0 {
-            first_key.get_or_insert(key.as_str());
-            let line = || line_of(src.text, key);
             match classify(key, entry.as_ref(), dialect) {
-                Kind::Registry(name, version) => {
-                    understood += 1;
-                    if is_semver_like(&version) {
-                        out.add(Ecosystem::Npm, name, &version);
-                    } else {
-                        let msg = format!("{}: no registry version, not scanned", short(name));
-                        out.warn(WARN_NO_VERSION, line(), msg);
-                    }
-                }
-                Kind::Local => understood += 1,
-                Kind::Git(name) => {
-                    understood += 1;
-                    let msg =
-                        format!("{}: a git dependency; OSV cannot match a commit, not scanned", short(name));
-                    out.warn(WARN_GIT, line(), msg);
+                Kind::Registry(name, version) => out.add(Ecosystem::Npm, name, reported_version(version)),
+                Kind::Local => {}
+                Kind::Git(name, version, commit) => {
+                    out.add_git(Ecosystem::Npm, name, reported_version(version), commit);
                 }
                 Kind::Unknown => {
-                    out.warn("unrecognized_entry", line(), "a packages key names no package and version");
+                    return Err(src.error(
+                        ParseErrorCode::Structure,
+                        line_of(src.text, key),
+                        "a packages key names no package and version",
+                    ));
                 }
             }
         }
-    }
-    if understood == 0 && seen > 0 {
-        let line = first_key.and_then(|k| line_of(src.text, k));
-        return Err(src.error(
-            ParseErrorCode::Structure,
-            line,
-            "no packages key names a package and version",
-        ));
     }
     Ok(out.finish(Format::Pnpm))
 }
 
 enum Kind<'a> {
-    Registry(&'a str, String),
+    Registry(&'a str, &'a str),
     Local,
-    Git(&'a str),
+    /// Name, version (possibly empty) and commit.
+    Git(&'a str, &'a str, Option<&'a str>),
     Unknown,
 }
 
@@ -255,8 +237,7 @@ fn classify<'a>(key: &'a str, entry: Option<&'a Package>, dialect: Dialect) -> K
     let from_key = parse_key(key, dialect);
     let name = entry.and_then(|e| e.name.as_deref()).or(from_key.map(|(n, _)| n));
     let version = entry.and_then(|e| e.version.as_deref()).or(from_key.map(|(_, v)| v));
-    let default = Resolution::default();
-    let res = entry.and_then(|e| e.resolution.as_ref()).unwrap_or(&default);
+    let res = entry.and_then(|e| e.resolution.as_ref()).unwrap_or(&NO_RESOLUTION);
     let tarball = res.tarball.as_deref().unwrap_or("");
     let key_spec = from_key.map_or("", |(_, v)| v);
     let local = res.directory.is_some()
@@ -273,10 +254,30 @@ fn classify<'a>(key: &'a str, entry: Option<&'a Package>, dialect: Dialect) -> K
         || is_git_source(tarball)
         || is_git_source(key_spec)
         || (host_prefixed(key).is_some() && is_git_source(&format!("https://{key}")));
+    if git {
+        // `github.com/user/repo/<sha>` keys end in the commit.
+        let key_commit = host_prefixed(key).and_then(|_| key.rsplit('/').next()).filter(|c| is_commit(c));
+        let commit = res
+            .commit
+            .as_deref()
+            .filter(|c| is_commit(c))
+            .or_else(|| commit_in(tarball))
+            .or_else(|| commit_in(key_spec))
+            .or(key_commit);
+        // `name@<git URL>` keys (6.x, 9.x) name the package; a key that is a
+        // repository path (`github.com/user/repo/<sha>`) does not, and then
+        // only the entry's own `name` does.
+        let key_name =
+            from_key.map(|(n, _)| n).filter(|_| is_git_source(key_spec) || key_spec.starts_with("http"));
+        return match entry.and_then(|e| e.name.as_deref()).or(key_name) {
+            Some(name) if !name.is_empty() => {
+                Kind::Git(name, entry.and_then(|e| e.version.as_deref()).unwrap_or(""), commit)
+            }
+            _ => Kind::Unknown,
+        };
+    }
     match (name, version) {
-        (Some(name), _) if git && !name.is_empty() => Kind::Git(name),
-        (None, _) if git => Kind::Git(key),
-        (Some(name), Some(version)) if !name.is_empty() => Kind::Registry(name, version.to_owned()),
+        (Some(name), Some(version)) if !name.is_empty() => Kind::Registry(name, version),
         _ => Kind::Unknown,
     }
 }

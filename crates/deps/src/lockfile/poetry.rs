@@ -10,11 +10,12 @@
 //! - `legacy` (another package index) and `url` (a remote archive): kept; the
 //!   name is matched against PyPI advisories, which is what a mirror or a
 //!   dependency-confusion look-alike needs.
-//! - `git`: kept with its `version`. A git checkout is not the PyPI release of
-//!   that version: matching by version can be wrong both ways (a fixed commit
-//!   still carrying the old version number, or an unfixed fork with a newer
-//!   one). Leaving it out is always wrong in the silent direction, so it is
-//!   kept: a false positive is visible and reviewable, a dropped package is not.
+//! - `git`: kept with its `version` and its commit (`resolved_reference`). A
+//!   git checkout is not the PyPI release of that version: matching by
+//!   version can be wrong both ways (a fixed commit still carrying the old
+//!   version number, or an unfixed fork with a newer one). Leaving it out is
+//!   always wrong in the silent direction, so it is kept: a false positive is
+//!   visible and reviewable, a dropped package is not.
 //! - `directory` and `file`: the project itself or a local path. Not from an
 //!   index: left out.
 //! - anything else: kept, with an `unknown_source` warning.
@@ -26,7 +27,7 @@ use toml::Spanned;
 
 use super::cargo::from_toml;
 use super::{Collector, Format, ParseError, ParseErrorCode, Parsed, Source};
-use crate::package::Ecosystem;
+use crate::package::{Ecosystem, is_commit};
 
 #[derive(Deserialize)]
 struct Lockfile {
@@ -51,6 +52,7 @@ struct RawPackage {
 struct PackageSource {
     #[serde(rename = "type")]
     kind: Option<String>,
+    resolved_reference: Option<String>,
 }
 
 pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
@@ -101,7 +103,8 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
                 format!("{} has a source of an unknown type; it is matched against PyPI advisories", p.name),
             ),
         }
-        out.add(Ecosystem::PyPI, &p.name, &p.version);
+        let commit = p.source.as_ref().and_then(|s| s.resolved_reference.as_deref()).filter(|c| is_commit(c));
+        out.add_git(Ecosystem::PyPI, &p.name, &p.version, commit);
     }
     Ok(out.finish(Format::Poetry))
 }

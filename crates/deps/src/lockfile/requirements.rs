@@ -8,11 +8,10 @@
 //!
 //! Each remaining line is one of:
 //!
-//! - an options line (starts with `-`): `-r`/`--requirement` and
-//!   `-c`/`--constraint` include another file through the `includes`
-//!   callback (packages pinned in a constraints file count too: they are the
-//!   versions pip would install); `-e`/`--editable` is an editable (local or
-//!   VCS) install, reported `unpinned`; index and install options
+//! - an options line (starts with `-`): `-r`/`--requirement` includes
+//!   another requirements file through the `includes` callback;
+//!   `-c`/`--constraint` a constraints file (see below); `-e`/`--editable`
+//!   is an editable (local or VCS) install, reported `unpinned`; index and install options
 //!   (`--index-url`, `-i`, `--extra-index-url`, `--find-links`, `-f`,
 //!   `--trusted-host`, `--pre`, `--no-binary`, ...) are skipped; an option
 //!   pip does not accept is skipped with an `unsupported_option` warning.
@@ -31,6 +30,23 @@
 //! using an environment variable (`${VAR}`) cannot be resolved here and is
 //! reported `unpinned`. An empty file, or one holding only comments and
 //! options, is legitimately empty.
+//!
+//! Constraints (`-c`), as pip reads them: a constraints file says which
+//! version a requirement gets, never that something is installed. So a name
+//! that appears only in constraints files is not a package; a constraint's
+//! exact pins (`==`, `===`) are packages for each name the requirements name
+//! (an unpinned requirement so pinned is no longer `unpinned`; a pinned one
+//! given a different pin, which pip would refuse, gets both versions
+//! checked); a constraint without an exact pin pins nothing. A `-r` inside a
+//! constraints file includes requirements, as pip's parser does. Names are
+//! compared PEP 503-normalized, and order does not matter: constraints apply
+//! to requirements read before or after them. A constraints file that cannot
+//! be read (missing, unreadable, no callback) is a
+//! `constraints_not_read` warning at its line, not an error: without it,
+//! nothing is checked that would not be, and the requirements it would have
+//! pinned are each reported `unpinned`. One outside the include root is
+//! still `include_outside_root`, as for `-r`: the confinement has no
+//! exceptions.
 //!
 //! Includes: the callback gets the name as written for the top-level file's
 //! includes; an include inside an included file is joined to that file's
@@ -54,7 +70,7 @@
 //! ends include cycles (warned `include_cycle`) and diamond includes.
 //! Errors inside an included file name that file.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
     Collector, Format, IncludeError, MAX_LOCKFILE_BYTES, ParseError, ParseErrorCode, Parsed, Reader, Source,
@@ -89,12 +105,14 @@ pub(crate) fn parse(
         root_dir,
         files_read: 0,
         bytes_read: src.text.len(),
+        required: Vec::new(),
+        constraints: BTreeMap::new(),
     };
     let key = normalize(src.file);
-    state.seen.insert((key.clone(), src.text.to_owned()));
+    state.seen.insert((key.clone(), src.text.to_owned(), false));
     state.stack.push(key);
-    state.read(src, "", None, 0)?;
-    Ok(state.out.finish(Format::Requirements))
+    state.read(src, "", None, 0, false)?;
+    Ok(state.finish())
 }
 
 struct State<'i, 'c> {
@@ -102,36 +120,68 @@ struct State<'i, 'c> {
     /// The top-level file's directory below the include root.
     within: String,
     out: Collector,
-    /// Files read: (normalized path, content).
-    seen: BTreeSet<(String, String)>,
+    /// Files read: (normalized path, content, read as constraints).
+    seen: BTreeSet<(String, String, bool)>,
     /// The normalized paths of the files being read, outermost first.
     stack: Vec<String>,
     /// The top-level file's directory, to normalize include paths against.
     root_dir: String,
     files_read: usize,
     bytes_read: usize,
+    /// Named requirements (PEP 503-normalized), with the index of their
+    /// `unpinned` warning when no exact pin was given (dropped if a
+    /// constraint pins them).
+    required: Vec<(String, Option<usize>)>,
+    /// Exact pins from constraints files, by PEP 503-normalized name.
+    constraints: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl State<'_, '_> {
+    /// Applies the constraints: each pins the names the requirements name
+    /// (pinned or not: a conflicting pin, which pip would refuse, is one more
+    /// version checked); a requirement no constraint pins stays `unpinned`.
+    fn finish(mut self) -> Parsed {
+        let mut pinned = BTreeSet::new();
+        for (name, unpinned) in std::mem::take(&mut self.required) {
+            if let Some(pins) = self.constraints.get(&name) {
+                for v in pins {
+                    self.out.add(Ecosystem::PyPI, &name, v);
+                }
+                pinned.extend(unpinned);
+            }
+        }
+        self.out.drop_warnings(&pinned);
+        self.out.finish(Format::Requirements)
+    }
+
     /// Reads one file. `dir` is its directory as the callback knows it ("" for
-    /// the top-level file); `label` names an included file in warnings.
+    /// the top-level file); `label` names an included file in warnings;
+    /// `constraint` says it was included with `-c`.
     fn read(
         &mut self,
         src: &Source<'_>,
         dir: &str,
         label: Option<&str>,
         depth: usize,
+        constraint: bool,
     ) -> Result<(), ParseError> {
         let warn_prefix = label.map(|l| format!("{}: ", excerpt(l, 200))).unwrap_or_default();
+        if let Some(at) = src.text.find('\0') {
+            return Err(src.error(
+                ParseErrorCode::Syntax,
+                Some(src.line_at(at)),
+                "a NUL byte: not a text file",
+            ));
+        }
         for (n, line) in logical_lines(src.text) {
             let line = strip_comment(&line).trim();
             if line.is_empty() {
                 continue;
             }
             if line.starts_with('-') {
-                self.options_line(src, line, n, dir, &warn_prefix, depth)?;
+                self.options_line(src, line, n, dir, &warn_prefix, depth, constraint)?;
             } else {
-                self.requirement_line(src, line, n, &warn_prefix)?;
+                self.requirement_line(src, line, n, &warn_prefix, constraint)?;
             }
         }
         Ok(())
@@ -143,51 +193,67 @@ impl State<'_, '_> {
         line: &str,
         n: usize,
         prefix: &str,
+        constraint: bool,
     ) -> Result<(), ParseError> {
         // pip: the requirement is every word before the first one starting with `-`.
         let req = line[..option_start(line)].trim();
         let marker_sep = if is_url(req) { "; " } else { ";" };
         let req = req.split_once(marker_sep).map_or(req, |(r, _marker)| r).trim();
         if has_env_var(req) {
-            self.out.warn(
-                "unpinned",
-                Some(n),
-                format!("{prefix}a requirement using an environment variable"),
-            );
+            if !constraint {
+                self.out.warn(
+                    "unpinned",
+                    Some(n),
+                    format!("{prefix}a requirement using an environment variable"),
+                );
+            }
             return Ok(());
         }
-        match requirement(req) {
+        let (name, exact, unpinned) = match requirement(req) {
             Some(Requirement { name, spec: Spec::Versions(clauses) }) => {
                 let exact: Vec<&str> = clauses.iter().filter(|c| c.is_exact()).map(|c| c.version).collect();
-                if exact.is_empty() {
-                    self.out.warn(
-                        "unpinned",
-                        Some(n),
-                        format!("{prefix}{} is not pinned to an exact version (==)", excerpt(name, 100)),
-                    );
-                }
-                for v in exact {
-                    self.out.add(Ecosystem::PyPI, name, v);
-                }
+                let message =
+                    format!("{prefix}{} is not pinned to an exact version (==)", excerpt(name, 100));
+                let unpinned = exact.is_empty().then_some(message);
+                (name, exact, unpinned)
             }
             Some(Requirement { name, spec: Spec::None }) => {
-                self.out.warn("unpinned", Some(n), format!("{prefix}{} has no version", excerpt(name, 100)))
+                (name, Vec::new(), Some(format!("{prefix}{} has no version", excerpt(name, 100))))
             }
-            Some(Requirement { name, spec: Spec::Url }) => self.out.warn(
-                "unpinned",
-                Some(n),
-                format!("{prefix}{} is a direct URL reference, not a pinned version", excerpt(name, 100)),
+            Some(Requirement { name, spec: Spec::Url }) => (
+                name,
+                Vec::new(),
+                Some(format!(
+                    "{prefix}{} is a direct URL reference, not a pinned version",
+                    excerpt(name, 100)
+                )),
             ),
             None if is_url(req) || looks_like_path(req) => {
-                self.out.warn("unpinned", Some(n), format!("{prefix}a URL or local path requirement"));
+                if !constraint {
+                    self.out.warn("unpinned", Some(n), format!("{prefix}a URL or local path requirement"));
+                }
+                return Ok(());
             }
             None => {
                 return Err(src.error(ParseErrorCode::Syntax, Some(n), "not a requirement pip accepts"));
             }
+        };
+        let key = crate::package::normalize_pypi_name(name);
+        if constraint {
+            if !exact.is_empty() {
+                self.constraints.entry(key).or_default().extend(exact.iter().map(|v| (*v).to_owned()));
+            }
+            return Ok(());
         }
+        for v in exact {
+            self.out.add(Ecosystem::PyPI, name, v);
+        }
+        let warning = unpinned.map(|message| self.out.warn_indexed("unpinned", Some(n), message));
+        self.required.push((key, warning));
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments, reason = "one call site, each argument named")]
     fn options_line(
         &mut self,
         src: &Source<'_>,
@@ -196,6 +262,7 @@ impl State<'_, '_> {
         dir: &str,
         prefix: &str,
         depth: usize,
+        constraint: bool,
     ) -> Result<(), ParseError> {
         let words = shell_words(line);
         let mut words = words.iter().map(String::as_str);
@@ -215,8 +282,10 @@ impl State<'_, '_> {
                 return Err(src.error(ParseErrorCode::Syntax, Some(n), "an option without its value"));
             }
             match (opt.kind, value) {
-                (Opt::Include, Some(name)) => self.include(src, n, name, dir, depth)?,
-                (Opt::Editable, _) => self.out.warn(
+                // pip reads `-r` as requirements even inside a constraints file.
+                (Opt::Requirement, Some(name)) => self.include(src, n, name, dir, depth, false)?,
+                (Opt::Constraint, Some(name)) => self.include(src, n, name, dir, depth, true)?,
+                (Opt::Editable, _) if !constraint => self.out.warn(
                     "unpinned",
                     Some(n),
                     format!("{prefix}an editable (-e) requirement, not a pinned version"),
@@ -239,7 +308,22 @@ impl State<'_, '_> {
         written: &str,
         dir: &str,
         depth: usize,
+        constraint: bool,
     ) -> Result<(), ParseError> {
+        // A constraints file that cannot be read only leaves requirements
+        // unpinned (each one warned): a warning, not an error.
+        let skip = |this: &mut Self, e: ParseError| {
+            if constraint && e.code == ParseErrorCode::IncludeFailed {
+                this.out.warn(
+                    "constraints_not_read",
+                    Some(n),
+                    format!("-c: {}; its pins are not applied", e.message),
+                );
+                Ok(())
+            } else {
+                Err(e)
+            }
+        };
         let fail = |message: String| src.error(ParseErrorCode::IncludeFailed, Some(n), message);
         let outside = || src.error(ParseErrorCode::IncludeOutsideRoot, Some(n), OUTSIDE_ROOT);
         // Confined before anything else is looked at; the including file's
@@ -248,7 +332,7 @@ impl State<'_, '_> {
         // Past leading `./` too: `./C:x` is `C:x` once joined, `./https://x` a URL.
         let absolute = |s: &str| is_absolute(s) || is_absolute(past_dot_slashes(s));
         if absolute(written) || absolute(&name) || escapes(&format!("{}{name}", self.within)) {
-            return Err(outside());
+            return skip(self, outside());
         }
         let shown = excerpt(written, 200);
         if depth >= MAX_INCLUDE_DEPTH {
@@ -258,12 +342,15 @@ impl State<'_, '_> {
             return Err(fail(format!("{shown}: more than {MAX_INCLUDED_FILES} included files")));
         }
         let Some(read) = self.includes.as_deref_mut() else {
-            return Err(fail(format!("{shown}: includes are not read here")));
+            return skip(self, fail(format!("{shown}: includes are not read here")));
         };
-        let text = read(&name).map_err(|e| match e {
-            IncludeError::Failed(e) => fail(format!("{shown}: {}", excerpt(&e, 200))),
-            IncludeError::OutsideRoot => outside(),
-        })?;
+        let text = match read(&name) {
+            Ok(text) => text,
+            Err(IncludeError::Failed(e)) => {
+                return skip(self, fail(format!("{shown}: {}", excerpt(&e, 200))));
+            }
+            Err(IncludeError::OutsideRoot) => return skip(self, outside()),
+        };
         self.files_read += 1;
         self.bytes_read = self.bytes_read.saturating_add(text.len());
         if self.bytes_read > MAX_LOCKFILE_BYTES {
@@ -271,7 +358,7 @@ impl State<'_, '_> {
         }
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let key = normalize(&format!("{}{name}", self.root_dir));
-        if !self.seen.insert((key.clone(), text.to_owned())) {
+        if !self.seen.insert((key.clone(), text.to_owned(), constraint)) {
             // Read before with the same content: nothing new to find.
             if self.stack.contains(&key) {
                 self.out.warn("include_cycle", Some(n), format!("{shown} includes itself; read once"));
@@ -280,7 +367,7 @@ impl State<'_, '_> {
         }
         self.stack.push(key);
         let included = Source { file: &name, text };
-        let result = self.read(&included, dir_of(&name), Some(&name), depth + 1);
+        let result = self.read(&included, dir_of(&name), Some(&name), depth + 1, constraint);
         self.stack.pop();
         result
     }
@@ -490,8 +577,10 @@ fn shell_words(line: &str) -> Vec<String> {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Opt {
-    /// `-r` / `-c`: another file.
-    Include,
+    /// `-r`: another requirements file.
+    Requirement,
+    /// `-c`: a constraints file.
+    Constraint,
     /// `-e`: an editable install.
     Editable,
     /// A known option with a value, skipped.
@@ -504,7 +593,7 @@ enum Opt {
 
 impl Opt {
     fn takes_value(self) -> bool {
-        matches!(self, Self::Include | Self::Editable | Self::SkipValue)
+        matches!(self, Self::Requirement | Self::Constraint | Self::Editable | Self::SkipValue)
     }
 }
 
@@ -521,7 +610,8 @@ fn option(word: &str) -> Option<ParsedOpt<'_>> {
             None => (long, None),
         };
         let kind = match name {
-            "requirement" | "constraint" => Opt::Include,
+            "requirement" => Opt::Requirement,
+            "constraint" => Opt::Constraint,
             "editable" => Opt::Editable,
             "index-url" | "extra-index-url" | "find-links" | "no-binary" | "only-binary" | "trusted-host"
             | "use-feature" | "hash" | "global-option" | "config-settings" | "install-option" => {
@@ -539,7 +629,8 @@ fn option(word: &str) -> Option<ParsedOpt<'_>> {
     let letter = chars.next()?;
     let rest = chars.as_str();
     let kind = match letter {
-        'r' | 'c' => Opt::Include,
+        'r' => Opt::Requirement,
+        'c' => Opt::Constraint,
         'e' => Opt::Editable,
         'i' | 'f' | 'C' => Opt::SkipValue,
         _ => Opt::Unknown,
@@ -687,10 +778,10 @@ mod tests {
         fn kind(w: &str) -> Option<(Opt, Option<&str>)> {
             option(w).map(|o| (o.kind, o.inline))
         }
-        assert_eq!(kind("-r"), Some((Opt::Include, None)));
-        assert_eq!(kind("-rother.txt"), Some((Opt::Include, Some("other.txt"))));
-        assert_eq!(kind("--requirement=a.txt"), Some((Opt::Include, Some("a.txt"))));
-        assert_eq!(kind("--constraint"), Some((Opt::Include, None)));
+        assert_eq!(kind("-r"), Some((Opt::Requirement, None)));
+        assert_eq!(kind("-rother.txt"), Some((Opt::Requirement, Some("other.txt"))));
+        assert_eq!(kind("--requirement=a.txt"), Some((Opt::Requirement, Some("a.txt"))));
+        assert_eq!(kind("--constraint"), Some((Opt::Constraint, None)));
         assert_eq!(kind("--pre"), Some((Opt::SkipFlag, None)));
         assert_eq!(kind("--bogus=1"), Some((Opt::Unknown, None)));
         assert_eq!(kind("-foo==1.0"), Some((Opt::SkipValue, Some("oo==1.0"))));

@@ -6,24 +6,29 @@
 //! `resolved "<url>"`, `integrity ...`) and blocks (`dependencies:`). The
 //! name comes from the descriptors; an alias descriptor
 //! `string-width-cjs@npm:string-width@^4.2.0` names the real package
-//! (`string-width`). Left out: `file:`/`link:` packages (local code) and git
+//! (`string-width`). Left out: `file:`/`link:` packages (local code). Git
 //! dependencies (a `git+`/`ssh:` URL, a GitHub shorthand, or a tarball a
-//! code host builds from a commit such as `codeload.github.com`): their
-//! `version` is the one in `package.json` at a commit, not a registry
-//! release, so OSV cannot match them; each is reported as a warning.
+//! code host builds from a commit such as `codeload.github.com`) are
+//! packages under the `version` yarn records for them (their
+//! `package.json`'s, build metadata such as `2.1.6+git` kept) with the
+//! commit from `resolved` or, when that names none, from a descriptor.
+//! Every entry must have a `version`; one without is a `structure` error at
+//! its header's line.
 //!
 //! Berry: the `resolution` locator gives the real name and the protocol.
 //! `npm:` is a registry release; `workspace:`, `link:`, `portal:`, `file:`
 //! and `exec:` are local and left out; `patch:` wraps another locator (the
 //! package with a local patch applied): the package is the wrapped one, at
 //! its npm version, counted once under its real name; git locators are
-//! warnings as in v1; http(s) tarballs are kept with the entry's `version`.
+//! packages with the entry's `version` and the locator's commit; http(s)
+//! tarballs are kept with the entry's `version`. A protocol this parser does
+//! not know (a plugin's) is kept under the entry's `version`, with an
+//! `unsupported_protocol` warning: the package is still checked.
 
 use serde::Deserialize;
 
 use super::npm::{
-    OrderedMap, WARN_GIT, WARN_NO_VERSION, is_git_source, is_local_spec, is_semver_like, line_of, short,
-    split_name,
+    OrderedMap, add_npm, is_git_source, is_local_spec, line_of, reported_version, short, split_name,
 };
 use super::pnpm::from_yaml;
 use super::{Collector, Format, ParseError, ParseErrorCode, Parsed, Source};
@@ -120,19 +125,15 @@ fn finish_v1(src: &Source<'_>, entry: Entry, out: &mut Collector) -> Result<(), 
     if local {
         return Ok(());
     }
+    // The commit: `resolved`'s, else a descriptor's (`a@https://host/a.git#<sha>`).
+    let source = resolved
+        .filter(|r| crate::package::commit_in(r).is_some())
+        .or_else(|| {
+            entry.descriptors.iter().map(String::as_str).find(|d| crate::package::commit_in(d).is_some())
+        })
+        .unwrap_or("");
     for name in names {
-        if git {
-            let msg = format!("{}: a git dependency; OSV cannot match a commit, not scanned", short(name));
-            out.warn(WARN_GIT, Some(entry.line), msg);
-        } else if !is_semver_like(&version) {
-            out.warn(
-                WARN_NO_VERSION,
-                Some(entry.line),
-                format!("{}: no registry version, not scanned", short(name)),
-            );
-        } else {
-            out.add(Ecosystem::Npm, name, &version);
-        }
+        add_npm(out, name, &version, git, source);
     }
     Ok(())
 }
@@ -251,7 +252,8 @@ struct BerryEntry {
 enum Locator<'a> {
     Package(&'a str, String),
     Local,
-    Git(&'a str),
+    /// The name and the commit the locator names.
+    Git(&'a str, Option<String>),
     NoVersion(&'a str),
     Unsupported(&'a str),
 }
@@ -293,25 +295,21 @@ pub(crate) fn parse_berry(src: &Source<'_>) -> Result<Parsed, ParseError> {
             return Err(src.error(ParseErrorCode::Structure, line(), "entry has no resolution"));
         };
         let version = entry.as_ref().and_then(|e| e.version.as_deref());
+        let recorded = reported_version(version.unwrap_or(""));
         match locator(resolution, version, 0) {
             Some(Locator::Package(name, v)) => out.add(Ecosystem::Npm, name, &v),
             Some(Locator::Local) => {}
-            Some(Locator::Git(name)) => {
-                let msg =
-                    format!("{}: a git dependency; OSV cannot match a commit, not scanned", short(name));
-                out.warn(WARN_GIT, line(), msg);
+            Some(Locator::Git(name, commit)) => {
+                out.add_git(Ecosystem::Npm, name, recorded, commit.as_deref())
             }
-            Some(Locator::NoVersion(name)) => {
-                out.warn(
-                    WARN_NO_VERSION,
-                    line(),
-                    format!("{}: no registry version, not scanned", short(name)),
-                );
-            }
+            Some(Locator::NoVersion(name)) => out.add(Ecosystem::Npm, name, recorded),
             Some(Locator::Unsupported(name)) => {
-                let msg =
-                    format!("{}: a resolution protocol gatehouse does not read, not scanned", short(name));
+                let msg = format!(
+                    "{}: a resolution protocol gatehouse does not read; checked under its version",
+                    short(name)
+                );
                 out.warn("unsupported_protocol", line(), msg);
+                out.add(Ecosystem::Npm, name, recorded);
             }
             None => return Err(src.error(ParseErrorCode::Structure, line(), "malformed resolution")),
         }
@@ -328,10 +326,11 @@ fn locator<'a>(resolution: &'a str, version: Option<&str>, depth: u8) -> Option<
         // `npm:1.2.3`, possibly followed by `::key=value` bindings.
         let v = v.split("::").next().unwrap_or(v);
         let (name, v) = split_name(v).unwrap_or((name, v));
-        return Some(if is_semver_like(v) {
-            Locator::Package(name, v.to_owned())
-        } else {
+        // A registry version as written; the scan reports one it cannot read.
+        return Some(if v.is_empty() || v.contains([':', '/']) {
             Locator::NoVersion(name)
+        } else {
+            Locator::Package(name, v.to_owned())
         });
     }
     if let Some(inner) = reference.strip_prefix("patch:") {
@@ -345,7 +344,7 @@ fn locator<'a>(resolution: &'a str, version: Option<&str>, depth: u8) -> Option<
             Locator::Package(n, v) if n == name => Some(Locator::Package(name, v)),
             Locator::Package(..) => None, // a patch of another package than the entry names
             Locator::Local => Some(Locator::Local),
-            Locator::Git(_) => Some(Locator::Git(name)),
+            Locator::Git(_, commit) => Some(Locator::Git(name, commit)),
             Locator::NoVersion(_) => Some(Locator::NoVersion(name)),
             Locator::Unsupported(_) => Some(Locator::Unsupported(name)),
         };
@@ -354,10 +353,10 @@ fn locator<'a>(resolution: &'a str, version: Option<&str>, depth: u8) -> Option<
         return Some(Locator::Local);
     }
     if is_git_source(reference) {
-        return Some(Locator::Git(name));
+        return Some(Locator::Git(name, crate::package::commit_in(reference).map(str::to_owned)));
     }
     if reference.starts_with("https://") || reference.starts_with("http://") {
-        return Some(match version.filter(|v| is_semver_like(v)) {
+        return Some(match version.map(reported_version).filter(|v| !v.is_empty()) {
             Some(v) => Locator::Package(name, v.to_owned()),
             None => Locator::NoVersion(name),
         });
@@ -442,9 +441,10 @@ mod tests {
         assert!(matches!(locator("a@patch:a@workspace%3A.#p.patch", None, 0), Some(Locator::Local)));
         assert!(matches!(
             locator("a@https://github.com/a/a.git#commit=abc", None, 0),
-            Some(Locator::Git("a"))
+            Some(Locator::Git("a", _))
         ));
-        assert!(matches!(locator("a@npm:latest", None, 0), Some(Locator::NoVersion("a"))));
+        assert!(matches!(locator("a@npm:latest", None, 0), Some(Locator::Package("a", _))));
+        assert!(matches!(locator("a@npm:https://x/a.tgz", None, 0), Some(Locator::NoVersion("a"))));
         assert!(matches!(
             locator("a@https://x.test/a.tgz", Some("1.0.0"), 0),
             Some(Locator::Package("a", _))

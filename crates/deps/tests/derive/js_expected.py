@@ -11,7 +11,9 @@ yarn Berry and pnpm); its output is committed and read by
 For every real fixture `tests/fixtures/<format>/<case...>/<lockfile>` it
 writes `tests/fixtures/expected/<format>/<case>.txt` (a case in a nested
 folder, `npm/pair-js-yaml-bump/base/`, becomes `pair-js-yaml-bump-base`):
-one line per package, `npm<TAB>name<TAB>version`, sorted byte-wise, each
+one line per package, `npm<TAB>name<TAB>version`, and for a git
+dependency `<TAB>commit` after it (the version empty when the lockfile
+records none, the commit empty when it names none), sorted byte-wise, each
 line once.
 
 The rules come from each format's documentation and shared/DESIGN.md's
@@ -23,29 +25,35 @@ each (ecosystem, name, version) once):
   `node_modules/`; the name is the entry's `name` field when written (an
   alias folder `node_modules/string-width-cjs` records `name: string-width`),
   else the text after the last `node_modules/`. Left out: the root `""` and
-  other keys outside any `node_modules/` (workspace folders), `link: true`,
-  `file:` and git sources. A registry package nested inside a workspace
-  folder or inside a git dependency's folder is still a registry package.
+  other keys outside any `node_modules/` (workspace folders), `link: true`
+  and `file:` sources. Git sources are kept with their `version` and the
+  commit after `#` in `resolved` (or `version`). A registry package nested
+  inside a workspace folder or inside a git dependency's folder is still a
+  registry package.
 - npm v1 (`dependencies`, nested recursively): the key is the name; a
   `version` of `npm:real@1.2.3` is an alias, a registry tarball URL
-  `.../<name>/-/<base>-<v>.tgz` gives `<v>`, a git / code-host URL or
-  `file:` path is left out.
+  `.../<name>/-/<base>-<v>.tgz` gives `<v>`, a `file:` path is left out, a
+  git / code-host URL is a git dependency with no version and the URL's
+  commit.
 - yarn v1: each entry is a header line of descriptors `name@range, ...`
   then two-space-indented fields; the name comes from the descriptors (an
   alias `alias@npm:real@range` names `real`), the version from `version`.
-  Left out: `file:` / `link:` descriptors or resolutions, and git sources
-  (git URLs, GitHub shorthands, code-host tarballs such as
-  codeload.github.com). Other http(s) tarballs (a mirror) are kept.
+  Left out: `file:` / `link:` descriptors or resolutions. Git sources (git
+  URLs, GitHub shorthands, code-host tarballs such as codeload.github.com)
+  are kept with their `version` and the commit of `resolved`, else of a
+  descriptor. Other http(s) tarballs (a mirror) are kept.
 - yarn Berry: the `resolution` locator `name@protocol:ref`: `npm:` keeps
   (name, ref); `patch:` wraps a URL-encoded locator, which is unwrapped and
   read again; `workspace:`, `link:`, `portal:`, `file:`, `exec:` are local
-  and left out; git locators left out; http(s) tarballs kept with the
-  entry's `version`.
+  and left out; git locators kept with the entry's `version` and the
+  locator's commit; http(s) tarballs kept with the entry's `version`.
 - pnpm: every key of `packages` (5.x `/name/1.0.0_peers`, 6.x
   `/name@1.0.0(peers)`, 9.x `name@1.0.0`), peer suffix cut, a leading
   registry host dropped; an entry's own `name` / `version` win over the key.
   Left out: `resolution.directory`, `file:` / `link:` keys or tarballs,
-  git (`resolution.commit` / `repo`, code-host tarballs) and `runtime:`.
+  and `runtime:`. Git (`resolution.commit` / `repo`, code-host tarballs) is
+  kept with the entry's `version` and `resolution.commit`, else the
+  tarball's commit.
   Every YAML document of the file is read.
 
 Anything in a fixture that these rules do not cover stops the script with an
@@ -119,6 +127,30 @@ def is_git(spec: str) -> bool:
     return False
 
 
+HEX = re.compile(r"[0-9a-fA-F]{7,64}")
+
+
+def commit_of(spec: str) -> str:
+    """The commit a git spec names: its `#` fragment (`#commit=<sha>` too) or a
+    code host's `/tar.gz/<sha>` path; "" for a branch, tag or nothing."""
+    if "#" in spec:
+        frag = spec.rsplit("#", 1)[1]
+        for part in frag.split("&"):
+            if part.startswith("commit="):
+                frag = part[len("commit="):]
+        return frag if HEX.fullmatch(frag) else ""
+    path = urllib.parse.urlsplit(spec).path
+    if "/tar.gz/" in path:
+        last = path.rsplit("/", 1)[1]
+        return last if HEX.fullmatch(last) else ""
+    return ""
+
+
+def git_version(v: str) -> str:
+    """A git dependency's version: as recorded, or none when it is a URL / spec."""
+    return "" if any(c in v for c in ":/#") else v
+
+
 def is_local(spec: str) -> bool:
     return spec.startswith(("file:", "link:", "portal:"))
 
@@ -143,9 +175,9 @@ def registry_tarball_version(name: str, url: str) -> str | None:
     return v if semver(v) else None
 
 
-def npm(path: Path) -> set[tuple[str, str]]:
+def npm(path: Path) -> set[tuple[str, ...]]:
     doc = json.loads(path.read_text(encoding="utf-8"))
-    out: set[tuple[str, str]] = set()
+    out: set[tuple[str, ...]] = set()
     if doc.get("packages") is not None:
         if doc.get("lockfileVersion") not in (2, 3):
             raise Unexpected(f"packages in lockfileVersion {doc.get('lockfileVersion')}")
@@ -156,11 +188,12 @@ def npm(path: Path) -> set[tuple[str, str]]:
                 continue  # a symlink to a workspace folder
             resolved = e.get("resolved") or ""
             version = e.get("version")
-            if is_git(resolved) or (version and is_git(version)):
-                continue
             if is_local(resolved) or (version and is_local(version)):
                 continue
             name = e.get("name") or key.rsplit("node_modules/", 1)[1]
+            if is_git(resolved) or (version and is_git(version)):
+                out.add((name, git_version(version or ""), commit_of(resolved) or commit_of(version or "")))
+                continue
             if not version or not semver(version):
                 raise Unexpected(f"{key}: version {version!r}")
             out.add((name, version))
@@ -176,7 +209,8 @@ def npm(path: Path) -> set[tuple[str, str]]:
                 real, v = split_name(version[len("npm:") :])
                 name, version = real, v
             if is_git(version) or is_git(e.get("resolved") or ""):
-                pass
+                resolved = e.get("resolved") or ""
+                out.add((name, git_version(version), commit_of(resolved) or commit_of(version)))
             elif is_local(version):
                 pass
             elif is_http(version):
@@ -223,8 +257,8 @@ def yarn_v1_header(line: str) -> list[str]:
     return out
 
 
-def yarn_v1(text: str) -> set[tuple[str, str]]:
-    out: set[tuple[str, str]] = set()
+def yarn_v1(text: str) -> set[tuple[str, ...]]:
+    out: set[tuple[str, ...]] = set()
     entries: list[tuple[int, list[str], dict[str, str]]] = []
     for no, raw in enumerate(text.split("\n"), 1):
         line = raw.rstrip("\r")
@@ -258,6 +292,8 @@ def yarn_v1(text: str) -> set[tuple[str, str]]:
         if any(is_local(r) for r in ranges) or is_local(resolved):
             continue
         if any(is_git(r) or GITHUB_SHORTHAND.fullmatch(r) for r in ranges) or is_git(resolved):
+            commit = commit_of(resolved) or next((commit_of(d) for d in descriptors if commit_of(d)), "")
+            out.add((name, git_version(version), commit))
             continue
         if not semver(version):
             raise Unexpected(f"line {no}: version {version!r}")
@@ -270,7 +306,7 @@ def yarn_v1(text: str) -> set[tuple[str, str]]:
 BERRY_LOCAL = ("workspace:", "link:", "portal:", "file:", "exec:")
 
 
-def berry_locator(locator: str, entry: dict, key: str) -> tuple[str, str] | None:
+def berry_locator(locator: str, entry: dict, key: str) -> tuple[str, ...] | None:
     name, ref = split_name(locator)
     if ref.startswith("npm:"):
         v = ref[len("npm:") :]
@@ -283,7 +319,7 @@ def berry_locator(locator: str, entry: dict, key: str) -> tuple[str, str] | None
     if ref.startswith(BERRY_LOCAL):
         return None
     if is_git(ref) or ref.startswith(("git@", "github:")):
-        return None
+        return name, git_version(str(entry.get("version", ""))), commit_of(ref)
     if is_http(ref):
         v = str(entry.get("version", ""))
         if not semver(v):
@@ -292,9 +328,9 @@ def berry_locator(locator: str, entry: dict, key: str) -> tuple[str, str] | None
     raise Unexpected(f"{key}: locator {locator!r}")
 
 
-def yarn_berry(text: str) -> set[tuple[str, str]]:
+def yarn_berry(text: str) -> set[tuple[str, ...]]:
     doc = yaml.safe_load(text)
-    out: set[tuple[str, str]] = set()
+    out: set[tuple[str, ...]] = set()
     for key, entry in doc.items():
         if key == "__metadata":
             continue
@@ -304,7 +340,7 @@ def yarn_berry(text: str) -> set[tuple[str, str]]:
     return out
 
 
-def yarn(path: Path) -> set[tuple[str, str]]:
+def yarn(path: Path) -> set[tuple[str, ...]]:
     text = path.read_text(encoding="utf-8")
     if re.search(r"^__metadata:", text, re.M):
         return yarn_berry(text)
@@ -337,8 +373,8 @@ def pnpm_key(key: str, major: int) -> tuple[str, str]:
     return name, version
 
 
-def pnpm(path: Path) -> set[tuple[str, str]]:
-    out: set[tuple[str, str]] = set()
+def pnpm(path: Path) -> set[tuple[str, ...]]:
+    out: set[tuple[str, ...]] = set()
     for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
         if not doc:
             continue
@@ -350,6 +386,8 @@ def pnpm(path: Path) -> set[tuple[str, str]]:
             if "directory" in res or is_local(tarball) or key.startswith(("file:", "link:")):
                 continue
             if "commit" in res or "repo" in res or is_git(tarball):
+                commit = res.get("commit") or commit_of(tarball)
+                out.add((entry["name"], git_version(str(entry.get("version", ""))), commit))
                 continue
             if key.startswith("runtime:") or "@runtime:" in key:
                 continue
@@ -381,7 +419,7 @@ def main() -> int:
             if not pkgs:
                 print(f"{lock}: no packages", file=sys.stderr)
                 return 1
-            lines = sorted({f"npm\t{n}\t{v}\n".encode() for n, v in pkgs})
+            lines = sorted({("\t".join(("npm",) + p) + "\n").encode() for p in pkgs})
             (EXPECTED / fmt / f"{case}.txt").write_bytes(b"".join(lines))
             written.append((f"{fmt}/{case}", len(lines)))
     for case, count in written:
