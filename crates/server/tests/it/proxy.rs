@@ -456,7 +456,10 @@ fn connect_is_checked_like_a_request() {
 
 /// An upstream that reads a request with a `content-length` body, then
 /// answers with `answer_bytes` of `y` and a header pretending to be gatehouse's.
-fn counting_upstream(answer_bytes: usize) -> (u16, Arc<Mutex<Vec<(String, usize)>>>) {
+/// Request heads an upstream saw, each with the size of its body.
+type Seen = Arc<Mutex<Vec<(String, usize)>>>;
+
+fn counting_upstream(answer_bytes: usize) -> (u16, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
