@@ -440,30 +440,19 @@ where
     }
 }
 
-/// Headers only gatehouse sets on a fetch: the message's framing
-/// (`Content-Length`, `Transfer-Encoding`, which a caller could set to hang
-/// the upstream or cut the body), the connection's own (hop-by-hop, RFC 9110
-/// §7.6.1), `Host` (which would name another virtual host behind the checked
-/// address) and `Expect` (a `100-continue` the fetch does not wait for).
-const GATEHOUSE_ONLY_HEADERS: &[&str] = &[
-    "content-length",
-    "transfer-encoding",
-    "host",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
-    "expect",
-    "proxy-authorization",
-    "proxy-authenticate",
-];
+/// Headers only gatehouse sets on a fetch beyond the hop-by-hop ones
+/// ([`crate::proxy::HOP_BY_HOP`]): the message's length (which a caller could
+/// set to hang the upstream or cut the body), `Host` (which would name
+/// another virtual host behind the checked address) and `Expect` (a
+/// `100-continue` the fetch does not wait for).
+const GATEHOUSE_ONLY_HEADERS: &[&str] = &["content-length", "host", "expect"];
 
 /// Refuses a caller's header that only gatehouse may set
 /// (`header_not_allowed`), instead of dropping it unseen or passing it on.
 pub fn caller_headers_are_allowed(headers: &HeaderMap) -> Result<(), Reason> {
-    if headers.keys().any(|name| GATEHOUSE_ONLY_HEADERS.contains(&name.as_str())) {
+    let reserved =
+        |name: &str| GATEHOUSE_ONLY_HEADERS.contains(&name) || crate::proxy::HOP_BY_HOP.contains(&name);
+    if headers.keys().any(|name| reserved(name.as_str())) {
         return Err(Reason::HeaderNotAllowed);
     }
     Ok(())
@@ -592,7 +581,7 @@ mod tests {
 
     #[test]
     fn framing_and_connection_headers_are_gatehouse_s_own() {
-        for name in GATEHOUSE_ONLY_HEADERS {
+        for name in GATEHOUSE_ONLY_HEADERS.iter().chain(crate::proxy::HOP_BY_HOP) {
             let mut headers = HeaderMap::new();
             headers.insert(http::HeaderName::from_static(name), HeaderValue::from_static("1"));
             assert_eq!(caller_headers_are_allowed(&headers), Err(Reason::HeaderNotAllowed), "{name}");

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
-use gatehouse_core::{Clock, Reason};
+use gatehouse_core::{Clock, Reason, RefusalKind};
 use gatehouse_ledger::{Ledger, Operation, spend};
 use hyper::body::{Body, Frame, SizeHint};
 
@@ -53,6 +53,16 @@ impl EgressMeter {
     /// error, which aborts the message).
     pub fn metered<B>(self, body: B, on_refused: impl FnOnce(Reason) + Send + 'static) -> Metered<B> {
         Metered { inner: body, meter: self, pending: None, on_refused: Some(Box::new(on_refused)) }
+    }
+}
+
+/// The kind a refusal of bytes at the door is recorded under: a spent
+/// budget is `budget_exhausted`, anything else (a revoked grant, a tunnel's
+/// opening) the door's `egress_refused`.
+pub fn door_refusal_kind(reason: Reason) -> RefusalKind {
+    match gatehouse_ledger::refusal_kind(reason) {
+        RefusalKind::BudgetExhausted => RefusalKind::BudgetExhausted,
+        _ => RefusalKind::EgressRefused,
     }
 }
 

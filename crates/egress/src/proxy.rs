@@ -523,10 +523,7 @@ impl Proxy {
                             reason
                         }
                     };
-                    let kind = match reason {
-                        Reason::BudgetEgressBytesExhausted => RefusalKind::BudgetExhausted,
-                        _ => RefusalKind::EgressRefused,
-                    };
+                    let kind = crate::meter::door_refusal_kind(reason);
                     sink.refused(Refusal { reason, kind, request_id: Some(new_id("req")), ..refusal });
                 };
                 // The time cap counts from the tunnel's opening.
@@ -597,14 +594,13 @@ impl Proxy {
         // without a length is paid frame by frame, and cut off at the cap.
         let meter = self.meter(grant);
         let declared = body.size_hint().exact();
-        let refused_midway = self.refused_midway(grant, host.clone());
         let body = Limited::new(body, self.limits.request_bytes);
         let body = match declared {
             Some(n) => {
                 meter.pay(n).await.map_err(|reason| self.egress_refused(reason, host.clone()))?;
                 Either::Left(body)
             }
-            None => Either::Right(meter.clone().metered(body, refused_midway.clone())),
+            None => Either::Right(meter.clone().metered(body, self.refused_midway(grant, host.clone()))),
         };
         let mut upstream_req = Request::from_parts(parts, body);
         let key = PoolKey::new(&grant.grant_id, &authority);
@@ -648,7 +644,7 @@ impl Proxy {
         let body = Limited::new(body, self.limits.response_bytes);
         let body = match declared {
             Some(_) => body.map_err(Into::into).boxed_unsync(),
-            None => meter.metered(body, refused_midway).boxed_unsync(),
+            None => meter.metered(body, self.refused_midway(grant, host.clone())).boxed_unsync(),
         };
         Ok(Response::from_parts(parts, body))
     }
@@ -668,7 +664,7 @@ impl Proxy {
         &self,
         grant: &GrantClaims,
         host: Option<String>,
-    ) -> impl FnOnce(Reason) + Send + Clone + 'static {
+    ) -> impl FnOnce(Reason) + Send + 'static {
         let sink = self.sink.clone();
         let refusal = self.record(
             Some(grant),
@@ -731,8 +727,21 @@ pub(crate) fn framing_is_sound(headers: &HeaderMap) -> Result<(), Reason> {
     if sound { Ok(()) } else { Err(Reason::UpstreamBadResponse) }
 }
 
-/// Removes hop-by-hop headers (RFC 9110 §7.6.1), the ones `Connection` names,
-/// and the proxy credentials.
+/// The hop-by-hop headers (RFC 9110 §7.6.1) and the proxy's own
+/// credentials: never passed from one side to the other.
+pub(crate) const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authorization",
+    "proxy-authenticate",
+];
+
+/// Removes [`HOP_BY_HOP`] headers and the ones `Connection` names.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
@@ -744,19 +753,9 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in [
-        header::CONNECTION,
-        header::PROXY_AUTHORIZATION,
-        header::PROXY_AUTHENTICATE,
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-    ] {
-        headers.remove(name);
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
     }
-    headers.remove("keep-alive");
-    headers.remove("proxy-connection");
 }
 
 /// A fatal TLS alert record, `unrecognized_name` (RFC 8446 §6, RFC 6066 §3).

@@ -610,7 +610,7 @@ impl<'a> RunFetch<'a> {
             }
             Err(refusal) => {
                 self.note(
-                    refusal_kind_of_fetch(refusal.reason),
+                    gatehouse_egress::meter::door_refusal_kind(refusal.reason),
                     refusal.reason,
                     refusal.host,
                     refusal.rule,
@@ -630,14 +630,6 @@ impl<'a> RunFetch<'a> {
                 Err(ApiError(PublicError::new(code, self.rid.0.clone()).with_reason(refusal.reason)))
             }
         }
-    }
-}
-
-/// Spent budgets are `budget_exhausted`; everything else the door refused.
-fn refusal_kind_of_fetch(reason: Reason) -> RefusalKind {
-    match refusal_kind(reason) {
-        RefusalKind::BudgetExhausted => RefusalKind::BudgetExhausted,
-        _ => RefusalKind::EgressRefused,
     }
 }
 
