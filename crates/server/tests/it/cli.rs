@@ -87,7 +87,9 @@ fn keygen_writes_owner_only_files_and_refuses_to_overwrite() {
     assert_eq!(mode(&out), 0o700);
     let grant = std::fs::read_to_string(out.join("grant-secret")).unwrap();
     assert!(grant.trim().len() >= 32);
-    assert!(assert_no_secret_from(&out, &format!("{stdout}{stderr}"), "keygen's output") >= 3);
+    // Every secret keygen writes: the manifest and audit keys, the grant,
+    // session key and service secrets, one token per role.
+    assert_eq!(assert_no_secret_from(&out, &format!("{stdout}{stderr}"), "keygen's output"), 8);
     assert!(
         std::fs::read_to_string(out.join("manifest-private.pem"))
             .unwrap()
@@ -448,7 +450,8 @@ fn the_embedded_first_start_works_with_no_configuration() {
     let token = std::fs::read_to_string(data.join("service-token")).unwrap().trim().to_owned();
     let grant_secret = std::fs::read_to_string(data.join("grant-secret")).unwrap().trim().to_owned();
     assert!(!printed.contains(&token) && !printed.contains(&grant_secret), "secrets printed: {printed}");
-    assert!(assert_no_secret_from(&data, &printed, "the first start's output") >= 3);
+    // The manifest key and the grant, session key and service secrets.
+    assert_eq!(assert_no_secret_from(&data, &printed, "the first start's output"), 4);
 
     let health = http(&addr, "GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
@@ -467,7 +470,7 @@ fn the_embedded_first_start_works_with_no_configuration() {
     drop(server);
     let logs = stderr_thread.join().unwrap();
     assert!(!logs.contains(&token) && !logs.contains(&grant_secret), "secrets logged: {logs}");
-    assert!(assert_no_secret_from(&data, &logs, "the first start's logs") >= 3);
+    assert_eq!(assert_no_secret_from(&data, &logs, "the first start's logs"), 4);
 
     // A second start reuses the keys instead of generating new ones.
     let (code, out, _) = run(gatehouse(dir).args(["config", "check"]));
