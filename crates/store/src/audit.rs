@@ -15,7 +15,7 @@ use base64::Engine as _;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _, VerifyingKey};
 use gatehouse_core::UnixTime;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 /// The `prev_hash` of the first entry.
@@ -58,9 +58,16 @@ pub struct AuditEntry {
 impl AuditRecord {
     /// Chains this record after `(prev_seq, prev_hash)`.
     pub fn chain(self, prev_seq: i64, prev_hash: &str) -> AuditEntry {
+        self.chain_with_detail(prev_seq, prev_hash).0
+    }
+
+    /// [`chain`](Self::chain), also giving the canonical detail as stored,
+    /// which the hash was computed over: the detail is written out once.
+    pub fn chain_with_detail(self, prev_seq: i64, prev_hash: &str) -> (AuditEntry, String) {
         let seq = prev_seq + 1;
-        let hash = entry_hash(seq, &self, prev_hash);
-        AuditEntry { seq, record: self, prev_hash: prev_hash.to_owned(), hash }
+        let detail = canonical_detail(&self.detail);
+        let hash = entry_hash_over(seq, &self, &detail, prev_hash);
+        (AuditEntry { seq, record: self, prev_hash: prev_hash.to_owned(), hash }, detail)
     }
 }
 
@@ -71,19 +78,28 @@ pub fn canonical_detail(detail: &Value) -> String {
 }
 
 fn entry_hash(seq: i64, r: &AuditRecord, prev_hash: &str) -> String {
-    let body = json!({
-        "seq": seq,
-        "at": r.at,
-        "actor": r.actor,
-        "action": r.action,
-        "tenant_id": r.tenant_id,
-        "subject": r.subject,
-        "detail": r.detail,
-        "prev_hash": prev_hash,
-    });
+    entry_hash_over(seq, r, &canonical_detail(&r.detail), prev_hash)
+}
+
+/// SHA-256 over the domain tag and the canonical JSON object of the entry's
+/// fields but its hash, written out member by member in RFC 8785's key order
+/// with the detail's canonical text (`detail`) spliced in, rather than built
+/// as a tree and canonicalized whole: the same bytes, without copying the
+/// detail or writing it out twice.
+fn entry_hash_over(seq: i64, r: &AuditRecord, detail: &str, prev_hash: &str) -> String {
+    let text = |s: &str| canonical_detail(&Value::String(s.to_owned()));
+    let tenant = r.tenant_id.as_deref().map_or_else(|| "null".to_owned(), text);
+    let body = format!(
+        "{{\"action\":{},\"actor\":{},\"at\":{},\"detail\":{detail},\"prev_hash\":{},\"seq\":{seq},\"subject\":{},\"tenant_id\":{tenant}}}",
+        text(&r.action),
+        text(&r.actor),
+        r.at,
+        text(prev_hash),
+        text(&r.subject),
+    );
     let mut h = Sha256::new();
     h.update(DOMAIN);
-    h.update(canonical_detail(&body).as_bytes());
+    h.update(body.as_bytes());
     hex(&h.finalize())
 }
 
@@ -228,6 +244,7 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn record(n: i64) -> AuditRecord {
         AuditRecord {
@@ -253,6 +270,37 @@ mod tests {
         let mut v = Verifier::new(checkpoints);
         entries.iter().for_each(|e| v.push(e));
         v.finish(None)
+    }
+
+    /// The hash's definition, written the slow way: the canonical JSON of
+    /// the whole entry as a tree.
+    fn hash_by_definition(seq: i64, r: &AuditRecord, prev_hash: &str) -> String {
+        let body = json!({"seq": seq, "at": r.at, "actor": r.actor, "action": r.action, "tenant_id": r.tenant_id,
+            "subject": r.subject, "detail": r.detail, "prev_hash": prev_hash});
+        let mut h = Sha256::new();
+        h.update(DOMAIN);
+        h.update(gatehouse_capability::canonical::canonical_string(&body).unwrap().as_bytes());
+        hex(&h.finalize())
+    }
+
+    proptest::proptest! {
+        /// Chains written before the hash was spliced together still verify:
+        /// the spliced text is the canonical text, for any strings (quotes,
+        /// control characters, non-ASCII) and any detail.
+        #[test]
+        fn the_spliced_hash_is_the_canonical_hash(
+            seq in 1i64..(1 << 53), at in -(1i64 << 53)..(1 << 53), actor in "\\PC{0,6}|[\"\\\\\\x00-\\x1f\\x7f\\x{2028}é😀]{0,6}",
+            action in "[a-z._]{1,12}", tenant in proptest::option::of("\\PC{0,8}"), subject in "\\PC{0,8}",
+            key in "\\PC{0,6}", n in -(1i64 << 53)..(1 << 53), prev in "[0-9a-f]{64}",
+        ) {
+            // Numbers within JSON's exact integers, which is all an entry holds.
+            let detail = json!({key.clone(): n, "z": [key, true, null, {"a": 1.5}]});
+            let r = AuditRecord { at, actor, action, tenant_id: tenant, subject, detail };
+            let (entry, stored) = r.clone().chain_with_detail(seq - 1, &prev);
+            let as_read = AuditRecord { detail: serde_json::from_str(&stored).unwrap(), ..r };
+            proptest::prop_assert_eq!(&entry.hash, &hash_by_definition(seq, &as_read, &prev));
+            proptest::prop_assert_eq!(entry.hash, entry_hash(seq, &as_read, &prev));
+        }
     }
 
     #[test]

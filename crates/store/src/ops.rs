@@ -11,7 +11,7 @@
 
 use sqlx::{Pool, Transaction};
 
-use crate::audit::{AuditEntry, AuditRecord, canonical_detail};
+use crate::audit::{AuditEntry, AuditRecord};
 use crate::model::{
     Event, NewEvent, NewRun, Page, PageRequest, PolicyVersion, RefusalFilter, Run, RunStatus, TenantSettings,
 };
@@ -93,22 +93,22 @@ impl WriteTx {
         for chunk in in_fixed_chunks(records) {
             let mut entries = Vec::with_capacity(chunk.len());
             for record in chunk {
-                let entry = record.clone().chain(self.audit_seq, &self.audit_hash);
+                let (entry, detail) = record.clone().chain_with_detail(self.audit_seq, &self.audit_hash);
                 self.audit_seq = entry.seq;
                 self.audit_hash.clone_from(&entry.hash);
-                entries.push(entry);
+                entries.push((entry, detail));
             }
             let mut insert = sqlx::QueryBuilder::<Db>::new(
                 "INSERT INTO audit_log (seq, at, actor, action, tenant_id, subject, detail, prev_hash, hash) ",
             );
-            insert.push_values(&entries, |mut row, entry| {
+            insert.push_values(&entries, |mut row, (entry, detail)| {
                 row.push_bind(entry.seq)
                     .push_bind(entry.record.at)
                     .push_bind(entry.record.actor.as_str())
                     .push_bind(entry.record.action.as_str())
                     .push_bind(entry.record.tenant_id.as_deref())
                     .push_bind(entry.record.subject.as_str())
-                    .push_bind(canonical_detail(&entry.record.detail))
+                    .push_bind(detail.as_str())
                     .push_bind(entry.prev_hash.as_str())
                     .push_bind(entry.hash.as_str());
             });
@@ -641,20 +641,34 @@ pub(crate) async fn append_events(pool: &Pool<Db>, events: &[NewEvent]) -> Resul
         });
         insert.build().execute(tx.conn()).await?;
     }
-    let records: Vec<AuditRecord> = events
-        .iter()
-        .zip(&seqs)
-        .filter(|(e, _)| e.refusal)
-        .map(|(e, seq)| {
-            let detail = serde_json::json!({"event_seq": seq, "kind": e.kind, "reason": e.reason, "run_id": e.run_id,
-                "host": e.host, "rule": e.rule, "request_id": e.request_id, "dry_run": e.dry_run});
-            let subject = e.run_id.clone().unwrap_or_else(|| "-".to_owned());
-            audit_record(e.at, "gatehouse", "refusal", e.tenant_id.as_deref(), &subject, detail)
-        })
-        .collect();
-    tx.append_audit(&records).await?;
+    tx.append_audit(&refusal_records(events, &seqs)).await?;
     tx.commit().await?;
     Ok(seqs)
+}
+
+/// The audit entries for a batch of events: one per tenant and run that
+/// was refused in the batch, listing each of its refusals (event number,
+/// kind, reason, host, rule, request id, dry run) in order. Every refusal
+/// is in the chain, kept after its event row is pruned, while a flood of
+/// refusals costs the chain a few entries a batch rather than one each.
+fn refusal_records(events: &[NewEvent], seqs: &[i64]) -> Vec<AuditRecord> {
+    let mut groups: Vec<(&NewEvent, Vec<serde_json::Value>)> = Vec::new();
+    for (e, seq) in events.iter().zip(seqs).filter(|(e, _)| e.refusal) {
+        let item = serde_json::json!({"event_seq": seq, "at": e.at, "kind": e.kind, "reason": e.reason,
+            "host": e.host, "rule": e.rule, "request_id": e.request_id, "dry_run": e.dry_run});
+        match groups.iter_mut().find(|(first, _)| first.tenant_id == e.tenant_id && first.run_id == e.run_id) {
+            Some((_, items)) => items.push(item),
+            None => groups.push((e, vec![item])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(first, items)| {
+            let subject = first.run_id.as_deref().unwrap_or("-");
+            let detail = serde_json::json!({"run_id": first.run_id, "count": items.len(), "refusals": items});
+            audit_record(first.at, "gatehouse", "refusals", first.tenant_id.as_deref(), subject, detail)
+        })
+        .collect()
 }
 
 #[derive(sqlx::FromRow)]

@@ -383,10 +383,40 @@ pub async fn refusals_and_run_events_are_durable_filtered_and_paged(f: Fresh) {
     let after = s.run_events("run_a", run_a[2].seq, 100).await.unwrap();
     assert_eq!(after.len(), 2);
 
-    assert_eq!(assert_chain_intact(s).await, 8, "every refusal is audited, run events are not");
+    // One entry per tenant and run refused in the batch, listing each refusal.
+    assert_eq!(assert_chain_intact(s).await, 3, "t1/run_a, t1 outside a run, t2/run_b");
+    let audited = |entries: Vec<gatehouse_store::AuditEntry>| {
+        let mut listed: Vec<(Option<String>, String, i64)> = Vec::new();
+        for e in entries {
+            assert_eq!((e.record.action.as_str(), e.record.actor.as_str()), ("refusals", "gatehouse"));
+            let items = e.record.detail["refusals"].as_array().unwrap();
+            assert_eq!(e.record.detail["count"], items.len());
+            for item in items {
+                assert_eq!(item["request_id"].is_null(), false, "the request id is kept");
+                listed.push((
+                    e.record.tenant_id.clone(),
+                    e.record.subject.clone(),
+                    item["event_seq"].as_i64().unwrap(),
+                ));
+            }
+        }
+        listed
+    };
+    let before = audited(s.audit_entries(0, 100).await.unwrap());
+    let refused: Vec<i64> =
+        events.iter().zip(&seqs).filter(|(e, _)| e.refusal).map(|(_, seq)| *seq).collect();
+    let mut listed_seqs: Vec<i64> = before.iter().map(|(_, _, seq)| *seq).collect();
+    listed_seqs.sort_unstable();
+    assert_eq!(listed_seqs, refused, "every refusal is audited once, run events are not");
+    assert!(before.contains(&(Some("t2".into()), "run_b".into(), refused[7])));
     assert_eq!(s.prune_events(200).await.unwrap(), 7);
     assert_eq!(s.refusals(&RefusalFilter::default(), &PageRequest::default()).await.unwrap().items.len(), 1);
-    assert_eq!(assert_chain_intact(s).await, 8, "pruning events never touches the audit log");
+    assert_eq!(assert_chain_intact(s).await, 3, "pruning events never touches the audit log");
+    assert_eq!(
+        audited(s.audit_entries(0, 100).await.unwrap()),
+        before,
+        "the pruned refusals stay in the chain"
+    );
 }
 
 pub async fn event_numbers_only_grow_across_nodes_and_pruning(f: Fresh) {
@@ -431,7 +461,8 @@ pub async fn nodes_appending_at_once_keep_one_unbroken_chain(f: Fresh) {
     let (x, y) = tokio::join!(task(a.clone(), "t1"), task(b, "t2"));
     x.unwrap();
     y.unwrap();
-    assert_eq!(assert_chain_intact(&a).await, 150);
+    // Per round and node: the policy change, and one entry for the batch's two refusals.
+    assert_eq!(assert_chain_intact(&a).await, 100);
     assert_eq!(a.current_policy("t2").await.unwrap().unwrap().version, 25);
 }
 
