@@ -79,6 +79,10 @@ pub mod names {
     pub const RUN_HEARTBEAT_TIMEOUT_SECS: &str = "GATEHOUSE_RUN_HEARTBEAT_TIMEOUT_SECS";
     /// Run events and refusals are kept this many days [30]; the audit log is never pruned.
     pub const EVENT_RETENTION_DAYS: &str = "GATEHOUSE_EVENT_RETENTION_DAYS";
+    /// An offline OSV database (a directory of advisories, or osv.dev's zip exports) for API dependency scans [unset].
+    pub const OSV_DB: &str = "GATEHOUSE_OSV_DB";
+    /// The OSV API (or a mirror, `gatehouse osv serve`) API dependency scans ask when no offline database is set [https://api.osv.dev].
+    pub const OSV_URL: &str = "GATEHOUSE_OSV_URL";
     /// Longest grant lifetime (`exp - iat`) accepted, for runs and for `POST /v1/grants`, in seconds [86400].
     pub const GRANT_MAX_LIFETIME_SECS: &str = "GATEHOUSE_GRANT_MAX_LIFETIME_SECS";
     /// Longest a client may take to send a request's header, in milliseconds [10000].
@@ -189,6 +193,8 @@ pub mod names {
         STORE_TIMEOUT_MS,
         RUN_HEARTBEAT_TIMEOUT_SECS,
         EVENT_RETENTION_DAYS,
+        OSV_DB,
+        OSV_URL,
         GRANT_MAX_LIFETIME_SECS,
         HEADER_READ_TIMEOUT_MS,
         IDLE_TIMEOUT_MS,
@@ -356,6 +362,9 @@ impl fmt::Display for Problem {
 /// `GATEHOUSE_GRANT_MAX_LIFETIME_SECS`'s default: a day.
 pub const DEFAULT_GRANT_MAX_LIFETIME_SECS: i64 = 86_400;
 
+/// Where API dependency scans ask OSV by default.
+pub const DEFAULT_OSV_URL: &str = "https://api.osv.dev";
+
 /// What each listener (the API and the proxy) allows one connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -391,6 +400,10 @@ pub struct Config {
     pub run_heartbeat_timeout_secs: i64,
     /// Run events and refusals older than this many days are pruned.
     pub event_retention_days: i64,
+    /// The offline OSV database API dependency scans check against.
+    pub osv_db: Option<PathBuf>,
+    /// The OSV API asked when there is no offline database, without a trailing `/`.
+    pub osv_url: String,
     /// Longest run lifetime accepted.
     pub grant_max_lifetime_secs: i64,
     /// What each listener allows a connection.
@@ -743,6 +756,18 @@ impl Reader<'_> {
             request_timeout: millis(self, names::EGRESS_REQUEST_TIMEOUT_MS, 600_000, 86_400_000),
             tunnel_max_bytes: bytes(self, names::PROXY_TUNNEL_MAX_BYTES, 1 << 30),
             tunnel_timeout: millis(self, names::PROXY_TUNNEL_TIMEOUT_MS, 600_000, 86_400_000),
+        }
+    }
+
+    /// An `http://` or `https://` URL without credentials or a trailing `/`.
+    fn http_url(&mut self, name: &str, default: &str) -> String {
+        match self.get(name).map(|u| u.trim().trim_end_matches('/').to_owned()) {
+            None => default.to_owned(),
+            Some(u) if (u.starts_with("http://") || u.starts_with("https://")) && !u.contains('@') => u,
+            Some(_) => {
+                self.problem(name, "invalid_value", "must be an http:// or https:// URL without credentials");
+                default.to_owned()
+            }
         }
     }
 
@@ -1229,19 +1254,9 @@ impl Reader<'_> {
                 "must not exceed GATEHOUSE_MAX_CONNECTIONS",
             );
         }
-        let proxy_public_url =
-            match self.get(names::PROXY_PUBLIC_URL).map(|u| u.trim().trim_end_matches('/').to_owned()) {
-                None => format!("http://{proxy_listen}"),
-                Some(u) if (u.starts_with("http://") || u.starts_with("https://")) && !u.contains('@') => u,
-                Some(_) => {
-                    self.problem(
-                        names::PROXY_PUBLIC_URL,
-                        "invalid_value",
-                        "must be an http:// or https:// URL without credentials",
-                    );
-                    format!("http://{proxy_listen}")
-                }
-            };
+        let proxy_public_url = self.http_url(names::PROXY_PUBLIC_URL, &format!("http://{proxy_listen}"));
+        let osv_db = self.get(names::OSV_DB).map(|p| PathBuf::from(p.trim()));
+        let osv_url = self.http_url(names::OSV_URL, DEFAULT_OSV_URL);
         let ledger_timeout_ms = self.int(names::LEDGER_TIMEOUT_MS, 1000, 10..=60_000);
         let ledger_timeout =
             std::time::Duration::from_millis(u64::try_from(ledger_timeout_ms).unwrap_or(1000));
@@ -1326,6 +1341,8 @@ impl Reader<'_> {
             store_timeout,
             run_heartbeat_timeout_secs,
             event_retention_days,
+            osv_db,
+            osv_url,
             grant_max_lifetime_secs,
             connections,
             proxy_public_url,

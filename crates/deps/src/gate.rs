@@ -103,6 +103,9 @@ pub enum GateReason {
     /// The scan did not complete, so it cannot vouch for the pull request.
     #[serde(rename = "dependency_gate_scan_error")]
     ScanError,
+    /// An agent's pull request with the gate on and no scan: nothing vouches for it.
+    #[serde(rename = "dependency_gate_no_scan")]
+    NoScan,
 }
 
 impl GateReason {
@@ -111,6 +114,7 @@ impl GateReason {
         match self {
             Self::Severity => "dependency_gate_severity",
             Self::ScanError => "dependency_gate_scan_error",
+            Self::NoScan => "dependency_gate_no_scan",
         }
     }
 }

@@ -353,9 +353,13 @@ pub fn render_markdown(r: &Report) -> String {
     if r.status == "error" {
         out.push_str("**The scan did not complete**, so it cannot vouch for these dependencies:\n\n");
         for e in &r.errors {
-            out.push_str(&format!("- `{}`: {}\n", e.code, e.message));
+            out.push_str(&format!("- `{}`: {}\n", e.code, escape_md(&e.message)));
         }
-        out.push('\n');
+        out.push_str(
+            "\nFix what is listed (a lockfile that does not parse, a version that cannot be read) and push \
+             again; an unreachable advisory database is retried by the next scan. Until a complete scan \
+             passes, the gate blocks unless it is off.\n\n",
+        );
     }
     if let Some(BaseAbsent::TooLarge { bytes, limit }) = &r.base_absent {
         out.push_str(&format!(
@@ -385,7 +389,7 @@ pub fn render_markdown(r: &Report) -> String {
         } else {
             format!(
                 "upgrade to {}",
-                f.fixed.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(" or ")
+                f.fixed.iter().map(|v| format!("`{}`", code_span(v))).collect::<Vec<_>>().join(" or ")
             )
         };
         out.push_str(&format!(
@@ -393,8 +397,8 @@ pub fn render_markdown(r: &Report) -> String {
             f.severity.as_str(),
             f.id,
             f.url,
-            f.package.name,
-            f.package.version,
+            code_span(&f.package.name),
+            code_span(&f.package.version),
             f.package.ecosystem
         ));
     }
@@ -405,6 +409,13 @@ pub fn render_markdown(r: &Report) -> String {
         ));
     }
     out
+}
+
+/// Names and versions come from the pull request's own lockfile: inside a
+/// code span, a backtick or a line break would let them out of it (and a
+/// `|` out of the table cell).
+fn code_span(s: &str) -> String {
+    s.chars().map(|c| if c == '`' || c == '|' || c.is_control() { '?' } else { c }).take(200).collect()
 }
 
 /// Advisory text is third-party: keep it on one table line and out of markup.
@@ -515,4 +526,34 @@ pub fn render_sarif(r: &Report, lockfile: &str, version: &str) -> serde_json::Va
             "results": results,
         }],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::package::Ecosystem;
+
+    #[test]
+    fn a_lockfile_cannot_write_markup_into_the_agents_summary() {
+        let package = Package::new(Ecosystem::Npm, "evil`](https://x.example)\n| a |", "1.0.0`\n# owned");
+        let f = Finding {
+            id: "GHSA-1".into(),
+            aliases: vec![],
+            package,
+            severity: Level::High,
+            severity_source: SeveritySource::Advisory,
+            score: None,
+            url: format!("{OSV_VULNERABILITY_URL}GHSA-1"),
+            summary: Some("a [link](https://x.example) | and <b>".into()),
+            fixed: vec!["2.0.0`x".into()],
+        };
+        let errors =
+            vec![ScanError { code: "lockfile_syntax".into(), message: "a/[x](y).json:\n# line".into() }];
+        let md = render_markdown(&report(vec![f], errors, 1, None, GateMode::High));
+        let row = md.lines().find(|l| l.starts_with("| high |")).unwrap();
+        assert_eq!(row.matches('`').count(), 4, "two code spans, none broken: {row}");
+        assert_eq!(row.matches(" | ").count(), 3, "four cells: {row}");
+        assert!(!md.lines().any(|l| l.starts_with('#') && !l.starts_with("### Dependency gate")), "{md}");
+        assert!(!md.contains("[link]") && !md.contains("[x]"), "{md}");
+    }
 }

@@ -94,6 +94,15 @@ impl Level {
         }
     }
 
+    /// Every level.
+    pub const ALL: [Level; 6] =
+        [Self::None, Self::Low, Self::Medium, Self::High, Self::Critical, Self::Unknown];
+
+    /// Reads the wire form back ([`Level::as_str`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+
     /// The rating of a CVSS score on the specification's scale (the same for v3.x and v4.0):
     /// 0.0 none, 0.1–3.9 low, 4.0–6.9 medium, 7.0–8.9 high, 9.0–10.0 critical.
     /// A score outside 0.0–10.0 (or NaN) is no CVSS score: `Unknown`.

@@ -38,6 +38,13 @@ pub fn routes(table: crate::api::RouteTable) -> crate::api::RouteTable {
         .route("/runs/{run_id}/events", get(run_events))
         .route("/tenants/{tenant_id}/egress-policy", get(get_egress_policy).put(set_egress_policy))
         .route("/tenants/{tenant_id}/dependency-gate", get(get_gate).put(set_gate))
+        .route(
+            "/tenants/{tenant_id}/dependency-scans",
+            post(crate::scans::submit_scan)
+                .layer(axum::extract::DefaultBodyLimit::max(crate::scans::MAX_SCAN_BODY_BYTES))
+                .get(crate::scans::list_scans),
+        )
+        .route("/tenants/{tenant_id}/gate-checks", post(crate::scans::gate_check))
         .route("/tenants/{tenant_id}/kill-switch", post(kill_switch))
         .route("/emergency-revoke", post(emergency_revoke))
         .route("/refusals", get(list_refusals))
@@ -45,7 +52,7 @@ pub fn routes(table: crate::api::RouteTable) -> crate::api::RouteTable {
 }
 
 /// A store error as the caller sees it.
-fn store_error(rid: &RequestId, e: &StoreError) -> ApiError {
+pub(crate) fn store_error(rid: &RequestId, e: &StoreError) -> ApiError {
     match e {
         StoreError::NotFound => with_reason(ErrorCode::NotFound, rid, Reason::RunUnknown),
         StoreError::RunNotLive => with_reason(ErrorCode::Conflict, rid, Reason::RunNotLive),
@@ -59,11 +66,14 @@ fn store_error(rid: &RequestId, e: &StoreError) -> ApiError {
     }
 }
 
-fn store<'a>(state: &'a AppState, rid: &RequestId) -> Result<&'a Store, ApiError> {
+pub(crate) fn store<'a>(state: &'a AppState, rid: &RequestId) -> Result<&'a Store, ApiError> {
     state.store.as_ref().ok_or_else(|| ApiError::new(ErrorCode::Forbidden, rid))
 }
 
-fn path_id(path: Result<Path<String>, PathRejection>, rid: &RequestId) -> Result<String, ApiError> {
+pub(crate) fn path_id(
+    path: Result<Path<String>, PathRejection>,
+    rid: &RequestId,
+) -> Result<String, ApiError> {
     // axum's own rejection text may quote the path: never let it through.
     match path {
         Ok(Path(id)) if is_valid_id(&id) => Ok(id),
@@ -82,7 +92,11 @@ fn check_text(rid: &RequestId, text: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
-fn page(rid: &RequestId, limit: Option<u32>, cursor: Option<String>) -> Result<PageRequest, ApiError> {
+pub(crate) fn page(
+    rid: &RequestId,
+    limit: Option<u32>,
+    cursor: Option<String>,
+) -> Result<PageRequest, ApiError> {
     let limit = limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
         return Err(bad_request(rid, "limit is 1 to 500"));

@@ -15,12 +15,13 @@ use gatehouse_deps::gate::GateMode;
 use gatehouse_deps::matching::Index;
 use gatehouse_deps::osv_client::{ClientConfig, OsvClient};
 use gatehouse_deps::scan::{self, BaseAbsent, ScanError};
+
+use crate::scans::OsvSource;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// The largest base lockfile read; a larger one is read as absent (the git
-/// provider's contents API stops at 1 MB, as the seed says).
-pub const DEFAULT_BASE_MAX_BYTES: u64 = 1 << 20;
+/// The largest base lockfile read; a larger one is read as absent.
+pub const DEFAULT_BASE_MAX_BYTES: u64 = crate::scans::BASE_MAX_BYTES;
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -83,46 +84,30 @@ pub fn deps_scan(
         // (symbolic links included): a pull request names them.
         gatehouse_deps::lockfile::parse_file(&args.head, &bytes, None)
     };
-    let head = match parsed_head {
-        Ok(parsed) => Some(parsed),
-        Err(e) => {
-            errors.push(ScanError { code: format!("lockfile_{}", e.code.as_str()), message: e.to_string() });
-            None
-        }
-    };
-    let (base, base_absent) = match &args.base {
-        None => (None, Some(BaseAbsent::NotGiven)),
+    let base = match &args.base {
+        None => Err(BaseAbsent::NotGiven),
         Some(path) => {
             let len = std::fs::metadata(path)
                 .map_err(|e| format!("cannot read {}: {}", path.display(), e.kind()))?
                 .len();
             if len > args.base_max_bytes {
-                (None, Some(BaseAbsent::TooLarge { bytes: len, limit: args.base_max_bytes }))
+                Err(BaseAbsent::TooLarge { bytes: len, limit: args.base_max_bytes })
             } else {
                 let bytes = std::fs::read(path)
                     .map_err(|e| format!("cannot read {}: {}", path.display(), e.kind()))?;
-                match gatehouse_deps::lockfile::parse_file(path, &bytes, None) {
-                    Ok(parsed) => (Some(parsed), None),
-                    // What the base held cannot be known: check every head
-                    // version. That only widens the check, so the scan is
-                    // still complete.
-                    Err(e) => (None, Some(BaseAbsent::Unreadable { error: e.to_string() })),
-                }
+                crate::scans::read_base(gatehouse_deps::lockfile::parse_file(path, &bytes, None))
             }
         }
     };
-    let to_check: Vec<Package> = match &head {
-        Some(head) => {
-            gatehouse_deps::diff(base.as_ref().map(|b| b.packages.as_slice()), &head.packages).to_check()
-        }
-        None => Vec::new(),
-    };
+    let plan = crate::scans::plan(parsed_head, base);
+    errors.extend(plan.error);
+    let (to_check, base_absent) = (plan.to_check, plan.base_absent);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {}", e.kind()))?;
-    let findings = if to_check.is_empty() {
-        Vec::new()
+    let source = if to_check.is_empty() {
+        None
     } else if let Some(dir) = &args.osv_db {
         let dir = dir.clone();
         let loaded = runtime
@@ -131,18 +116,13 @@ pub fn deps_scan(
             }))
             .map_err(|_| "the database loader stopped unexpectedly".to_owned())?;
         match loaded {
-            Ok(advisories) => {
-                let index = Index::new(advisories);
-                let (findings, match_errors) = scan::findings_offline(&index, &to_check);
-                errors.extend(match_errors);
-                findings
-            }
+            Ok(advisories) => Some(OsvSource::Offline(Index::new(advisories))),
             Err(e) => {
                 errors.push(ScanError {
                     code: format!("database_{}", e.code.as_str()),
                     message: e.to_string(),
                 });
-                Vec::new()
+                None
             }
         }
     } else {
@@ -151,12 +131,16 @@ pub fn deps_scan(
         if let Some(url) = &args.osv_url {
             config.base_url.clone_from(url);
         }
-        let client = OsvClient::new(crate::osv::EgressTransport::new(fetcher), config);
-        let message = format!("asking OSV about {} package version(s)", to_check.len());
-        let (findings, lookup_errors) =
-            runtime.block_on(with_spinner(&message, scan::findings_online(&client, &to_check)));
-        errors.extend(lookup_errors);
-        findings
+        Some(OsvSource::Online(OsvClient::new(crate::osv::EgressTransport::new(fetcher), config)))
+    };
+    let findings = match source {
+        None => Vec::new(),
+        Some(source) => {
+            let message = format!("checking {} package version(s) against OSV", to_check.len());
+            let (findings, check_errors) = runtime.block_on(with_spinner(&message, source.check(&to_check)));
+            errors.extend(check_errors);
+            findings
+        }
     };
     let report = scan::report(findings, errors, to_check.len(), base_absent, mode);
     let text = match args.format {

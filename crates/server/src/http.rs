@@ -128,6 +128,8 @@ pub fn required_scope(template: &str) -> Scope {
         "/egress/fetch" | "/egress/fetch/raw" | "/content/scan" | "/content/scanner" => Scope::Egress,
         p if p == "/runs" || p.starts_with("/runs/") => Scope::Runs,
         p if p.ends_with("/egress-policy") || p.ends_with("/dependency-gate") => Scope::Policies,
+        // The worker's pass: it submits pull requests' scans and asks the gate.
+        p if p.ends_with("/dependency-scans") || p.ends_with("/gate-checks") => Scope::Runs,
         _ => Scope::Admin,
     }
 }

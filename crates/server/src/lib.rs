@@ -42,5 +42,6 @@ pub mod openapi;
 pub mod osv;
 pub mod policy_cache;
 pub mod scanner;
+pub mod scans;
 pub mod serve;
 pub mod state;

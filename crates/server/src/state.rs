@@ -75,6 +75,8 @@ pub struct Inner {
     pub proxy: Option<Arc<Proxy>>,
     /// The fetch client behind `POST /v1/egress/fetch` (gateway and all).
     pub fetcher: Option<Fetcher>,
+    /// Where dependency scans find advisories (worker and all).
+    pub osv: Option<Arc<crate::scans::OsvSource>>,
     /// Sniffing plus clamd when configured (`POST /v1/content/scan`).
     pub content: gatehouse_content::ContentScanner,
     /// Counters for `/metrics`.
@@ -148,6 +150,19 @@ impl AppState {
         } else {
             None
         };
+        // Dependency scans are the worker's (and `all`'s): the gate sits at the worker's pass.
+        let osv = if matches!(config.role, Role::Worker | Role::All) {
+            Some(crate::scans::osv_source(config.osv_db.as_deref(), &config.osv_url, || {
+                egress_fetcher(
+                    &config.egress_allow_ranges,
+                    config.egress_extra_roots_pem.as_deref(),
+                    resolver.clone(),
+                    limits.clone(),
+                )
+            })?)
+        } else {
+            None
+        };
         let proxy = match (config.grant_secret.as_ref(), ledger.as_ref()) {
             (Some(secret), Some(ledger)) if runs_proxy => Some(Arc::new(Proxy {
                 grants: OpenedGrants::new(new_sealer(secret), OPENED_GRANTS),
@@ -199,6 +214,7 @@ impl AppState {
             proxy_public_url: config.proxy_public_url,
             proxy,
             fetcher,
+            osv,
             content,
             metrics: Metrics::default(),
             clock,

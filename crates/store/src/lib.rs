@@ -453,6 +453,30 @@ impl Store {
         dispatch!(self.prune_events(before))
     }
 
+    // ---- dependency scans ----
+
+    /// The next scan's submission number, taken when a scan is submitted,
+    /// before it is checked: the order in which a pull request's scans count.
+    pub async fn next_scan_number(&self) -> Result<i64, StoreError> {
+        dispatch!(self.next_scan_number())
+    }
+
+    /// Records a finished scan and audits it.
+    pub async fn record_scan(&self, scan: &DependencyScan, actor: &str) -> Result<(), StoreError> {
+        dispatch!(self.record_scan(scan, actor))
+    }
+
+    /// A tenant's scans (of one repository, one pull request, when given), last submitted first.
+    pub async fn scans(
+        &self,
+        tenant_id: &str,
+        repository: Option<&str>,
+        pull_request: Option<i64>,
+        page: &PageRequest,
+    ) -> Result<Page<DependencyScan>, StoreError> {
+        dispatch!(self.scans(tenant_id, repository, pull_request, page))
+    }
+
     // ---- the audit log ----
 
     /// Appends audit entries for changes that have no other row here (ledger

@@ -253,3 +253,29 @@ pub struct Page<T> {
     /// Pass as `cursor` for the next page; `None` on the last.
     pub next_cursor: Option<String>,
 }
+
+/// A pull request's dependency scan as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DependencyScan {
+    /// `scan_` + UUIDv7.
+    pub scan_id: String,
+    /// Submission order ([`Store::next_scan_number`](crate::Store::next_scan_number)): of a pull
+    /// request's scans, the one submitted last counts.
+    pub submitted: i64,
+    /// The tenant.
+    pub tenant_id: String,
+    /// The repository (`owner/name`).
+    pub repository: String,
+    /// The pull request's number.
+    pub pull_request: i64,
+    /// The head commit scanned.
+    pub head_sha: String,
+    /// When it was submitted.
+    pub created_at: UnixTime,
+    /// `ok` or `error` (the scan did not complete).
+    pub status: String,
+    /// The levels of its findings, as the gate reads them (`high`, `unknown`, ...).
+    pub levels: Vec<String>,
+    /// The scan as the API answered it (JSON text).
+    pub report: String,
+}

@@ -13,7 +13,8 @@ use sqlx::{Pool, Transaction};
 
 use crate::audit::{AuditEntry, AuditRecord};
 use crate::model::{
-    Event, NewEvent, NewRun, Page, PageRequest, PolicyVersion, RefusalFilter, Run, RunStatus, TenantSettings,
+    DependencyScan, Event, NewEvent, NewRun, Page, PageRequest, PolicyVersion, RefusalFilter, Run, RunStatus,
+    TenantSettings,
 };
 
 type Tx = Transaction<'static, Db>;
@@ -844,4 +845,94 @@ fn paged<T>(mut items: Vec<T>, limit: u32, key: impl Fn(&T) -> String) -> Page<T
     items.truncate(limit);
     let next_cursor = if more { items.last().map(key) } else { None };
     Page { items, next_cursor }
+}
+
+pub(crate) async fn next_scan_number(pool: &Pool<Db>) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar("UPDATE control SET scan_seq = scan_seq + 1 WHERE id = 1 RETURNING scan_seq")
+        .fetch_one(pool)
+        .await?)
+}
+
+/// Records a scan with its audit entry.
+pub(crate) async fn record_scan(pool: &Pool<Db>, scan: &DependencyScan, actor: &str) -> Result<(), StoreError> {
+    let mut tx = begin_write(pool).await?;
+    sqlx::query(
+        "INSERT INTO dependency_scans (scan_id, submitted, tenant_id, repository, pull_request, head_sha, \
+         created_at, status, levels, report) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(&scan.scan_id)
+    .bind(scan.submitted)
+    .bind(&scan.tenant_id)
+    .bind(&scan.repository)
+    .bind(scan.pull_request)
+    .bind(&scan.head_sha)
+    .bind(scan.created_at)
+    .bind(&scan.status)
+    .bind(scan.levels.join(","))
+    .bind(&scan.report)
+    .execute(tx.conn())
+    .await?;
+    let detail = serde_json::json!({"scan_id": scan.scan_id, "repository": scan.repository,
+        "pull_request": scan.pull_request, "head_sha": scan.head_sha, "status": scan.status,
+        "findings": scan.levels.len()});
+    let record = audit_record(scan.created_at, actor, "dependency_scan.create", Some(&scan.tenant_id), &scan.scan_id, detail);
+    tx.append_audit(&[record]).await?;
+    tx.commit().await
+}
+
+#[derive(sqlx::FromRow)]
+struct ScanRow {
+    scan_id: String,
+    submitted: i64,
+    tenant_id: String,
+    repository: String,
+    pull_request: i64,
+    head_sha: String,
+    created_at: i64,
+    status: String,
+    levels: String,
+    report: String,
+}
+
+impl From<ScanRow> for DependencyScan {
+    fn from(r: ScanRow) -> Self {
+        let levels = if r.levels.is_empty() { Vec::new() } else { r.levels.split(',').map(str::to_owned).collect() };
+        Self {
+            scan_id: r.scan_id,
+            submitted: r.submitted,
+            tenant_id: r.tenant_id,
+            repository: r.repository,
+            pull_request: r.pull_request,
+            head_sha: r.head_sha,
+            created_at: r.created_at,
+            status: r.status,
+            levels,
+            report: r.report,
+        }
+    }
+}
+
+/// A pull request's scans, newest (last submitted) first.
+pub(crate) async fn scans(
+    pool: &Pool<Db>,
+    tenant_id: &str,
+    repository: Option<&str>,
+    pull_request: Option<i64>,
+    page: &PageRequest,
+) -> Result<Page<DependencyScan>, StoreError> {
+    let before = cursor_number(page)?;
+    let rows: Vec<ScanRow> = sqlx::query_as(
+        "SELECT scan_id, submitted, tenant_id, repository, pull_request, head_sha, created_at, status, levels, \
+         report FROM dependency_scans WHERE tenant_id = $1 AND ($2 IS NULL OR repository = $2) \
+         AND ($3 IS NULL OR pull_request = $3) AND submitted < $4 ORDER BY submitted DESC LIMIT $5",
+    )
+    .bind(tenant_id)
+    .bind(repository)
+    .bind(pull_request)
+    .bind(before)
+    .bind(i64::from(page.limit) + 1)
+    .fetch_all(pool)
+    .await?;
+    let scans = rows.into_iter().map(DependencyScan::from).collect();
+    Ok(paged(scans, page.limit, |s: &DependencyScan| s.submitted.to_string()))
 }

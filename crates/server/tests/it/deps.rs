@@ -276,7 +276,7 @@ fn an_incomplete_scan_never_passes_the_gate() {
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["status"], "error");
 }
 
-struct Mirror(std::process::Child);
+pub struct Mirror(std::process::Child);
 
 impl Drop for Mirror {
     fn drop(&mut self) {
@@ -286,7 +286,7 @@ impl Drop for Mirror {
 }
 
 /// `gatehouse osv serve` on a free port; returns its URL.
-fn mirror(db: &std::path::Path) -> (Mirror, String) {
+pub fn mirror(db: &std::path::Path) -> (Mirror, String) {
     use std::io::BufRead as _;
     let dir = tempfile::tempdir().unwrap();
     let mut child = gatehouse(dir.path())

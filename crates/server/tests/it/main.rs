@@ -10,4 +10,5 @@ mod ledger;
 mod plane;
 mod proxy;
 mod runs;
+mod scans;
 mod support;

@@ -13,21 +13,6 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-async fn get(node: &Node, path: &str) -> Reply {
-    let req =
-        Request::get(path).header("authorization", format!("Bearer {TOKEN}")).body(Body::empty()).unwrap();
-    send(&node.router, req).await
-}
-
-async fn put(node: &Node, path: &str, body: Value) -> Reply {
-    let req = Request::put(path)
-        .header("authorization", format!("Bearer {TOKEN}"))
-        .header("content-type", "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    send(&node.router, req).await
-}
-
 fn execute_body() -> Value {
     json!({"code": "print(1)", "lang": "python"})
 }

@@ -119,6 +119,23 @@ pub fn post(path: &str, body: &str) -> Request<Body> {
         .unwrap()
 }
 
+/// `GET path` with the service token.
+pub async fn get(node: &Node, path: &str) -> Reply {
+    let req =
+        Request::get(path).header("authorization", format!("Bearer {TOKEN}")).body(Body::empty()).unwrap();
+    send(&node.router, req).await
+}
+
+/// `PUT path` with the service token and a JSON body.
+pub async fn put(node: &Node, path: &str, body: Value) -> Reply {
+    let req = Request::put(path)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    send(&node.router, req).await
+}
+
 pub async fn call(node: &Node, path: &str, body: Value) -> Reply {
     send(&node.router, post(path, &body.to_string())).await
 }

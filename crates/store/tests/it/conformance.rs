@@ -392,7 +392,7 @@ pub async fn refusals_and_run_events_are_durable_filtered_and_paged(f: Fresh) {
             let items = e.record.detail["refusals"].as_array().unwrap();
             assert_eq!(e.record.detail["count"], items.len());
             for item in items {
-                assert_eq!(item["request_id"].is_null(), false, "the request id is kept");
+                assert_eq!(item["request_id"], "req-1", "the request id is kept");
                 listed.push((
                     e.record.tenant_id.clone(),
                     e.record.subject.clone(),
@@ -464,6 +464,80 @@ pub async fn nodes_appending_at_once_keep_one_unbroken_chain(f: Fresh) {
     // Per round and node: the policy change, and one entry for the batch's two refusals.
     assert_eq!(assert_chain_intact(&a).await, 100);
     assert_eq!(a.current_policy("t2").await.unwrap().unwrap().version, 25);
+}
+
+fn scan(
+    id: &str,
+    submitted: i64,
+    pull_request: i64,
+    status: &str,
+    levels: &[&str],
+) -> gatehouse_store::DependencyScan {
+    gatehouse_store::DependencyScan {
+        scan_id: id.into(),
+        submitted,
+        tenant_id: "t1".into(),
+        repository: "octo/app".into(),
+        pull_request,
+        head_sha: "a".repeat(40),
+        created_at: 100 + submitted,
+        status: status.into(),
+        levels: levels.iter().map(|l| (*l).to_owned()).collect(),
+        report: format!("{{\"scan_id\":\"{id}\"}}"),
+    }
+}
+
+pub async fn the_scan_submitted_last_counts_whichever_finished_first(f: Fresh) {
+    let other = f.another_node().await;
+    // Two nodes take numbers at once: each gets its own, and they only grow.
+    let (a, b) = tokio::join!(f.store.next_scan_number(), other.next_scan_number());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_ne!(a, b);
+    let (first, second) = (a.min(b), a.max(b));
+    // The later submission finishes first; the earlier one is recorded after it.
+    other.record_scan(&scan("scan_second", second, 7, "ok", &[]), "worker").await.unwrap();
+    f.store
+        .record_scan(&scan("scan_first", first, 7, "error", &["high", "unknown"]), "worker")
+        .await
+        .unwrap();
+    f.store
+        .record_scan(
+            &scan("scan_other_pr", f.store.next_scan_number().await.unwrap(), 8, "ok", &[]),
+            "worker",
+        )
+        .await
+        .unwrap();
+    let newest = |pr| {
+        let store = f.store.clone();
+        async move {
+            store
+                .scans("t1", Some("octo/app"), Some(pr), &PageRequest { limit: 1, cursor: None })
+                .await
+                .unwrap()
+        }
+    };
+    let seven = newest(7).await;
+    assert_eq!(seven.items[0].scan_id, "scan_second", "submission order, not completion order");
+    assert!(seven.next_cursor.is_some());
+    let older = f
+        .store
+        .scans("t1", Some("octo/app"), Some(7), &PageRequest { limit: 5, cursor: seven.next_cursor })
+        .await
+        .unwrap();
+    assert_eq!(
+        older.items,
+        vec![scan("scan_first", first, 7, "error", &["high", "unknown"])],
+        "read back whole"
+    );
+    assert_eq!(newest(8).await.items[0].scan_id, "scan_other_pr");
+    let all = f.store.scans("t1", None, None, &PageRequest::default()).await.unwrap();
+    assert_eq!(all.items.len(), 3);
+    assert_eq!(f.store.scans("t2", None, None, &PageRequest::default()).await.unwrap().items, vec![]);
+    // A scan id is recorded once.
+    assert!(f.store.record_scan(&scan("scan_second", 99, 7, "ok", &[]), "worker").await.is_err());
+    let audit = f.store.audit_entries(0, 100).await.unwrap();
+    assert_eq!(audit.iter().filter(|e| e.record.action == "dependency_scan.create").count(), 3);
+    assert_eq!(assert_chain_intact(&f.store).await, 3, "the refused duplicate left nothing");
 }
 
 pub async fn the_verifier_names_the_first_tampered_entry(f: Fresh) {
@@ -574,6 +648,7 @@ conformance!(
     refusals_and_run_events_are_durable_filtered_and_paged,
     event_numbers_only_grow_across_nodes_and_pruning,
     nodes_appending_at_once_keep_one_unbroken_chain,
+    the_scan_submitted_last_counts_whichever_finished_first,
     the_verifier_names_the_first_tampered_entry,
     a_store_that_is_down_says_store_unavailable,
 );

@@ -1,0 +1,572 @@
+//! Dependency scans of pull requests and the gate at the worker's pass.
+//!
+//! A scan is submitted with the exact committed bytes of each changed
+//! lockfile (head, and base when there is one), checked against OSV
+//! through the door (or the operator's offline database), recorded with its
+//! findings, and answered as `deps scan --format json` shapes it. The
+//! newest scan of a pull request, by submission, is the one that counts:
+//! its number is taken before OSV is asked, so of two scans submitted
+//! together the later one wins however long each took. A gate check reads
+//! the newest scan under the tenant's current gate mode; with the gate on,
+//! an agent's pull request that has no scan is blocked.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Extension, Path, Query, State};
+use base64::Engine as _;
+use gatehouse_core::{ErrorCode, new_id};
+use gatehouse_deps::Package;
+use gatehouse_deps::gate::{self, GateMode, GateReason};
+use gatehouse_deps::lockfile::{self, MAX_LOCKFILE_BYTES, ParseError, Parsed};
+use gatehouse_deps::matching::Index;
+use gatehouse_deps::osv_client::OsvClient;
+use gatehouse_deps::scan::{self, BaseAbsent, Finding, ScanError};
+use gatehouse_deps::severity::Level;
+use gatehouse_store::{AuditRecord, DependencyScan, PageRequest};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::control::{page, path_id, store, store_error};
+use crate::http::{ApiError, Caller, RequestId, StrictJson, bad_request};
+use crate::osv::EgressTransport;
+use crate::state::AppState;
+
+/// The largest base lockfile read; a larger one is read as absent (the git
+/// provider's contents API stops at 1 MB, as the seed says).
+pub const BASE_MAX_BYTES: u64 = 1 << 20;
+
+/// Lockfiles one scan may carry.
+pub const MAX_LOCKFILES: usize = 100;
+
+/// The largest scan submission: base64 of several lockfiles near the
+/// parsers' own cap. Larger bodies are refused before they are read.
+pub const MAX_SCAN_BODY_BYTES: usize = 96 << 20;
+
+/// Where a scan's advisories come from.
+pub enum OsvSource {
+    /// `GATEHOUSE_OSV_DB`, loaded once at start.
+    Offline(Index),
+    /// The OSV API or a mirror (`GATEHOUSE_OSV_URL`), asked through the door.
+    Online(OsvClient<EgressTransport>),
+}
+
+impl OsvSource {
+    /// Findings for `packages`, and what could not be checked.
+    pub async fn check(&self, packages: &[Package]) -> (Vec<Finding>, Vec<ScanError>) {
+        if packages.is_empty() {
+            return (Vec::new(), Vec::new());
+        }
+        match self {
+            Self::Offline(index) => scan::findings_offline(index, packages),
+            Self::Online(client) => scan::findings_online(client, packages).await,
+        }
+    }
+}
+
+/// One lockfile's part in a scan: what to check, and how the base was read.
+pub struct LockfilePlan {
+    /// Versions the head adds or changes.
+    pub to_check: Vec<Package>,
+    /// Why the head could not be read (the scan is then incomplete).
+    pub error: Option<ScanError>,
+    /// Present when the base was not used.
+    pub base_absent: Option<BaseAbsent>,
+    /// The head's format, when it was read.
+    pub format: Option<lockfile::Format>,
+}
+
+/// Plans one lockfile: the head, and the base unless it is absent. A base
+/// that cannot be read widens the check to every head version, which keeps
+/// the scan complete; a head that cannot be read makes it incomplete.
+pub fn plan(head: Result<Parsed, ParseError>, base: Result<Parsed, BaseAbsent>) -> LockfilePlan {
+    let (base, base_absent) = match base {
+        Ok(parsed) => (Some(parsed), None),
+        Err(absent) => (None, Some(absent)),
+    };
+    match head {
+        Ok(head) => LockfilePlan {
+            to_check: gatehouse_deps::diff(base.as_ref().map(|b| b.packages.as_slice()), &head.packages)
+                .to_check(),
+            error: None,
+            base_absent,
+            format: Some(head.format),
+        },
+        Err(e) => LockfilePlan {
+            to_check: Vec::new(),
+            error: Some(ScanError { code: format!("lockfile_{}", e.code.as_str()), message: e.to_string() }),
+            base_absent,
+            format: None,
+        },
+    }
+}
+
+/// A base whose bytes are at hand, read as the scan reads it.
+pub fn read_base(parsed: Result<Parsed, ParseError>) -> Result<Parsed, BaseAbsent> {
+    parsed.map_err(|e| BaseAbsent::Unreadable { error: e.to_string() })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SubmittedLockfile {
+    path: String,
+    head_base64: String,
+    #[serde(default)]
+    base_base64: Option<String>,
+    #[serde(default)]
+    base_size: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ScanRequest {
+    repository: String,
+    pull_request: i64,
+    head_sha: String,
+    lockfiles: Vec<SubmittedLockfile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GateCheckRequest {
+    repository: String,
+    pull_request: i64,
+    actor: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ScanQuery {
+    repository: Option<String>,
+    pull_request: Option<i64>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+/// `owner/name` (one or more `/`-separated segments, as GitLab groups
+/// nest), each of `[A-Za-z0-9._-]`, not `.` or `..`, 200 bytes at most.
+fn valid_repository(s: &str) -> bool {
+    s.len() <= 200
+        && s.split('/').count() >= 2
+        && s.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        })
+}
+
+/// A git object id: SHA-1 (40) or SHA-256 (64) in lower-case hex.
+fn valid_sha(s: &str) -> bool {
+    matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// A path inside the repository: relative, `/`-separated, no empty, `.`
+/// or `..` segment, no control character or backslash, 500 bytes at most.
+/// Paths name lockfiles for their format and for errors; nothing is ever
+/// read from the file system by them.
+fn valid_repo_path(s: &str) -> bool {
+    s.len() <= 500
+        && !s.chars().any(|c| c.is_control() || c == '\\')
+        && s.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+}
+
+fn check_pull_request(rid: &RequestId, repository: &str, pull_request: i64) -> Result<(), ApiError> {
+    if !valid_repository(repository) {
+        return Err(bad_request(
+            rid,
+            "repository is owner/name: segments of [A-Za-z0-9._-], at most 200 bytes",
+        ));
+    }
+    if pull_request < 1 {
+        return Err(bad_request(rid, "pull_request is the pull request's number, 1 or more"));
+    }
+    Ok(())
+}
+
+/// The path `name` names, relative to the directory of `from`, or `None`
+/// when it climbs out of the repository (the parser refuses absolute
+/// names and URLs before asking).
+fn resolve_include(from: &str, name: &str) -> Option<String> {
+    let mut parts: Vec<&str> = from.split('/').collect();
+    parts.pop();
+    for seg in name.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            seg => parts.push(seg),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// Parses `bytes` (the lockfile at `path`); the files a requirements file
+/// includes are read from `submitted` (the same side of the other lockfiles
+/// of the scan) and never from anywhere else: one that was not submitted is
+/// an include error, so the scan is incomplete rather than partial.
+/// The submitted paths it read are added to `read`.
+fn parse_submitted(
+    path: &str,
+    bytes: &[u8],
+    submitted: &BTreeMap<&str, &[u8]>,
+    read: &mut BTreeSet<String>,
+) -> Result<Parsed, ParseError> {
+    let mut reader = |name: &str| -> Result<String, String> {
+        let target = resolve_include(path, name).ok_or_else(|| "outside the repository".to_owned())?;
+        let found = submitted.get(target.as_str()).ok_or_else(|| "not submitted with the scan".to_owned())?;
+        let text = String::from_utf8(found.to_vec()).map_err(|_| "not UTF-8".to_owned())?;
+        read.insert(target);
+        Ok(text)
+    };
+    lockfile::parse_with(path, bytes, Some(&mut reader))
+}
+
+fn decode(rid: &RequestId, text: &str) -> Result<Vec<u8>, ApiError> {
+    // Base64 is 4/3 of the bytes: refuse before decoding anything larger than a lockfile can be.
+    if text.len() / 4 * 3 > MAX_LOCKFILE_BYTES + 3 {
+        return Err(bad_request(rid, "a lockfile is larger than the parser's limit"));
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|_| bad_request(rid, "head_base64 and base_base64 are standard base64"))
+}
+
+fn gate_mode(text: &str) -> GateMode {
+    // A stored mode that does not read is the strictest one: never looser than what was set.
+    text.parse().unwrap_or(GateMode::High)
+}
+
+async fn tenant_gate_mode(state: &AppState, rid: &RequestId, tenant_id: &str) -> Result<GateMode, ApiError> {
+    let tenant = store(state, rid)?.tenant(tenant_id).await.map_err(|e| store_error(rid, &e))?;
+    Ok(tenant.map_or(GateMode::High, |t| gate_mode(&t.gate_mode)))
+}
+
+/// `POST /v1/tenants/{t}/dependency-scans`.
+pub(crate) async fn submit_scan(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    path: Result<Path<String>, PathRejection>,
+    StrictJson(req): StrictJson<ScanRequest>,
+) -> Result<(http::StatusCode, Json<Value>), ApiError> {
+    let tenant_id = path_id(path, &rid)?;
+    let source = state.osv.as_ref().ok_or_else(|| ApiError::new(ErrorCode::Forbidden, &rid))?;
+    check_pull_request(&rid, &req.repository, req.pull_request)?;
+    if !valid_sha(&req.head_sha) {
+        return Err(bad_request(&rid, "head_sha is the head commit's 40 or 64 lower-case hex digits"));
+    }
+    if req.lockfiles.is_empty() || req.lockfiles.len() > MAX_LOCKFILES {
+        return Err(bad_request(&rid, "lockfiles holds 1 to 100 changed lockfiles"));
+    }
+    let mut seen = BTreeSet::new();
+    let mut files = Vec::with_capacity(req.lockfiles.len());
+    for l in &req.lockfiles {
+        if !valid_repo_path(&l.path) {
+            return Err(bad_request(
+                &rid,
+                "a lockfile path is relative, /-separated, without . or .. segments",
+            ));
+        }
+        if !seen.insert(l.path.as_str()) {
+            return Err(bad_request(&rid, "a lockfile path is given twice"));
+        }
+        let head = decode(&rid, &l.head_base64)?;
+        // The provider's contents API stops at 1 MB: a base it reported
+        // larger, or sent larger, is read as absent and every head version
+        // is checked.
+        let base = match (&l.base_base64, l.base_size) {
+            (_, Some(size)) if size > BASE_MAX_BYTES => {
+                Err(BaseAbsent::TooLarge { bytes: size, limit: BASE_MAX_BYTES })
+            }
+            (None, _) => Err(BaseAbsent::NotGiven),
+            (Some(text), _) => {
+                let bytes = decode(&rid, text)?;
+                let len = bytes.len() as u64;
+                if len > BASE_MAX_BYTES {
+                    Err(BaseAbsent::TooLarge { bytes: len, limit: BASE_MAX_BYTES })
+                } else {
+                    Ok(bytes)
+                }
+            }
+        };
+        files.push((l.path.as_str(), head, base));
+    }
+    let store = store(&state, &rid)?;
+    // The scan's place among the pull request's scans is taken now, before
+    // OSV is asked.
+    let submitted = store.next_scan_number().await.map_err(|e| store_error(&rid, &e))?;
+    let created_at = state.clock.now();
+    let mode = tenant_gate_mode(&state, &rid, &tenant_id).await?;
+
+    let heads: BTreeMap<&str, &[u8]> = files.iter().map(|(p, h, _)| (*p, h.as_slice())).collect();
+    let bases: BTreeMap<&str, &[u8]> =
+        files.iter().filter_map(|(p, _, b)| b.as_ref().ok().map(|b| (*p, b.as_slice()))).collect();
+    // Every head is parsed first, to learn which submitted files are only
+    // included by others (`-r common.txt`): such a file, in no lockfile
+    // format of its own, is part of its includers, not an unreadable lockfile.
+    let mut parsed = Vec::with_capacity(files.len());
+    let mut included_by: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for (path, head, base) in &files {
+        let mut read = BTreeSet::new();
+        let head = parse_submitted(path, head, &heads, &mut read);
+        let base = match base {
+            Ok(bytes) => read_base(parse_submitted(path, bytes, &bases, &mut BTreeSet::new())),
+            Err(absent) => Err(absent.clone()),
+        };
+        for target in read {
+            included_by.entry(target).or_default().push(path);
+        }
+        parsed.push((*path, head, base));
+    }
+    let mut to_check = BTreeSet::new();
+    let mut errors = Vec::new();
+    let mut summaries = Vec::new();
+    for (path, head, base) in parsed {
+        if let (Err(e), Some(includers)) = (&head, included_by.get(path))
+            && e.code == gatehouse_deps::ParseErrorCode::UnknownFormat
+        {
+            summaries.push(json!({"path": path, "included_by": includers}));
+            continue;
+        }
+        let plan = plan(head, base);
+        summaries.push(
+            json!({"path": path, "format": plan.format.map(|f| f.as_str()), "checked": plan.to_check.len(),
+            "base_absent": plan.base_absent}),
+        );
+        errors.extend(plan.error);
+        to_check.extend(plan.to_check);
+    }
+    let to_check: Vec<Package> = to_check.into_iter().collect();
+    let (findings, lookup_errors) = source.check(&to_check).await;
+    errors.extend(lookup_errors);
+    let report = scan::report(findings, errors, to_check.len(), None, mode);
+    let markdown = scan::render_markdown(&report);
+    let scan_id = new_id("scan");
+    let mut answer = serde_json::to_value(&report).map_err(|_| ApiError::new(ErrorCode::Internal, &rid))?;
+    if let Value::Object(fields) = &mut answer {
+        fields.insert("scan_id".into(), json!(scan_id));
+        fields.insert("created_at".into(), json!(created_at));
+        fields.insert("tenant_id".into(), json!(tenant_id));
+        fields.insert("repository".into(), json!(req.repository));
+        fields.insert("pull_request".into(), json!(req.pull_request));
+        fields.insert("head_sha".into(), json!(req.head_sha));
+        fields.insert("lockfiles".into(), Value::Array(summaries));
+        fields.insert("markdown".into(), json!(markdown));
+    }
+    let record = DependencyScan {
+        scan_id,
+        submitted,
+        tenant_id,
+        repository: req.repository,
+        pull_request: req.pull_request,
+        head_sha: req.head_sha,
+        created_at,
+        status: report.status.to_owned(),
+        levels: report.findings.iter().map(|f| f.severity.as_str().to_owned()).collect(),
+        report: answer.to_string(),
+    };
+    store.record_scan(&record, &caller.name).await.map_err(|e| store_error(&rid, &e))?;
+    tracing::info!(request_id = %rid.0, tenant_id = %record.tenant_id, scan_id = %record.scan_id,
+        status = report.status, findings = report.findings.len(), checked = report.checked, "dependency scan recorded");
+    Ok((http::StatusCode::CREATED, Json(answer)))
+}
+
+/// `GET /v1/tenants/{t}/dependency-scans?repository=&pull_request=`: newest first.
+pub(crate) async fn list_scans(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<ScanQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant_id = path_id(path, &rid)?;
+    let Query(q) = query.map_err(|_| bad_request(&rid, "repository, pull_request, limit and cursor only"))?;
+    if let Some(repository) = &q.repository {
+        check_pull_request(&rid, repository, q.pull_request.unwrap_or(1))?;
+    } else if q.pull_request.is_some() {
+        return Err(bad_request(&rid, "pull_request needs its repository"));
+    }
+    let page: PageRequest = page(&rid, q.limit, q.cursor)?;
+    let found = store(&state, &rid)?
+        .scans(&tenant_id, q.repository.as_deref(), q.pull_request, &page)
+        .await
+        .map_err(|e| store_error(&rid, &e))?;
+    let items: Vec<Value> = found
+        .items
+        .iter()
+        .map(|s| serde_json::from_str(&s.report).unwrap_or_else(|_| unreadable(s)))
+        .collect();
+    Ok(Json(json!({"items": items, "next_cursor": found.next_cursor})))
+}
+
+/// A stored report that no longer reads: its identity and status, marked.
+fn unreadable(s: &DependencyScan) -> Value {
+    json!({"scan_id": s.scan_id, "repository": s.repository, "pull_request": s.pull_request,
+        "head_sha": s.head_sha, "created_at": s.created_at, "status": "error",
+        "errors": [{"code": "scan_record_unreadable", "message": "the stored scan does not read"}]})
+}
+
+/// The gate's verdict for a pull request's newest scan (`None`: no scan).
+/// A person is never held to the gate; an agent's pull request with the
+/// gate on and no scan is blocked. A recorded level that does not read
+/// counts as an incomplete scan.
+pub fn gate_verdict(
+    mode: GateMode,
+    actor_is_person: bool,
+    newest: Option<&DependencyScan>,
+) -> Option<GateReason> {
+    if actor_is_person || mode == GateMode::Off {
+        return None;
+    }
+    let Some(scan) = newest else {
+        return Some(GateReason::NoScan);
+    };
+    let levels: Vec<Option<Level>> = scan.levels.iter().map(|l| Level::parse(l)).collect();
+    let unreadable = levels.iter().any(Option::is_none);
+    let levels: Vec<Level> = levels.into_iter().flatten().collect();
+    gate::decide(mode, &levels, scan.status != "ok" || unreadable).reason
+}
+
+/// `POST /v1/tenants/{t}/gate-checks`.
+pub(crate) async fn gate_check(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    path: Result<Path<String>, PathRejection>,
+    StrictJson(req): StrictJson<GateCheckRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant_id = path_id(path, &rid)?;
+    check_pull_request(&rid, &req.repository, req.pull_request)?;
+    let actor_is_person = match req.actor.as_str() {
+        "agent" => false,
+        "person" => true,
+        _ => return Err(bad_request(&rid, "actor is agent or person")),
+    };
+    let mode = tenant_gate_mode(&state, &rid, &tenant_id).await?;
+    let store = store(&state, &rid)?;
+    let newest = store
+        .scans(
+            &tenant_id,
+            Some(&req.repository),
+            Some(req.pull_request),
+            &PageRequest { limit: 1, cursor: None },
+        )
+        .await
+        .map_err(|e| store_error(&rid, &e))?
+        .items
+        .into_iter()
+        .next();
+    let reason = gate_verdict(mode, actor_is_person, newest.as_ref());
+    let scan_id = newest.map(|s| s.scan_id);
+    let verdict = json!({"blocked": reason.is_some(), "policy_failure_code": reason.map(GateReason::as_str),
+        "scan_id": scan_id});
+    let detail = json!({"repository": req.repository, "pull_request": req.pull_request, "actor": req.actor,
+        "mode": mode.as_str(), "blocked": reason.is_some(), "policy_failure_code": reason.map(GateReason::as_str),
+        "scan_id": scan_id});
+    let subject = format!("{}#{}", req.repository, req.pull_request);
+    let record = AuditRecord {
+        at: state.clock.now(),
+        actor: caller.name.clone(),
+        action: "gate.check".into(),
+        tenant_id: Some(tenant_id),
+        subject,
+        detail,
+    };
+    store.audit(&[record]).await.map_err(|e| store_error(&rid, &e))?;
+    Ok(Json(verdict))
+}
+
+/// Where scans find advisories: the offline database at `osv_db` when
+/// set (loaded now, so a bad one stops the start), else the OSV API at
+/// `osv_url` through the door.
+pub fn osv_source(
+    osv_db: Option<&std::path::Path>,
+    osv_url: &str,
+    fetcher: impl FnOnce() -> Result<gatehouse_egress::fetch::Fetcher, String>,
+) -> Result<Arc<OsvSource>, String> {
+    match osv_db {
+        Some(dir) => {
+            let advisories = gatehouse_deps::osv::load_dir(dir)
+                .map_err(|e| format!("{}: {e}", gatehouse_config::names::OSV_DB))?;
+            Ok(Arc::new(OsvSource::Offline(Index::new(advisories))))
+        }
+        None => {
+            let client = gatehouse_deps::osv_client::ClientConfig {
+                base_url: osv_url.to_owned(),
+                ..Default::default()
+            };
+            Ok(Arc::new(OsvSource::Online(OsvClient::new(EgressTransport::new(fetcher()?), client))))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repository_names_and_paths_are_read_strictly() {
+        assert!(valid_repository("octo/repo") && valid_repository("group/sub/repo.js"));
+        for bad in ["repo", "/repo", "octo/", "octo/..", "octo/re po", "octo//r", &"a/".repeat(101)] {
+            assert!(!valid_repository(bad), "{bad}");
+        }
+        assert!(valid_repo_path("package-lock.json") && valid_repo_path("app/web/yarn.lock"));
+        for bad in ["/etc/passwd", "../x", "a/../b", "a//b", "a\\b", "a\nb", "./a", ""] {
+            assert!(!valid_repo_path(bad), "{bad:?}");
+        }
+        assert!(valid_sha(&"a".repeat(40)) && valid_sha(&"0".repeat(64)));
+        assert!(!valid_sha(&"A".repeat(40)) && !valid_sha("abc"));
+    }
+
+    #[test]
+    fn includes_resolve_inside_the_repository_only() {
+        assert_eq!(resolve_include("app/requirements.txt", "base.txt").as_deref(), Some("app/base.txt"));
+        assert_eq!(
+            resolve_include("app/requirements.txt", "../common/c.txt").as_deref(),
+            Some("common/c.txt")
+        );
+        assert_eq!(resolve_include("requirements.txt", "../x.txt"), None);
+    }
+
+    fn scan(status: &str, levels: &[&str]) -> DependencyScan {
+        DependencyScan {
+            scan_id: "scan_1".into(),
+            submitted: 1,
+            tenant_id: "t".into(),
+            repository: "o/r".into(),
+            pull_request: 1,
+            head_sha: "a".repeat(40),
+            created_at: 0,
+            status: status.into(),
+            levels: levels.iter().map(|l| (*l).to_owned()).collect(),
+            report: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn the_gate_holds_agents_to_the_newest_scan_and_never_people() {
+        use GateMode::{Critical, High, Off};
+        let clean = scan("ok", &["low"]);
+        let high = scan("ok", &["high", "medium"]);
+        let errored = scan("error", &[]);
+        let odd = scan("ok", &["severe"]);
+        assert_eq!(gate_verdict(High, false, None), Some(GateReason::NoScan));
+        assert_eq!(gate_verdict(Critical, false, None), Some(GateReason::NoScan));
+        assert_eq!(gate_verdict(Off, false, None), None);
+        assert_eq!(gate_verdict(High, true, None), None, "a person is never held to the gate");
+        assert_eq!(gate_verdict(High, true, Some(&errored)), None);
+        assert_eq!(gate_verdict(High, false, Some(&clean)), None);
+        assert_eq!(gate_verdict(High, false, Some(&high)), Some(GateReason::Severity));
+        assert_eq!(gate_verdict(Critical, false, Some(&high)), None);
+        assert_eq!(gate_verdict(Critical, false, Some(&errored)), Some(GateReason::ScanError));
+        assert_eq!(
+            gate_verdict(Critical, false, Some(&odd)),
+            Some(GateReason::ScanError),
+            "an unreadable level"
+        );
+        assert_eq!(gate_mode("garbage"), High, "an unreadable stored mode is never looser");
+    }
+}
