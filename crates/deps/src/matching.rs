@@ -593,6 +593,19 @@ impl Index {
         index
     }
 
+    /// The advisories (not withdrawn) with a `GIT` range that lists `commit`
+    /// as affected: the answer an offline database can give to OSV's commit
+    /// query, which OSV itself answers from the repository's history.
+    pub fn listing_commit(&self, commit: &str) -> Vec<&Advisory> {
+        self.advisories
+            .iter()
+            .filter(|a| !a.is_withdrawn())
+            .filter(|a| {
+                a.affected.iter().any(|e| GitRanges::lists(&GitRanges::new(&e.ranges).affected, commit))
+            })
+            .collect()
+    }
+
     /// The advisories held (withdrawn ones included), sorted by id, one per id.
     pub fn advisories(&self) -> &[Advisory] {
         &self.advisories

@@ -77,12 +77,26 @@ struct QueryPackage<'a> {
     ecosystem: &'a str,
 }
 
+/// One OSV query: a package at a version, or a package at a commit (the
+/// API's commit query, which OSV answers from the repositories' history;
+/// `commit` and `version` are one or the other, `package` may go with either).
 #[derive(Serialize)]
 struct Query<'a> {
-    package: QueryPackage<'a>,
-    version: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    package: Option<QueryPackage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commit: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     page_token: Option<&'a str>,
+}
+
+/// What one query asks about a package: its version, or its commit.
+#[derive(Clone, Copy)]
+enum Ask {
+    Version,
+    Commit,
 }
 
 #[derive(Serialize)]
@@ -186,12 +200,25 @@ impl<T: Transport> OsvClient<T> {
         Err(last)
     }
 
-    /// The advisory ids affecting each package, in the packages' order.
+    /// The advisory ids affecting each package, in the packages' order: by
+    /// its version, or, for a git dependency whose lockfile records no
+    /// version, by its commit. (A version is what the lockfile says is
+    /// installed and what every advisory range is written in; a commit
+    /// query for a git dependency that has one would only repeat it, and a
+    /// mirror without the repositories' history could not answer it.)
     pub async fn query_ids(&self, packages: &[Package]) -> Result<Vec<BTreeSet<String>>, OsvError> {
         let url = format!("{}/v1/querybatch", self.config.base_url);
         let mut out = vec![BTreeSet::new(); packages.len()];
-        // (package index, page token) still to ask about.
-        let mut todo: Vec<(usize, Option<String>)> = (0..packages.len()).map(|i| (i, None)).collect();
+        // (package index, what is asked, page token) still to ask about.
+        let mut todo: Vec<(usize, Ask, Option<String>)> = Vec::with_capacity(packages.len());
+        for (i, p) in packages.iter().enumerate() {
+            match (p.version.is_empty(), &p.commit) {
+                (false, _) => todo.push((i, Ask::Version, None)),
+                (true, Some(_)) => todo.push((i, Ask::Commit, None)),
+                // Nothing to ask by: the scan reports it (`package_no_version`).
+                (true, None) => {}
+            }
+        }
         let mut pages = 0;
         while !todo.is_empty() {
             if pages > self.config.max_pages {
@@ -203,13 +230,28 @@ impl<T: Transport> OsvClient<T> {
                 let batch = Batch {
                     queries: chunk
                         .iter()
-                        .map(|(i, token)| Query {
-                            package: QueryPackage {
-                                name: &packages[*i].name,
-                                ecosystem: packages[*i].ecosystem.as_str(),
-                            },
-                            version: &packages[*i].version,
-                            page_token: token.as_deref(),
+                        .map(|(i, ask, token)| {
+                            let p = &packages[*i];
+                            match ask {
+                                Ask::Version => Query {
+                                    package: Some(QueryPackage {
+                                        name: &p.name,
+                                        ecosystem: p.ecosystem.as_str(),
+                                    }),
+                                    version: Some(&p.version),
+                                    commit: None,
+                                    page_token: token.as_deref(),
+                                },
+                                Ask::Commit => Query {
+                                    package: Some(QueryPackage {
+                                        name: &p.name,
+                                        ecosystem: p.ecosystem.as_str(),
+                                    }),
+                                    version: None,
+                                    commit: p.commit.as_deref(),
+                                    page_token: token.as_deref(),
+                                },
+                            }
                         })
                         .collect(),
                 };
@@ -226,7 +268,7 @@ impl<T: Transport> OsvClient<T> {
                         chunk.len()
                     )));
                 }
-                for ((i, _), result) in chunk.iter().zip(answer.results) {
+                for ((i, ask, _), result) in chunk.iter().zip(answer.results) {
                     for v in result.vulns {
                         if !ids_are_sane(&v.id) {
                             return Err(OsvError::Malformed("an advisory id is not an OSV id".into()));
@@ -234,7 +276,7 @@ impl<T: Transport> OsvClient<T> {
                         out[*i].insert(v.id);
                     }
                     if let Some(token) = result.next_page_token.filter(|t| !t.is_empty()) {
-                        next.push((*i, Some(token)));
+                        next.push((*i, *ask, Some(token)));
                     }
                 }
             }

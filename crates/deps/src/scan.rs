@@ -155,8 +155,8 @@ fn same_name(package: &Package, osv_name: &str) -> bool {
 }
 
 /// Why `package` cannot be checked by its version, if it cannot: no version
-/// (offline, a commit can still decide: `commit_ok`), or one its ecosystem's
-/// scheme does not read.
+/// (a commit can still decide: `commit_ok`), or one its ecosystem's scheme
+/// does not read.
 fn uncheckable(package: &Package, commit_ok: bool) -> Option<ScanError> {
     let who = format!("{}/{}", package.ecosystem, crate::lockfile::short_text(&package.name));
     if package.version.is_empty() {
@@ -165,7 +165,7 @@ fn uncheckable(package: &Package, commit_ok: bool) -> Option<ScanError> {
         }
         let why = match &package.commit {
             Some(c) => format!(
-                "a git dependency at commit {} whose lockfile records no version; OSV is asked by version, so it cannot be checked",
+                "a git dependency at commit {} whose lockfile records no version; it cannot be checked",
                 crate::lockfile::short_text(c)
             ),
             None => {
@@ -203,8 +203,9 @@ pub fn findings_offline(index: &Index, packages: &[Package]) -> (Vec<Finding>, V
 }
 
 /// Findings from the OSV API, and what could not be checked: each package
-/// that cannot be asked by version is an error of its own, and any failure
-/// of the lookup itself fails it whole (no findings, one error).
+/// that can be asked neither by version nor by commit is an error of its
+/// own, and any failure of the lookup itself fails it whole (no findings,
+/// one error). A git dependency without a version is asked by its commit.
 pub async fn findings_online<T: Transport>(
     client: &OsvClient<T>,
     packages: &[Package],
@@ -212,7 +213,7 @@ pub async fn findings_online<T: Transport>(
     let mut errors = Vec::new();
     let checkable: Vec<Package> = packages
         .iter()
-        .filter(|p| match uncheckable(p, false) {
+        .filter(|p| match uncheckable(p, true) {
             Some(e) => {
                 errors.push(e);
                 false

@@ -172,25 +172,44 @@ fn a_git_range_listing_the_commit_decides() {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn online_a_package_without_a_readable_version_is_an_error_not_a_query() {
-    use gatehouse_deps::osv_client::{ClientConfig, OsvClient, Transport, TransportFuture};
-    struct Refuse;
-    impl Transport for Refuse {
-        fn post_json<'a>(&'a self, _: &'a str, _: Vec<u8>) -> TransportFuture<'a> {
-            Box::pin(async { Err("not asked".to_owned()) })
+async fn online_a_git_dependency_without_a_version_is_asked_by_its_commit() {
+    use gatehouse_deps::osv_client::{ClientConfig, OsvClient, Response, Transport, TransportFuture};
+    /// Records each batch and answers it with no advisories.
+    #[derive(Default)]
+    struct Record(std::sync::Mutex<Vec<serde_json::Value>>);
+    impl Transport for &Record {
+        fn post_json<'a>(&'a self, _: &'a str, body: Vec<u8>) -> TransportFuture<'a> {
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let n = body["queries"].as_array().unwrap().len();
+            self.0.lock().unwrap().push(body);
+            let answer = serde_json::json!({"results": vec![serde_json::json!({}); n]});
+            Box::pin(async move { Ok(Response { status: 200, body: serde_json::to_vec(&answer).unwrap() }) })
         }
         fn get<'a>(&'a self, _: &'a str) -> TransportFuture<'a> {
             Box::pin(async { Err("not asked".to_owned()) })
         }
     }
-    let client = OsvClient::new(Refuse, ClientConfig { attempts: 1, ..ClientConfig::default() });
+    let record = Record::default();
+    let client = OsvClient::new(&record, ClientConfig { attempts: 1, ..ClientConfig::default() });
     let p = parse_as("package-lock.json", "npm-peer/commits.v2.json");
-    let unversioned: Vec<Package> = p.packages.iter().filter(|k| k.version.is_empty()).cloned().collect();
-    assert!(!unversioned.is_empty());
-    let (findings, errors) = scan::findings_online(&client, &unversioned).await;
+    let mut asked: Vec<Package> = p.packages.iter().filter(|k| k.version.is_empty()).cloned().collect();
+    assert!(!asked.is_empty() && asked.iter().all(|k| k.commit.is_some()));
+    let git_deps = asked.len();
+    asked.push(Package::new(Ecosystem::Npm, "from-a-url", ""));
+    let (findings, errors) = scan::findings_online(&client, &asked).await;
     assert!(findings.is_empty());
-    assert_eq!(codes(&errors), vec!["package_no_version"; unversioned.len()]);
-    assert!(errors[0].message.contains("raven-js") && errors[0].message.contains("commit"), "{errors:?}");
+    assert_eq!(codes(&errors), vec!["package_no_version"], "only the one with neither version nor commit");
+    assert!(errors[0].message.contains("from-a-url"), "{errors:?}");
+    let batches = record.0.lock().unwrap();
+    let queries = batches[0]["queries"].as_array().unwrap();
+    assert_eq!(queries.len(), git_deps);
+    for (q, k) in queries.iter().zip(&asked) {
+        assert_eq!(
+            *q,
+            serde_json::json!({"commit": k.commit, "package": {"name": k.name, "ecosystem": "npm"}}),
+            "a commit query, with its package and no version"
+        );
+    }
 }
 
 // ------------------------------------------------------------------ versions

@@ -206,8 +206,24 @@ fn api_error(status: StatusCode, message: &str) -> Response {
 
 /// The advisories answering one query, or why there is no answer.
 fn answer(index: &Index, q: &Query) -> Result<Vec<String>, (StatusCode, String)> {
-    if q.commit.is_some() {
-        return Err((StatusCode::BAD_REQUEST, "commit queries are not supported by this mirror".into()));
+    if let Some(commit) = &q.commit {
+        if q.version.is_some() {
+            return Err((StatusCode::BAD_REQUEST, "a query has a commit or a version, not both".into()));
+        }
+        // Without the repositories' history, only a GIT range that lists the
+        // commit itself can say; for a named package, the offline reading
+        // decides as it does for a git dependency without a version (an
+        // advisory for the package that lists no such commit cannot be
+        // evaluated: an error, never "not affected").
+        let Some(package) = &q.package else {
+            return Ok(index.listing_commit(commit).iter().map(|a| a.id.clone()).collect());
+        };
+        let Some(ecosystem) = gatehouse_deps::matching::ecosystem_from_osv(&package.ecosystem) else {
+            return Ok(index.listing_commit(commit).iter().map(|a| a.id.clone()).collect());
+        };
+        let mut versionless = Package::new(ecosystem, &package.name, "");
+        versionless.commit = Some(commit.clone());
+        return evaluated(index, &versionless);
     }
     let Some(package) = &q.package else {
         return Err((StatusCode::BAD_REQUEST, "a query needs a package".into()));
@@ -219,7 +235,11 @@ fn answer(index: &Index, q: &Query) -> Result<Vec<String>, (StatusCode, String)>
     let Some(version) = &q.version else {
         return Err((StatusCode::BAD_REQUEST, "a query needs a version".into()));
     };
-    let evaluation = index.evaluate(&Package::new(ecosystem, &package.name, version));
+    evaluated(index, &Package::new(ecosystem, &package.name, version))
+}
+
+fn evaluated(index: &Index, package: &Package) -> Result<Vec<String>, (StatusCode, String)> {
+    let evaluation = index.evaluate(package);
     if let Some(e) = evaluation.errors.first() {
         // Fail closed: the client must not read "no vulnerabilities" into an
         // advisory this mirror could not evaluate.

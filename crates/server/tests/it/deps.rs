@@ -339,6 +339,54 @@ fn the_online_client_and_the_mirror_work_together_through_the_door() {
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A git dependency without a version is asked by its commit, and the
+/// mirror answers as the offline database reads GIT ranges: the advisory's
+/// own fix commit is not affected, a commit no range lists cannot be
+/// evaluated for a package with advisories (an error, never "clean").
+#[test]
+fn commit_queries_through_the_mirror_read_git_ranges_and_fail_closed() {
+    let db = tempfile::tempdir().unwrap();
+    let advisory =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deps/tests/fixtures/osv/PyPI/PYSEC-2021-150.json");
+    std::fs::copy(advisory, db.path().join("PYSEC-2021-150.json")).unwrap();
+    let (_mirror, url) = mirror(db.path());
+    let addr = url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let post = |body: &str| {
+        crate::cli::http(
+            &addr,
+            &format!(
+                "POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    };
+    let fix = "030af767d357d1b4088c4a25c72cb3906abac489";
+    let tf = r#""package": {"name": "tensorflow", "ecosystem": "PyPI"}"#;
+    let r = post(&format!(r#"{{"commit": "{fix}", {tf}}}"#));
+    assert!(r.starts_with("HTTP/1.1 200") && r.ends_with("{}"), "the fix commit is clean: {r}");
+    let r = post(&format!(r#"{{"commit": "0123456789abcdef0123456789abcdef01234567", {tf}}}"#));
+    assert!(r.starts_with("HTTP/1.1 500"), "an unlisted commit cannot be evaluated: {r}");
+    let r = post(r#"{"commit": "0123456789abcdef0123456789abcdef01234567"}"#);
+    assert!(r.starts_with("HTTP/1.1 200"), "no package: only what lists the commit: {r}");
+
+    // End to end: a pull request taking lodash (which has advisories, none
+    // with a GIT range) from git at a commit, where npm v1 records no version.
+    let (_lodash_mirror, url) =
+        mirror(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/osv-mini"));
+    let work = tempfile::tempdir().unwrap();
+    let lock = work.path().join("package-lock.json");
+    let git = "git+https://github.com/lodash/lodash.git#0123456789abcdef0123456789abcdef01234567";
+    let v1 = serde_json::json!({"name": "app", "version": "1.0.0", "lockfileVersion": 1,
+        "dependencies": {"lodash": {"version": git, "from": "git+https://github.com/lodash/lodash.git"}}});
+    std::fs::write(&lock, v1.to_string()).unwrap();
+    let allow = [("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.1/32")];
+    let (code, out) =
+        scan(work.path(), &[lock.to_str().unwrap(), "--osv-url", &url, "--format", "json"], &allow);
+    let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+    assert_eq!((code, v["status"].as_str()), (1, Some("error")), "{out}");
+    assert_eq!(v["errors"][0]["code"], "osv_error_status", "{out}");
+}
+
 #[test]
 fn the_mirror_speaks_the_osv_api() {
     let (_dir, _, _, db) = scan_fixture();
@@ -390,7 +438,11 @@ fn the_mirror_speaks_the_osv_api() {
         crate::cli::http(addr, "GET /v1/vulns/GHSA-nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert!(r.starts_with("HTTP/1.1 404"), "{r}");
 
-    let r = post("/v1/query", r#"{"commit": "6879efc2c1596d11a6a6ad296f80063b558d5e0f"}"#);
+    // A commit with a version is no OSV query.
+    let r = post(
+        "/v1/query",
+        r#"{"commit": "6879efc2c1596d11a6a6ad296f80063b558d5e0f", "version": "1.0.0", "package": {"name": "lodash", "ecosystem": "npm"}}"#,
+    );
     assert!(r.starts_with("HTTP/1.1 400"), "{r}");
     let too_many = format!(
         r#"{{"queries": [{}]}}"#,
