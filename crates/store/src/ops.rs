@@ -755,8 +755,20 @@ pub(crate) async fn run_events(
     Ok(rows.into_iter().map(EventRow::into_event).collect())
 }
 
+/// Deletes the events numbered below the first one at or after `before`.
+/// Numbers follow writing order, and times nearly do: an event a batch
+/// wrote late is kept until the next pass rather than a newer one deleted.
+/// The bound is found walking the table by number from the oldest row, so
+/// no index on time is written with every event.
 pub(crate) async fn prune_events(pool: &Pool<Db>, before: UnixTime) -> Result<u64, StoreError> {
-    Ok(sqlx::query("DELETE FROM events WHERE at < $1").bind(before).execute(pool).await?.rows_affected())
+    Ok(sqlx::query(
+        "DELETE FROM events WHERE seq < COALESCE((SELECT seq FROM events WHERE at >= $1 ORDER BY seq LIMIT 1), $2)",
+    )
+    .bind(before)
+    .bind(i64::MAX)
+    .execute(pool)
+    .await?
+    .rows_affected())
 }
 
 pub(crate) async fn audit(pool: &Pool<Db>, records: &[AuditRecord]) -> Result<(), StoreError> {

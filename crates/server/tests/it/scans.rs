@@ -243,6 +243,27 @@ async fn a_base_over_the_providers_limit_is_read_as_absent_and_every_head_versio
 }
 
 #[tokio::test]
+async fn a_base_in_another_format_is_read_as_absent_never_as_a_clean_diff() {
+    let node = node_with("all", &[(names::OSV_DB, &osv_mini())]).await;
+    let head = npm_lock(&[("lodash", "4.17.20")]);
+    // The base side of package-lock.json holds a yarn.lock (the project
+    // switched package managers): what it pinned cannot be known, so every
+    // head version is checked.
+    let yarn = "lodash@^4.17.20:\n  version \"4.17.20\"\n  resolved \"https://registry.yarnpkg.com/lodash/-/lodash-4.17.20.tgz\"\n";
+    let scan = submit(
+        &node,
+        submission(
+            7,
+            json!([{"path": "package-lock.json", "head_base64": b64(&head), "base_base64": b64(yarn)}]),
+        ),
+    )
+    .await;
+    assert_eq!((scan["status"].as_str(), scan["checked"].as_u64()), (Some("ok"), Some(1)), "{scan}");
+    assert_eq!(scan["lockfiles"][0]["base_absent"]["reason"], "unreadable", "{scan}");
+    assert_eq!(scan["gate"]["reason"], "dependency_gate_severity");
+}
+
+#[tokio::test]
 async fn requirements_includes_are_read_from_the_submitted_lockfiles_only() {
     let node = node_with("all", &[(names::OSV_DB, &osv_mini())]).await;
     let req = "-r common/base.txt\nrequests==2.31.0\n";

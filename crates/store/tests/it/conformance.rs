@@ -417,6 +417,27 @@ pub async fn refusals_and_run_events_are_durable_filtered_and_paged(f: Fresh) {
         before,
         "the pruned refusals stay in the chain"
     );
+
+    // A batch that holds an older time after a newer one: pruning never
+    // deletes an event at or after its cutoff, and keeps the late one for
+    // the next pass.
+    s.append_events(&[
+        refusal("t1", None, "egress_refused", "policy_denied", None, 500),
+        refusal("t1", None, "egress_refused", "policy_denied", None, 150),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(s.prune_events(400).await.unwrap(), 2, "t2's refusal at 200 and run_a's end at 300");
+    let kept: Vec<i64> = s
+        .refusals(&RefusalFilter::default(), &PageRequest::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|e| e.event.at)
+        .collect();
+    assert_eq!(kept, [150, 500], "newest number first");
+    assert_eq!(s.prune_events(i64::MAX).await.unwrap(), 2);
 }
 
 pub async fn event_numbers_only_grow_across_nodes_and_pruning(f: Fresh) {
