@@ -137,7 +137,8 @@ pub fn deps_scan(
         None => Vec::new(),
         Some(source) => {
             let message = format!("checking {} package version(s) against OSV", to_check.len());
-            let (findings, check_errors) = runtime.block_on(with_spinner(&message, source.check(&to_check)));
+            let (findings, check_errors) =
+                runtime.block_on(with_spinner(&message, Arc::new(source).check(to_check.clone())));
             errors.extend(check_errors);
             findings
         }

@@ -54,14 +54,28 @@ pub enum OsvSource {
 }
 
 impl OsvSource {
-    /// Findings for `packages`, and what could not be checked.
-    pub async fn check(&self, packages: &[Package]) -> (Vec<Finding>, Vec<ScanError>) {
+    /// Findings for `packages`, and what could not be checked. Matching
+    /// against the offline index is CPU work: it runs on a blocking thread,
+    /// never on the runtime's workers.
+    pub async fn check(self: Arc<Self>, packages: Vec<Package>) -> (Vec<Finding>, Vec<ScanError>) {
         if packages.is_empty() {
             return (Vec::new(), Vec::new());
         }
-        match self {
-            Self::Offline(index) => scan::findings_offline(index, packages),
-            Self::Online(client) => scan::findings_online(client, packages).await,
+        match &*self {
+            Self::Offline(_) => {
+                let source = self.clone();
+                let matched = tokio::task::spawn_blocking(move || match &*source {
+                    Self::Offline(index) => scan::findings_offline(index, &packages),
+                    Self::Online(_) => (Vec::new(), Vec::new()),
+                })
+                .await;
+                matched.unwrap_or_else(|_| {
+                    let stopped =
+                        ScanError { code: "match_failed".into(), message: "the matcher stopped".into() };
+                    (Vec::new(), vec![stopped])
+                })
+            }
+            Self::Online(client) => scan::findings_online(client, &packages).await,
         }
     }
 }
@@ -245,6 +259,55 @@ async fn tenant_gate_mode(state: &AppState, rid: &RequestId, tenant_id: &str) ->
     Ok(tenant.map_or(GateMode::High, |t| gate_mode(&t.gate_mode)))
 }
 
+/// What a submission's lockfiles ask to check: the union of every head's
+/// added and changed versions, the heads that could not be read, and a
+/// summary per lockfile. `files` are (path, head bytes, base bytes or why
+/// the base is absent).
+#[allow(clippy::type_complexity, reason = "one private call site")]
+fn plan_submission(
+    files: &[(String, Vec<u8>, Result<Vec<u8>, BaseAbsent>)],
+) -> (Vec<Package>, Vec<ScanError>, Vec<Value>) {
+    let heads: BTreeMap<&str, &[u8]> = files.iter().map(|(p, h, _)| (p.as_str(), h.as_slice())).collect();
+    let bases: BTreeMap<&str, &[u8]> =
+        files.iter().filter_map(|(p, _, b)| b.as_ref().ok().map(|b| (p.as_str(), b.as_slice()))).collect();
+    // Every head is parsed first, to learn which submitted files are only
+    // included by others (`-r common.txt`): such a file, in no lockfile
+    // format of its own, is part of its includers, not an unreadable lockfile.
+    let mut parsed = Vec::with_capacity(files.len());
+    let mut included_by: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for (path, head, base) in files {
+        let mut read = BTreeSet::new();
+        let head = parse_submitted(path, head, &heads, &mut read);
+        let base = match base {
+            Ok(bytes) => read_base(parse_submitted(path, bytes, &bases, &mut BTreeSet::new())),
+            Err(absent) => Err(absent.clone()),
+        };
+        for target in read {
+            included_by.entry(target).or_default().push(path.as_str());
+        }
+        parsed.push((path.as_str(), head, base));
+    }
+    let mut to_check = BTreeSet::new();
+    let mut errors = Vec::new();
+    let mut summaries = Vec::new();
+    for (path, head, base) in parsed {
+        if let (Err(e), Some(includers)) = (&head, included_by.get(path))
+            && e.code == gatehouse_deps::ParseErrorCode::UnknownFormat
+        {
+            summaries.push(json!({"path": path, "included_by": includers}));
+            continue;
+        }
+        let plan = plan(head, base);
+        summaries.push(
+            json!({"path": path, "format": plan.format.map(|f| f.as_str()), "checked": plan.to_check.len(),
+            "base_absent": plan.base_absent}),
+        );
+        errors.extend(plan.error);
+        to_check.extend(plan.to_check);
+    }
+    (to_check.into_iter().collect(), errors, summaries)
+}
+
 /// `POST /v1/tenants/{t}/dependency-scans`.
 pub(crate) async fn submit_scan(
     State(state): State<AppState>,
@@ -293,7 +356,7 @@ pub(crate) async fn submit_scan(
                 }
             }
         };
-        files.push((l.path.as_str(), head, base));
+        files.push((l.path.clone(), head, base));
     }
     let store = store(&state, &rid)?;
     // The scan's place among the pull request's scans is taken now, before
@@ -302,48 +365,14 @@ pub(crate) async fn submit_scan(
     let created_at = state.clock.now();
     let mode = tenant_gate_mode(&state, &rid, &tenant_id).await?;
 
-    let heads: BTreeMap<&str, &[u8]> = files.iter().map(|(p, h, _)| (*p, h.as_slice())).collect();
-    let bases: BTreeMap<&str, &[u8]> =
-        files.iter().filter_map(|(p, _, b)| b.as_ref().ok().map(|b| (*p, b.as_slice()))).collect();
-    // Every head is parsed first, to learn which submitted files are only
-    // included by others (`-r common.txt`): such a file, in no lockfile
-    // format of its own, is part of its includers, not an unreadable lockfile.
-    let mut parsed = Vec::with_capacity(files.len());
-    let mut included_by: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    for (path, head, base) in &files {
-        let mut read = BTreeSet::new();
-        let head = parse_submitted(path, head, &heads, &mut read);
-        let base = match base {
-            Ok(bytes) => read_base(parse_submitted(path, bytes, &bases, &mut BTreeSet::new())),
-            Err(absent) => Err(absent.clone()),
-        };
-        for target in read {
-            included_by.entry(target).or_default().push(path);
-        }
-        parsed.push((*path, head, base));
-    }
-    let mut to_check = BTreeSet::new();
-    let mut errors = Vec::new();
-    let mut summaries = Vec::new();
-    for (path, head, base) in parsed {
-        if let (Err(e), Some(includers)) = (&head, included_by.get(path))
-            && e.code == gatehouse_deps::ParseErrorCode::UnknownFormat
-        {
-            summaries.push(json!({"path": path, "included_by": includers}));
-            continue;
-        }
-        let plan = plan(head, base);
-        summaries.push(
-            json!({"path": path, "format": plan.format.map(|f| f.as_str()), "checked": plan.to_check.len(),
-            "base_absent": plan.base_absent}),
-        );
-        errors.extend(plan.error);
-        to_check.extend(plan.to_check);
-    }
-    let to_check: Vec<Package> = to_check.into_iter().collect();
-    let (findings, lookup_errors) = source.check(&to_check).await;
+    // Parsing is CPU work on up to 100 lockfiles: a blocking thread's.
+    let (to_check, mut errors, summaries) = tokio::task::spawn_blocking(move || plan_submission(&files))
+        .await
+        .map_err(|_| ApiError::new(ErrorCode::Internal, &rid))?;
+    let checked = to_check.len();
+    let (findings, lookup_errors) = source.clone().check(to_check).await;
     errors.extend(lookup_errors);
-    let report = scan::report(findings, errors, to_check.len(), None, mode);
+    let report = scan::report(findings, errors, checked, None, mode);
     let markdown = scan::render_markdown(&report);
     let scan_id = new_id("scan");
     let mut answer = serde_json::to_value(&report).map_err(|_| ApiError::new(ErrorCode::Internal, &rid))?;

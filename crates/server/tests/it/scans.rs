@@ -345,3 +345,36 @@ async fn scans_are_the_workers_a_gateway_serves_none() {
     .await;
     assert_eq!(reply.status, 403, "{}", reply.text);
 }
+
+#[tokio::test]
+async fn credentials_in_a_lockfile_never_reach_the_answer_or_the_store() {
+    let node = node_with("all", &[(names::OSV_DB, &osv_mini())]).await;
+    let secret = "s3cr3t-registry-token-7f1c";
+    let npm = json!({"name": "app", "lockfileVersion": 3, "packages": {
+        "": {"name": "app"},
+        "node_modules/lodash": {"version": "4.17.20",
+            "resolved": format!("https://ci:{secret}@registry.example/lodash/-/lodash-4.17.20.tgz")},
+        "node_modules/private": {"version": format!("git+https://x-access-token:{secret}@github.com/o/p.git")}}})
+    .to_string();
+    let requirements = format!(
+        "--index-url https://u:{secret}@pypi.example/simple\nsix==1.16.0\nbroken @ https://u:{secret}@h/x.whl\n"
+    );
+    let reply = call(
+        &node,
+        "/v1/tenants/t1/dependency-scans",
+        submission(
+            7,
+            json!([{"path": "package-lock.json", "head_base64": b64(&npm)},
+                   {"path": "requirements.txt", "head_base64": b64(&requirements)}]),
+        ),
+    )
+    .await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    assert!(!reply.text.contains(secret), "{}", reply.text);
+    let listed = get(&node, "/v1/tenants/t1/dependency-scans").await;
+    assert!(!listed.text.contains(secret));
+    for file in ["gatehouse.db", "gatehouse.db-wal"] {
+        let bytes = std::fs::read(node.data.path().join(file)).unwrap_or_default();
+        assert!(!bytes.windows(secret.len()).any(|w| w == secret.as_bytes()), "{file} holds the credential");
+    }
+}
