@@ -788,6 +788,19 @@ mod tests {
                     let mut url =
                         format!("{scheme_text}{sep}{userinfo}{host_text}{port_text}{path}{query}{fragment}");
                     let expected = match fault {
+                        // The separator left out, a later "://" (in the path,
+                        // say) makes everything before it the scheme: a
+                        // scheme-shaped one is some other scheme.
+                        Fault::Separator(_)
+                            if url.split_once("://").is_some_and(|(before, _)| {
+                                !before.is_empty()
+                                    && before
+                                        .bytes()
+                                        .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+                            }) =>
+                        {
+                            Err(Reason::SchemeNotAllowed)
+                        }
                         Fault::Forbidden(at, c) => {
                             let boundaries: Vec<usize> =
                                 (0..=url.len()).filter(|&i| url.is_char_boundary(i)).collect();
