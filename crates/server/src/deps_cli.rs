@@ -116,7 +116,7 @@ pub fn deps_scan(
             }))
             .map_err(|_| "the database loader stopped unexpectedly".to_owned())?;
         match loaded {
-            Ok(advisories) => Some(OsvSource::Offline(Index::new(advisories))),
+            Ok(advisories) => Some(OsvSource::Offline(Arc::new(Index::new(advisories)))),
             Err(e) => {
                 errors.push(ScanError {
                     code: format!("database_{}", e.code.as_str()),
@@ -131,14 +131,14 @@ pub fn deps_scan(
         if let Some(url) = &args.osv_url {
             config.base_url.clone_from(url);
         }
-        Some(OsvSource::Online(OsvClient::new(crate::osv::EgressTransport::new(fetcher), config)))
+        Some(OsvSource::Online(Box::new(OsvClient::new(crate::osv::EgressTransport::new(fetcher), config))))
     };
     let findings = match source {
         None => Vec::new(),
         Some(source) => {
             let message = format!("checking {} package version(s) against OSV", to_check.len());
             let (findings, check_errors) =
-                runtime.block_on(with_spinner(&message, Arc::new(source).check(to_check.clone())));
+                runtime.block_on(with_spinner(&message, source.check(to_check.clone())));
             errors.extend(check_errors);
             findings
         }

@@ -48,32 +48,29 @@ pub const MAX_SCAN_BODY_BYTES: usize = 96 << 20;
 /// Where a scan's advisories come from.
 pub enum OsvSource {
     /// `GATEHOUSE_OSV_DB`, loaded once at start.
-    Offline(Index),
+    Offline(Arc<Index>),
     /// The OSV API or a mirror (`GATEHOUSE_OSV_URL`), asked through the door.
-    Online(OsvClient<EgressTransport>),
+    Online(Box<OsvClient<EgressTransport>>),
 }
 
 impl OsvSource {
     /// Findings for `packages`, and what could not be checked. Matching
     /// against the offline index is CPU work: it runs on a blocking thread,
     /// never on the runtime's workers.
-    pub async fn check(self: Arc<Self>, packages: Vec<Package>) -> (Vec<Finding>, Vec<ScanError>) {
+    pub async fn check(&self, packages: Vec<Package>) -> (Vec<Finding>, Vec<ScanError>) {
         if packages.is_empty() {
             return (Vec::new(), Vec::new());
         }
-        match &*self {
-            Self::Offline(_) => {
-                let source = self.clone();
-                let matched = tokio::task::spawn_blocking(move || match &*source {
-                    Self::Offline(index) => scan::findings_offline(index, &packages),
-                    Self::Online(_) => (Vec::new(), Vec::new()),
-                })
-                .await;
-                matched.unwrap_or_else(|_| {
-                    let stopped =
-                        ScanError { code: "match_failed".into(), message: "the matcher stopped".into() };
-                    (Vec::new(), vec![stopped])
-                })
+        match self {
+            Self::Offline(index) => {
+                let index = index.clone();
+                tokio::task::spawn_blocking(move || scan::findings_offline(&index, &packages))
+                    .await
+                    .unwrap_or_else(|_| {
+                        let stopped =
+                            ScanError { code: "match_failed".into(), message: "the matcher stopped".into() };
+                        (Vec::new(), vec![stopped])
+                    })
             }
             Self::Online(client) => scan::findings_online(client, &packages).await,
         }
@@ -370,7 +367,7 @@ pub(crate) async fn submit_scan(
         .await
         .map_err(|_| ApiError::new(ErrorCode::Internal, &rid))?;
     let checked = to_check.len();
-    let (findings, lookup_errors) = source.clone().check(to_check).await;
+    let (findings, lookup_errors) = source.check(to_check).await;
     errors.extend(lookup_errors);
     let report = scan::report(findings, errors, checked, None, mode);
     let markdown = scan::render_markdown(&report);
@@ -520,14 +517,17 @@ pub fn osv_source(
         Some(dir) => {
             let advisories = gatehouse_deps::osv::load_dir(dir)
                 .map_err(|e| format!("{}: {e}", gatehouse_config::names::OSV_DB))?;
-            Ok(Arc::new(OsvSource::Offline(Index::new(advisories))))
+            Ok(Arc::new(OsvSource::Offline(Arc::new(Index::new(advisories)))))
         }
         None => {
             let client = gatehouse_deps::osv_client::ClientConfig {
                 base_url: osv_url.to_owned(),
                 ..Default::default()
             };
-            Ok(Arc::new(OsvSource::Online(OsvClient::new(EgressTransport::new(fetcher()?), client))))
+            Ok(Arc::new(OsvSource::Online(Box::new(OsvClient::new(
+                EgressTransport::new(fetcher()?),
+                client,
+            )))))
         }
     }
 }

@@ -152,13 +152,15 @@ impl AppState {
         };
         // Dependency scans are the worker's (and `all`'s): the gate sits at the worker's pass.
         let osv = if matches!(config.role, Role::Worker | Role::All) {
-            Some(crate::scans::osv_source(config.osv_db.as_deref(), &config.osv_url, || {
-                egress_fetcher(
+            // An `all` node's fetch client serves OSV too; a worker builds its own.
+            Some(crate::scans::osv_source(config.osv_db.as_deref(), &config.osv_url, || match &fetcher {
+                Some(fetcher) => Ok(fetcher.clone()),
+                None => egress_fetcher(
                     &config.egress_allow_ranges,
                     config.egress_extra_roots_pem.as_deref(),
                     resolver.clone(),
                     limits.clone(),
-                )
+                ),
             })?)
         } else {
             None
