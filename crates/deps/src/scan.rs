@@ -23,6 +23,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::gate::{self, GateDecision, GateMode};
+use crate::lockfile::{ParseError, Parsed};
 use crate::matching::{Index, fixed_versions};
 use crate::osv::{self, Advisory};
 use crate::osv_client::{OsvClient, Transport};
@@ -110,6 +111,47 @@ pub struct Report {
     /// Present when the base was not used.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_absent: Option<BaseAbsent>,
+}
+
+/// One lockfile's part in a scan: what to check, and how the base was read.
+pub struct LockfilePlan {
+    /// Versions the head adds or changes.
+    pub to_check: Vec<Package>,
+    /// Why the head could not be read (the scan is then incomplete).
+    pub error: Option<ScanError>,
+    /// Present when the base was not used.
+    pub base_absent: Option<BaseAbsent>,
+    /// The head's format, when it was read.
+    pub format: Option<crate::lockfile::Format>,
+}
+
+/// Plans one lockfile: the head, and the base unless it is absent. A base
+/// that cannot be read widens the check to every head version, which keeps
+/// the scan complete; a head that cannot be read makes it incomplete.
+pub fn plan(head: Result<Parsed, ParseError>, base: Result<Parsed, BaseAbsent>) -> LockfilePlan {
+    let (base, base_absent) = match base {
+        Ok(parsed) => (Some(parsed), None),
+        Err(absent) => (None, Some(absent)),
+    };
+    match head {
+        Ok(head) => LockfilePlan {
+            to_check: crate::diff(base.as_ref().map(|b| b.packages.as_slice()), &head.packages).to_check(),
+            error: None,
+            base_absent,
+            format: Some(head.format),
+        },
+        Err(e) => LockfilePlan {
+            to_check: Vec::new(),
+            error: Some(ScanError { code: format!("lockfile_{}", e.code.as_str()), message: e.to_string() }),
+            base_absent,
+            format: None,
+        },
+    }
+}
+
+/// A base whose bytes are at hand, read as the scan reads it.
+pub fn read_base(parsed: Result<Parsed, ParseError>) -> Result<Parsed, BaseAbsent> {
+    parsed.map_err(|e| BaseAbsent::Unreadable { error: e.to_string() })
 }
 
 /// The finding for `advisory` on `package`.

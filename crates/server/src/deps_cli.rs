@@ -95,11 +95,11 @@ pub fn deps_scan(
             } else {
                 let bytes = std::fs::read(path)
                     .map_err(|e| format!("cannot read {}: {}", path.display(), e.kind()))?;
-                crate::scans::read_base(gatehouse_deps::lockfile::parse_file(path, &bytes, None))
+                scan::read_base(gatehouse_deps::lockfile::parse_file(path, &bytes, None))
             }
         }
     };
-    let plan = crate::scans::plan(parsed_head, base);
+    let plan = scan::plan(parsed_head, base);
     errors.extend(plan.error);
     let (to_check, base_absent) = (plan.to_check, plan.base_absent);
     let runtime = tokio::runtime::Builder::new_current_thread()
