@@ -7,6 +7,8 @@
 //! - [`session_key`]: storage namespaces derived from the principal and the
 //!   resource, never supplied by a caller.
 //! - [`service_token`]: the internal service token, compared in constant time.
+//! - [`credential`]: stored credentials HPKE-sealed to the gateway, so the
+//!   worker can write and rotate them but never read them back.
 //!
 //! Architecture invariant: pure functions over bytes. No I/O, no clock reads
 //! (callers pass `now`), no async. This is the only crate that handles key bytes.
@@ -14,6 +16,7 @@
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod canonical;
+pub mod credential;
 mod encoding;
 pub mod grant;
 pub mod keys;
@@ -23,6 +26,10 @@ pub mod service_token;
 pub mod session_key;
 
 pub use canonical::BodyDigest;
+pub use credential::{
+    CredentialContext, CredentialError, CredentialSecret, FingerprintKey, LocalSeal, LocallySealed,
+    SealedSecret, SealingKey, SealingKeys, SealingPublicKey,
+};
 pub use grant::{GrantBudgets, GrantClaims, GrantLifetime, GrantRequest, GrantSealer, OpenedGrants};
 pub use keys::{KeyError, ManifestSigningKey, ManifestVerifyingKeys};
 pub use manifest::{ManifestClaims, ManifestPresence, ManifestSigner, ManifestVerifier, VerifiedManifest};

@@ -60,13 +60,15 @@ pub enum Scope {
     Egress,
     /// Tenants' egress policies and gate settings.
     Policies,
+    /// Store, rotate and delete tenants' credentials (never read them back).
+    Credentials,
     /// The kill switch, emergency revoke, refusals and the audit log.
     Admin,
 }
 
 impl Scope {
     /// Every scope.
-    pub const ALL: [Scope; 8] = [
+    pub const ALL: [Scope; 9] = [
         Scope::Runs,
         Scope::ManifestsSign,
         Scope::ManifestsVerify,
@@ -74,6 +76,7 @@ impl Scope {
         Scope::Ledger,
         Scope::Egress,
         Scope::Policies,
+        Scope::Credentials,
         Scope::Admin,
     ];
 
@@ -87,6 +90,7 @@ impl Scope {
             Scope::Ledger => "ledger",
             Scope::Egress => "egress",
             Scope::Policies => "policies",
+            Scope::Credentials => "credentials",
             Scope::Admin => "admin",
         }
     }

@@ -23,7 +23,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use gatehouse_capability::{
-    CallerToken, Callers, KeyError, ManifestSigningKey, ManifestVerifyingKeys, Scope, Secret, ServiceToken,
+    CallerToken, Callers, KeyError, ManifestSigningKey, ManifestVerifyingKeys, Scope, SealingKey, SealingKeys,
+    SealingPublicKey, Secret, ServiceToken,
 };
 use ipnet::IpNet;
 
@@ -128,6 +129,13 @@ pub mod names {
     pub const PROXY_TUNNEL_MAX_BYTES: &str = "GATEHOUSE_PROXY_TUNNEL_MAX_BYTES";
     /// How long one `CONNECT` tunnel may stay open, in milliseconds [600000].
     pub const PROXY_TUNNEL_TIMEOUT_MS: &str = "GATEHOUSE_PROXY_TUNNEL_TIMEOUT_MS";
+    /// The gateway's credential sealing key (X25519, base64): opens stored
+    /// credentials for one request at a time. Never on a worker or runner.
+    pub const CREDENTIAL_SEALING_KEY: &str = "GATEHOUSE_CREDENTIAL_SEALING_KEY";
+    /// The previous sealing key, still opened while `gatehouse credentials rewrap` moves rows off it.
+    pub const CREDENTIAL_SEALING_PREVIOUS_KEY: &str = "GATEHOUSE_CREDENTIAL_SEALING_PREVIOUS_KEY";
+    /// The sealing key's public half (base64): what a worker seals new credentials to.
+    pub const CREDENTIAL_SEALING_PUBLIC_KEY: &str = "GATEHOUSE_CREDENTIAL_SEALING_PUBLIC_KEY";
     /// Legacy HMAC manifest secret (weaker; never on a runner).
     pub const MANIFEST_HMAC_SECRET: &str = "GATEHOUSE_MANIFEST_HMAC_SECRET";
     /// The previous grant secret, accepted for opening during rotation.
@@ -160,6 +168,8 @@ pub mod names {
         GRANT_PREVIOUS_SECRET,
         SESSION_KEY_SECRET,
         METRICS_TOKEN,
+        CREDENTIAL_SEALING_KEY,
+        CREDENTIAL_SEALING_PREVIOUS_KEY,
     ];
 
     /// Every name, including the `_FILE` forms.
@@ -221,6 +231,12 @@ pub mod names {
         "GATEHOUSE_MANIFEST_HMAC_SECRET_FILE",
         GRANT_PREVIOUS_SECRET,
         "GATEHOUSE_EGRESS_GRANT_PREVIOUS_SECRET_FILE",
+        CREDENTIAL_SEALING_KEY,
+        "GATEHOUSE_CREDENTIAL_SEALING_KEY_FILE",
+        CREDENTIAL_SEALING_PREVIOUS_KEY,
+        "GATEHOUSE_CREDENTIAL_SEALING_PREVIOUS_KEY_FILE",
+        CREDENTIAL_SEALING_PUBLIC_KEY,
+        "GATEHOUSE_CREDENTIAL_SEALING_PUBLIC_KEY_FILE",
         SANDBOX_EXECUTION,
         DEV_ALLOW_NO_SERVICE_TOKEN,
         MANIFEST_CLOCK_SKEW_SECS,
@@ -246,6 +262,10 @@ pub mod embedded_files {
     pub const SERVICE_TOKEN: &str = "service-token";
     /// One line of text.
     pub const SESSION_KEY_SECRET: &str = "session-key-secret";
+    /// One line: the credential sealing key (X25519, base64url).
+    pub const CREDENTIAL_SEALING_KEY: &str = "credential-sealing-key";
+    /// One line: its public half, for workers.
+    pub const CREDENTIAL_SEALING_PUBLIC_KEY: &str = "credential-sealing-public-key";
     /// The embedded durable store (SQLite).
     pub const DATABASE: &str = "gatehouse.db";
     /// PKCS#8 PEM: signs audit checkpoints (its own key, never the manifest key).
@@ -442,6 +462,10 @@ pub struct Config {
     pub service_token: Option<ServiceToken>,
     /// The key session keys derive from (worker, all).
     pub session_key_secret: Option<Secret>,
+    /// Gateway (and `all`): the keys that open stored credentials.
+    pub credential_keys: Option<std::sync::Arc<SealingKeys>>,
+    /// Worker (and `all`): the public key new credentials are sealed to.
+    pub credential_public_key: Option<SealingPublicKey>,
     /// `GATEHOUSE_METRICS_TOKEN`: when set, `/metrics` requires it.
     pub metrics_token: Option<ServiceToken>,
     /// Named callers with scopes (`GATEHOUSE_CALLERS_FILE`).
@@ -1014,6 +1038,7 @@ impl Reader<'_> {
             in_data_dir(embedded_files::SESSION_KEY_SECRET).as_deref(),
         );
         let metrics_token_text = self.secret_text(names::METRICS_TOKEN, None);
+        let (credential_keys, credential_public_key) = self.credential_keys(role, &in_data_dir);
         self.refuse_shared_secrets(&[
             (names::SERVICE_TOKEN, service_token_text.as_deref().map(|t| t.trim().as_bytes())),
             (names::GRANT_SECRET, grant_secret.as_ref().map(Secret::expose)),
@@ -1362,6 +1387,8 @@ impl Reader<'_> {
             ledger_required,
             service_token,
             session_key_secret: if role.mints() { session_key_secret } else { None },
+            credential_keys,
+            credential_public_key,
             metrics_token,
             callers,
             tenant_isolation_strict,
@@ -1382,6 +1409,96 @@ impl Reader<'_> {
 
     fn is_set(&self, name: &str) -> bool {
         self.get(name).is_some() || self.get(&format!("{name}_FILE")).is_some()
+    }
+
+    /// The credential sealing keys a role holds. The gateway (and `all`)
+    /// must hold the private key, which opens credentials; a worker must
+    /// not — it seals to the public key and cannot read a credential back —
+    /// and neither may a runner.
+    fn credential_keys(
+        &mut self,
+        role: Role,
+        in_data_dir: &dyn Fn(&str) -> Option<PathBuf>,
+    ) -> (Option<std::sync::Arc<SealingKeys>>, Option<SealingPublicKey>) {
+        let private_names = [names::CREDENTIAL_SEALING_KEY, names::CREDENTIAL_SEALING_PREVIOUS_KEY];
+        if matches!(role, Role::Worker | Role::Runner) {
+            let held: Vec<&str> = private_names.into_iter().filter(|n| self.is_set(n)).collect();
+            for name in held {
+                self.problem(
+                    name,
+                    "forbidden_for_role",
+                    "only the gateway holds the credential sealing key: a worker seals to its public key and must not be able to read credentials back",
+                );
+            }
+        }
+        let private = |this: &mut Self, name: &str, embedded: Option<&Path>| {
+            let text = zeroize::Zeroizing::new(this.secret_text(name, embedded)?);
+            SealingKey::from_text(&text)
+                .map_err(|e| this.problem(name, "key_malformed", format!("{e} (run `gatehouse keygen`)")))
+                .ok()
+        };
+        let keys = if matches!(role, Role::Gateway | Role::All) {
+            let current = private(
+                self,
+                names::CREDENTIAL_SEALING_KEY,
+                in_data_dir(embedded_files::CREDENTIAL_SEALING_KEY).as_deref(),
+            );
+            let previous = private(self, names::CREDENTIAL_SEALING_PREVIOUS_KEY, None);
+            match current {
+                Some(current) => SealingKeys::new(current, previous)
+                    .map_err(|e| self.problem(names::CREDENTIAL_SEALING_PREVIOUS_KEY, "invalid_value", e.to_string()))
+                    .ok(),
+                None => {
+                    if !self.is_set(names::CREDENTIAL_SEALING_KEY) {
+                        self.problem(
+                            names::CREDENTIAL_SEALING_KEY,
+                            "missing_required",
+                            "the gateway needs the credential sealing key to open the credentials it injects (run `gatehouse keygen`)",
+                        );
+                    }
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let public = if matches!(role, Role::Worker | Role::All) {
+            let text = self.setting_text(
+                names::CREDENTIAL_SEALING_PUBLIC_KEY,
+                in_data_dir(embedded_files::CREDENTIAL_SEALING_PUBLIC_KEY).as_deref(),
+            );
+            let given = text.and_then(|t| {
+                SealingPublicKey::from_text(&t)
+                    .map_err(|e| self.problem(names::CREDENTIAL_SEALING_PUBLIC_KEY, "key_malformed", e.to_string()))
+                    .ok()
+            });
+            let own = keys.as_ref().map(|k| k.current_public().clone());
+            match (given, own) {
+                (Some(given), Some(own)) if given != own => {
+                    self.problem(
+                        names::CREDENTIAL_SEALING_PUBLIC_KEY,
+                        "key_mismatch",
+                        "is not the public half of GATEHOUSE_CREDENTIAL_SEALING_KEY",
+                    );
+                    None
+                }
+                (given, own) => {
+                    let public = given.or(own);
+                    if public.is_none() && role == Role::Worker && !self.is_set(names::CREDENTIAL_SEALING_PUBLIC_KEY)
+                    {
+                        self.problem(
+                            names::CREDENTIAL_SEALING_PUBLIC_KEY,
+                            "missing_required",
+                            "the worker seals credentials to the gateway's public key (run `gatehouse keygen`)",
+                        );
+                    }
+                    public
+                }
+            }
+        } else {
+            None
+        };
+        (keys.map(std::sync::Arc::new), public)
     }
 
     fn strong_secret(&mut self, name: &str, embedded: Option<&Path>) -> Option<Secret> {

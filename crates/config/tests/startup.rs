@@ -8,6 +8,12 @@ use gatehouse_config::{MapSource, Problem, Role, embedded_files, load, names};
 const TOKEN: &str = "svc-0123456789abcdefghijklmnopqrstuvwxyz";
 const GRANT: &str = "grant-0123456789abcdefghijklmnopqrstuvwxyz";
 const SESSIONS: &str = "sessions-0123456789abcdefghijklmnopqrstuvwxyz";
+/// A credential sealing key (X25519, base64url of 32 bytes).
+const SEALING: &str = "c2VhbGluZy1rZXktMDEyMzQ1Njc4OWFiY2RlZmdoaWo";
+
+fn sealing_public() -> String {
+    gatehouse_capability::SealingKey::from_text(SEALING).unwrap().public_key().to_text()
+}
 
 struct Keys {
     private: String,
@@ -29,6 +35,7 @@ fn worker() -> MapSource {
         .with(names::GRANT_SECRET, GRANT)
         .with(names::SESSION_KEY_SECRET, SESSIONS)
         .with(names::SERVICE_TOKEN, TOKEN)
+        .with(names::CREDENTIAL_SEALING_PUBLIC_KEY, sealing_public())
 }
 
 fn problems(src: &MapSource) -> Vec<Problem> {
@@ -137,6 +144,7 @@ fn minting_roles_need_their_own_session_key_secret_and_the_metrics_token_is_stro
     assert!(has(&p, names::SESSION_KEY_SECRET, "missing_required"), "{p:?}");
     let gateway = MapSource::new()
         .with(names::ROLE, "gateway")
+        .with(names::CREDENTIAL_SEALING_KEY, SEALING)
         .with(names::LISTEN, "0.0.0.0:8700")
         .with(names::PROXY_LISTEN, "0.0.0.0:8701")
         .with(names::GRANT_SECRET, GRANT)
@@ -214,6 +222,7 @@ fn a_runner_refuses_the_private_key_and_the_hmac_secret() {
 fn a_gateway_refuses_minting_keys() {
     let gateway = MapSource::new()
         .with(names::ROLE, "gateway")
+        .with(names::CREDENTIAL_SEALING_KEY, SEALING)
         .with(names::SERVICE_TOKEN, TOKEN)
         .with(names::GRANT_SECRET, GRANT);
     assert!(load(&gateway, None).is_ok());
@@ -333,7 +342,7 @@ fn a_toml_file_sets_the_same_keys_and_the_environment_wins() {
     let path = dir.path().join("gatehouse.toml");
     std::fs::write(
         &path,
-        format!("GATEHOUSE_ROLE = \"gateway\"\nCODEAPI_EGRESS_GRANT_SECRET = \"{GRANT}\"\nCODEAPI_INTERNAL_SERVICE_TOKEN = \"{TOKEN}\"\nGATEHOUSE_MANIFEST_CLOCK_SKEW_SECS = 5\nSANDBOX_REQUIRE_EGRESS_MANIFEST = true\n"),
+        format!("GATEHOUSE_ROLE = \"gateway\"\nCODEAPI_EGRESS_GRANT_SECRET = \"{GRANT}\"\nCODEAPI_INTERNAL_SERVICE_TOKEN = \"{TOKEN}\"\nGATEHOUSE_CREDENTIAL_SEALING_KEY = \"{SEALING}\"\nGATEHOUSE_MANIFEST_CLOCK_SKEW_SECS = 5\nSANDBOX_REQUIRE_EGRESS_MANIFEST = true\n"),
     )
     .unwrap();
     let c = load(&MapSource::new(), Some(&path)).unwrap();
@@ -383,6 +392,7 @@ fn embedded_mode_reads_keys_from_the_data_dir() {
     std::fs::write(dir.path().join(embedded_files::GRANT_SECRET), GRANT).unwrap();
     std::fs::write(dir.path().join(embedded_files::SERVICE_TOKEN), TOKEN).unwrap();
     std::fs::write(dir.path().join(embedded_files::SESSION_KEY_SECRET), SESSIONS).unwrap();
+    std::fs::write(dir.path().join(embedded_files::CREDENTIAL_SEALING_KEY), SEALING).unwrap();
     let src = MapSource::new().with(names::DATA_DIR, dir.path().to_str().unwrap());
     // Keys in the data dir are held to the same rule as ssh's: owner only.
     let p = problems(&src);
@@ -393,6 +403,7 @@ fn embedded_mode_reads_keys_from_the_data_dir() {
         embedded_files::GRANT_SECRET,
         embedded_files::SERVICE_TOKEN,
         embedded_files::SESSION_KEY_SECRET,
+        embedded_files::CREDENTIAL_SEALING_KEY,
     ] {
         std::fs::set_permissions(dir.path().join(f), std::fs::Permissions::from_mode(0o600)).unwrap();
     }
@@ -432,6 +443,7 @@ fn a_caller_file_replaces_the_shared_token_and_every_bad_entry_is_named() {
         .with(names::MANIFEST_PRIVATE_KEY, keys().private)
         .with(names::GRANT_SECRET, GRANT)
         .with(names::SESSION_KEY_SECRET, SESSIONS)
+        .with(names::CREDENTIAL_SEALING_PUBLIC_KEY, sealing_public())
         .with(names::CALLERS_FILE, good.to_str().unwrap());
     let c = load(&src, None).unwrap();
     assert!(c.service_token.is_none() && !c.callers.is_empty() && c.service_auth_required());
@@ -458,4 +470,47 @@ fn a_caller_file_replaces_the_shared_token_and_every_bad_entry_is_named() {
     }
     let missing = problems(&worker().with(names::CALLERS_FILE, "/nonexistent/callers.toml"));
     assert!(has(&missing, names::CALLERS_FILE, "unreadable_file"));
+}
+
+#[test]
+fn only_the_gateway_holds_the_credential_sealing_key() {
+    let gateway = MapSource::new()
+        .with(names::ROLE, "gateway")
+        .with(names::SERVICE_TOKEN, TOKEN)
+        .with(names::GRANT_SECRET, GRANT);
+    let p = problems(&gateway);
+    assert!(has(&p, names::CREDENTIAL_SEALING_KEY, "missing_required"), "a gateway refuses to start without it: {p:?}");
+    let c = load(&gateway.clone().with(names::CREDENTIAL_SEALING_KEY, SEALING), None).unwrap();
+    assert!(c.credential_keys.is_some() && c.credential_public_key.is_none());
+    assert!(!format!("{c:?}").contains(SEALING), "debug output never holds the key");
+    let p = problems(&gateway.clone().with(names::CREDENTIAL_SEALING_KEY, "not-a-key"));
+    assert!(has(&p, names::CREDENTIAL_SEALING_KEY, "key_malformed"), "{p:?}");
+    let p = problems(
+        &gateway
+            .with(names::CREDENTIAL_SEALING_KEY, SEALING)
+            .with(names::CREDENTIAL_SEALING_PREVIOUS_KEY, SEALING),
+    );
+    assert!(has(&p, names::CREDENTIAL_SEALING_PREVIOUS_KEY, "invalid_value"), "previous must differ: {p:?}");
+
+    // The worker seals to the public key and must not be able to read back.
+    let c = load(&worker(), None).unwrap();
+    assert_eq!(c.credential_public_key.map(|k| k.to_text()), Some(sealing_public()));
+    assert!(c.credential_keys.is_none());
+    let p = problems(&worker().with(names::CREDENTIAL_SEALING_KEY, SEALING));
+    assert!(has(&p, names::CREDENTIAL_SEALING_KEY, "forbidden_for_role"), "{p:?}");
+    let p = problems(&worker().without(names::CREDENTIAL_SEALING_PUBLIC_KEY));
+    assert!(has(&p, names::CREDENTIAL_SEALING_PUBLIC_KEY, "missing_required"), "{p:?}");
+    let runner = MapSource::new()
+        .with(names::ROLE, "runner")
+        .with(names::SERVICE_TOKEN, TOKEN)
+        .with(names::MANIFEST_PUBLIC_KEY, keys().public)
+        .with(names::CREDENTIAL_SEALING_KEY, SEALING);
+    assert!(has(&problems(&runner), names::CREDENTIAL_SEALING_KEY, "forbidden_for_role"));
+
+    // `all` derives the public half; a given one must match it.
+    let other = gatehouse_capability::SealingKey::generate().unwrap().public_key().to_text();
+    let all = worker().with(names::ROLE, "all").with(names::CREDENTIAL_SEALING_KEY, SEALING);
+    assert!(load(&all, None).unwrap().credential_keys.is_some());
+    let p = problems(&all.with(names::CREDENTIAL_SEALING_PUBLIC_KEY, other));
+    assert!(has(&p, names::CREDENTIAL_SEALING_PUBLIC_KEY, "key_mismatch"), "{p:?}");
 }

@@ -239,6 +239,24 @@ closed_codes! {
         HeaderNotAllowed => "header_not_allowed",
         /// An encoded (compressed) body could not be decoded, or uses an encoding gatehouse does not decode.
         ContentEncodingInvalid => "content_encoding_invalid",
+        /// A lease's placeholder or secret was sent toward a host other than the lease's (the lease is revoked at once: a leak attempt), or a lease was asked for a host that is not its credential's.
+        LeaseHostMismatch => "lease_host_mismatch",
+        /// A lease was asked for a purpose that is not its credential's.
+        LeasePurposeMismatch => "lease_purpose_mismatch",
+        /// The lease's two minutes ran out without a heartbeat renewing them.
+        LeaseExpired => "lease_expired",
+        /// The lease was revoked (by the API, the credential's deletion, or a leak attempt).
+        LeaseRevoked => "lease_revoked",
+        /// This run already had a lease revoked: it never gets another.
+        RunLeaseRevoked => "run_lease_revoked",
+        /// The live lease state cannot be read (Redis or the store is down): no credential is injected.
+        LeaseUnavailable => "lease_unavailable",
+        /// A lease's placeholder is in the URL: a secret never goes into a path or query, which upstreams log.
+        LeasePlaceholderInUrl => "lease_placeholder_in_url",
+        /// No credential of this tenant has this id (or it was deleted).
+        CredentialUnknown => "credential_unknown",
+        /// The credential is stored sealed to a key this gateway does not hold, or its sealed form does not open.
+        CredentialUnreadable => "credential_unreadable",
     }
 }
 
@@ -286,6 +304,10 @@ pub struct Refusal {
     /// The policy entry or registry row that fired, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
+    /// For lease refusals: the lease concerned (an id, never its placeholder
+    /// or secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<String>,
     /// Recorded, not enforced: the tenant's policy is in dry-run mode and
     /// would have refused this. The request went ahead.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -24,6 +24,8 @@ pub mod connect;
 pub mod decision;
 pub mod decode;
 pub mod fetch;
+pub mod inject;
+pub mod leases;
 pub mod meter;
 pub mod policy;
 pub mod pool;

@@ -45,6 +45,7 @@ use tokio::sync::Notify;
 
 use crate::connect::connect_pinned;
 use crate::decision::{Decision, Purpose, decide_target};
+use crate::leases::{Injected, LeaseSource, at_the_door, mentions_placeholder};
 use crate::meter::EgressMeter;
 use crate::policy::{Policy, PolicyError};
 use crate::pool::{PoolKey, PooledBody, Upstream, UpstreamPool};
@@ -209,6 +210,8 @@ pub struct Proxy {
     pub pool: UpstreamPool,
     /// Open tunnels, by grant.
     pub tunnels: Arc<OpenTunnels>,
+    /// Runs' credential leases (none: nothing is ever injected).
+    pub leases: Option<Arc<dyn LeaseSource>>,
 }
 
 /// Open `CONNECT` tunnels by grant, so a revoked grant's tunnels can be closed.
@@ -290,11 +293,21 @@ struct Refused {
     kind: RefusalKind,
     rule: Option<String>,
     host: Option<String>,
+    lease_id: Option<String>,
 }
 
 impl Refused {
     fn new(status: StatusCode, kind: RefusalKind, reason: Reason) -> Self {
-        Self { status, reason, kind, rule: None, host: None }
+        Self { status, reason, kind, rule: None, host: None, lease_id: None }
+    }
+
+    /// A lease refusal: a security refusal of the run's request.
+    fn lease(refusal: crate::inject::LeaseRefusal, host: Option<String>) -> Self {
+        let status = match refusal.reason {
+            Reason::LeaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::FORBIDDEN,
+        };
+        Self { host, lease_id: refusal.lease_id, ..Self::new(status, RefusalKind::SecretRefused, refusal.reason) }
     }
 
     fn from_decision(d: &Decision) -> Self {
@@ -305,6 +318,7 @@ impl Refused {
             kind: RefusalKind::EgressRefused,
             rule: d.rule.clone(),
             host: d.host.clone(),
+            lease_id: None,
         }
     }
 }
@@ -329,6 +343,7 @@ impl Proxy {
                 let (host, rule) = (refused.host.clone(), refused.rule.clone());
                 self.sink.refused(Refusal {
                     request_id: Some(request_id.clone()),
+                    lease_id: refused.lease_id.clone(),
                     ..self.record(grant.as_deref(), refused.kind, refused.reason, host, rule)
                 });
                 refusal_response(&refused, &request_id)
@@ -344,16 +359,30 @@ impl Proxy {
         let claims = self.authenticate(req.headers())?;
         *grant = Some(claims.clone());
         let now = self.clock.now();
-        if let Err(reason) =
-            spend(&self.ledger, &claims.grant_id, &Operation::Request, now, self.ledger_required).await
+        let spent = match spend(&self.ledger, &claims.grant_id, &Operation::Request, now, self.ledger_required).await
         {
-            return Err(Refused::new(StatusCode::FORBIDDEN, refusal_kind(reason), reason));
-        }
+            Ok(spent) => spent,
+            Err(reason) => {
+                let path = req.uri().path_and_query().map_or("", |p| p.as_str());
+                if self.leases.is_some() && mentions_placeholder(req.headers(), path) {
+                    // The sandbox expects a credential: say why there is none.
+                    let reason = match reason {
+                        Reason::GrantRevoked | Reason::GrantExpired => Reason::RunNotLive,
+                        Reason::LedgerUnavailable => Reason::LeaseUnavailable,
+                        other => other,
+                    };
+                    let refusal = crate::inject::LeaseRefusal { reason, lease_id: None, revoke: false };
+                    return Err(Refused::lease(refusal, None));
+                }
+                return Err(Refused::new(StatusCode::FORBIDDEN, refusal_kind(reason), reason));
+            }
+        };
         let policy = self.policies.policy(claims.tenant_id.as_deref());
         if req.method() == Method::CONNECT {
             self.tunnel(req, policy, &claims).await
         } else {
-            self.forward(req, policy, &claims).await
+            let generation = spent.map(|s| s.lease_generation);
+            self.forward(req, policy, &claims, generation).await
         }
     }
 
@@ -425,6 +454,7 @@ impl Proxy {
             request_id: None,
             host,
             rule,
+            lease_id: None,
             dry_run: false,
             at: self.clock.now(),
         }
@@ -544,6 +574,7 @@ impl Proxy {
         req: Request<Incoming>,
         policy: Result<Arc<Policy>, PolicyError>,
         grant: &GrantClaims,
+        lease_generation: Option<u64>,
     ) -> Result<Response<ProxyBody>, Refused> {
         let started = tokio::time::Instant::now();
         let target = parse_url(&req.uri().to_string())
@@ -565,6 +596,21 @@ impl Proxy {
         let target = decision.target.clone().ok_or_else(|| fail(Reason::UpstreamUnreachable))?;
         let (mut parts, body) = req.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        let injected = match &self.leases {
+            Some(leases) => at_the_door(
+                leases.as_ref(),
+                &grant.grant_id,
+                &grant.exec_id,
+                lease_generation,
+                &mut parts.headers,
+                &target.path_and_query,
+                &target.host.to_string(),
+                self.clock.now(),
+            )
+            .await
+            .map_err(|refusal| Refused::lease(refusal, host.clone()))?,
+            None => Injected::default(),
+        };
         let authority = if target.port == target.scheme.default_port() {
             target.host.to_string()
         } else {
@@ -636,15 +682,31 @@ impl Proxy {
             // The connection, with the body unread, is closed if unpaid.
             meter.pay(n).await.map_err(|reason| self.egress_refused(reason, host.clone()))?;
         }
-        self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        let scrub = injected.scrub;
+        if !scrub.is_empty() {
+            // An encoded body could hide the secret from the scrubber: the
+            // request asked for identity, so anything else is refused.
+            if parts.headers.get(header::CONTENT_ENCODING).is_some_and(|v| v.as_bytes() != b"identity") {
+                return Err(fail(Reason::ContentEncodingInvalid));
+            }
+            scrub.headers(&mut parts.headers);
+            // Scrubbing may change the length.
+            parts.headers.remove(header::CONTENT_LENGTH);
+        }
+        self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
         let deadline = started + self.limits.request_duration;
         let body = PooledBody::new(body, upstream, (self.pool.clone(), key), deadline);
         let body = Limited::new(body, self.limits.response_bytes);
         let body = match declared {
             Some(_) => body.map_err(Into::into).boxed_unsync(),
             None => meter.metered(body, self.refused_midway(grant, host.clone())).boxed_unsync(),
+        };
+        let body = if scrub.is_empty() {
+            body
+        } else {
+            crate::inject::ScrubBody::new(body, &scrub).boxed_unsync()
         };
         Ok(Response::from_parts(parts, body))
     }
@@ -985,13 +1047,20 @@ fn refusal_response(refused: &Refused, request_id: &str) -> Response<ProxyBody> 
     } else {
         ErrorCode::Refused
     };
-    let body = PublicError::new(code, request_id).with_reason(refused.reason).to_json().to_string();
+    let retryable = matches!(refused.status, StatusCode::SERVICE_UNAVAILABLE | StatusCode::BAD_GATEWAY);
+    let mut body = PublicError::new(code, request_id).with_reason(refused.reason).to_json();
+    if let Some(error) = body.get_mut("error").and_then(serde_json::Value::as_object_mut) {
+        error.insert("retryable".into(), retryable.into());
+    }
+    let body = body.to_string();
     let mut response =
         Response::new(Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed_unsync());
     *response.status_mut() = refused.status;
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert("x-gatehouse-reason", HeaderValue::from_static(refused.reason.as_str()));
+    // An agent reads this to stop retrying: only an outage may pass.
+    headers.insert("x-gatehouse-retryable", HeaderValue::from_static(if retryable { "true" } else { "false" }));
     headers
         .insert("x-request-id", HeaderValue::from_str(request_id).unwrap_or(HeaderValue::from_static("req")));
     if refused.status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {

@@ -135,6 +135,7 @@ fn harness_full(
         stats: ProxyStats::default(),
         pool,
         tunnels: Default::default(),
+        leases: None,
     });
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let proxy_addr = listener.local_addr().unwrap().to_string();

@@ -71,6 +71,11 @@ pub trait LedgerBackend {
     /// Revokes active grants in `scope`; returns how many changed state.
     fn revoke(&self, scope: &RevokeScope) -> impl Future<Output = Result<u64, Reason>> + Send;
 
+    /// Bumps the grant's lease generation (a lease of its run changed) and
+    /// returns the new one: `grant_unknown` for no record. Revoked or
+    /// expired records are bumped too; nothing spends on them anyway.
+    fn bump_lease_generation(&self, grant_id: &str) -> impl Future<Output = Result<u64, Reason>> + Send;
+
     /// The record, for the admin view (`None` when unknown or purged).
     fn get(&self, grant_id: &str) -> impl Future<Output = Result<Option<GrantRecord>, Reason>> + Send;
 }
@@ -103,6 +108,13 @@ impl LedgerBackend for Ledger {
         match self {
             Ledger::Memory(l) => l.revoke(scope).await,
             Ledger::Redis(l) => l.revoke(scope).await,
+        }
+    }
+
+    async fn bump_lease_generation(&self, grant_id: &str) -> Result<u64, Reason> {
+        match self {
+            Ledger::Memory(l) => l.bump_lease_generation(grant_id).await,
+            Ledger::Redis(l) => l.bump_lease_generation(grant_id).await,
         }
     }
 

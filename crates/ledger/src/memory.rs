@@ -124,6 +124,13 @@ impl LedgerBackend for MemoryLedger {
         self.consume_sync(grant_id, op, now)
     }
 
+    async fn bump_lease_generation(&self, grant_id: &str) -> Result<u64, Reason> {
+        let mut map = self.shard(grant_id).lock().unwrap_or_else(PoisonError::into_inner);
+        let record = map.get_mut(grant_id).ok_or(Reason::GrantUnknown)?;
+        record.lease_generation += 1;
+        Ok(record.lease_generation)
+    }
+
     async fn revoke(&self, scope: &RevokeScope) -> Result<u64, Reason> {
         Ok(match scope {
             RevokeScope::Tenant(t) => self.epochs_mut().revoke_tenant(t),

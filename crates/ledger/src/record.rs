@@ -94,6 +94,12 @@ pub struct GrantRecord {
     /// (see `epoch`).
     #[serde(default)]
     pub seq: u64,
+    /// Bumped by every change to the run's credential leases (granted,
+    /// renewed, revoked). Every spend answers with it, so a node sees a
+    /// lease change on any other node at the next request, with no round
+    /// trip of its own, and re-reads the leases only when it moved.
+    #[serde(default)]
+    pub lease_generation: u64,
 }
 
 /// One thing a run does with its grant. Every operation but
@@ -144,6 +150,8 @@ pub struct Remaining {
     pub output_files: u64,
     /// Egress bytes left.
     pub egress_bytes: u64,
+    /// The run's lease generation (see [`GrantRecord::lease_generation`]).
+    pub lease_generation: u64,
 }
 
 impl GrantRecord {
@@ -160,6 +168,7 @@ impl GrantRecord {
             output_file_ids: Vec::new(),
             egress_bytes: 0,
             seq,
+            lease_generation: 0,
         }
     }
 
@@ -171,6 +180,7 @@ impl GrantRecord {
             upload_bytes: r.max_upload_bytes.saturating_sub(self.uploaded_bytes),
             output_files: r.max_output_files.saturating_sub(self.output_file_ids.len() as u64),
             egress_bytes: r.max_egress_bytes.saturating_sub(self.egress_bytes),
+            lease_generation: self.lease_generation,
         }
     }
 

@@ -79,6 +79,7 @@ struct Scripts {
     revoke: Script,
     revoke_tenant: Script,
     revoke_all: Script,
+    bump_leases: Script,
 }
 
 /// Whether a marker revokes the grant registered as `sq` under tenant `t`
@@ -134,7 +135,7 @@ return 'new'
 /// A record without an egress budget (registered before there was one)
 /// has none left.
 const CONSUME: &str = r"
-local h = redis.call('HMGET', KEYS[1], 'status', 'exp', 'mr', 'mu', 'mf', 'os', 'request_count', 'uploaded_bytes', 'xa', 'sq', 'tn', 'me', 'egress_bytes')
+local h = redis.call('HMGET', KEYS[1], 'status', 'exp', 'mr', 'mu', 'mf', 'os', 'request_count', 'uploaded_bytes', 'xa', 'sq', 'tn', 'me', 'egress_bytes', 'lg')
 if not h[1] then return {0, 'grant_unknown'} end
 if h[1] == 'revoked' then return {0, 'grant_revoked'} end
 if covered(ARGV[6], tonumber(h[10] or '0'), h[11]) then return {0, 'grant_revoked'} end
@@ -146,11 +147,12 @@ if op == 'upload' and (h[6] == '' or h[6] ~= ARGV[3]) then return {0, 'scope_out
 local rc, mr = tonumber(h[7]), tonumber(h[3])
 local ub, mu, mf = tonumber(h[8]), tonumber(h[4]), tonumber(h[5])
 local eb, me = tonumber(h[13] or '0'), tonumber(h[12] or '0')
+local lg = tonumber(h[14] or '0')
 local files = redis.call('SCARD', KEYS[4])
 if op == 'egress' then
   if eb + tonumber(ARGV[4]) > me then return {0, 'budget_egress_bytes_exhausted'} end
   eb = redis.call('HINCRBY', KEYS[1], 'egress_bytes', ARGV[4])
-  return {1, math.max(0, mr - rc), math.max(0, mu - ub), math.max(0, mf - files), me - eb}
+  return {1, math.max(0, mr - rc), math.max(0, mu - ub), math.max(0, mf - files), me - eb, lg}
 end
 if rc >= mr then return {0, 'budget_requests_exhausted'} end
 local new_file = false
@@ -173,7 +175,13 @@ elseif op == 'upload' then
     files = files + 1
   end
 end
-return {1, mr - rc - 1, mu - ub, mf - files, math.max(0, me - eb)}
+return {1, mr - rc - 1, mu - ub, mf - files, math.max(0, me - eb), lg}
+";
+
+/// KEYS: record. Bumps the lease generation of a known record.
+const BUMP_LEASES: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+return redis.call('HINCRBY', KEYS[1], 'lg', 1)
 ";
 
 /// KEYS: record. ARGV: key prefix. Returns 1 if an active grant that no
@@ -246,6 +254,7 @@ impl RedisLedger {
                 revoke: Script::new(&format!("{COVERED}{REVOKE}")),
                 revoke_tenant: Script::new(REVOKE_TENANT),
                 revoke_all: Script::new(REVOKE_ALL),
+                bump_leases: Script::new(BUMP_LEASES),
             }),
         })
     }
@@ -371,9 +380,9 @@ impl LedgerBackend for RedisLedger {
             _ => None,
         };
         match reply.as_slice() {
-            [Value::Int(1), a, b, c, d] => match (int(a), int(b), int(c), int(d)) {
-                (Some(requests), Some(upload_bytes), Some(output_files), Some(egress_bytes)) => {
-                    Ok(Remaining { requests, upload_bytes, output_files, egress_bytes })
+            [Value::Int(1), a, b, c, d, e] => match (int(a), int(b), int(c), int(d), int(e)) {
+                (Some(requests), Some(upload_bytes), Some(output_files), Some(egress_bytes), Some(lease_generation)) => {
+                    Ok(Remaining { requests, upload_bytes, output_files, egress_bytes, lease_generation })
                 }
                 _ => Err(Reason::LedgerUnavailable),
             },
@@ -413,6 +422,14 @@ impl LedgerBackend for RedisLedger {
         Ok(revoked)
     }
 
+    async fn bump_lease_generation(&self, grant_id: &str) -> Result<u64, Reason> {
+        let [rec, ..] = self.record_keys(grant_id);
+        let mut conn = self.conn.clone();
+        let generation =
+            self.run("bump_leases", self.scripts.bump_leases.key(rec).invoke_async::<i64>(&mut conn)).await?;
+        u64::try_from(generation).map_err(|_| Reason::GrantUnknown)
+    }
+
     async fn get(&self, grant_id: &str) -> Result<Option<GrantRecord>, Reason> {
         let [rec, _, _, outs] = self.record_keys(grant_id);
         let mut conn = self.conn.clone();
@@ -450,6 +467,7 @@ impl LedgerBackend for RedisLedger {
             egress_bytes: count("egress_bytes"),
             output_file_ids: outputs,
             seq,
+            lease_generation: count("lg"),
         }))
     }
 }

@@ -577,6 +577,7 @@ impl<'a> RunFetch<'a> {
             request_id: Some(self.rid.0.clone()),
             host,
             rule,
+            lease_id: None,
             dry_run,
             at: 0,
         });
@@ -810,6 +811,7 @@ async fn scan_content(
             request_id: Some(rid.0.clone()),
             host: None,
             rule: verdict.signature.clone(),
+            lease_id: None,
             dry_run: false,
             at: 0,
         });

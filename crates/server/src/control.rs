@@ -36,6 +36,21 @@ pub fn routes(table: crate::api::RouteTable) -> crate::api::RouteTable {
         .route("/runs/{run_id}/end", post(end_run))
         .route("/runs/{run_id}/cancel", post(cancel_run))
         .route("/runs/{run_id}/events", get(run_events))
+        .route("/runs/{run_id}/leases", post(crate::credentials::grant_lease))
+        .route("/leases", get(crate::credentials::list_leases))
+        .route("/leases/{lease_id}/revoke", post(crate::credentials::revoke_lease))
+        .route(
+            "/tenants/{tenant_id}/credentials",
+            post(crate::credentials::create_credential).get(crate::credentials::list_credentials),
+        )
+        .route(
+            "/tenants/{tenant_id}/credentials/{credential_id}",
+            get(crate::credentials::get_credential).delete(crate::credentials::delete_credential),
+        )
+        .route(
+            "/tenants/{tenant_id}/credentials/{credential_id}/secret",
+            axum::routing::put(crate::credentials::rotate_credential),
+        )
         .route("/tenants/{tenant_id}/egress-policy", get(get_egress_policy).put(set_egress_policy))
         .route("/tenants/{tenant_id}/dependency-gate", get(get_gate).put(set_gate))
         .route(
@@ -58,6 +73,11 @@ pub(crate) fn store_error(rid: &RequestId, e: &StoreError) -> ApiError {
         StoreError::RunNotLive => with_reason(ErrorCode::Conflict, rid, Reason::RunNotLive),
         StoreError::KillSwitch => with_reason(ErrorCode::Refused, rid, Reason::TenantKillSwitch),
         StoreError::Conflict => ApiError::new(ErrorCode::Conflict, rid),
+        StoreError::Refused(Reason::RunNotLive) => with_reason(ErrorCode::Conflict, rid, Reason::RunNotLive),
+        StoreError::Refused(Reason::CredentialUnknown) => {
+            with_reason(ErrorCode::NotFound, rid, Reason::CredentialUnknown)
+        }
+        StoreError::Refused(reason) => with_reason(ErrorCode::Refused, rid, *reason),
         StoreError::Unavailable | StoreError::Full => with_reason(ErrorCode::Unavailable, rid, e.reason()),
         _ => {
             tracing::error!(request_id = %rid.0, code = e.code(), "store error");
@@ -83,7 +103,7 @@ pub(crate) fn path_id(
 
 /// Free text a caller gives (a reason, an actor): stored and shown to
 /// people, so bounded and free of control characters.
-fn check_text(rid: &RequestId, text: Option<&str>) -> Result<(), ApiError> {
+pub(crate) fn check_text(rid: &RequestId, text: Option<&str>) -> Result<(), ApiError> {
     match text {
         Some(t) if t.len() > 500 || t.chars().any(char::is_control) => {
             Err(bad_request(rid, "free text is at most 500 characters, without control characters"))
@@ -107,7 +127,7 @@ pub(crate) fn page(
     Ok(PageRequest { limit, cursor })
 }
 
-fn list_json<T: serde::Serialize>(page: gatehouse_store::Page<T>) -> Json<Value> {
+pub(crate) fn list_json<T: serde::Serialize>(page: gatehouse_store::Page<T>) -> Json<Value> {
     Json(json!({"items": page.items, "next_cursor": page.next_cursor}))
 }
 
@@ -336,10 +356,17 @@ async fn run_json(state: &AppState, run: &Run) -> Value {
         },
         None => Value::Null,
     };
+    let leases = match state.store.as_ref() {
+        Some(store) => match store.door_leases(&run.run_id, state.clock.now()).await {
+            Ok(leases) => leases.iter().map(|l| crate::credentials::lease_json(&l.lease)).collect(),
+            Err(e) => json!({"unavailable": e.code()}),
+        },
+        None => json!([]),
+    };
     let mut v = serde_json::to_value(run).unwrap_or_default();
     if let Some(obj) = v.as_object_mut() {
         obj.insert("ledger".into(), ledger);
-        obj.insert("leases".into(), json!([]));
+        obj.insert("leases".into(), leases);
     }
     v
 }
@@ -401,12 +428,16 @@ async fn heartbeat(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let run_id = path_id(path, &rid)?;
-    let run = store(&state, &rid)?
+    let (run, renewed) = store(&state, &rid)?
         .heartbeat(&run_id, state.clock.now(), state.run_heartbeat_timeout_secs)
         .await
         .map_err(|e| store_error(&rid, &e))?;
+    if renewed > 0 {
+        // Every node's door reads the new expiry at the run's next request.
+        crate::credentials::leases_changed(&state, &rid, &run.grant_id).await?;
+    }
     Ok(Json(
-        json!({"run_id": run.run_id, "status": run.status, "heartbeat_at": run.heartbeat_at, "leases_renewed": 0}),
+        json!({"run_id": run.run_id, "status": run.status, "heartbeat_at": run.heartbeat_at, "leases_renewed": renewed}),
     ))
 }
 
@@ -484,17 +515,17 @@ async fn finish(
             .await
             .map_err(|reason| with_reason(ErrorCode::Unavailable, rid, reason))?;
     }
-    let (run, changed) = store
+    let (run, leases) = store
         .finish_run(run_id, status, reason, actor, state.clock.now())
         .await
         .map_err(|e| store_error(rid, &e))?;
-    if changed {
+    if leases.is_some() {
         after_runs_ended(state, std::slice::from_ref(&run));
     }
     Ok(Json(json!({
         "run_id": run.run_id,
         "status": run.status,
-        "revoked": {"grants": u64::from(changed), "leases": 0},
+        "revoked": {"grants": u64::from(leases.is_some()), "leases": leases.unwrap_or(0)},
     })))
 }
 
@@ -710,11 +741,10 @@ async fn kill_switch(
         .await
         .map_err(|e| store_error(&rid, &e))?;
     let after = revoke_scope(&state, &rid, RevokeScope::Tenant(tenant_id.clone())).await?;
-    after_runs_ended(&state, &killed);
-    tracing::warn!(request_id = %rid.0, tenant_id = %tenant_id, runs = killed.len(), "kill switch engaged");
-    Ok(Json(
-        json!({"engaged": true, "revoked": {"runs": killed.len(), "grants": before + after, "leases": 0}}),
-    ))
+    after_runs_ended(&state, &killed.runs);
+    tracing::warn!(request_id = %rid.0, tenant_id = %tenant_id, runs = killed.runs.len(), "kill switch engaged");
+    Ok(Json(json!({"engaged": true,
+        "revoked": {"runs": killed.runs.len(), "grants": before + after, "leases": killed.leases}})))
 }
 
 #[derive(Deserialize)]
@@ -741,9 +771,9 @@ async fn emergency_revoke(
         .await
         .map_err(|e| store_error(&rid, &e))?;
     let after = revoke_scope(&state, &rid, RevokeScope::All).await?;
-    after_runs_ended(&state, &killed);
-    tracing::warn!(request_id = %rid.0, runs = killed.len(), "emergency revoke");
-    Ok(Json(json!({"revoked": {"runs": killed.len(), "grants": before + after, "leases": 0}})))
+    after_runs_ended(&state, &killed.runs);
+    tracing::warn!(request_id = %rid.0, runs = killed.runs.len(), "emergency revoke");
+    Ok(Json(json!({"revoked": {"runs": killed.runs.len(), "grants": before + after, "leases": killed.leases}})))
 }
 
 /// Audits a ledger-only revocation (`POST /v1/grants/.../revoke`).

@@ -73,6 +73,7 @@ impl RefusalLog {
             request_id: request_id.map(str::to_owned),
             host: None,
             rule: None,
+            lease_id: None,
             dry_run: false,
             at: 0,
         });

@@ -16,7 +16,9 @@ pub(crate) struct KeySet {
 
 impl KeySet {
     /// Fresh keys: the manifest keypair (Ed25519), grant secret, service
-    /// token, and the audit checkpoint keypair (Ed25519, its own key).
+    /// token, the audit checkpoint keypair (Ed25519, its own key), and the
+    /// credential sealing keypair (X25519: the private half for gateways,
+    /// the public half for workers).
     pub(crate) fn generate() -> Result<Self, String> {
         let keypair = || -> Result<(Zeroizing<String>, String), String> {
             let key =
@@ -27,6 +29,10 @@ impl KeySet {
         };
         let (private, public) = keypair()?;
         let (audit_private, audit_public) = keypair()?;
+        let sealing = gatehouse_capability::SealingKey::generate()
+            .map_err(|_| "the OS random generator failed".to_owned())?;
+        let sealing_private = Zeroizing::new(format!("{}\n", sealing.to_text().as_str()));
+        let sealing_public = format!("{}\n", sealing.public_key().to_text());
         let secret_line = || -> Result<Zeroizing<String>, String> {
             let s = Secret::generate().map_err(|_| "the OS random generator failed".to_owned())?;
             let text = std::str::from_utf8(s.expose()).map_err(|_| "bad secret encoding".to_owned())?;
@@ -39,7 +45,7 @@ impl KeySet {
             (
                 "token-worker",
                 "worker",
-                &["runs", "manifests:sign", "manifests:verify", "grants", "ledger", "policies", "admin"],
+                &["runs", "manifests:sign", "manifests:verify", "grants", "ledger", "policies", "credentials", "admin"],
             ),
             ("token-runner", "runner", &["manifests:verify"]),
             ("token-gateway", "gateway", &["ledger", "egress"]),
@@ -66,6 +72,8 @@ impl KeySet {
             (embedded_files::SESSION_KEY_SECRET, secret_line()?, 0o600),
             (embedded_files::AUDIT_SIGNING_KEY, audit_private, 0o600),
             (embedded_files::AUDIT_PUBLIC_KEY, Zeroizing::new(audit_public), 0o644),
+            (embedded_files::CREDENTIAL_SEALING_KEY, sealing_private, 0o600),
+            (embedded_files::CREDENTIAL_SEALING_PUBLIC_KEY, Zeroizing::new(sealing_public), 0o644),
         ];
         files.extend(role_tokens);
         files.push(("callers.toml", Zeroizing::new(callers), 0o644));

@@ -33,6 +33,8 @@ pub(crate) fn stdout_failed(e: &std::io::Error) -> ! {
 pub mod api;
 pub mod cli;
 pub mod control;
+pub mod credentials;
+pub mod door_leases;
 mod control_cli;
 mod deps_cli;
 pub mod events;

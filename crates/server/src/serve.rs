@@ -32,6 +32,10 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
     if !configured(names::SESSION_KEY_SECRET) && !dir.join(embedded_files::SESSION_KEY_SECRET).exists() {
         wanted.push(embedded_files::SESSION_KEY_SECRET);
     }
+    if !configured(names::CREDENTIAL_SEALING_KEY) && !dir.join(embedded_files::CREDENTIAL_SEALING_KEY).exists() {
+        // The `all` role derives the public half; the file is for workers.
+        wanted.extend([embedded_files::CREDENTIAL_SEALING_KEY, embedded_files::CREDENTIAL_SEALING_PUBLIC_KEY]);
+    }
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
@@ -45,6 +49,7 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
             (names::GRANT_SECRET, embedded_files::GRANT_SECRET),
             (names::SERVICE_TOKEN, embedded_files::SERVICE_TOKEN),
             (names::SESSION_KEY_SECRET, embedded_files::SESSION_KEY_SECRET),
+            (names::CREDENTIAL_SEALING_KEY, embedded_files::CREDENTIAL_SEALING_KEY),
         ]
         .into_iter()
         .filter_map(|(name, f)| keys.content(f).map(|c| (name, c.trim().to_owned())))
@@ -58,9 +63,9 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
     }
     // A stale public key without its private key would be misleading: the
     // pair is always written together.
-    if wanted.contains(&embedded_files::MANIFEST_PUBLIC_KEY) {
-        let stale = dir.join(embedded_files::MANIFEST_PUBLIC_KEY);
-        if stale.exists() {
+    for public in [embedded_files::MANIFEST_PUBLIC_KEY, embedded_files::CREDENTIAL_SEALING_PUBLIC_KEY] {
+        let stale = dir.join(public);
+        if wanted.contains(&public) && stale.exists() {
             std::fs::remove_file(&stale)
                 .map_err(|e| format!("cannot replace {}: {}", stale.display(), e.kind()))?;
         }
@@ -289,7 +294,7 @@ pub async fn sweep_expired_runs(state: AppState, store: gatehouse_store::Store) 
     loop {
         tick.tick().await;
         let expired = match store.expire_runs(state.clock.now(), state.run_heartbeat_timeout_secs).await {
-            Ok(runs) => runs,
+            Ok(ended) => ended.runs,
             Err(e) => {
                 tracing::warn!(code = e.code(), "expired runs could not be swept");
                 Vec::new()

@@ -81,6 +81,12 @@ pub struct Inner {
     pub content: gatehouse_content::ContentScanner,
     /// Counters for `/metrics`.
     pub metrics: Metrics,
+    /// Worker: the gateway's public key new credentials are sealed to.
+    pub credential_public_key: Option<gatehouse_capability::SealingPublicKey>,
+    /// Worker: the keyed fingerprints credentials are shown by.
+    pub fingerprints: Option<gatehouse_capability::FingerprintKey>,
+    /// Gateway: runs' leases as the door reads them.
+    pub door_leases: Option<Arc<crate::door_leases::DoorLeases>>,
 }
 
 impl std::ops::Deref for AppState {
@@ -165,6 +171,16 @@ impl AppState {
         } else {
             None
         };
+        let door_leases = match (&config.credential_keys, &store, &ledger) {
+            (Some(keys), Some(store), Some(ledger)) if runs_proxy => Some(Arc::new(crate::door_leases::DoorLeases::new(
+                store.clone(),
+                keys.clone(),
+                ledger.clone(),
+                refusals.clone(),
+                clock.clone(),
+            )?)),
+            _ => None,
+        };
         let proxy = match (config.grant_secret.as_ref(), ledger.as_ref()) {
             (Some(secret), Some(ledger)) if runs_proxy => Some(Arc::new(Proxy {
                 grants: OpenedGrants::new(new_sealer(secret), OPENED_GRANTS),
@@ -179,6 +195,7 @@ impl AppState {
                 stats: ProxyStats::default(),
                 pool: Default::default(),
                 tunnels: Default::default(),
+                leases: door_leases.clone().map(|d| d as Arc<dyn gatehouse_egress::leases::LeaseSource>),
             })),
             _ => None,
         };
@@ -219,6 +236,13 @@ impl AppState {
             osv,
             content,
             metrics: Metrics::default(),
+            credential_public_key: config.credential_public_key.filter(|_| config.role.mints()),
+            fingerprints: config
+                .session_key_secret
+                .as_ref()
+                .filter(|_| config.role.mints())
+                .map(gatehouse_capability::FingerprintKey::new),
+            door_leases,
             clock,
         })))
     }

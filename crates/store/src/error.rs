@@ -35,6 +35,9 @@ pub enum StoreError {
     /// The run is not live.
     #[error("run_not_live")]
     RunNotLive,
+    /// A refusal with its own reason (a lease for the wrong host, ...).
+    #[error("{}", .0.as_str())]
+    Refused(Reason),
     /// A stored row does not read back (edited by hand, or a bug): refuse.
     #[error("store_corrupt: a stored row is unreadable")]
     Corrupt,
@@ -54,6 +57,7 @@ impl StoreError {
             Self::Conflict => "conflict",
             Self::KillSwitch => "tenant_kill_switch",
             Self::RunNotLive => "run_not_live",
+            Self::Refused(reason) => reason.as_str(),
             Self::Corrupt => "store_corrupt",
         }
     }
@@ -64,6 +68,7 @@ impl StoreError {
         match self {
             Self::KillSwitch => Reason::TenantKillSwitch,
             Self::RunNotLive => Reason::RunNotLive,
+            Self::Refused(reason) => *reason,
             Self::Full => Reason::StoreFull,
             _ => Reason::StoreUnavailable,
         }

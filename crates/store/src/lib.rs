@@ -27,6 +27,7 @@
 
 pub mod audit;
 mod error;
+pub mod lease;
 mod model;
 
 use std::str::FromStr as _;
@@ -132,6 +133,7 @@ mod sqlite {
     type Db = sqlx::Sqlite;
     const DIALECT: Dialect = Dialect::Sqlite;
     include!("ops.rs");
+    include!("lease_ops.rs");
 }
 
 mod postgres {
@@ -141,6 +143,7 @@ mod postgres {
     type Db = sqlx::Postgres;
     const DIALECT: Dialect = Dialect::Postgres;
     include!("ops.rs");
+    include!("lease_ops.rs");
 }
 
 /// Runs `$op(pool, args...)` on whichever backend the store has, under the
@@ -336,7 +339,7 @@ impl Store {
         reason: Option<&str>,
         actor: &str,
         now: UnixTime,
-    ) -> Result<Vec<Run>, StoreError> {
+    ) -> Result<Ended, StoreError> {
         dispatch!(self.set_kill_switch(tenant_id, engaged, reason, actor, now))
     }
 
@@ -377,20 +380,22 @@ impl Store {
     }
 
     /// Records a heartbeat of a live run that has neither missed its
-    /// heartbeat deadline nor outlived its lifetime. Anything else is
-    /// `run_not_live` (or `not_found`).
+    /// heartbeat deadline nor outlived its lifetime, and renews its live
+    /// leases (returns how many). Anything else is `run_not_live` (or
+    /// `not_found`).
     pub async fn heartbeat(
         &self,
         run_id: &str,
         now: UnixTime,
         heartbeat_timeout_secs: i64,
-    ) -> Result<Run, StoreError> {
+    ) -> Result<(Run, u64), StoreError> {
         dispatch!(self.heartbeat(run_id, now, heartbeat_timeout_secs))
     }
 
-    /// Moves a live run to `status` (ended, cancelled, killed). Returns the
-    /// run and whether this call changed it: a run that was no longer live
-    /// is returned unchanged (ending twice is not an error).
+    /// Moves a live run to `status` (ended, cancelled, killed) and revokes
+    /// its leases. Returns the run and, if this call changed it, how many
+    /// leases it revoked: a run that was no longer live is returned
+    /// unchanged with `None` (ending twice is not an error).
     pub async fn finish_run(
         &self,
         run_id: &str,
@@ -398,7 +403,7 @@ impl Store {
         reason: &str,
         actor: &str,
         now: UnixTime,
-    ) -> Result<(Run, bool), StoreError> {
+    ) -> Result<(Run, Option<u64>), StoreError> {
         dispatch!(self.finish_run(run_id, status, reason, actor, now))
     }
 
@@ -409,7 +414,7 @@ impl Store {
         &self,
         now: UnixTime,
         heartbeat_timeout_secs: i64,
-    ) -> Result<Vec<Run>, StoreError> {
+    ) -> Result<Ended, StoreError> {
         dispatch!(self.expire_runs(now, heartbeat_timeout_secs))
     }
 
@@ -419,8 +424,98 @@ impl Store {
         reason: &str,
         actor: &str,
         now: UnixTime,
-    ) -> Result<Vec<Run>, StoreError> {
+    ) -> Result<Ended, StoreError> {
         dispatch!(self.kill_all_runs(reason, actor, now))
+    }
+
+    // ---- credentials and leases ----
+
+    /// Records a credential (sealed), with its audit entry; `conflict` when
+    /// the id or the tenant's name is taken.
+    pub async fn create_credential(&self, credential: &Credential, actor: &str) -> Result<Credential, StoreError> {
+        dispatch!(self.create_credential(credential, actor))
+    }
+
+    /// One credential of a tenant (an id of another tenant is not found).
+    pub async fn credential(&self, tenant_id: &str, credential_id: &str) -> Result<Option<Credential>, StoreError> {
+        dispatch!(self.credential(tenant_id, credential_id))
+    }
+
+    /// Credentials, newest first, of one tenant or all.
+    pub async fn credentials(
+        &self,
+        tenant_id: Option<&str>,
+        page: &PageRequest,
+    ) -> Result<Page<Credential>, StoreError> {
+        dispatch!(self.credentials(tenant_id, page))
+    }
+
+    /// Applies new seals (rotations and rewraps) in one transaction, each
+    /// audited; returns the credentials changed. A rotation of a row
+    /// rotated meanwhile is `conflict`; a rewrap of one is skipped.
+    pub async fn reseal_credentials(
+        &self,
+        tenant_id: Option<&str>,
+        resealed: &[Resealed],
+        actor: &str,
+        now: UnixTime,
+    ) -> Result<Vec<Credential>, StoreError> {
+        dispatch!(self.reseal_credentials(tenant_id, resealed, actor, now))
+    }
+
+    /// Deletes a credential and revokes its live leases (returned).
+    pub async fn delete_credential(
+        &self,
+        tenant_id: &str,
+        credential_id: &str,
+        actor: &str,
+        now: UnixTime,
+    ) -> Result<Vec<Lease>, StoreError> {
+        dispatch!(self.delete_credential(tenant_id, credential_id, actor, now))
+    }
+
+    /// Grants a lease by the rules of [`lease::may_grant`] (refusals are
+    /// [`StoreError::Refused`]); returns it with its run.
+    pub async fn grant_lease(
+        &self,
+        lease: &NewLease,
+        actor: &str,
+        now: UnixTime,
+        heartbeat_timeout_secs: i64,
+    ) -> Result<(Lease, Run), StoreError> {
+        dispatch!(self.grant_lease(lease, actor, now, heartbeat_timeout_secs))
+    }
+
+    /// Revokes one lease and marks its run, which never gets another;
+    /// `None` when it was not live.
+    pub async fn revoke_lease(
+        &self,
+        lease_id: &str,
+        reason: &str,
+        actor: &str,
+        now: UnixTime,
+    ) -> Result<Option<Lease>, StoreError> {
+        dispatch!(self.revoke_lease(lease_id, reason, actor, now))
+    }
+
+    /// One lease, its status as of `now`.
+    pub async fn lease(&self, lease_id: &str, now: UnixTime) -> Result<Option<Lease>, StoreError> {
+        dispatch!(self.lease(lease_id, now))
+    }
+
+    /// Leases, newest first.
+    pub async fn leases(
+        &self,
+        filter: &LeaseFilter,
+        page: &PageRequest,
+        now: UnixTime,
+    ) -> Result<Page<Lease>, StoreError> {
+        dispatch!(self.leases(filter, page, now))
+    }
+
+    /// Every lease of a run with its credential, oldest first.
+    pub async fn door_leases(&self, run_id: &str, now: UnixTime) -> Result<Vec<DoorLease>, StoreError> {
+        dispatch!(self.door_leases(run_id, now))
     }
 
     // ---- events and refusals ----

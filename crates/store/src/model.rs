@@ -161,9 +161,26 @@ impl NewEvent {
             host: r.host.clone(),
             rule: r.rule.clone(),
             request_id: r.request_id.clone(),
-            lease_id: None,
+            lease_id: r.lease_id.clone(),
             dry_run: r.dry_run,
             refusal: true,
+        }
+    }
+
+    /// A lease's event (`lease_granted`, `lease_revoked`): not a refusal.
+    pub fn lease_event(lease: &Lease, kind: &str, reason: Option<&str>, at: UnixTime) -> Self {
+        Self {
+            at,
+            kind: kind.to_owned(),
+            reason: reason.map(str::to_owned),
+            tenant_id: Some(lease.tenant_id.clone()),
+            run_id: Some(lease.run_id.clone()),
+            host: Some(lease.host.clone()),
+            rule: None,
+            request_id: None,
+            lease_id: Some(lease.lease_id.clone()),
+            dry_run: false,
+            refusal: false,
         }
     }
 
@@ -207,6 +224,7 @@ impl Event {
             request_id: e.request_id.clone(),
             host: e.host.clone(),
             rule: e.rule.clone(),
+            lease_id: e.lease_id.clone(),
             dry_run: e.dry_run,
             at: e.at,
         })
@@ -278,4 +296,162 @@ pub struct DependencyScan {
     pub levels: Vec<String>,
     /// The scan as the API answered it (JSON text).
     pub report: String,
+}
+
+/// How long a lease lives without its run's heartbeat renewing it.
+pub const LEASE_LIFETIME_SECS: i64 = 120;
+
+/// A credential as stored: its secret only sealed to the gateway role's key.
+///
+/// Not `Serialize`: callers choose what leaves (never `sealed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// `cred_` + UUIDv7.
+    pub credential_id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// Unique within the tenant.
+    pub name: String,
+    /// `git_provider`, `mcp_server`, `runtime_secret` or `webhook_signing`.
+    pub purpose: String,
+    /// The one host it may be sent to (normalized).
+    pub host: String,
+    /// The injection rule as JSON text.
+    pub inject: String,
+    /// The sealed secret (`ghc1.…`), bound to tenant, id and version.
+    pub sealed: String,
+    /// The key it is sealed to.
+    pub key_id: String,
+    /// 1, then one more per rotation.
+    pub version: i64,
+    /// A keyed fingerprint of the secret (never the secret).
+    pub fingerprint: String,
+    /// When it was created.
+    pub created_at: UnixTime,
+    /// When its secret last changed (or was re-sealed).
+    pub updated_at: UnixTime,
+}
+
+/// A new sealing of a credential's secret: by a rotation (a new secret, one
+/// version up) or a rewrap (the same secret, sealed to the current key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resealed {
+    /// The credential.
+    pub credential_id: String,
+    /// The version the seal was made for; the change applies only if the
+    /// row is still at `version` (rotation) or `version` (rewrap) with
+    /// `previous_sealed`.
+    pub version: i64,
+    /// The sealed value this replaces, for a rewrap (`None`: a rotation).
+    pub previous_sealed: Option<String>,
+    /// The new sealed value.
+    pub sealed: String,
+    /// The key it is sealed to.
+    pub key_id: String,
+    /// The new fingerprint.
+    pub fingerprint: String,
+}
+
+/// Where a lease is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseStatus {
+    /// Injectable until `expires_at`.
+    Live,
+    /// Its two minutes ran out without a renewal (stored as live).
+    Expired,
+    /// Revoked; `revoke_reason` says why.
+    Revoked,
+}
+
+impl LeaseStatus {
+    /// The stable wire form.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Live => "live",
+            Self::Expired => "expired",
+            Self::Revoked => "revoked",
+        }
+    }
+
+    /// Parses the wire form.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Live, Self::Expired, Self::Revoked].into_iter().find(|status| status.as_str() == s)
+    }
+}
+
+/// A lease as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Lease {
+    /// `lease_` + UUIDv7.
+    pub lease_id: String,
+    /// Its run's tenant.
+    pub tenant_id: String,
+    /// The run holding it.
+    pub run_id: String,
+    /// The credential it injects.
+    pub credential_id: String,
+    /// The credential's purpose.
+    pub purpose: String,
+    /// The one host it is for.
+    pub host: String,
+    /// `live`, `expired` (as of the read) or `revoked`.
+    pub status: LeaseStatus,
+    /// When it was granted.
+    pub created_at: UnixTime,
+    /// When it expires unless renewed.
+    pub expires_at: UnixTime,
+    /// When it was revoked.
+    pub revoked_at: Option<UnixTime>,
+    /// Why: `run_ended`, `revoked`, `leaked`, `credential_deleted`.
+    pub revoke_reason: Option<String>,
+    /// Who revoked it.
+    pub revoked_by: Option<String>,
+}
+
+/// What granting a lease asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewLease {
+    /// `lease_` + UUIDv7.
+    pub lease_id: String,
+    /// The run, which must be live and never have had a lease revoked.
+    pub run_id: String,
+    /// The credential, which must be of the run's tenant.
+    pub credential_id: String,
+    /// Must be the credential's purpose.
+    pub purpose: String,
+    /// Must be the credential's host (normalized by the caller).
+    pub host: String,
+}
+
+/// A lease with what the door needs of its credential (absent once the
+/// credential is deleted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoorLease {
+    /// The lease.
+    pub lease: Lease,
+    /// Its credential, if it still exists.
+    pub credential: Option<Credential>,
+}
+
+/// What ending runs did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ended {
+    /// The runs that stopped being live.
+    pub runs: Vec<Run>,
+    /// Their leases revoked with them.
+    pub leases: u64,
+}
+
+/// What `GET /v1/leases` narrows by.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseFilter {
+    /// One tenant.
+    pub tenant_id: Option<String>,
+    /// One run.
+    pub run_id: Option<String>,
+    /// One status (as of `now`).
+    pub status: Option<LeaseStatus>,
+    /// One credential's.
+    pub credential_id: Option<String>,
 }

@@ -13,8 +13,8 @@ use sqlx::{Pool, Transaction};
 
 use crate::audit::{AuditEntry, AuditRecord};
 use crate::model::{
-    DependencyScan, Event, NewEvent, NewRun, Page, PageRequest, PolicyVersion, RefusalFilter, Run, RunStatus,
-    TenantSettings,
+    Credential, DependencyScan, DoorLease, Ended, Event, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease, NewRun,
+    Page, PageRequest, PolicyVersion, RefusalFilter, Resealed, Run, RunStatus, TenantSettings,
 };
 
 type Tx = Transaction<'static, Db>;
@@ -316,7 +316,7 @@ pub(crate) async fn set_kill_switch(
     reason: Option<&str>,
     actor: &str,
     now: UnixTime,
-) -> Result<Vec<Run>, StoreError> {
+) -> Result<Ended, StoreError> {
     let mut tx = begin_write(pool).await?;
     let settings = tx.bump_settings().await?;
     touch_tenant(&mut tx, tenant_id, settings, now).await?;
@@ -332,10 +332,11 @@ pub(crate) async fn set_kill_switch(
         finish_where(&mut tx, "tenant_id = $5", Some(tenant_id), RunStatus::Killed, "kill_switch", actor, now)
             .await?
     } else {
-        Vec::new()
+        Ended::default()
     };
     let action = if engaged { "kill_switch.engage" } else { "kill_switch.release" };
-    let detail = serde_json::json!({"reason": reason, "runs_killed": killed.len(), "settings_version": settings});
+    let detail = serde_json::json!({"reason": reason, "runs_killed": killed.runs.len(),
+        "leases_revoked": killed.leases, "settings_version": settings});
     tx.append_audit(&[audit_record(now, actor, action, Some(tenant_id), tenant_id, detail)]).await?;
     tx.commit().await?;
     Ok(killed)
@@ -492,7 +493,7 @@ pub(crate) async fn heartbeat(
     run_id: &str,
     now: UnixTime,
     heartbeat_timeout_secs: i64,
-) -> Result<Run, StoreError> {
+) -> Result<(Run, u64), StoreError> {
     let row: Option<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE runs SET heartbeat_at = $2 WHERE run_id = $1 AND status = 'live' \
          AND heartbeat_at + $3 > $2 AND expires_at > $2 RETURNING {RUN_COLUMNS}"
@@ -502,15 +503,27 @@ pub(crate) async fn heartbeat(
     .bind(heartbeat_timeout_secs)
     .fetch_optional(pool)
     .await?;
-    match row {
-        Some(row) => row.into_run(),
-        None if run(pool, run_id).await?.is_some() => Err(StoreError::RunNotLive),
-        None => Err(StoreError::NotFound),
-    }
+    let run = match row {
+        Some(row) => row.into_run()?,
+        None if run(pool, run_id).await?.is_some() => return Err(StoreError::RunNotLive),
+        None => return Err(StoreError::NotFound),
+    };
+    // Live, unexpired leases only: a revoked or lapsed lease is never revived.
+    let renewed = sqlx::query(
+        "UPDATE leases SET expires_at = $3 WHERE run_id = $1 AND status = 'live' AND expires_at > $2",
+    )
+    .bind(run_id)
+    .bind(now)
+    .bind(lease::expiry(now, run.expires_at))
+    .execute(pool)
+    .await?
+    .rows_affected();
+    Ok((run, renewed))
 }
 
 /// Moves every live run matching `condition` (which may use `$5` for
-/// `arg`) to `status`, with audit entries, and returns them.
+/// `arg`) to `status`, with audit entries, and revokes their live leases
+/// in the same transaction.
 async fn finish_where(
     tx: &mut WriteTx,
     condition: &str,
@@ -519,7 +532,7 @@ async fn finish_where(
     reason: &str,
     actor: &str,
     now: UnixTime,
-) -> Result<Vec<Run>, StoreError> {
+) -> Result<Ended, StoreError> {
     let rows: Vec<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE runs SET status = $1, ended_at = $2, end_reason = $3, ended_by = $4 \
          WHERE status = 'live' AND {condition} RETURNING {RUN_COLUMNS}"
@@ -542,7 +555,18 @@ async fn finish_where(
         })
         .collect();
     tx.append_audit(&records).await?;
-    Ok(runs)
+    let leases = revoke_leases_of(tx, &runs, actor, now).await?;
+    Ok(Ended { runs, leases })
+}
+
+/// Revokes the live leases of runs that just stopped being live: one
+/// statement over the (few) live leases, however many runs ended.
+async fn revoke_leases_of(tx: &mut WriteTx, runs: &[Run], actor: &str, now: UnixTime) -> Result<u64, StoreError> {
+    if runs.is_empty() {
+        return Ok(0);
+    }
+    let condition = "EXISTS (SELECT 1 FROM runs WHERE runs.run_id = leases.run_id AND runs.status <> $4)";
+    Ok(revoke_leases_where(tx, condition, "live", "run_ended", actor, now).await?.len() as u64)
 }
 
 pub(crate) async fn finish_run(
@@ -552,15 +576,14 @@ pub(crate) async fn finish_run(
     reason: &str,
     actor: &str,
     now: UnixTime,
-) -> Result<(Run, bool), StoreError> {
+) -> Result<(Run, Option<u64>), StoreError> {
     let mut tx = begin_write(pool).await?;
-    let mut changed =
-        finish_where(&mut tx, "run_id = $5", Some(run_id), status, reason, actor, now).await?;
+    let mut ended = finish_where(&mut tx, "run_id = $5", Some(run_id), status, reason, actor, now).await?;
     tx.commit().await?;
-    match changed.pop() {
-        Some(run) => Ok((run, true)),
+    match ended.runs.pop() {
+        Some(run) => Ok((run, Some(ended.leases))),
         None => match run(pool, run_id).await? {
-            Some(run) => Ok((run, false)),
+            Some(run) => Ok((run, None)),
             None => Err(StoreError::NotFound),
         },
     }
@@ -570,7 +593,7 @@ pub(crate) async fn expire_runs(
     pool: &Pool<Db>,
     now: UnixTime,
     heartbeat_timeout_secs: i64,
-) -> Result<Vec<Run>, StoreError> {
+) -> Result<Ended, StoreError> {
     let mut tx = begin_write(pool).await?;
     let rows: Vec<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE runs SET status = 'expired', ended_at = $1, ended_by = 'gatehouse', end_reason = \
@@ -591,8 +614,9 @@ pub(crate) async fn expire_runs(
         })
         .collect();
     tx.append_audit(&records).await?;
+    let leases = revoke_leases_of(&mut tx, &runs, "gatehouse", now).await?;
     tx.commit().await?;
-    Ok(runs)
+    Ok(Ended { runs, leases })
 }
 
 pub(crate) async fn kill_all_runs(
@@ -600,7 +624,7 @@ pub(crate) async fn kill_all_runs(
     reason: &str,
     actor: &str,
     now: UnixTime,
-) -> Result<Vec<Run>, StoreError> {
+) -> Result<Ended, StoreError> {
     let mut tx = begin_write(pool).await?;
     let detail = serde_json::json!({"reason": reason});
     tx.append_audit(&[audit_record(now, actor, "emergency_revoke", None, "all", detail)]).await?;
@@ -655,8 +679,11 @@ pub(crate) async fn append_events(pool: &Pool<Db>, events: &[NewEvent]) -> Resul
 fn refusal_records(events: &[NewEvent], seqs: &[i64]) -> Vec<AuditRecord> {
     let mut groups: Vec<(&NewEvent, Vec<serde_json::Value>)> = Vec::new();
     for (e, seq) in events.iter().zip(seqs).filter(|(e, _)| e.refusal) {
-        let item = serde_json::json!({"event_seq": seq, "at": e.at, "kind": e.kind, "reason": e.reason,
+        let mut item = serde_json::json!({"event_seq": seq, "at": e.at, "kind": e.kind, "reason": e.reason,
             "host": e.host, "rule": e.rule, "request_id": e.request_id, "dry_run": e.dry_run});
+        if let (Some(lease_id), Some(fields)) = (&e.lease_id, item.as_object_mut()) {
+            fields.insert("lease_id".into(), lease_id.as_str().into());
+        }
         match groups.iter_mut().find(|(first, _)| first.tenant_id == e.tenant_id && first.run_id == e.run_id) {
             Some((_, items)) => items.push(item),
             None => groups.push((e, vec![item])),

@@ -113,6 +113,20 @@ async fn refuses_unknown_expired_and_revoked_grants(l: impl LedgerBackend) {
     assert_eq!(l.consume("g1", &Operation::Request, NOW).await, Err(Reason::GrantRevoked));
 }
 
+async fn every_spend_answers_with_the_lease_generation(l: impl LedgerBackend) {
+    assert_eq!(l.bump_lease_generation("nope").await, Err(Reason::GrantUnknown));
+    l.register(&registration("g1")).await.unwrap();
+    let spent = l.consume("g1", &Operation::Request, NOW).await.unwrap();
+    assert_eq!(spent.lease_generation, 0, "no lease changed yet");
+    assert_eq!(l.bump_lease_generation("g1").await, Ok(1));
+    assert_eq!(l.bump_lease_generation("g1").await, Ok(2));
+    assert_eq!(l.consume("g1", &Operation::Request, NOW).await.unwrap().lease_generation, 2);
+    assert_eq!(l.consume("g1", &Operation::Egress { bytes: 1 }, NOW).await.unwrap().lease_generation, 2);
+    assert_eq!(l.get("g1").await.unwrap().unwrap().lease_generation, 2);
+    // Nothing else moved: the generation is not a budget.
+    assert_eq!(l.get("g1").await.unwrap().unwrap().request_count, 2);
+}
+
 async fn revokes_by_exec_tenant_and_all(l: impl LedgerBackend) {
     let grant = |id: &str, exec: &str, tenant: &str| Registration {
         exec_id: exec.into(),
@@ -280,6 +294,7 @@ conformance!(
     concurrent_consumers_never_overspend,
     spends_egress_bytes_exactly_apart_from_requests,
     concurrent_egress_never_overspends,
+    every_spend_answers_with_the_lease_generation,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,13 @@ pub const TOKEN: &str = "svc-token-0123456789abcdefghijklmnopqrstuvwxyz";
 pub const GRANT_SECRET: &str = "grant-secret-0123456789abcdefghijklmnopqrstuvwxyz";
 pub const SESSION_KEY_SECRET: &str = "session-key-secret-0123456789abcdefghijklmnopqrstuvwxyz";
 pub const NOW: i64 = 1_800_000_000;
+/// The gateway's credential sealing key (X25519, base64url of 32 bytes).
+pub const SEALING_KEY: &str = "dGVzdC1zZWFsaW5nLWtleS0wMTIzNDU2Nzg5YWJjZGU";
+
+/// Its public half, which workers seal to.
+pub fn sealing_public_key() -> String {
+    gatehouse_capability::SealingKey::from_text(SEALING_KEY).unwrap().public_key().to_text()
+}
 
 pub struct Node {
     pub router: Router,
@@ -49,11 +56,19 @@ pub async fn node_with(role: &str, extra: &[(&str, &str)]) -> Node {
                 ManifestSigningKey::from_ed25519_text(&private_pem).unwrap().public_key_pem().unwrap();
             src.set(names::MANIFEST_PUBLIC_KEY, public);
         }
-        "gateway" => src.set(names::GRANT_SECRET, GRANT_SECRET),
+        "gateway" => {
+            src.set(names::GRANT_SECRET, GRANT_SECRET);
+            src.set(names::CREDENTIAL_SEALING_KEY, SEALING_KEY);
+        }
         _ => {
             src.set(names::MANIFEST_PRIVATE_KEY, private_pem.clone());
             src.set(names::GRANT_SECRET, GRANT_SECRET);
             src.set(names::SESSION_KEY_SECRET, SESSION_KEY_SECRET);
+            if role == "worker" {
+                src.set(names::CREDENTIAL_SEALING_PUBLIC_KEY, sealing_public_key());
+            } else {
+                src.set(names::CREDENTIAL_SEALING_KEY, SEALING_KEY);
+            }
         }
     }
     for (k, v) in extra {

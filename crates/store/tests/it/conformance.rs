@@ -141,11 +141,11 @@ pub async fn a_run_lives_until_it_ends_once(f: Fresh) {
     assert_eq!((run.status, run.heartbeat_at, run.ended_at), (RunStatus::Live, 1000, None));
     assert_eq!(s.create_run(&new_run(1, "t1", 1000), "platform").await.unwrap_err(), StoreError::Conflict);
 
-    let beat = s.heartbeat(&run.run_id, 1060, 120).await.unwrap();
-    assert_eq!(beat.heartbeat_at, 1060);
+    let (beat, renewed) = s.heartbeat(&run.run_id, 1060, 120).await.unwrap();
+    assert_eq!((beat.heartbeat_at, renewed), (1060, 0));
     let (ended, changed) =
         s.finish_run(&run.run_id, RunStatus::Ended, "succeeded", "platform", 1100).await.unwrap();
-    assert!(changed);
+    assert_eq!(changed, Some(0), "changed, no leases to revoke");
     assert_eq!(
         (ended.status, ended.ended_at, ended.end_reason.as_deref()),
         (RunStatus::Ended, Some(1100), Some("succeeded"))
@@ -153,7 +153,7 @@ pub async fn a_run_lives_until_it_ends_once(f: Fresh) {
     // Ending again, or cancelling an ended run, changes nothing.
     let (again, changed) =
         s.finish_run(&run.run_id, RunStatus::Cancelled, "cancelled", "ada", 1200).await.unwrap();
-    assert!(!changed);
+    assert_eq!(changed, None);
     assert_eq!((again.status, again.ended_at), (RunStatus::Ended, Some(1100)));
     assert_eq!(s.heartbeat(&run.run_id, 1110, 120).await.unwrap_err(), StoreError::RunNotLive);
     assert_eq!(s.heartbeat("run_nope", 1110, 120).await.unwrap_err(), StoreError::NotFound);
@@ -175,7 +175,7 @@ pub async fn concurrent_end_and_cancel_change_the_run_once(f: Fresh) {
             other.finish_run(&run.run_id, RunStatus::Cancelled, "cancelled", "ada", 1001),
         );
         let (a, b) = (a.unwrap(), b.unwrap());
-        assert!(a.1 ^ b.1, "exactly one of end and cancel changes the run");
+        assert!(a.1.is_some() ^ b.1.is_some(), "exactly one of end and cancel changes the run");
         assert_eq!(a.0.status, b.0.status);
     }
     assert_eq!(assert_chain_intact(&s).await, 20);
@@ -189,8 +189,8 @@ pub async fn runs_expire_by_lost_heartbeat_or_lifetime_once(f: Fresh) {
     s.create_run(&new_run(2, "t1", 1000), "p").await.unwrap();
     s.create_run(&new_run(3, "t1", 1000), "p").await.unwrap();
     s.heartbeat("run_0003", 1100, 120).await.unwrap();
-    assert!(s.expire_runs(1040, 120).await.unwrap().is_empty());
-    let first = s.expire_runs(1060, 120).await.unwrap();
+    assert!(s.expire_runs(1040, 120).await.unwrap().runs.is_empty());
+    let first = s.expire_runs(1060, 120).await.unwrap().runs;
     assert_eq!(
         first.iter().map(|r| (r.run_id.as_str(), r.end_reason.as_deref())).collect::<Vec<_>>(),
         [("run_0001", Some("lifetime_over"))]
@@ -201,7 +201,7 @@ pub async fn runs_expire_by_lost_heartbeat_or_lifetime_once(f: Fresh) {
         StoreError::RunNotLive,
         "a heartbeat past the deadline does not revive"
     );
-    let second = s.expire_runs(1125, 120).await.unwrap();
+    let second = s.expire_runs(1125, 120).await.unwrap().runs;
     assert_eq!(
         second.iter().map(|r| (r.run_id.as_str(), r.end_reason.as_deref())).collect::<Vec<_>>(),
         [("run_0002", Some("heartbeat_lost"))]
@@ -209,7 +209,7 @@ pub async fn runs_expire_by_lost_heartbeat_or_lifetime_once(f: Fresh) {
     // Two nodes sweeping at once expire each run once.
     let other = f.another_node().await;
     let (a, b) = tokio::join!(s.expire_runs(1300, 120), other.expire_runs(1300, 120));
-    assert_eq!(a.unwrap().len() + b.unwrap().len(), 1);
+    assert_eq!(a.unwrap().runs.len() + b.unwrap().runs.len(), 1);
     assert_eq!(s.run("run_0003").await.unwrap().unwrap().status, RunStatus::Expired);
 }
 
@@ -220,7 +220,7 @@ pub async fn the_kill_switch_kills_live_runs_and_refuses_new_ones(f: Fresh) {
     }
     s.create_run(&new_run(10, "t2", 1000), "p").await.unwrap();
     s.finish_run("run_0000", RunStatus::Ended, "succeeded", "p", 1001).await.unwrap();
-    let killed = s.set_kill_switch("t1", true, Some("incident 7"), "person:ada", 1002).await.unwrap();
+    let killed = s.set_kill_switch("t1", true, Some("incident 7"), "person:ada", 1002).await.unwrap().runs;
     assert_eq!(killed.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), ["run_0001", "run_0002"]);
     assert!(
         killed
@@ -237,10 +237,10 @@ pub async fn the_kill_switch_kills_live_runs_and_refuses_new_ones(f: Fresh) {
     let t1 = s.tenant("t1").await.unwrap().unwrap();
     assert!(t1.kill_switch);
     assert_eq!(t1.kill_switch_reason.as_deref(), Some("incident 7"));
-    assert!(s.set_kill_switch("t1", false, None, "person:ada", 1004).await.unwrap().is_empty());
+    assert!(s.set_kill_switch("t1", false, None, "person:ada", 1004).await.unwrap().runs.is_empty());
     s.create_run(&new_run(4, "t1", 1005), "p").await.unwrap();
 
-    let all = s.kill_all_runs("breach", "person:ada", 1006).await.unwrap();
+    let all = s.kill_all_runs("breach", "person:ada", 1006).await.unwrap().runs;
     assert_eq!(all.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), ["run_0004", "run_0010"]);
     let live = s.runs(None, Some(RunStatus::Live), &PageRequest::default()).await.unwrap();
     assert!(live.items.is_empty());
@@ -348,6 +348,7 @@ pub async fn refusals_and_run_events_are_durable_filtered_and_paged(f: Fresh) {
         request_id: None,
         host: None,
         rule: None,
+        lease_id: None,
         dry_run: false,
         at: 300,
     });

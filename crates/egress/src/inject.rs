@@ -1,0 +1,1674 @@
+//! Credential leases at the door: which lease's credential goes into a
+//! request, putting it there, and scrubbing it out of the answer.
+//!
+//! A run never holds a credential. It holds a lease's *placeholder*
+//! (`gatehouse_lease_<32 hex>`), and the door puts the stored secret in its
+//! place on the way out — only toward the lease's one host. This module is
+//! the decision and the rewriting, and nothing else: no I/O and no clock
+//! reads (callers pass `now`), so that every rule here can be tested to the
+//! byte, and so that the proxy and the fetch API cannot disagree about it.
+//!
+//! - [`examine`] reads a request and says which lease (if any) it gets, or
+//!   why it is refused — and whether the refusal is a leak attempt whose
+//!   lease must be revoked at once.
+//! - [`apply`] writes the secret into the request's headers (never into a
+//!   URL: upstreams log those) and returns the [`Scrub`] its answer must
+//!   pass through, so an upstream that echoes a credential back (error
+//!   pages, debug endpoints, token introspection) does not hand it to the
+//!   run.
+//! - [`carries_secret`] finds a raw secret the run somehow learned and sends
+//!   toward another host.
+//!
+//! Nothing here puts a secret into a `Debug` output, an error or a log line:
+//! errors are [`Reason`] codes, [`Scrub`] and [`Scrubber`] print only
+//! counts, and the copies of a secret this module keeps are zeroized when
+//! dropped.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use base64::Engine as _;
+use base64::engine::GeneralPurpose;
+use base64::engine::general_purpose::{PAD_INDIFFERENT, STANDARD};
+use bytes::Bytes;
+use gatehouse_core::{Reason, UnixTime};
+use http::{HeaderMap, HeaderName, HeaderValue, header};
+use hyper::body::{Body, Frame, SizeHint};
+use zeroize::Zeroizing;
+
+/// What a rule's format holds where the secret goes.
+const SECRET_MARK: &str = "{secret}";
+/// The longest header format a rule may have.
+const MAX_FORMAT_BYTES: usize = 256;
+/// The longest Basic user name a rule may have.
+const MAX_USERNAME_BYTES: usize = 128;
+
+/// Headers a rule may never set, beyond any `proxy-*` and
+/// [`crate::proxy::HOP_BY_HOP`]: message framing and connection management
+/// (which would let a credential rule smuggle a second request or cut the
+/// body), `Host` (which would name another virtual host behind the address
+/// that was checked) and `Expect` (a `100-continue` the door does not wait
+/// for). The same set the fetch API refuses from its callers.
+const RESERVED_HEADERS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "expect",
+];
+
+/// Reads Basic credentials the way clients write them: standard alphabet,
+/// padding optional, stray trailing bits tolerated. Leniency here only makes
+/// more requests *recognized* as carrying a placeholder; what is written is
+/// always canonical [`STANDARD`].
+const LENIENT_BASE64: GeneralPurpose =
+    GeneralPurpose::new(&base64::alphabet::STANDARD, PAD_INDIFFERENT.with_decode_allow_trailing_bits(true));
+
+/// How a credential goes into a request when the sandbox did not place the
+/// placeholder itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InjectRule {
+    /// `name: format` with `{secret}` replaced, e.g. Authorization:
+    /// `Bearer {secret}` / `token {secret}`.
+    Header {
+        /// The header the credential goes into.
+        name: HeaderName,
+        /// Its value, `{secret}` standing for the credential (exactly once).
+        format: String,
+    },
+    /// `Authorization: Basic base64(username:secret)` (git over HTTPS uses
+    /// `x-access-token`).
+    Basic {
+        /// The user name sent beside the secret.
+        username: String,
+    },
+}
+
+impl InjectRule {
+    /// Validates a header rule given by an API caller.
+    ///
+    /// The name must be a valid field name and not one only gatehouse sets
+    /// (hop-by-hop, `Host`, `Content-Length`, `Transfer-Encoding`,
+    /// `Connection`, `TE`, `Upgrade`, `Expect`, any `Proxy-*`); `Cookie` is
+    /// allowed. The format must contain `{secret}` exactly once (so the
+    /// credential is neither dropped nor sent twice), be at most 256 bytes,
+    /// and otherwise hold only visible ASCII and spaces: no control
+    /// character can split the header.
+    ///
+    /// The error explains the refusal to the API caller.
+    pub fn header(name: &str, format: &str) -> Result<Self, &'static str> {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| "the header name is not a valid HTTP field name")?;
+        check_header_rule(&name, format)?;
+        Ok(InjectRule::Header { name, format: format.to_owned() })
+    }
+
+    /// Validates a Basic rule given by an API caller: the user name is 1 to
+    /// 128 bytes of visible ASCII without `:` (which would move the split
+    /// between user and secret).
+    ///
+    /// The error explains the refusal to the API caller.
+    pub fn basic(username: &str) -> Result<Self, &'static str> {
+        check_username(username)?;
+        Ok(InjectRule::Basic { username: username.to_owned() })
+    }
+}
+
+fn reserved_header(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    RESERVED_HEADERS.contains(&name) || crate::proxy::HOP_BY_HOP.contains(&name) || name.starts_with("proxy-")
+}
+
+fn check_header_rule(name: &HeaderName, format: &str) -> Result<(), &'static str> {
+    if reserved_header(name) {
+        return Err(
+            "gatehouse alone sets this header (message framing, hop-by-hop, Host, Expect or Proxy-*)",
+        );
+    }
+    if format.len() > MAX_FORMAT_BYTES {
+        return Err("the format is longer than 256 bytes");
+    }
+    if !format.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+        return Err("the format may hold only visible ASCII characters and spaces");
+    }
+    if format.matches(SECRET_MARK).count() != 1 {
+        return Err("the format must contain {secret} exactly once");
+    }
+    Ok(())
+}
+
+fn check_username(username: &str) -> Result<(), &'static str> {
+    if username.is_empty() || username.len() > MAX_USERNAME_BYTES {
+        return Err("the user name must be 1 to 128 bytes long");
+    }
+    if !username.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+        return Err("the user name may hold only visible ASCII characters, and no ':'");
+    }
+    Ok(())
+}
+
+/// Where a lease stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseState {
+    /// Usable until `expires_at` (exclusive).
+    Live {
+        /// When the lease runs out unless a heartbeat renews it.
+        expires_at: UnixTime,
+    },
+    /// Revoked; `run_ended` when it was revoked because its run stopped
+    /// being live.
+    Revoked {
+        /// The run ended (or was cancelled, killed, expired): the refusal
+        /// says `run_not_live`, which tells the agent more than
+        /// `lease_revoked`.
+        run_ended: bool,
+    },
+}
+
+/// One lease of the run, as the door sees it (no secret in here).
+#[derive(Clone, Debug)]
+pub struct LeaseEntry {
+    /// The lease's id (`lease_<32 hex>`).
+    pub lease_id: String,
+    /// What the sandbox holds instead of the secret, e.g.
+    /// `gatehouse_lease_0193…` (see [`placeholder_for`]).
+    pub placeholder: String,
+    /// The one host the lease is for, normalized as [`crate::target`]
+    /// normalizes hosts: lowercase ASCII (IDNA applied), no trailing dot.
+    pub host: String,
+    /// When it was granted: the newest lease for a host is the one injected.
+    pub granted_at: UnixTime,
+    /// Live or revoked.
+    pub state: LeaseState,
+    /// How the credential goes in when the sandbox did not place it.
+    pub rule: InjectRule,
+}
+
+impl LeaseEntry {
+    /// Why this lease cannot be used at `now`, if it cannot.
+    fn unusable(&self, now: UnixTime) -> Option<Reason> {
+        match self.state {
+            LeaseState::Live { expires_at } if now < expires_at => None,
+            LeaseState::Live { .. } => Some(Reason::LeaseExpired),
+            LeaseState::Revoked { run_ended: true } => Some(Reason::RunNotLive),
+            LeaseState::Revoked { run_ended: false } => Some(Reason::LeaseRevoked),
+        }
+    }
+}
+
+/// The placeholder of a lease id `lease_<32 hex>`: `gatehouse_lease_<32 hex>`;
+/// `None` for any other id form (uppercase hex included: ids are minted
+/// lowercase, and one lease must have exactly one placeholder).
+pub fn placeholder_for(lease_id: &str) -> Option<String> {
+    let hex = lease_id.strip_prefix("lease_")?;
+    let well_formed = hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    well_formed.then(|| format!("gatehouse_lease_{hex}"))
+}
+
+/// What the door does with one request of a run that holds leases.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Examined {
+    /// The lease whose credential goes into this request (index into the
+    /// slice given), if any.
+    pub inject: Option<usize>,
+}
+
+/// Why a request of a run that holds leases is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRefusal {
+    /// The stable code.
+    pub reason: Reason,
+    /// The lease concerned, when there is one.
+    pub lease_id: Option<String>,
+    /// The lease must be revoked at once (a leak attempt).
+    pub revoke: bool,
+}
+
+impl LeaseRefusal {
+    fn new(reason: Reason, lease: Option<&LeaseEntry>, revoke: bool) -> Self {
+        Self { reason, lease_id: lease.map(|l| l.lease_id.clone()), revoke }
+    }
+}
+
+/// Decides what one request of a run gets from the run's `leases`.
+///
+/// `target_host` and every lease's host must be normalized by the caller as
+/// [`crate::target`] normalizes (lowercase ASCII, IDNA, no trailing dot):
+/// hosts are compared exactly, so a host spelled differently is another host
+/// — which fails closed (no injection; a placeholder toward it is a
+/// mismatch), never open.
+///
+/// The rules, in the order they apply:
+///
+/// 1. A lease's placeholder *appears* in the request if it is a substring of
+///    any header value (as bytes, UTF-8 or not); of the decoded credentials
+///    of any header whose value is `Basic <base64>` (scheme matched without
+///    regard to case, padding optional; user or password part); or of the
+///    path and query, raw or percent-decoded (or form-decoded, `+` as a
+///    space). A placeholder split across
+///    two headers does not appear: the door never assembles one.
+/// 2. The placeholder of a lease for another host appearing anywhere is
+///    `lease_host_mismatch` and that lease must be revoked (`revoke`): the
+///    run tried to send its credential where it does not belong. This holds
+///    even if that lease is already revoked or expired — it is still a leak
+///    attempt, and revoking again is harmless.
+/// 3. The placeholder of a lease for the target host in the path or query
+///    is `lease_placeholder_in_url`: the door never writes a secret into a
+///    URL, which upstreams log.
+/// 4. The placeholder of a lease for the target host in the headers: that
+///    lease is injected, if it is live and unexpired (`now < expires_at`);
+///    otherwise `lease_expired`, `lease_revoked`, or `run_not_live` when it
+///    was revoked because its run ended. Placeholders of two different
+///    leases for the target host are `credentials_ambiguous` (no lease
+///    named: two are concerned): refused, never guessed.
+/// 5. No placeholder: the newest (by `granted_at`, then `lease_id`) live,
+///    unexpired lease for the target host is injected, through its rule. If
+///    the run has leases for the host but none usable, the newest of them
+///    says why (`lease_expired`, `lease_revoked`, `run_not_live`): the agent
+///    expected a credential, so the request is not sent without one. With
+///    no lease for the host at all, nothing is injected.
+pub fn examine(
+    headers: &HeaderMap,
+    path_and_query: &str,
+    target_host: &str,
+    leases: &[LeaseEntry],
+    now: UnixTime,
+) -> Result<Examined, LeaseRefusal> {
+    let request = Haystacks::of(headers, path_and_query);
+    let seen: Vec<Seen> = leases.iter().map(|lease| request.seen(lease.placeholder.as_bytes())).collect();
+    let with_seen = || leases.iter().zip(&seen).enumerate();
+
+    if let Some((_, (lease, _))) =
+        with_seen().find(|(_, (lease, seen))| lease.host != target_host && (seen.headers || seen.url))
+    {
+        return Err(LeaseRefusal::new(Reason::LeaseHostMismatch, Some(lease), true));
+    }
+    if let Some((_, (lease, _))) = with_seen().find(|(_, (_, seen))| seen.url) {
+        return Err(LeaseRefusal::new(Reason::LeasePlaceholderInUrl, Some(lease), false));
+    }
+    let mut placed = with_seen().filter(|(_, (_, seen))| seen.headers);
+    match (placed.next(), placed.next()) {
+        (Some(_), Some(_)) => return Err(LeaseRefusal::new(Reason::CredentialsAmbiguous, None, false)),
+        (Some((i, (lease, _))), None) => {
+            return match lease.unusable(now) {
+                None => Ok(Examined { inject: Some(i) }),
+                Some(reason) => Err(LeaseRefusal::new(reason, Some(lease), false)),
+            };
+        }
+        (None, _) => {}
+    }
+
+    let newest = |usable: bool| {
+        leases
+            .iter()
+            .enumerate()
+            .filter(|(_, lease)| lease.host == target_host && lease.unusable(now).is_none() == usable)
+            .max_by(|(_, a), (_, b)| (a.granted_at, &a.lease_id).cmp(&(b.granted_at, &b.lease_id)))
+    };
+    if let Some((i, _)) = newest(true) {
+        return Ok(Examined { inject: Some(i) });
+    }
+    match newest(false) {
+        Some((_, lease)) => {
+            let reason = lease.unusable(now).unwrap_or(Reason::LeaseUnavailable);
+            Err(LeaseRefusal::new(reason, Some(lease), false))
+        }
+        None => Ok(Examined { inject: None }),
+    }
+}
+
+/// Puts the secret into the request.
+///
+/// Every occurrence of the lease's placeholder in a header value is replaced
+/// by the secret — inside decoded `Basic` credentials too (git's
+/// `x-access-token:<placeholder>`), re-encoded — except in the headers only
+/// gatehouse sets (framing, hop-by-hop, `Host`, `Expect`, `Proxy-*`): those
+/// are refused, stripped or rewritten on the way out, and a secret has no
+/// business in any of them, not even for a moment. If the placeholder
+/// appears in no other header value, the lease's rule sets its header,
+/// replacing whatever
+/// the sandbox gave for it (it cannot have meant its own value to go beside
+/// the credential). Every header value written is marked sensitive, so
+/// HTTP/2 encoders keep it out of compression tables and `Debug` hides it.
+///
+/// Returns the replacements the answer must be scrubbed of, secret form to
+/// placeholder form: always (secret, placeholder); for Basic credentials
+/// also the base64 form as sent to the base64 form the sandbox knows.
+///
+/// Fails — leaving `headers` untouched — with `credential_unreadable` when
+/// the secret is empty or cannot be a header value (a control character,
+/// say), and with `header_not_allowed` when the rule is not one
+/// [`InjectRule::header`] or [`InjectRule::basic`] would accept (the
+/// variants' fields are public, so a rule may not have come through them).
+pub fn apply(headers: &mut HeaderMap, lease: &LeaseEntry, secret: &[u8]) -> Result<Scrub, Reason> {
+    if secret.is_empty() {
+        return Err(Reason::CredentialUnreadable);
+    }
+    let placeholder = lease.placeholder.as_bytes();
+    let mut scrub = Scrub::default();
+    scrub.push(secret, placeholder);
+
+    // Every new value is built before any is written: a failure must not
+    // leave a request half rewritten, with a secret in it.
+    let mut rewrites: Vec<(&mut HeaderValue, HeaderValue)> = Vec::new();
+    if !placeholder.is_empty() {
+        for (name, value) in headers.iter_mut() {
+            if reserved_header(name) {
+                continue;
+            }
+            let bytes = value.as_bytes();
+            if find(bytes, placeholder).is_some() {
+                let written = replace_all(bytes, placeholder, secret);
+                rewrites.push((value, sensitive(&written)?));
+            } else if let Some(decoded) = basic_credentials(bytes)
+                && find(&decoded, placeholder).is_some()
+            {
+                let with_secret = replace_all(&decoded, placeholder, secret);
+                let sent = Zeroizing::new(STANDARD.encode(&*with_secret));
+                scrub.push(sent.as_bytes(), STANDARD.encode(&*decoded).as_bytes());
+                let written = Zeroizing::new(format!("Basic {}", sent.as_str()));
+                rewrites.push((value, sensitive(written.as_bytes())?));
+            }
+        }
+    }
+    if !rewrites.is_empty() {
+        for (slot, value) in rewrites {
+            *slot = value;
+        }
+        return Ok(scrub);
+    }
+
+    match &lease.rule {
+        InjectRule::Header { name, format } => {
+            check_header_rule(name, format).map_err(|_| Reason::HeaderNotAllowed)?;
+            let (before, after) = format.split_once(SECRET_MARK).ok_or(Reason::HeaderNotAllowed)?;
+            let mut written = Zeroizing::new(Vec::with_capacity(format.len() + secret.len()));
+            written.extend_from_slice(before.as_bytes());
+            written.extend_from_slice(secret);
+            written.extend_from_slice(after.as_bytes());
+            headers.insert(name.clone(), sensitive(&written)?);
+        }
+        InjectRule::Basic { username } => {
+            check_username(username).map_err(|_| Reason::HeaderNotAllowed)?;
+            let mut credentials = Zeroizing::new(Vec::with_capacity(username.len() + 1 + secret.len()));
+            credentials.extend_from_slice(username.as_bytes());
+            credentials.push(b':');
+            credentials.extend_from_slice(secret);
+            let sent = Zeroizing::new(STANDARD.encode(&*credentials));
+            let known = STANDARD.encode(format!("{username}:{}", lease.placeholder));
+            scrub.push(sent.as_bytes(), known.as_bytes());
+            let written = Zeroizing::new(format!("Basic {}", sent.as_str()));
+            headers.insert(header::AUTHORIZATION, sensitive(written.as_bytes())?);
+        }
+    }
+    Ok(scrub)
+}
+
+/// A header value holding a secret.
+fn sensitive(bytes: &[u8]) -> Result<HeaderValue, Reason> {
+    let mut value = HeaderValue::from_bytes(bytes).map_err(|_| Reason::CredentialUnreadable)?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+/// Whether any form of `secret` occurs in the request: in a header value, in
+/// decoded `Basic` credentials, or in the path and query — raw,
+/// percent-decoded, or form-decoded (`+` as a space). The door uses it to
+/// refuse a raw secret, which a run should never have, sent toward another
+/// host. An empty secret occurs nowhere.
+pub fn carries_secret(headers: &HeaderMap, path_and_query: &str, secret: &[u8]) -> bool {
+    let seen = Haystacks::of(headers, path_and_query).seen(secret);
+    seen.headers || seen.url
+}
+
+/// Where a needle was found.
+#[derive(Clone, Copy)]
+struct Seen {
+    headers: bool,
+    url: bool,
+}
+
+/// The parts of a request a placeholder or secret is looked for in, decoded
+/// once for all the needles.
+struct Haystacks<'a> {
+    values: Vec<&'a [u8]>,
+    basic: Vec<Zeroizing<Vec<u8>>>,
+    url: Vec<Cow<'a, [u8]>>,
+}
+
+impl<'a> Haystacks<'a> {
+    fn of(headers: &'a HeaderMap, path_and_query: &'a str) -> Self {
+        let values: Vec<&[u8]> = headers.values().map(HeaderValue::as_bytes).collect();
+        let basic = values.iter().filter_map(|v| basic_credentials(v)).collect();
+        let raw = path_and_query.as_bytes();
+        let mut url = vec![Cow::Borrowed(raw)];
+        if raw.contains(&b'%') {
+            url.push(Cow::Owned(percent_decode(raw, false)));
+        }
+        if raw.contains(&b'+') {
+            url.push(Cow::Owned(percent_decode(raw, true)));
+        }
+        Self { values, basic, url }
+    }
+
+    /// Where `needle` occurs; an empty needle occurs nowhere.
+    fn seen(&self, needle: &[u8]) -> Seen {
+        if needle.is_empty() {
+            return Seen { headers: false, url: false };
+        }
+        let headers = self.values.iter().any(|v| find(v, needle).is_some())
+            || self.basic.iter().any(|c| find(c, needle).is_some());
+        let url = self.url.iter().any(|u| find(u, needle).is_some());
+        Seen { headers, url }
+    }
+}
+
+/// The decoded credentials of a `Basic <base64>` value (scheme in any case,
+/// padding optional), if it is one.
+fn basic_credentials(value: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
+    let value = value.trim_ascii();
+    let split = value.iter().position(|&b| b == b' ' || b == b'\t')?;
+    let (scheme, token) = value.split_at(split);
+    if !scheme.eq_ignore_ascii_case(b"basic") {
+        return None;
+    }
+    let token = token.trim_ascii();
+    if token.is_empty() {
+        return None;
+    }
+    LENIENT_BASE64.decode(token).ok().map(Zeroizing::new)
+}
+
+/// `input` with `%XX` escapes decoded (hex digits in either case; an invalid
+/// escape is left as it is) and, for `plus_as_space`, `+` read as a space
+/// (HTML form encoding, which many servers apply to queries).
+fn percent_decode(input: &[u8], plus_as_space: bool) -> Vec<u8> {
+    let hex = |b: u8| char::from(b).to_digit(16).and_then(|d| u8::try_from(d).ok());
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    while let Some(&b) = input.get(i) {
+        let escaped =
+            match (b, input.get(i + 1).copied().and_then(hex), input.get(i + 2).copied().and_then(hex)) {
+                (b'%', Some(high), Some(low)) => Some(high << 4 | low),
+                _ => None,
+            };
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(if plus_as_space && b == b'+' { b' ' } else { b });
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The first position of `needle` in `haystack`. A plain window search: the
+/// inputs are header-sized and the needles a few dozen bytes; bodies go
+/// through [`Scrubber`] instead.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return None;
+    }
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// `haystack` with every (non-overlapping, leftmost first) `needle` replaced
+/// by `with`.
+fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Zeroizing<Vec<u8>> {
+    let mut out = Zeroizing::new(Vec::with_capacity(haystack.len() + with.len()));
+    let mut rest = haystack;
+    while let Some(at) = find(rest, needle) {
+        let (before, after) = rest.split_at(at);
+        out.extend_from_slice(before);
+        out.extend_from_slice(with);
+        rest = after.get(needle.len()..).unwrap_or_default();
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
+/// The replacements an answer must pass through: each secret form (as it
+/// was sent) to the placeholder form the sandbox knows. `Debug` prints only
+/// how many pairs there are; the secret forms are zeroized when dropped.
+#[derive(Clone, Default)]
+pub struct Scrub {
+    pairs: Vec<(Zeroizing<Vec<u8>>, Vec<u8>)>,
+}
+
+impl fmt::Debug for Scrub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scrub").field("pairs", &self.pairs.len()).finish()
+    }
+}
+
+impl Scrub {
+    /// Adds a pair. An empty secret form would match everywhere and is never
+    /// kept; a secret form already present keeps its first placeholder.
+    fn push(&mut self, secret: &[u8], placeholder: &[u8]) {
+        if secret.is_empty() || self.pairs.iter().any(|(s, _)| s.as_slice() == secret) {
+            return;
+        }
+        self.pairs.push((Zeroizing::new(secret.to_vec()), placeholder.to_vec()));
+    }
+
+    /// Nothing to scrub.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    /// The longest secret form, so a stream scrubber knows how much to hold
+    /// back (0 when there is none).
+    pub fn longest(&self) -> usize {
+        self.pairs.iter().map(|(s, _)| s.len()).max().unwrap_or(0)
+    }
+
+    /// Replaces every secret form in every response header value. A value
+    /// that would no longer be a valid header value is replaced by the
+    /// placeholder alone (by an empty value if even that is not valid).
+    /// Header names are not touched: an upstream has no reason to put a
+    /// credential in one, and a name cannot be rewritten in place.
+    pub fn headers(&self, headers: &mut HeaderMap) {
+        if self.is_empty() {
+            return;
+        }
+        for (_, value) in headers.iter_mut() {
+            let bytes = value.as_bytes();
+            let Some((_, placeholder)) = self.pairs.iter().find(|(s, _)| find(bytes, s).is_some()) else {
+                continue;
+            };
+            let mut scrubber = self.stream();
+            let mut scrubbed = scrubber.push(bytes).to_vec();
+            scrubbed.extend_from_slice(&scrubber.finish());
+            *value = HeaderValue::from_bytes(&scrubbed)
+                .or_else(|_| HeaderValue::from_bytes(placeholder))
+                .unwrap_or_else(|_| HeaderValue::from_static(""));
+        }
+    }
+
+    /// A streaming scrubber for a body.
+    pub fn stream(&self) -> Scrubber {
+        let patterns: Vec<Pattern> = self.pairs.iter().map(|(s, p)| Pattern::new(s, p)).collect();
+        Scrubber { longest: self.longest(), patterns, held: Vec::new(), held_at: 0, decided: 0, seen: 0 }
+    }
+}
+
+/// One secret form being looked for in a stream: a Knuth–Morris–Pratt
+/// matcher, so every byte costs amortized constant time per pattern however
+/// the secret repeats itself.
+struct Pattern {
+    secret: Zeroizing<Vec<u8>>,
+    placeholder: Vec<u8>,
+    /// `fail[i]`: the length of the longest proper prefix of
+    /// `secret[..=i]` that is also its suffix.
+    fail: Zeroizing<Vec<usize>>,
+    /// How many bytes of `secret` the stream read so far ends with.
+    state: usize,
+    /// Stream offsets where an occurrence starts, ascending, not yet passed
+    /// by the decided offset. Overlapping occurrences are all here; which
+    /// of them is replaced is decided in [`Scrubber::decide`].
+    starts: VecDeque<u64>,
+}
+
+impl Pattern {
+    fn new(secret: &[u8], placeholder: &[u8]) -> Self {
+        let mut fail = Zeroizing::new(vec![0; secret.len()]);
+        let mut k = 0;
+        for i in 1..secret.len() {
+            while k > 0 && secret[i] != secret[k] {
+                k = fail[k - 1];
+            }
+            if secret[i] == secret[k] {
+                k += 1;
+            }
+            fail[i] = k;
+        }
+        Self {
+            secret: Zeroizing::new(secret.to_vec()),
+            placeholder: placeholder.to_vec(),
+            fail,
+            state: 0,
+            starts: VecDeque::new(),
+        }
+    }
+
+    /// Reads one byte, the stream then being `end` bytes long.
+    fn feed(&mut self, byte: u8, end: u64) {
+        let mut q = self.state;
+        while q > 0 && self.secret.get(q) != Some(&byte) {
+            q = self.fail.get(q - 1).copied().unwrap_or(0);
+        }
+        if self.secret.get(q) == Some(&byte) {
+            q += 1;
+        }
+        if q == self.secret.len() {
+            self.starts.push_back(end - q as u64);
+            q = self.fail.get(q - 1).copied().unwrap_or(0);
+        }
+        self.state = q;
+    }
+}
+
+/// Replaces secret forms in a body that arrives in chunks.
+///
+/// The output is byte-identical to replacing in the whole body at once,
+/// scanning left to right: the leftmost occurrence wins, and among
+/// occurrences at the same offset the longest; replaced bytes are not looked
+/// at again. To find a secret split across chunks it holds back at most
+/// `longest - 1` bytes between chunks (only what could still begin a
+/// secret form), emitted by [`Scrubber::finish`]. Each byte is read once per
+/// pair, so a chunk costs O(chunk × pairs), whatever was held.
+pub struct Scrubber {
+    patterns: Vec<Pattern>,
+    longest: usize,
+    /// The stream's bytes from offset `held_at` on (some already decided).
+    held: Vec<u8>,
+    held_at: u64,
+    /// Every byte before this offset has been written out (as itself or as
+    /// part of a replaced occurrence).
+    decided: u64,
+    /// How many bytes have been pushed.
+    seen: u64,
+}
+
+impl fmt::Debug for Scrubber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scrubber")
+            .field("pairs", &self.patterns.len())
+            .field("held", &(self.seen - self.decided))
+            .finish()
+    }
+}
+
+impl Scrubber {
+    /// Reads the next chunk; returns what can be passed on now.
+    pub fn push(&mut self, chunk: &[u8]) -> Bytes {
+        if self.patterns.is_empty() {
+            return Bytes::copy_from_slice(chunk);
+        }
+        let mut out = Vec::with_capacity(chunk.len() + self.held.len());
+        self.held.extend_from_slice(chunk);
+        for &byte in chunk {
+            self.seen += 1;
+            for pattern in &mut self.patterns {
+                pattern.feed(byte, self.seen);
+            }
+            self.decide(&mut out, false);
+        }
+        let done = usize::try_from(self.decided - self.held_at).unwrap_or(self.held.len());
+        self.held.drain(..done.min(self.held.len()));
+        self.held_at = self.decided;
+        out.into()
+    }
+
+    /// Ends the stream: returns the bytes still held, scrubbed.
+    pub fn finish(mut self) -> Bytes {
+        let mut out = Vec::with_capacity(self.held.len());
+        self.decide(&mut out, true);
+        out.into()
+    }
+
+    /// Writes out every offset that can be decided: one where every pattern
+    /// that could start there has been read to its end (or, at the end of
+    /// the stream, every offset left).
+    fn decide(&mut self, out: &mut Vec<u8>, at_end: bool) {
+        while self.decided < self.seen && (at_end || self.decided + self.longest as u64 <= self.seen) {
+            let at = self.decided;
+            let mut best: Option<(usize, usize)> = None;
+            for (k, pattern) in self.patterns.iter_mut().enumerate() {
+                while pattern.starts.front().is_some_and(|&start| start < at) {
+                    pattern.starts.pop_front();
+                }
+                let len = pattern.secret.len();
+                if pattern.starts.front() == Some(&at) && best.is_none_or(|(_, l)| len > l) {
+                    best = Some((k, len));
+                }
+            }
+            match best.and_then(|(k, len)| Some((self.patterns.get(k)?, len))) {
+                Some((pattern, len)) => {
+                    out.extend_from_slice(&pattern.placeholder);
+                    self.decided += len as u64;
+                }
+                None => {
+                    let offset = usize::try_from(at - self.held_at).unwrap_or(usize::MAX);
+                    let Some(&byte) = self.held.get(offset) else { return };
+                    out.push(byte);
+                    self.decided += 1;
+                }
+            }
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body with every secret form scrubbed out of its data, by
+    /// a [`Scrubber`] whose held-back tail is emitted at the end of the
+    /// stream. Trailers are dropped: they are rarely used, and scrubbing
+    /// them would need a second pass the body has no place for. The size
+    /// hint is unknown, as scrubbing can change the length.
+    pub struct ScrubBody<B> {
+        #[pin]
+        inner: B,
+        // `None` once the stream has ended (or failed).
+        scrubber: Option<Scrubber>,
+    }
+}
+
+impl<B> ScrubBody<B> {
+    /// `body`, scrubbed of `scrub`'s secret forms.
+    pub fn new(body: B, scrub: &Scrub) -> Self {
+        Self { inner: body, scrubber: Some(scrub.stream()) }
+    }
+}
+
+/// Not the inner body: a buffered one would print the very bytes being
+/// scrubbed.
+impl<B> fmt::Debug for ScrubBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScrubBody").field("scrubber", &self.scrubber).finish_non_exhaustive()
+    }
+}
+
+impl<B> Body for ScrubBody<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let mut this = self.project();
+        loop {
+            let Some(scrubber) = this.scrubber.as_mut() else { return Poll::Ready(None) };
+            match ready!(this.inner.as_mut().poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else { continue };
+                    let out = scrubber.push(&data);
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(out))));
+                    }
+                }
+                Some(Err(error)) => {
+                    *this.scrubber = None;
+                    return Poll::Ready(Some(Err(error)));
+                }
+                None => {
+                    let tail = this.scrubber.take().map(Scrubber::finish).unwrap_or_default();
+                    return Poll::Ready((!tail.is_empty()).then(|| Ok(Frame::data(tail))));
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.scrubber.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::task::Waker;
+
+    const NOW: UnixTime = 1_800_000_000;
+    const HOST: &str = "api.github.com";
+    const OTHER: &str = "evil.example";
+    const SECRET: &[u8] = b"ghp_s3cr3t_t0ken_value";
+
+    fn lease(n: u8, host: &str, granted_at: UnixTime, state: LeaseState) -> LeaseEntry {
+        let lease_id = format!("lease_{n:032x}");
+        LeaseEntry {
+            placeholder: placeholder_for(&lease_id).unwrap(),
+            lease_id,
+            host: host.to_owned(),
+            granted_at,
+            state,
+            rule: InjectRule::header("authorization", "Bearer {secret}").unwrap(),
+        }
+    }
+
+    fn live(n: u8, host: &str) -> LeaseEntry {
+        lease(n, host, NOW - 100 + i64::from(n), LeaseState::Live { expires_at: NOW + 120 })
+    }
+
+    fn expired(n: u8, host: &str) -> LeaseEntry {
+        lease(n, host, NOW - 300 + i64::from(n), LeaseState::Live { expires_at: NOW - 1 })
+    }
+
+    fn revoked(n: u8, host: &str, run_ended: bool) -> LeaseEntry {
+        lease(n, host, NOW - 100 + i64::from(n), LeaseState::Revoked { run_ended })
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    fn b64(s: impl AsRef<[u8]>) -> String {
+        STANDARD.encode(s)
+    }
+
+    fn refused(reason: Reason, lease: Option<&LeaseEntry>, revoke: bool) -> Result<Examined, LeaseRefusal> {
+        Err(LeaseRefusal { reason, lease_id: lease.map(|l| l.lease_id.clone()), revoke })
+    }
+
+    fn inject(i: usize) -> Result<Examined, LeaseRefusal> {
+        Ok(Examined { inject: Some(i) })
+    }
+
+    fn percent_encode_all(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("%{b:02X}")).collect()
+    }
+
+    /// Everything a scrubber yields for `body` cut into `pieces`.
+    fn scrub_in_pieces(scrub: &Scrub, pieces: &[&[u8]]) -> Vec<u8> {
+        let mut scrubber = scrub.stream();
+        let mut out = Vec::new();
+        for piece in pieces {
+            out.extend_from_slice(&scrubber.push(piece));
+            assert!(scrubber.seen - scrubber.decided < scrub.longest().max(1) as u64, "held too much");
+        }
+        out.extend_from_slice(&scrubber.finish());
+        out
+    }
+
+    /// Whole-buffer replacement, the reference the scrubber must equal:
+    /// left to right, at each offset the longest secret that starts there
+    /// (the first pair among equals), replaced bytes skipped.
+    fn replace_whole(body: &[u8], pairs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < body.len() {
+            let mut best: Option<&(Vec<u8>, Vec<u8>)> = None;
+            for pair in pairs {
+                if !pair.0.is_empty()
+                    && body[i..].starts_with(&pair.0)
+                    && best.is_none_or(|b| pair.0.len() > b.0.len())
+                {
+                    best = Some(pair);
+                }
+            }
+            match best {
+                Some((secret, placeholder)) => {
+                    out.extend_from_slice(placeholder);
+                    i += secret.len();
+                }
+                None => {
+                    out.push(body[i]);
+                    i += 1;
+                }
+            }
+        }
+        out
+    }
+
+    fn scrub_of(pairs: &[(Vec<u8>, Vec<u8>)]) -> Scrub {
+        let mut scrub = Scrub::default();
+        for (secret, placeholder) in pairs {
+            scrub.push(secret, placeholder);
+        }
+        scrub
+    }
+
+    /// A body of these frames, as an upstream would deliver them.
+    struct Frames(VecDeque<Frame<Bytes>>, u64);
+
+    impl Body for Frames {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            Poll::Ready(self.0.pop_front().map(Ok))
+        }
+        fn size_hint(&self) -> SizeHint {
+            SizeHint::with_exact(self.1)
+        }
+    }
+
+    fn frames(pieces: &[&[u8]], trailers: bool) -> Frames {
+        let mut all: VecDeque<Frame<Bytes>> =
+            pieces.iter().map(|p| Frame::data(Bytes::copy_from_slice(p))).collect();
+        if trailers {
+            all.push_back(Frame::trailers(headers(&[("x-echo", "ghp_s3cr3t_t0ken_value")])));
+        }
+        let len = pieces.iter().map(|p| p.len() as u64).sum();
+        Frames(all, len)
+    }
+
+    /// Every data frame of a body that is always ready (no trailer may come out).
+    fn drain<B: Body<Data = Bytes> + Unpin>(mut body: B) -> Vec<u8> {
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut out = Vec::new();
+        loop {
+            match Pin::new(&mut body).poll_frame(&mut cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => out.extend_from_slice(&data),
+                    Err(_) => panic!("a trailer came through"),
+                },
+                Poll::Ready(None) => return out,
+                Poll::Ready(Some(Err(_))) => panic!("the body failed"),
+                Poll::Pending => panic!("the test body is always ready"),
+            }
+        }
+    }
+
+    #[test]
+    fn placeholders_are_derived_from_canonical_lease_ids_only() {
+        let hex = "0193a5b2c3d4e5f60718293a4b5c6d7e";
+        assert_eq!(placeholder_for(&format!("lease_{hex}")), Some(format!("gatehouse_lease_{hex}")));
+        for bad in [
+            "",
+            "lease_",
+            hex,
+            "lease_0193A5B2C3D4E5F60718293A4B5C6D7E",
+            "lease_0193a5b2c3d4e5f60718293a4b5c6d7",
+            "lease_0193a5b2c3d4e5f60718293a4b5c6d7e0",
+            "lease_0193a5b2c3d4e5f60718293a4b5c6d7g",
+            "grant_0193a5b2c3d4e5f60718293a4b5c6d7e",
+            "Lease_0193a5b2c3d4e5f60718293a4b5c6d7e",
+        ] {
+            assert_eq!(placeholder_for(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn header_rules_may_not_set_what_only_gatehouse_sets() {
+        for name in [
+            "host",
+            "Host",
+            "content-length",
+            "Transfer-Encoding",
+            "connection",
+            "keep-alive",
+            "te",
+            "trailer",
+            "upgrade",
+            "expect",
+            "proxy-authorization",
+            "Proxy-Authenticate",
+            "proxy-connection",
+            "proxy-anything",
+        ] {
+            assert!(InjectRule::header(name, "Bearer {secret}").is_err(), "{name}");
+        }
+        for name in crate::proxy::HOP_BY_HOP {
+            assert!(InjectRule::header(name, "{secret}").is_err(), "{name}");
+        }
+        for name in ["", "bad name", "bad:name", "bad\nname", "naïve"] {
+            assert!(InjectRule::header(name, "{secret}").is_err(), "{name:?}");
+        }
+        for name in ["authorization", "Authorization", "cookie", "x-api-key", "PRIVATE-TOKEN"] {
+            let rule = InjectRule::header(name, "token {secret}").unwrap();
+            let InjectRule::Header { name: parsed, format } = rule else { panic!("not a header rule") };
+            assert_eq!(parsed.as_str(), name.to_ascii_lowercase());
+            assert_eq!(format, "token {secret}");
+        }
+    }
+
+    #[test]
+    fn header_rule_formats_hold_the_secret_once_and_nothing_invisible() {
+        for good in ["{secret}", "Bearer {secret}", "token {secret}", "session={secret}; theme=dark"] {
+            assert!(InjectRule::header("authorization", good).is_ok(), "{good}");
+        }
+        let longest = format!("{}{{secret}}", "x".repeat(MAX_FORMAT_BYTES - SECRET_MARK.len()));
+        assert!(InjectRule::header("authorization", &longest).is_ok());
+        for bad in [
+            String::new(),
+            "Bearer".to_owned(),
+            "Bearer {Secret}".to_owned(),
+            "{secret} {secret}".to_owned(),
+            "{secret}{secret}".to_owned(),
+            "Bearer {secret}\r\nX-Evil: 1".to_owned(),
+            "Bearer\t{secret}".to_owned(),
+            "Bearer {secret}\u{7f}".to_owned(),
+            "Bearér {secret}".to_owned(),
+            format!("x{longest}"),
+        ] {
+            assert!(InjectRule::header("authorization", &bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn basic_rules_take_a_plain_user_name() {
+        assert_eq!(
+            InjectRule::basic("x-access-token"),
+            Ok(InjectRule::Basic { username: "x-access-token".to_owned() })
+        );
+        assert!(InjectRule::basic(&"u".repeat(128)).is_ok());
+        for bad in [String::new(), "u".repeat(129), "a:b".into(), "a b".into(), "a\tb".into(), "ü".into()] {
+            assert!(InjectRule::basic(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn without_a_placeholder_the_newest_live_lease_for_the_host_is_injected() {
+        let mut tie = live(3, HOST);
+        tie.granted_at = NOW - 50;
+        let mut tie_newer_id = live(4, HOST);
+        tie_newer_id.granted_at = NOW - 50;
+        let leases = [live(1, HOST), tie_newer_id, tie, live(9, OTHER), expired(8, HOST)];
+        assert_eq!(examine(&HeaderMap::new(), "/user", HOST, &leases, NOW), inject(1));
+        let plain = headers(&[("accept", "application/json")]);
+        assert_eq!(examine(&plain, "/user?page=2", HOST, &leases[..1], NOW), inject(0));
+        // No lease for the host: nothing to inject, nothing refused.
+        assert_eq!(examine(&plain, "/", "example.org", &leases, NOW), Ok(Examined { inject: None }));
+        assert_eq!(examine(&plain, "/", HOST, &[], NOW), Ok(Examined { inject: None }));
+    }
+
+    #[test]
+    fn a_placeholder_in_a_header_picks_its_lease() {
+        let leases = [live(1, HOST), live(2, HOST)];
+        let older = &leases[0].placeholder;
+        for value in [format!("Bearer {older}"), format!("token {older}"), format!("x{older}y")] {
+            let request = headers(&[("authorization", &value)]);
+            assert_eq!(examine(&request, "/", HOST, &leases, NOW), inject(0), "{value}");
+        }
+        let custom = headers(&[("x-api-key", older), ("accept", "*/*")]);
+        assert_eq!(examine(&custom, "/", HOST, &leases, NOW), inject(0));
+        // The same placeholder twice is still one lease.
+        let twice = headers(&[("x-a", older), ("x-b", &format!("{older},{older}"))]);
+        assert_eq!(examine(&twice, "/", HOST, &leases, NOW), inject(0));
+        // Header values need not be UTF-8.
+        let mut raw = HeaderMap::new();
+        let mut bytes = b"\xff\xfe ".to_vec();
+        bytes.extend_from_slice(older.as_bytes());
+        raw.insert("x-raw", HeaderValue::from_bytes(&bytes).unwrap());
+        assert_eq!(examine(&raw, "/", HOST, &leases, NOW), inject(0));
+    }
+
+    #[test]
+    fn a_placeholder_inside_basic_credentials_is_found_in_either_part() {
+        let leases = [live(1, HOST), live(2, HOST)];
+        let p = &leases[0].placeholder;
+        let padded = b64(format!("git:{p}"));
+        let unpadded = padded.trim_end_matches('=').to_owned();
+        assert_ne!(padded, unpadded, "the example must need padding");
+        for value in [
+            format!("Basic {padded}"),
+            format!("basic {unpadded}"),
+            format!("BASIC   {padded}  "),
+            format!("Basic {}", b64(format!("{p}:x-oauth-basic"))),
+            format!("Basic {}", b64(format!("{p}:"))),
+        ] {
+            let request = headers(&[("authorization", &value)]);
+            assert_eq!(examine(&request, "/", HOST, &leases, NOW), inject(0), "{value}");
+        }
+        // Any header carrying Basic credentials, not only Authorization.
+        let proxy = headers(&[("proxy-authorization", &format!("Basic {padded}"))]);
+        assert_eq!(examine(&proxy, "/", HOST, &leases, NOW), inject(0));
+    }
+
+    #[test]
+    fn a_placeholder_in_the_url_is_refused_raw_or_percent_encoded() {
+        let leases = [live(1, HOST)];
+        let p = &leases[0].placeholder;
+        let url = |pq: String| examine(&HeaderMap::new(), &pq, HOST, &leases, NOW);
+        let in_url = refused(Reason::LeasePlaceholderInUrl, Some(&leases[0]), false);
+        assert_eq!(url(format!("/repos?access_token={p}")), in_url);
+        assert_eq!(url(format!("/{p}/x")), in_url);
+        assert_eq!(url(format!("/?t={}", percent_encode_all(p.as_bytes()))), in_url);
+        assert_eq!(url(format!("/?t={}", percent_encode_all(p.as_bytes()).to_lowercase())), in_url);
+        let partly = format!("/?t={}{}", &p[..8], percent_encode_all(&p.as_bytes()[8..]));
+        assert_eq!(url(partly), in_url);
+        // Even when the header carries it too.
+        let both = headers(&[("authorization", &format!("Bearer {p}"))]);
+        assert_eq!(examine(&both, &format!("/?t={p}"), HOST, &leases, NOW), in_url);
+        // Invalid escapes are left as they are: nothing found, nothing broken.
+        assert_eq!(url("/?q=%zz%4%".to_owned()), inject(0));
+    }
+
+    #[test]
+    fn a_placeholder_toward_another_host_is_a_leak_attempt_and_revokes() {
+        let for_other = [live(1, HOST), live(2, OTHER)];
+        let theirs = &for_other[0].placeholder;
+        let leak = refused(Reason::LeaseHostMismatch, Some(&for_other[0]), true);
+        let bearer = headers(&[("authorization", &format!("Bearer {theirs}"))]);
+        assert_eq!(examine(&bearer, "/", OTHER, &for_other, NOW), leak);
+        let basic =
+            headers(&[("authorization", &format!("Basic {}", b64(format!("x-access-token:{theirs}"))))]);
+        assert_eq!(examine(&basic, "/", OTHER, &for_other, NOW), leak);
+        let query = format!("/collect?d={theirs}");
+        assert_eq!(examine(&HeaderMap::new(), &query, OTHER, &for_other, NOW), leak);
+        let encoded = format!("/collect?d={}", percent_encode_all(theirs.as_bytes()));
+        assert_eq!(examine(&HeaderMap::new(), &encoded, OTHER, &for_other, NOW), leak);
+        // A host with no lease at all is another host too.
+        assert_eq!(examine(&bearer, "/", "unleased.example", &for_other, NOW), leak);
+        // Dead leases still count: it is still a leak attempt.
+        for dead in [expired(1, HOST), revoked(1, HOST, false), revoked(1, HOST, true)] {
+            let leases = [dead];
+            let leak = refused(Reason::LeaseHostMismatch, Some(&leases[0]), true);
+            assert_eq!(examine(&bearer, "/", OTHER, &leases, NOW), leak);
+        }
+        // Before anything else: even beside the target host's own placeholder.
+        let mixed = headers(&[
+            ("authorization", &format!("Bearer {}", for_other[1].placeholder)),
+            ("x-exfil", theirs),
+        ]);
+        assert_eq!(examine(&mixed, "/", OTHER, &for_other, NOW), leak);
+    }
+
+    #[test]
+    fn hosts_compare_exactly_and_unnormalized_hosts_fail_closed() {
+        let leases = [live(1, HOST)];
+        let p = &leases[0].placeholder;
+        let bearer = headers(&[("authorization", &format!("Bearer {p}"))]);
+        assert_eq!(examine(&bearer, "/", "api.github.com", &leases, NOW), inject(0));
+        // Normalizing is the caller's job; a host it forgot to normalize is
+        // another host, so nothing is injected and a placeholder is a leak.
+        for unnormalized in ["API.GitHub.com", "api.github.com."] {
+            assert_eq!(
+                examine(&HeaderMap::new(), "/", unnormalized, &leases, NOW),
+                Ok(Examined { inject: None })
+            );
+            assert_eq!(
+                examine(&bearer, "/", unnormalized, &leases, NOW),
+                refused(Reason::LeaseHostMismatch, Some(&leases[0]), true)
+            );
+        }
+    }
+
+    #[test]
+    fn a_placeholder_split_across_headers_is_never_assembled() {
+        let leases = [live(1, HOST)];
+        let p = leases[0].placeholder.clone();
+        let (front, back) = p.split_at(10);
+        let mut request = headers(&[("x-a", front), ("x-b", back)]);
+        // Not found: the lease is injected through its rule, not the fragments.
+        assert_eq!(examine(&request, "/", HOST, &leases, NOW), inject(0));
+        apply(&mut request, &leases[0], SECRET).unwrap();
+        assert_eq!(request["x-a"], front);
+        assert_eq!(request["x-b"], back);
+        assert_eq!(request[header::AUTHORIZATION].as_bytes(), [b"Bearer ".as_slice(), SECRET].concat());
+        // Nor across two values of one header.
+        let mut split = headers(&[("x-a", front), ("x-a", back)]);
+        assert_eq!(examine(&split, "/", HOST, &leases, NOW), inject(0));
+        apply(&mut split, &leases[0], SECRET).unwrap();
+        let values: Vec<_> = split.get_all("x-a").iter().collect();
+        assert_eq!(values, [front, back]);
+        // A split placeholder toward another host is not a leak either.
+        assert_eq!(examine(&request, "/", OTHER, &leases, NOW), Ok(Examined { inject: None }));
+    }
+
+    #[test]
+    fn a_placed_lease_must_be_live_and_unexpired() {
+        let cases = [
+            (expired(1, HOST), Reason::LeaseExpired),
+            (lease(1, HOST, NOW - 120, LeaseState::Live { expires_at: NOW }), Reason::LeaseExpired),
+            (revoked(1, HOST, true), Reason::RunNotLive),
+            (revoked(1, HOST, false), Reason::LeaseRevoked),
+        ];
+        for (dead, reason) in cases {
+            // A live lease for the host beside it does not stand in for it.
+            let leases = [dead, live(2, HOST)];
+            let request = headers(&[("authorization", &format!("Bearer {}", leases[0].placeholder))]);
+            assert_eq!(examine(&request, "/", HOST, &leases, NOW), refused(reason, Some(&leases[0]), false));
+        }
+        let almost = [lease(1, HOST, NOW - 119, LeaseState::Live { expires_at: NOW + 1 })];
+        let request = headers(&[("authorization", &format!("Bearer {}", almost[0].placeholder))]);
+        assert_eq!(examine(&request, "/", HOST, &almost, NOW), inject(0));
+    }
+
+    #[test]
+    fn placeholders_of_two_leases_are_ambiguous() {
+        let leases = [live(1, HOST), live(2, HOST)];
+        let request = headers(&[
+            ("authorization", &format!("Bearer {}", leases[0].placeholder)),
+            ("x-api-key", &leases[1].placeholder),
+        ]);
+        assert_eq!(
+            examine(&request, "/", HOST, &leases, NOW),
+            refused(Reason::CredentialsAmbiguous, None, false)
+        );
+        let one_value = headers(&[("x", &format!("{}{}", leases[1].placeholder, leases[0].placeholder))]);
+        assert_eq!(
+            examine(&one_value, "/", HOST, &leases, NOW),
+            refused(Reason::CredentialsAmbiguous, None, false)
+        );
+        // Ambiguity comes before liveness: which one was meant cannot be told.
+        let dead = [expired(1, HOST), live(2, HOST)];
+        let request = headers(&[("x-a", &dead[0].placeholder), ("x-b", &dead[1].placeholder)]);
+        assert_eq!(
+            examine(&request, "/", HOST, &dead, NOW),
+            refused(Reason::CredentialsAmbiguous, None, false)
+        );
+    }
+
+    #[test]
+    fn a_host_whose_leases_are_all_dead_is_refused_not_sent_bare() {
+        let plain = HeaderMap::new();
+        let one = |dead: LeaseEntry, reason| {
+            let leases = [dead, live(5, OTHER)];
+            assert_eq!(examine(&plain, "/", HOST, &leases, NOW), refused(reason, Some(&leases[0]), false));
+        };
+        one(expired(1, HOST), Reason::LeaseExpired);
+        one(revoked(1, HOST, false), Reason::LeaseRevoked);
+        one(revoked(1, HOST, true), Reason::RunNotLive);
+        // The newest of them says why.
+        let leases = [expired(1, HOST), revoked(2, HOST, true), expired(3, HOST)];
+        assert_eq!(
+            examine(&plain, "/", HOST, &leases, NOW),
+            refused(Reason::RunNotLive, Some(&leases[1]), false)
+        );
+        // A live one among them is injected.
+        let leases = [expired(1, HOST), live(2, HOST), revoked(3, HOST, false)];
+        assert_eq!(examine(&plain, "/", HOST, &leases, NOW), inject(1));
+    }
+
+    #[test]
+    fn a_header_rule_replaces_what_the_sandbox_set() {
+        let mut entry = live(1, HOST);
+        entry.rule = InjectRule::header("Authorization", "token {secret}").unwrap();
+        let mut request = headers(&[
+            ("authorization", "Bearer sandbox-made"),
+            ("authorization", "Basic Zm9vOmJhcg=="),
+            ("accept", "*/*"),
+        ]);
+        let scrub = apply(&mut request, &entry, SECRET).unwrap();
+        let values: Vec<_> = request.get_all(header::AUTHORIZATION).iter().collect();
+        assert_eq!(values.len(), 1);
+        assert_eq!(values[0].as_bytes(), [b"token ".as_slice(), SECRET].concat());
+        assert!(values[0].is_sensitive());
+        assert_eq!(request["accept"], "*/*");
+        assert_eq!(scrub.pairs.len(), 1);
+        assert_eq!(scrub.longest(), SECRET.len());
+
+        let mut cookie = live(2, HOST);
+        cookie.rule = InjectRule::header("cookie", "session={secret}").unwrap();
+        let mut request = headers(&[("cookie", "theme=dark")]);
+        apply(&mut request, &cookie, SECRET).unwrap();
+        assert_eq!(request["cookie"].as_bytes(), [b"session=".as_slice(), SECRET].concat());
+    }
+
+    #[test]
+    fn a_basic_rule_sends_user_and_secret() {
+        let mut entry = live(1, HOST);
+        entry.rule = InjectRule::basic("x-access-token").unwrap();
+        let mut request = headers(&[("authorization", "Bearer nope")]);
+        let scrub = apply(&mut request, &entry, SECRET).unwrap();
+        let value = &request[header::AUTHORIZATION];
+        assert!(value.is_sensitive());
+        let token = value.to_str().unwrap().strip_prefix("Basic ").unwrap();
+        assert_eq!(STANDARD.decode(token).unwrap(), [b"x-access-token:".as_slice(), SECRET].concat());
+        let known = b64(format!("x-access-token:{}", entry.placeholder));
+        assert_eq!(scrub.pairs.len(), 2);
+        assert_eq!(scrub.pairs[1].0.as_slice(), token.as_bytes());
+        assert_eq!(scrub.pairs[1].1, known.as_bytes());
+        assert_eq!(scrub.longest(), token.len());
+    }
+
+    #[test]
+    fn a_placeholder_in_git_basic_credentials_is_replaced_and_reencoded() {
+        let entry = live(1, HOST);
+        let p = &entry.placeholder;
+        for sent in [b64(format!("x-access-token:{p}")), b64(format!("x-access-token:{p}")).replace('=', "")]
+        {
+            let mut request = headers(&[("authorization", &format!("basic {sent}")), ("x-other", "kept")]);
+            assert_eq!(
+                examine(&request, "/org/repo.git/info/refs", HOST, std::slice::from_ref(&entry), NOW),
+                inject(0)
+            );
+            let scrub = apply(&mut request, &entry, SECRET).unwrap();
+            let value = &request[header::AUTHORIZATION];
+            assert!(value.is_sensitive());
+            let token = value.to_str().unwrap().strip_prefix("Basic ").unwrap();
+            assert_eq!(STANDARD.decode(token).unwrap(), [b"x-access-token:".as_slice(), SECRET].concat());
+            // The rule did not add a second credential.
+            assert_eq!(request.get_all(header::AUTHORIZATION).iter().count(), 1);
+            assert_eq!(request["x-other"], "kept");
+            let known = b64(format!("x-access-token:{p}"));
+            let pairs: Vec<(&[u8], &[u8])> =
+                scrub.pairs.iter().map(|(s, p)| (s.as_slice(), p.as_slice())).collect();
+            assert_eq!(pairs, [(SECRET, p.as_bytes()), (token.as_bytes(), known.as_bytes())]);
+        }
+    }
+
+    #[test]
+    fn every_occurrence_of_the_placeholder_in_headers_is_replaced() {
+        let entry = live(1, HOST);
+        let p = &entry.placeholder;
+        let mut request = headers(&[
+            ("x-api-key", p),
+            ("x-api-key", &format!("{p}-{p}")),
+            ("authorization", &format!("Bearer {p}")),
+            ("accept", "*/*"),
+        ]);
+        apply(&mut request, &entry, SECRET).unwrap();
+        let s = String::from_utf8(SECRET.to_vec()).unwrap();
+        let keys: Vec<_> =
+            request.get_all("x-api-key").iter().map(|v| (v.to_str().unwrap(), v.is_sensitive())).collect();
+        assert_eq!(keys, [(s.as_str(), true), (format!("{s}-{s}").as_str(), true)]);
+        assert_eq!(request[header::AUTHORIZATION].to_str().unwrap(), format!("Bearer {s}"));
+        assert!(!request["accept"].is_sensitive());
+    }
+
+    #[test]
+    fn the_secret_is_never_written_into_a_header_only_gatehouse_sets() {
+        let entry = live(1, HOST);
+        let p = &entry.placeholder;
+        let basic = format!("Basic {}", b64(format!("grant:{p}")));
+        let mut request = headers(&[("host", p), ("proxy-authorization", &basic), ("connection", p)]);
+        let original = request.clone();
+        assert_eq!(examine(&request, "/", HOST, std::slice::from_ref(&entry), NOW), inject(0));
+        apply(&mut request, &entry, SECRET).unwrap();
+        for name in ["host", "proxy-authorization", "connection"] {
+            assert_eq!(request[name], original[name], "{name}");
+        }
+        // The credential went where the rule puts it instead.
+        assert_eq!(request[header::AUTHORIZATION].as_bytes(), [b"Bearer ".as_slice(), SECRET].concat());
+    }
+
+    #[test]
+    fn a_secret_that_cannot_be_sent_changes_nothing() {
+        let entry = live(1, HOST);
+        let p = &entry.placeholder;
+        let basic = format!("Basic {}", b64(format!("u:{p}")));
+        for secret in [b"".as_slice(), b"line\r\nX-Evil: 1", b"nul\0"] {
+            for original in [
+                // The Basic value could take the secret, the raw one cannot:
+                // neither is written.
+                headers(&[("authorization", &basic), ("x-b", p), ("x-c", &format!("Bearer {p}"))]),
+                headers(&[("authorization", "Bearer sandbox")]),
+            ] {
+                let mut request = original.clone();
+                assert_eq!(apply(&mut request, &entry, secret).err(), Some(Reason::CredentialUnreadable));
+                assert_eq!(request, original);
+            }
+        }
+        let mut request = headers(&[("authorization", &basic)]);
+        assert_eq!(apply(&mut request, &entry, b"").err(), Some(Reason::CredentialUnreadable));
+        // Inside Basic credentials any byte can be sent: base64 carries it.
+        assert!(apply(&mut request, &entry, b"line\r\n").is_ok());
+        let token =
+            request[header::AUTHORIZATION].to_str().unwrap().strip_prefix("Basic ").unwrap().to_owned();
+        assert_eq!(STANDARD.decode(token).unwrap(), b"u:line\r\n");
+        // Obs-text bytes are valid in a header value.
+        let mut request = HeaderMap::new();
+        assert!(apply(&mut request, &entry, b"caf\xc3\xa9").is_ok());
+    }
+
+    #[test]
+    fn a_rule_that_bypassed_validation_is_not_applied() {
+        let mut entry = live(1, HOST);
+        for rule in [
+            InjectRule::Header { name: header::HOST, format: "{secret}".into() },
+            InjectRule::Header { name: header::PROXY_AUTHORIZATION, format: "Basic {secret}".into() },
+            InjectRule::Header { name: header::AUTHORIZATION, format: "Bearer".into() },
+            InjectRule::Header { name: header::AUTHORIZATION, format: "{secret}\n".into() },
+            InjectRule::Basic { username: "a:b".into() },
+            InjectRule::Basic { username: String::new() },
+        ] {
+            entry.rule = rule;
+            let mut request = headers(&[("authorization", "Bearer sandbox")]);
+            assert_eq!(
+                apply(&mut request, &entry, SECRET).err(),
+                Some(Reason::HeaderNotAllowed),
+                "{:?}",
+                entry.rule
+            );
+            assert_eq!(request["authorization"], "Bearer sandbox");
+        }
+    }
+
+    #[test]
+    fn the_scrub_takes_both_forms_out_of_headers_and_body() {
+        let mut entry = live(1, HOST);
+        entry.rule = InjectRule::basic("x-access-token").unwrap();
+        let scrub = apply(&mut HeaderMap::new(), &entry, SECRET).unwrap();
+        let s = std::str::from_utf8(SECRET).unwrap();
+        let sent = b64(format!("x-access-token:{s}"));
+        let known = b64(format!("x-access-token:{}", entry.placeholder));
+        let p = &entry.placeholder;
+
+        let mut answer = headers(&[
+            ("x-echo", &format!("token={s}; again={s}")),
+            ("www-authenticate", &format!("Basic realm=\"{sent}\"")),
+            ("content-type", "text/plain"),
+        ]);
+        scrub.headers(&mut answer);
+        assert_eq!(answer["x-echo"].to_str().unwrap(), format!("token={p}; again={p}"));
+        assert_eq!(answer["www-authenticate"].to_str().unwrap(), format!("Basic realm=\"{known}\""));
+        assert_eq!(answer["content-type"], "text/plain");
+
+        let body = format!("{{\"token\":\"{s}\",\"auth\":\"Basic {sent}\",\"tail\":\"{s}\"}}");
+        let expected = format!("{{\"token\":\"{p}\",\"auth\":\"Basic {known}\",\"tail\":\"{p}\"}}");
+        for piece in [1, 2, 3, 7, 64, body.len()] {
+            let pieces: Vec<&[u8]> = body.as_bytes().chunks(piece).collect();
+            let scrubbed = drain(ScrubBody::new(frames(&pieces, true), &scrub));
+            assert_eq!(String::from_utf8(scrubbed).unwrap(), expected, "pieces of {piece}");
+        }
+    }
+
+    #[test]
+    fn a_scrubbed_body_drops_trailers_and_knows_no_size() {
+        let scrub = scrub_of(&[(b"secret".to_vec(), b"P".to_vec())]);
+        let body = ScrubBody::new(frames(&[b"a sec", b"ret", b"!"], true), &scrub);
+        assert_eq!(frames(&[b"x"], false).size_hint().exact(), Some(1));
+        assert_eq!(body.size_hint().exact(), None);
+        assert!(!body.is_end_stream());
+        assert_eq!(drain(body), b"a P!");
+        // The held-back tail comes out at the end.
+        assert_eq!(drain(ScrubBody::new(frames(&[b"a sec"], false), &scrub)), b"a sec");
+        assert_eq!(drain(ScrubBody::new(frames(&[], false), &scrub)), b"");
+        // Nothing to scrub: the body passes as it is.
+        assert_eq!(drain(ScrubBody::new(frames(&[b"a sec", b"ret"], false), &Scrub::default())), b"a secret");
+    }
+
+    #[test]
+    fn a_scrubbed_value_that_is_no_longer_a_header_value_becomes_the_placeholder() {
+        let mut answer = headers(&[("x-a", "left secret right")]);
+        scrub_of(&[(b"secret".to_vec(), b"bad\nplaceholder".to_vec())]).headers(&mut answer);
+        assert_eq!(answer["x-a"], "");
+        let mut answer = headers(&[("x-a", "left secret right"), ("x-b", "nothing")]);
+        scrub_of(&[(b"secret".to_vec(), b"P".to_vec())]).headers(&mut answer);
+        assert_eq!(
+            (answer["x-a"].to_str().unwrap(), answer["x-b"].to_str().unwrap()),
+            ("left P right", "nothing")
+        );
+    }
+
+    #[test]
+    fn the_scrubber_prefers_the_leftmost_then_the_longest() {
+        let aaa = scrub_of(&[(b"aaa".to_vec(), b"X".to_vec())]);
+        assert_eq!(scrub_in_pieces(&aaa, &[b"aaaaaaa"]), b"XXa");
+        assert_eq!(scrub_in_pieces(&aaa, &[b"a", b"a", b"a", b"a", b"a", b"a", b"a"]), b"XXa");
+        let prefix = scrub_of(&[(b"ab".to_vec(), b"1".to_vec()), (b"abc".to_vec(), b"2".to_vec())]);
+        assert_eq!(scrub_in_pieces(&prefix, &[b"abcab", b"ab", b"c"]), b"212");
+        assert_eq!(scrub_in_pieces(&prefix, &[b"abab", b"c"]), b"12");
+        assert_eq!(scrub_in_pieces(&prefix, &[b"ab"]), b"1");
+        let overlap = scrub_of(&[(b"bc".to_vec(), b"1".to_vec()), (b"abcd".to_vec(), b"2".to_vec())]);
+        assert_eq!(scrub_in_pieces(&overlap, &[b"abc", b"d", b"abce"]), b"2a1e");
+        // A placeholder is not scrubbed again, even if it holds the secret.
+        let recursive = scrub_of(&[(b"s".to_vec(), b"ss".to_vec())]);
+        assert_eq!(scrub_in_pieces(&recursive, &[b"asa"]), b"assa");
+    }
+
+    #[test]
+    fn nothing_prints_a_secret() {
+        let mut entry = live(1, HOST);
+        let secret_text = std::str::from_utf8(SECRET).unwrap();
+        for rule in [
+            InjectRule::basic("x-access-token").unwrap(),
+            InjectRule::header("x-api-key", "{secret}").unwrap(),
+        ] {
+            entry.rule = rule;
+            let mut request = headers(&[("x-a", &entry.placeholder)]);
+            let scrub = apply(&mut request, &entry, SECRET).unwrap();
+            let mut rule_added = HeaderMap::new();
+            let scrub_rule = apply(&mut rule_added, &entry, SECRET).unwrap();
+            let mut scrubber = scrub_rule.stream();
+            let _ = scrubber.push(&SECRET[..5]);
+            let body = ScrubBody::new(frames(&[SECRET], false), &scrub_rule);
+            for printed in [
+                format!("{scrub:?}"),
+                format!("{scrub_rule:?}"),
+                format!("{scrubber:?}"),
+                format!("{request:?}"),
+                format!("{rule_added:?}"),
+                format!("{entry:?}"),
+                format!("{body:?}"),
+                format!("{:?}", Pattern::new(SECRET, b"p").placeholder),
+            ] {
+                assert!(!printed.contains(secret_text), "{printed}");
+                assert!(!printed.contains(&b64(format!("x-access-token:{secret_text}"))), "{printed}");
+            }
+        }
+        assert_eq!(format!("{:?}", scrub_of(&[(SECRET.to_vec(), b"p".to_vec())])), "Scrub { pairs: 1 }");
+    }
+
+    #[test]
+    fn carries_secret_finds_raw_basic_and_url_encoded_forms() {
+        let s = std::str::from_utf8(SECRET).unwrap();
+        let none = HeaderMap::new();
+        assert!(carries_secret(&headers(&[("x-a", &format!("pre{s}post"))]), "/", SECRET));
+        assert!(carries_secret(
+            &headers(&[("authorization", &format!("Basic {}", b64(format!("u:{s}"))))]),
+            "/",
+            SECRET
+        ));
+        assert!(carries_secret(
+            &headers(&[("x-b", &format!("basic {}", b64(format!("{s}:x")).replace('=', "")))]),
+            "/",
+            SECRET
+        ));
+        assert!(carries_secret(&none, &format!("/?t={s}"), SECRET));
+        assert!(carries_secret(&none, &format!("/{}", percent_encode_all(SECRET)), SECRET));
+        assert!(carries_secret(&none, "/?q=pass+word", b"pass word"));
+        assert!(carries_secret(&none, "/?q=pass%20word", b"pass word"));
+        assert!(!carries_secret(&none, "/?q=pass+word", b"pass%20word"));
+        assert!(!carries_secret(&headers(&[("x-a", "nothing here")]), "/nothing?here", SECRET));
+        assert!(!carries_secret(&headers(&[("x-a", &s[..10]), ("x-b", &s[10..])]), "/", SECRET));
+        assert!(!carries_secret(&headers(&[("x-a", "anything")]), "/anything", b""));
+    }
+
+    fn fragment() -> impl Strategy<Value = Vec<u8>> {
+        let p1 = placeholder_for(&format!("lease_{:032x}", 1)).unwrap();
+        let p3 = placeholder_for(&format!("lease_{:032x}", 3)).unwrap();
+        let fixed: Vec<Vec<u8>> = vec![
+            b"Basic ".to_vec(),
+            b"bearer ".to_vec(),
+            b"%".to_vec(),
+            b":".to_vec(),
+            b"=".to_vec(),
+            p1.clone().into_bytes(),
+            p3.clone().into_bytes(),
+            b64(format!("x-access-token:{p1}")).into_bytes(),
+            b64(format!("{p3}:")).into_bytes(),
+            percent_encode_all(p1.as_bytes()).into_bytes(),
+            SECRET.to_vec(),
+        ];
+        prop_oneof![prop::sample::select(fixed), prop::collection::vec(any::<u8>(), 0..12)]
+    }
+
+    fn header_value() -> impl Strategy<Value = HeaderValue> {
+        prop::collection::vec(fragment(), 0..5)
+            .prop_filter_map("not a header value", |parts| HeaderValue::from_bytes(&parts.concat()).ok())
+    }
+
+    fn request_headers() -> impl Strategy<Value = HeaderMap> {
+        let names =
+            prop::sample::select(vec!["authorization", "proxy-authorization", "x-api-key", "cookie", "x-a"]);
+        prop::collection::vec((names, header_value()), 0..6).prop_map(|pairs| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.append(name, value);
+            }
+            map
+        })
+    }
+
+    fn leases() -> impl Strategy<Value = Vec<LeaseEntry>> {
+        let mut basic = live(3, HOST);
+        basic.rule = InjectRule::basic("x-access-token").unwrap();
+        let all = vec![live(1, HOST), expired(2, HOST), basic, revoked(4, HOST, true), live(5, OTHER)];
+        prop::sample::subsequence(all, 0..=5)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn the_scrubber_equals_a_whole_buffer_replace(
+            pairs in prop::collection::vec(
+                (
+                    prop::collection::vec(prop::sample::select(b"ab".to_vec()), 1..6),
+                    prop::collection::vec(prop::sample::select(b"XY".to_vec()), 0..4),
+                ),
+                1..5,
+            ),
+            body in prop::collection::vec(prop::sample::select(b"aab".to_vec()), 0..160),
+            cuts in prop::collection::vec(0usize..160, 0..24),
+        ) {
+            let scrub = scrub_of(&pairs);
+            let expected = replace_whole(&body, &pairs);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(body.len())).collect();
+            cuts.push(0);
+            cuts.push(body.len());
+            cuts.sort_unstable();
+            let pieces: Vec<&[u8]> = cuts.windows(2).map(|w| &body[w[0]..w[1]]).collect();
+            prop_assert_eq!(&scrub_in_pieces(&scrub, &pieces), &expected);
+            let bytewise: Vec<&[u8]> = body.chunks(1).collect();
+            prop_assert_eq!(&scrub_in_pieces(&scrub, &bytewise), &expected);
+            prop_assert_eq!(&scrub_in_pieces(&scrub, &[&body]), &expected);
+        }
+
+        #[test]
+        fn examine_and_apply_never_panic(
+            mut request in request_headers(),
+            path in prop::collection::vec(fragment(), 0..4),
+            leases in leases(),
+            target in prop::sample::select(vec![HOST, OTHER, "third.example"]),
+            secret in prop_oneof![Just(SECRET.to_vec()), prop::collection::vec(any::<u8>(), 0..24)],
+        ) {
+            let path = String::from_utf8_lossy(&path.concat()).into_owned();
+            let _ = carries_secret(&request, &path, &secret);
+            match examine(&request, &path, target, &leases, NOW) {
+                Ok(Examined { inject: Some(i) }) => {
+                    let lease = &leases[i];
+                    prop_assert_eq!(lease.host.as_str(), target);
+                    prop_assert_eq!(lease.unusable(NOW), None);
+                    let before = request.clone();
+                    match apply(&mut request, lease, &secret) {
+                        Ok(scrub) => {
+                            prop_assert!(!scrub.is_empty());
+                            let mut answer = request.clone();
+                            scrub.headers(&mut answer);
+                            let _ = drain(ScrubBody::new(frames(&[&secret, b"tail"], true), &scrub));
+                        }
+                        Err(_) => prop_assert_eq!(request, before),
+                    }
+                }
+                Ok(Examined { inject: None }) => {}
+                Err(refusal) => {
+                    prop_assert_eq!(refusal.revoke, refusal.reason == Reason::LeaseHostMismatch);
+                }
+            }
+        }
+    }
+}

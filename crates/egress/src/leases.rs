@@ -1,0 +1,145 @@
+//! Credential leases at the door: which of a run's leases a request gets,
+//! and what the request may not carry.
+//!
+//! The door learns a run's leases from a [`LeaseSource`] (the server's
+//! store-backed cache) at the lease generation the run's spend answered
+//! with, so a lease changed on any node is seen at the run's next request.
+//! The rules themselves are [`crate::inject`]'s; this module applies them
+//! to a request in one order, the same for the proxy and the fetch API:
+//!
+//! 1. the generation is unknown (the ledger is not required and did not
+//!    answer): a request carrying a placeholder is `lease_unavailable`, any
+//!    other goes on without a credential;
+//! 2. generation 0: the run never had a lease, nothing to do;
+//! 3. the leases cannot be read: `lease_unavailable`, whatever the request;
+//! 4. [`crate::inject::examine`]: placeholders toward other hosts (the lease
+//!    is revoked at once), in the URL, of expired or revoked leases;
+//! 5. a lease's raw secret toward any host but its own: a leak attempt too;
+//! 6. the credential goes in ([`crate::inject::apply`]), and the response
+//!    will be scrubbed of it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use gatehouse_capability::{CredentialSecret, LocalSeal, LocallySealed};
+use gatehouse_core::{Reason, UnixTime};
+use http::HeaderMap;
+
+use crate::inject::{self, LeaseEntry, LeaseRefusal, Scrub};
+
+/// What every placeholder begins with ([`inject::placeholder_for`]).
+pub const PLACEHOLDER_PREFIX: &str = "gatehouse_lease_";
+
+/// A future the lease source answers with.
+pub type LeaseFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where the door reads a run's leases.
+pub trait LeaseSource: Send + Sync + 'static {
+    /// The run's leases as of `generation` or later.
+    fn leases<'a>(&'a self, run_id: &'a str, generation: u64) -> LeaseFuture<'a, Result<Arc<RunLeases>, Reason>>;
+
+    /// A lease's placeholder or secret was sent toward another host:
+    /// revoke it everywhere before the request is answered.
+    fn leaked<'a>(&'a self, lease_id: &'a str, grant_id: &'a str) -> LeaseFuture<'a, ()>;
+}
+
+/// A run's leases, with their credentials' secrets sealed under this
+/// process's own key: a secret is in the clear only while one request
+/// that needs it is being sent.
+pub struct RunLeases {
+    /// The lease generation these were read at.
+    pub generation: u64,
+    /// The leases (webhook signing leases are not injected and not here).
+    pub entries: Vec<LeaseEntry>,
+    /// Each entry's secret, `None` when its credential is gone or does not open.
+    pub secrets: Vec<Option<LocallySealed>>,
+    /// The key `secrets` are sealed under.
+    pub seal: Arc<LocalSeal>,
+}
+
+impl std::fmt::Debug for RunLeases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunLeases")
+            .field("generation", &self.generation)
+            .field("entries", &self.entries)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunLeases {
+    /// The secret of entry `i`, opened for one request.
+    pub fn secret(&self, i: usize) -> Result<CredentialSecret, Reason> {
+        let sealed = self.secrets.get(i).and_then(Option::as_ref).ok_or(Reason::CredentialUnreadable)?;
+        self.seal.open(sealed).map_err(|_| Reason::CredentialUnreadable)
+    }
+}
+
+/// Whether anything in the request looks like a placeholder (headers,
+/// Basic credentials, the URL): what decides when the leases are unknown.
+pub fn mentions_placeholder(headers: &HeaderMap, path_and_query: &str) -> bool {
+    inject::carries_secret(headers, path_and_query, PLACEHOLDER_PREFIX.as_bytes())
+}
+
+/// What the door did to a request.
+#[derive(Default)]
+pub struct Injected {
+    /// The lease whose credential went in.
+    pub lease_id: Option<String>,
+    /// What its response must be scrubbed of.
+    pub scrub: Scrub,
+}
+
+/// Applies the lease rules (see the module docs) to a request of `run_id`
+/// toward `host`, whose spend answered with `generation`.
+pub async fn at_the_door(
+    source: &dyn LeaseSource,
+    grant_id: &str,
+    run_id: &str,
+    generation: Option<u64>,
+    headers: &mut HeaderMap,
+    path_and_query: &str,
+    host: &str,
+    now: UnixTime,
+) -> Result<Injected, LeaseRefusal> {
+    let refuse = |reason| LeaseRefusal { reason, lease_id: None, revoke: false };
+    let generation = match generation {
+        None if mentions_placeholder(headers, path_and_query) => return Err(refuse(Reason::LeaseUnavailable)),
+        None | Some(0) => return Ok(Injected::default()),
+        Some(g) => g,
+    };
+    let leases = source.leases(run_id, generation).await.map_err(|_| refuse(Reason::LeaseUnavailable))?;
+    let verdict = inject::examine(headers, path_and_query, host, &leases.entries, now).and_then(|examined| {
+        // A raw secret of another host's lease: sent here, it leaks.
+        for (i, entry) in leases.entries.iter().enumerate().filter(|(_, e)| e.host != host) {
+            let Ok(secret) = leases.secret(i) else { continue };
+            if inject::carries_secret(headers, path_and_query, secret.expose()) {
+                return Err(LeaseRefusal {
+                    reason: Reason::LeaseHostMismatch,
+                    lease_id: Some(entry.lease_id.clone()),
+                    revoke: true,
+                });
+            }
+        }
+        Ok(examined)
+    });
+    let examined = match verdict {
+        Ok(examined) => examined,
+        Err(refusal) => {
+            if let (true, Some(lease_id)) = (refusal.revoke, refusal.lease_id.as_deref()) {
+                source.leaked(lease_id, grant_id).await;
+            }
+            return Err(refusal);
+        }
+    };
+    let Some(i) = examined.inject else {
+        return Ok(Injected::default());
+    };
+    let entry = &leases.entries[i];
+    let lease_refusal = |reason| LeaseRefusal { reason, lease_id: Some(entry.lease_id.clone()), revoke: false };
+    let secret = leases.secret(i).map_err(lease_refusal)?;
+    let scrub = inject::apply(headers, entry, secret.expose()).map_err(lease_refusal)?;
+    // The response must come back readable to be scrubbed of the secret.
+    headers.insert(http::header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
+    Ok(Injected { lease_id: Some(entry.lease_id.clone()), scrub })
+}

@@ -1,0 +1,158 @@
+//! The door's view of runs' leases (gateway and `all` roles): read from
+//! the store at the lease generation a run's spend answered with, opened
+//! with the gateway's sealing key, and kept sealed again under this
+//! process's own key until one request needs a secret.
+//!
+//! An entry is reused while its generation is current and it is under two
+//! seconds old; the age bound is a second line behind the generation, so
+//! even a bump that never reached the ledger is in force within seconds.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use gatehouse_capability::credential::{CredentialContext, SealedSecret};
+use gatehouse_capability::{LocalSeal, SealingKeys};
+use gatehouse_core::{Clock, Reason};
+use gatehouse_egress::inject::{InjectRule, LeaseEntry, LeaseState, placeholder_for};
+use gatehouse_egress::leases::{LeaseFuture, LeaseSource, RunLeases};
+use gatehouse_ledger::{Ledger, LedgerBackend as _};
+use gatehouse_store::{Credential, DoorLease, LeaseStatus, NewEvent, Store};
+
+use crate::events::RefusalLog;
+
+/// How long a read of a run's leases is trusted without a generation change.
+const MAX_AGE: Duration = Duration::from_secs(2);
+/// Runs whose leases are kept at once; beyond it the oldest reads go.
+const MAX_RUNS: usize = 10_000;
+
+/// The store-backed [`LeaseSource`].
+pub struct DoorLeases {
+    store: Store,
+    keys: Arc<SealingKeys>,
+    seal: Arc<LocalSeal>,
+    ledger: Ledger,
+    events: Arc<RefusalLog>,
+    clock: Arc<dyn Clock>,
+    cache: Mutex<HashMap<String, (Instant, Arc<RunLeases>)>>,
+}
+
+impl DoorLeases {
+    /// A source over `store`, opening credentials with `keys`.
+    pub fn new(
+        store: Store,
+        keys: Arc<SealingKeys>,
+        ledger: Ledger,
+        events: Arc<RefusalLog>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, String> {
+        let seal = LocalSeal::new().map_err(|_| "the OS random generator failed".to_owned())?;
+        Ok(Self { store, keys, seal: Arc::new(seal), ledger, events, clock, cache: Mutex::default() })
+    }
+
+    fn cached(&self, run_id: &str, generation: u64) -> Option<Arc<RunLeases>> {
+        let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let (read_at, leases) = cache.get(run_id)?;
+        (leases.generation >= generation && read_at.elapsed() < MAX_AGE).then(|| leases.clone())
+    }
+
+    fn keep(&self, run_id: &str, leases: Arc<RunLeases>) {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache.len() >= MAX_RUNS {
+            cache.retain(|_, (read_at, _)| read_at.elapsed() < MAX_AGE);
+            if cache.len() >= MAX_RUNS {
+                cache.clear();
+            }
+        }
+        cache.insert(run_id.to_owned(), (Instant::now(), leases));
+    }
+
+    fn forget(&self, run_id: &str) {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner).remove(run_id);
+    }
+
+    /// One lease as the door sees it, with its secret sealed locally.
+    /// Webhook signing leases sign deliveries and are never injected.
+    fn entry(&self, door: &DoorLease) -> Option<(LeaseEntry, Option<gatehouse_capability::LocallySealed>)> {
+        let lease = &door.lease;
+        if lease.purpose == "webhook_signing" {
+            return None;
+        }
+        let state = match lease.status {
+            // `examine` itself holds a lapsed lease to its expiry.
+            LeaseStatus::Live | LeaseStatus::Expired => LeaseState::Live { expires_at: lease.expires_at },
+            LeaseStatus::Revoked => {
+                LeaseState::Revoked { run_ended: lease.revoke_reason.as_deref() == Some("run_ended") }
+            }
+        };
+        let rule = door.credential.as_ref().and_then(|c| crate::credentials::inject_rule(&c.inject));
+        let secret = match (&state, door.credential.as_ref(), &rule) {
+            (LeaseState::Live { .. }, Some(credential), Some(_)) => self.open(credential),
+            _ => None,
+        };
+        // A rule that does not read leaves the lease uninjectable (its
+        // secret is absent, so using it is `credential_unreadable`).
+        let rule = rule.or_else(|| InjectRule::basic("gatehouse").ok())?;
+        let entry = LeaseEntry {
+            lease_id: lease.lease_id.clone(),
+            placeholder: placeholder_for(&lease.lease_id)?,
+            host: lease.host.clone(),
+            granted_at: lease.created_at,
+            state,
+            rule,
+        };
+        Some((entry, secret))
+    }
+
+    fn open(&self, credential: &Credential) -> Option<gatehouse_capability::LocallySealed> {
+        let context = CredentialContext {
+            tenant_id: &credential.tenant_id,
+            credential_id: &credential.credential_id,
+            version: credential.version,
+        };
+        let opened = SealedSecret::parse(&credential.sealed).and_then(|s| self.keys.open(&s, &context));
+        match opened {
+            Ok(secret) => Some(self.seal.seal(&secret)),
+            Err(e) => {
+                tracing::error!(credential_id = %credential.credential_id, code = e.code(),
+                    "a stored credential does not open with this gateway's keys");
+                None
+            }
+        }
+    }
+}
+
+impl LeaseSource for DoorLeases {
+    fn leases<'a>(&'a self, run_id: &'a str, generation: u64) -> LeaseFuture<'a, Result<Arc<RunLeases>, Reason>> {
+        Box::pin(async move {
+            if let Some(leases) = self.cached(run_id, generation) {
+                return Ok(leases);
+            }
+            let stored = self.store.door_leases(run_id, self.clock.now()).await.map_err(|e| {
+                tracing::warn!(run_id, code = e.code(), "a run's leases could not be read");
+                Reason::LeaseUnavailable
+            })?;
+            let (entries, secrets) = stored.iter().filter_map(|d| self.entry(d)).unzip();
+            let leases = Arc::new(RunLeases { generation, entries, secrets, seal: self.seal.clone() });
+            self.keep(run_id, leases.clone());
+            Ok(leases)
+        })
+    }
+
+    fn leaked<'a>(&'a self, lease_id: &'a str, grant_id: &'a str) -> LeaseFuture<'a, ()> {
+        Box::pin(async move {
+            let now = self.clock.now();
+            match self.store.revoke_lease(lease_id, "leaked", "gatehouse", now).await {
+                Ok(Some(lease)) => {
+                    self.forget(&lease.run_id);
+                    self.events.record_event(NewEvent::lease_event(&lease, "lease_revoked", Some("leaked"), now));
+                }
+                Ok(None) => {}
+                Err(e) => tracing::error!(lease_id, code = e.code(), "a leaked lease could not be revoked"),
+            }
+            if self.ledger.bump_lease_generation(grant_id).await.is_err() {
+                tracing::error!(lease_id, "the other nodes could not be told of a leaked lease's revocation");
+            }
+        })
+    }
+}
