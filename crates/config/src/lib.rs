@@ -23,8 +23,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use gatehouse_capability::{
-    CallerToken, Callers, KeyError, ManifestSigningKey, ManifestVerifyingKeys, Scope, SealingKey, SealingKeys,
-    SealingPublicKey, Secret, ServiceToken,
+    CallerToken, Callers, KeyError, ManifestSigningKey, ManifestVerifyingKeys, Scope, SealingKey,
+    SealingKeys, SealingPublicKey, Secret, ServiceToken,
 };
 use ipnet::IpNet;
 
@@ -1446,7 +1446,9 @@ impl Reader<'_> {
             let previous = private(self, names::CREDENTIAL_SEALING_PREVIOUS_KEY, None);
             match current {
                 Some(current) => SealingKeys::new(current, previous)
-                    .map_err(|e| self.problem(names::CREDENTIAL_SEALING_PREVIOUS_KEY, "invalid_value", e.to_string()))
+                    .map_err(|e| {
+                        self.problem(names::CREDENTIAL_SEALING_PREVIOUS_KEY, "invalid_value", e.to_string())
+                    })
                     .ok(),
                 None => {
                     if !self.is_set(names::CREDENTIAL_SEALING_KEY) {
@@ -1469,7 +1471,9 @@ impl Reader<'_> {
             );
             let given = text.and_then(|t| {
                 SealingPublicKey::from_text(&t)
-                    .map_err(|e| self.problem(names::CREDENTIAL_SEALING_PUBLIC_KEY, "key_malformed", e.to_string()))
+                    .map_err(|e| {
+                        self.problem(names::CREDENTIAL_SEALING_PUBLIC_KEY, "key_malformed", e.to_string())
+                    })
                     .ok()
             });
             let own = keys.as_ref().map(|k| k.current_public().clone());
@@ -1484,7 +1488,9 @@ impl Reader<'_> {
                 }
                 (given, own) => {
                     let public = given.or(own);
-                    if public.is_none() && role == Role::Worker && !self.is_set(names::CREDENTIAL_SEALING_PUBLIC_KEY)
+                    if public.is_none()
+                        && role == Role::Worker
+                        && !self.is_set(names::CREDENTIAL_SEALING_PUBLIC_KEY)
                     {
                         self.problem(
                             names::CREDENTIAL_SEALING_PUBLIC_KEY,

@@ -479,7 +479,10 @@ fn only_the_gateway_holds_the_credential_sealing_key() {
         .with(names::SERVICE_TOKEN, TOKEN)
         .with(names::GRANT_SECRET, GRANT);
     let p = problems(&gateway);
-    assert!(has(&p, names::CREDENTIAL_SEALING_KEY, "missing_required"), "a gateway refuses to start without it: {p:?}");
+    assert!(
+        has(&p, names::CREDENTIAL_SEALING_KEY, "missing_required"),
+        "a gateway refuses to start without it: {p:?}"
+    );
     let c = load(&gateway.clone().with(names::CREDENTIAL_SEALING_KEY, SEALING), None).unwrap();
     assert!(c.credential_keys.is_some() && c.credential_public_key.is_none());
     assert!(!format!("{c:?}").contains(SEALING), "debug output never holds the key");

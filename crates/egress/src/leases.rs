@@ -37,7 +37,11 @@ pub type LeaseFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Where the door reads a run's leases.
 pub trait LeaseSource: Send + Sync + 'static {
     /// The run's leases as of `generation` or later.
-    fn leases<'a>(&'a self, run_id: &'a str, generation: u64) -> LeaseFuture<'a, Result<Arc<RunLeases>, Reason>>;
+    fn leases<'a>(
+        &'a self,
+        run_id: &'a str,
+        generation: u64,
+    ) -> LeaseFuture<'a, Result<Arc<RunLeases>, Reason>>;
 
     /// A lease's placeholder or secret was sent toward another host:
     /// revoke it everywhere before the request is answered.
@@ -104,7 +108,9 @@ pub async fn at_the_door(
 ) -> Result<Injected, LeaseRefusal> {
     let refuse = |reason| LeaseRefusal { reason, lease_id: None, revoke: false };
     let generation = match generation {
-        None if mentions_placeholder(headers, path_and_query) => return Err(refuse(Reason::LeaseUnavailable)),
+        None if mentions_placeholder(headers, path_and_query) => {
+            return Err(refuse(Reason::LeaseUnavailable));
+        }
         None | Some(0) => return Ok(Injected::default()),
         Some(g) => g,
     };
@@ -136,7 +142,8 @@ pub async fn at_the_door(
         return Ok(Injected::default());
     };
     let entry = &leases.entries[i];
-    let lease_refusal = |reason| LeaseRefusal { reason, lease_id: Some(entry.lease_id.clone()), revoke: false };
+    let lease_refusal =
+        |reason| LeaseRefusal { reason, lease_id: Some(entry.lease_id.clone()), revoke: false };
     let secret = leases.secret(i).map_err(lease_refusal)?;
     let scrub = inject::apply(headers, entry, secret.expose()).map_err(lease_refusal)?;
     // The response must come back readable to be scrubbed of the secret.

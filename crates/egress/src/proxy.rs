@@ -307,7 +307,11 @@ impl Refused {
             Reason::LeaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::FORBIDDEN,
         };
-        Self { host, lease_id: refusal.lease_id, ..Self::new(status, RefusalKind::SecretRefused, refusal.reason) }
+        Self {
+            host,
+            lease_id: refusal.lease_id,
+            ..Self::new(status, RefusalKind::SecretRefused, refusal.reason)
+        }
     }
 
     fn from_decision(d: &Decision) -> Self {
@@ -359,24 +363,25 @@ impl Proxy {
         let claims = self.authenticate(req.headers())?;
         *grant = Some(claims.clone());
         let now = self.clock.now();
-        let spent = match spend(&self.ledger, &claims.grant_id, &Operation::Request, now, self.ledger_required).await
-        {
-            Ok(spent) => spent,
-            Err(reason) => {
-                let path = req.uri().path_and_query().map_or("", |p| p.as_str());
-                if self.leases.is_some() && mentions_placeholder(req.headers(), path) {
-                    // The sandbox expects a credential: say why there is none.
-                    let reason = match reason {
-                        Reason::GrantRevoked | Reason::GrantExpired => Reason::RunNotLive,
-                        Reason::LedgerUnavailable => Reason::LeaseUnavailable,
-                        other => other,
-                    };
-                    let refusal = crate::inject::LeaseRefusal { reason, lease_id: None, revoke: false };
-                    return Err(Refused::lease(refusal, None));
+        let spent =
+            match spend(&self.ledger, &claims.grant_id, &Operation::Request, now, self.ledger_required).await
+            {
+                Ok(spent) => spent,
+                Err(reason) => {
+                    let path = req.uri().path_and_query().map_or("", |p| p.as_str());
+                    if self.leases.is_some() && mentions_placeholder(req.headers(), path) {
+                        // The sandbox expects a credential: say why there is none.
+                        let reason = match reason {
+                            Reason::GrantRevoked | Reason::GrantExpired => Reason::RunNotLive,
+                            Reason::LedgerUnavailable => Reason::LeaseUnavailable,
+                            other => other,
+                        };
+                        let refusal = crate::inject::LeaseRefusal { reason, lease_id: None, revoke: false };
+                        return Err(Refused::lease(refusal, None));
+                    }
+                    return Err(Refused::new(StatusCode::FORBIDDEN, refusal_kind(reason), reason));
                 }
-                return Err(Refused::new(StatusCode::FORBIDDEN, refusal_kind(reason), reason));
-            }
-        };
+            };
         let policy = self.policies.policy(claims.tenant_id.as_deref());
         if req.method() == Method::CONNECT {
             self.tunnel(req, policy, &claims).await
@@ -703,11 +708,8 @@ impl Proxy {
             Some(_) => body.map_err(Into::into).boxed_unsync(),
             None => meter.metered(body, self.refused_midway(grant, host.clone())).boxed_unsync(),
         };
-        let body = if scrub.is_empty() {
-            body
-        } else {
-            crate::inject::ScrubBody::new(body, &scrub).boxed_unsync()
-        };
+        let body =
+            if scrub.is_empty() { body } else { crate::inject::ScrubBody::new(body, &scrub).boxed_unsync() };
         Ok(Response::from_parts(parts, body))
     }
 
@@ -1060,7 +1062,8 @@ fn refusal_response(refused: &Refused, request_id: &str) -> Response<ProxyBody> 
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert("x-gatehouse-reason", HeaderValue::from_static(refused.reason.as_str()));
     // An agent reads this to stop retrying: only an outage may pass.
-    headers.insert("x-gatehouse-retryable", HeaderValue::from_static(if retryable { "true" } else { "false" }));
+    headers
+        .insert("x-gatehouse-retryable", HeaderValue::from_static(if retryable { "true" } else { "false" }));
     headers
         .insert("x-request-id", HeaderValue::from_str(request_id).unwrap_or(HeaderValue::from_static("req")));
     if refused.status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {

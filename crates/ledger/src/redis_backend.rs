@@ -381,9 +381,13 @@ impl LedgerBackend for RedisLedger {
         };
         match reply.as_slice() {
             [Value::Int(1), a, b, c, d, e] => match (int(a), int(b), int(c), int(d), int(e)) {
-                (Some(requests), Some(upload_bytes), Some(output_files), Some(egress_bytes), Some(lease_generation)) => {
-                    Ok(Remaining { requests, upload_bytes, output_files, egress_bytes, lease_generation })
-                }
+                (
+                    Some(requests),
+                    Some(upload_bytes),
+                    Some(output_files),
+                    Some(egress_bytes),
+                    Some(lease_generation),
+                ) => Ok(Remaining { requests, upload_bytes, output_files, egress_bytes, lease_generation }),
                 _ => Err(Reason::LedgerUnavailable),
             },
             [Value::Int(0), reason] => {

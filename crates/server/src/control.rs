@@ -773,7 +773,9 @@ async fn emergency_revoke(
     let after = revoke_scope(&state, &rid, RevokeScope::All).await?;
     after_runs_ended(&state, &killed.runs);
     tracing::warn!(request_id = %rid.0, runs = killed.runs.len(), "emergency revoke");
-    Ok(Json(json!({"revoked": {"runs": killed.runs.len(), "grants": before + after, "leases": killed.leases}})))
+    Ok(Json(
+        json!({"revoked": {"runs": killed.runs.len(), "grants": before + after, "leases": killed.leases}}),
+    ))
 }
 
 /// Audits a ledger-only revocation (`POST /v1/grants/.../revoke`).

@@ -166,7 +166,10 @@ pub(crate) async fn create_credential(
         return Err(bad_request(&rid, "name is 1-128 characters without control characters"));
     }
     if !PURPOSES.contains(&req.purpose.as_str()) {
-        return Err(bad_request(&rid, "purpose is git_provider, mcp_server, runtime_secret or webhook_signing"));
+        return Err(bad_request(
+            &rid,
+            "purpose is git_provider, mcp_server, runtime_secret or webhook_signing",
+        ));
     }
     let host = normalized_host(&req.host)
         .map_err(|_| bad_request(&rid, "host is one host name or address, without scheme, port or path"))?;
@@ -174,9 +177,14 @@ pub(crate) async fn create_credential(
     let inject = match (req.purpose.as_str(), req.inject) {
         ("webhook_signing", None) => json!({}),
         ("webhook_signing", Some(_)) => {
-            return Err(bad_request(&rid, "a webhook_signing credential signs deliveries and takes no inject rule"));
+            return Err(bad_request(
+                &rid,
+                "a webhook_signing credential signs deliveries and takes no inject rule",
+            ));
         }
-        (_, None) => return Err(bad_request(&rid, "inject is {\"header\", \"format\"} or {\"basic_username\"}")),
+        (_, None) => {
+            return Err(bad_request(&rid, "inject is {\"header\", \"format\"} or {\"basic_username\"}"));
+        }
         (_, Some(spec)) => match (spec.header, spec.format, spec.basic_username) {
             (Some(header), Some(format), None) => {
                 InjectRule::header(&header, &format).map_err(|why| bad_request(&rid, why))?;
@@ -209,7 +217,9 @@ pub(crate) async fn create_credential(
         updated_at: now,
     };
     let created = store.create_credential(&credential, &caller.name).await.map_err(|e| match e {
-        gatehouse_store::StoreError::Conflict => bad_request(&rid, "the tenant already has a credential of this name"),
+        gatehouse_store::StoreError::Conflict => {
+            bad_request(&rid, "the tenant already has a credential of this name")
+        }
         e => store_error(&rid, &e),
     })?;
     Ok((StatusCode::CREATED, Json(credential_json(&created))).into_response())
@@ -341,13 +351,18 @@ pub(crate) async fn delete_credential(
 }
 
 /// Every live lease `filter` selects, all pages.
-async fn live_leases(state: &AppState, rid: &RequestId, filter: &LeaseFilter) -> Result<Vec<Lease>, ApiError> {
+async fn live_leases(
+    state: &AppState,
+    rid: &RequestId,
+    filter: &LeaseFilter,
+) -> Result<Vec<Lease>, ApiError> {
     let store = store(state, rid)?;
     let mut all = Vec::new();
     let mut cursor = None;
     loop {
         let page = gatehouse_store::PageRequest { limit: 500, cursor };
-        let listed = store.leases(filter, &page, state.clock.now()).await.map_err(|e| store_error(rid, &e))?;
+        let listed =
+            store.leases(filter, &page, state.clock.now()).await.map_err(|e| store_error(rid, &e))?;
         all.extend(listed.items);
         match listed.next_cursor {
             Some(next) => cursor = Some(next),
@@ -360,7 +375,12 @@ async fn live_leases(state: &AppState, rid: &RequestId, filter: &LeaseFilter) ->
 async fn leases_revoked(state: &AppState, rid: &RequestId, revoked: &[Lease]) -> Result<(), ApiError> {
     let now = state.clock.now();
     for lease in revoked {
-        state.refusals.record_event(NewEvent::lease_event(lease, "lease_revoked", lease.revoke_reason.as_deref(), now));
+        state.refusals.record_event(NewEvent::lease_event(
+            lease,
+            "lease_revoked",
+            lease.revoke_reason.as_deref(),
+            now,
+        ));
     }
     runs_leases_changed(state, rid, revoked.iter().map(|l| l.run_id.as_str())).await
 }
@@ -418,7 +438,10 @@ pub(crate) async fn grant_lease(
         return Err(bad_request(&rid, "credential_id is not a valid id"));
     }
     if !PURPOSES.contains(&req.purpose.as_str()) {
-        return Err(bad_request(&rid, "purpose is git_provider, mcp_server, runtime_secret or webhook_signing"));
+        return Err(bad_request(
+            &rid,
+            "purpose is git_provider, mcp_server, runtime_secret or webhook_signing",
+        ));
     }
     // `GitHub.com.` is the credential's `github.com`: compared normalized.
     let host = normalized_host(&req.host)
@@ -435,7 +458,9 @@ pub(crate) async fn grant_lease(
         .grant_lease(&new, &caller.name, now, state.run_heartbeat_timeout_secs)
         .await
         .map_err(|e| match e {
-            gatehouse_store::StoreError::NotFound => with_reason(ErrorCode::NotFound, &rid, Reason::RunUnknown),
+            gatehouse_store::StoreError::NotFound => {
+                with_reason(ErrorCode::NotFound, &rid, Reason::RunUnknown)
+            }
             e => store_error(&rid, &e),
         })?;
     leases_changed(&state, &rid, &run.grant_id).await?;
@@ -514,7 +539,8 @@ pub(crate) async fn list_leases(
         Some(None) => return Err(bad_request(&rid, "status is live, expired or revoked")),
     };
     let page = page(&rid, q.limit, q.cursor)?;
-    let filter = LeaseFilter { tenant_id: q.tenant_id, run_id: q.run_id, status, credential_id: q.credential_id };
+    let filter =
+        LeaseFilter { tenant_id: q.tenant_id, run_id: q.run_id, status, credential_id: q.credential_id };
     let listed = store(&state, &rid)?
         .leases(&filter, &page, state.clock.now())
         .await

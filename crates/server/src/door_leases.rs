@@ -123,7 +123,11 @@ impl DoorLeases {
 }
 
 impl LeaseSource for DoorLeases {
-    fn leases<'a>(&'a self, run_id: &'a str, generation: u64) -> LeaseFuture<'a, Result<Arc<RunLeases>, Reason>> {
+    fn leases<'a>(
+        &'a self,
+        run_id: &'a str,
+        generation: u64,
+    ) -> LeaseFuture<'a, Result<Arc<RunLeases>, Reason>> {
         Box::pin(async move {
             if let Some(leases) = self.cached(run_id, generation) {
                 return Ok(leases);
@@ -145,7 +149,12 @@ impl LeaseSource for DoorLeases {
             match self.store.revoke_lease(lease_id, "leaked", "gatehouse", now).await {
                 Ok(Some(lease)) => {
                     self.forget(&lease.run_id);
-                    self.events.record_event(NewEvent::lease_event(&lease, "lease_revoked", Some("leaked"), now));
+                    self.events.record_event(NewEvent::lease_event(
+                        &lease,
+                        "lease_revoked",
+                        Some("leaked"),
+                        now,
+                    ));
                 }
                 Ok(None) => {}
                 Err(e) => tracing::error!(lease_id, code = e.code(), "a leaked lease could not be revoked"),

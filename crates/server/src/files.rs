@@ -45,7 +45,16 @@ impl KeySet {
             (
                 "token-worker",
                 "worker",
-                &["runs", "manifests:sign", "manifests:verify", "grants", "ledger", "policies", "credentials", "admin"],
+                &[
+                    "runs",
+                    "manifests:sign",
+                    "manifests:verify",
+                    "grants",
+                    "ledger",
+                    "policies",
+                    "credentials",
+                    "admin",
+                ],
             ),
             ("token-runner", "runner", &["manifests:verify"]),
             ("token-gateway", "gateway", &["ledger", "egress"]),

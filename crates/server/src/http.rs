@@ -127,7 +127,9 @@ pub fn required_scope(template: &str) -> Scope {
         "/grants/open" | "/grants/consume" => Scope::Ledger,
         "/egress/fetch" | "/egress/fetch/raw" | "/content/scan" | "/content/scanner" => Scope::Egress,
         // Leases are part of a run's life: granted to it, renewed by its heartbeat.
-        p if p == "/runs" || p.starts_with("/runs/") || p == "/leases" || p.starts_with("/leases/") => Scope::Runs,
+        p if p == "/runs" || p.starts_with("/runs/") || p == "/leases" || p.starts_with("/leases/") => {
+            Scope::Runs
+        }
         p if p.contains("/credentials") => Scope::Credentials,
         p if p.ends_with("/egress-policy") || p.ends_with("/dependency-gate") => Scope::Policies,
         // The worker's pass: it submits pull requests' scans and asks the gate.

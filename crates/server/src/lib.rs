@@ -33,10 +33,10 @@ pub(crate) fn stdout_failed(e: &std::io::Error) -> ! {
 pub mod api;
 pub mod cli;
 pub mod control;
-pub mod credentials;
-pub mod door_leases;
 mod control_cli;
+pub mod credentials;
 mod deps_cli;
+pub mod door_leases;
 pub mod events;
 mod files;
 pub mod http;

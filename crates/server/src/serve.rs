@@ -32,9 +32,12 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
     if !configured(names::SESSION_KEY_SECRET) && !dir.join(embedded_files::SESSION_KEY_SECRET).exists() {
         wanted.push(embedded_files::SESSION_KEY_SECRET);
     }
-    if !configured(names::CREDENTIAL_SEALING_KEY) && !dir.join(embedded_files::CREDENTIAL_SEALING_KEY).exists() {
+    if !configured(names::CREDENTIAL_SEALING_KEY)
+        && !dir.join(embedded_files::CREDENTIAL_SEALING_KEY).exists()
+    {
         // The `all` role derives the public half; the file is for workers.
-        wanted.extend([embedded_files::CREDENTIAL_SEALING_KEY, embedded_files::CREDENTIAL_SEALING_PUBLIC_KEY]);
+        wanted
+            .extend([embedded_files::CREDENTIAL_SEALING_KEY, embedded_files::CREDENTIAL_SEALING_PUBLIC_KEY]);
     }
     if wanted.is_empty() {
         return Ok(Vec::new());

@@ -172,13 +172,15 @@ impl AppState {
             None
         };
         let door_leases = match (&config.credential_keys, &store, &ledger) {
-            (Some(keys), Some(store), Some(ledger)) if runs_proxy => Some(Arc::new(crate::door_leases::DoorLeases::new(
-                store.clone(),
-                keys.clone(),
-                ledger.clone(),
-                refusals.clone(),
-                clock.clone(),
-            )?)),
+            (Some(keys), Some(store), Some(ledger)) if runs_proxy => {
+                Some(Arc::new(crate::door_leases::DoorLeases::new(
+                    store.clone(),
+                    keys.clone(),
+                    ledger.clone(),
+                    refusals.clone(),
+                    clock.clone(),
+                )?))
+            }
             _ => None,
         };
         let proxy = match (config.grant_secret.as_ref(), ledger.as_ref()) {

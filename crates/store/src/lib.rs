@@ -410,21 +410,12 @@ impl Store {
     /// Expires every live run that missed its heartbeat deadline or outlived
     /// its lifetime, and returns them. Each run expires once, on whichever
     /// node gets there first.
-    pub async fn expire_runs(
-        &self,
-        now: UnixTime,
-        heartbeat_timeout_secs: i64,
-    ) -> Result<Ended, StoreError> {
+    pub async fn expire_runs(&self, now: UnixTime, heartbeat_timeout_secs: i64) -> Result<Ended, StoreError> {
         dispatch!(self.expire_runs(now, heartbeat_timeout_secs))
     }
 
     /// Kills every live run of every tenant (emergency revoke) and returns them.
-    pub async fn kill_all_runs(
-        &self,
-        reason: &str,
-        actor: &str,
-        now: UnixTime,
-    ) -> Result<Ended, StoreError> {
+    pub async fn kill_all_runs(&self, reason: &str, actor: &str, now: UnixTime) -> Result<Ended, StoreError> {
         dispatch!(self.kill_all_runs(reason, actor, now))
     }
 
@@ -432,12 +423,20 @@ impl Store {
 
     /// Records a credential (sealed), with its audit entry; `conflict` when
     /// the id or the tenant's name is taken.
-    pub async fn create_credential(&self, credential: &Credential, actor: &str) -> Result<Credential, StoreError> {
+    pub async fn create_credential(
+        &self,
+        credential: &Credential,
+        actor: &str,
+    ) -> Result<Credential, StoreError> {
         dispatch!(self.create_credential(credential, actor))
     }
 
     /// One credential of a tenant (an id of another tenant is not found).
-    pub async fn credential(&self, tenant_id: &str, credential_id: &str) -> Result<Option<Credential>, StoreError> {
+    pub async fn credential(
+        &self,
+        tenant_id: &str,
+        credential_id: &str,
+    ) -> Result<Option<Credential>, StoreError> {
         dispatch!(self.credential(tenant_id, credential_id))
     }
 
