@@ -6,6 +6,7 @@ mod api;
 mod cli;
 mod content;
 mod deps;
+mod leases;
 mod ledger;
 mod plane;
 mod proxy;

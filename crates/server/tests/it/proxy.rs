@@ -58,7 +58,7 @@ fn start(dir: &Path, upstream: &Upstream) -> (Server, String, String) {
 }
 
 /// As [`start`], with the thread collecting the server's log (stderr) until it exits.
-fn start_logging(
+pub(crate) fn start_logging(
     dir: &Path,
     upstream: &Upstream,
 ) -> (Server, String, String, std::thread::JoinHandle<String>) {

@@ -1,0 +1,267 @@
+//! Credential leases end to end: a real gatehouse process, real upstreams
+//! on loopback that echo what they receive, and curl as the sandbox.
+//!
+//! A unique canary secret goes in once, through the API. It must reach the
+//! upstream, and nothing else: not the sandbox's view of the responses, not
+//! an API answer, not a refusal or audit entry, not a log line, not the
+//! database file.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::TcpListener;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use crate::proxy::{api, start_logging};
+
+/// An upstream on `ip` that records each request head and answers with it:
+/// in the body and, for `authorization`, in a response header (a `/headers`
+/// echo service, the reflection case).
+struct Echo {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Echo {
+    fn start(ip: &str, port: u16) -> Self {
+        let listener = TcpListener::bind((ip, port)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut head = String::new();
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                            break;
+                        }
+                        head.push_str(&line);
+                    }
+                    log.lock().unwrap().push(head.clone());
+                    let auth = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("authorization: "))
+                        .unwrap_or("none")
+                        .to_owned();
+                    let mut stream = stream;
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nx-echo-authorization: {auth}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{head}",
+                        head.len()
+                    );
+                });
+            }
+        });
+        Self { port, seen }
+    }
+
+    fn last(&self) -> String {
+        self.seen.lock().unwrap().last().cloned().unwrap_or_default()
+    }
+}
+
+fn curl(args: &[&str]) -> String {
+    let Output { stdout, .. } = Command::new("curl")
+        .args(["-s", "-S", "--max-time", "10", "-D", "-"])
+        .args(args)
+        .output()
+        .expect("curl is installed");
+    String::from_utf8_lossy(&stdout).into_owned()
+}
+
+/// A run and the proxy URL its sandbox uses (the grant as the password).
+fn new_run(api_addr: &str, proxy_addr: &str) -> (String, String) {
+    let run = api(
+        api_addr,
+        "POST",
+        "/v1/runs",
+        &json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "print(1)"},
+            "input_files": [], "read_sessions": [], "budgets": {"max_requests": 100, "max_egress_bytes": 10_000_000}}),
+    );
+    let run_id = run["run_id"].as_str().unwrap_or_else(|| panic!("{run}")).to_owned();
+    assert!(run["proxy"]["env"]["HTTP_PROXY"].as_str().unwrap().contains(run["grant"].as_str().unwrap()));
+    (run_id, format!("http://grant:{}@{proxy_addr}", run["grant"].as_str().unwrap()))
+}
+
+fn lease(api_addr: &str, run_id: &str, credential_id: &str, host: &str) -> Value {
+    api(
+        api_addr,
+        "POST",
+        &format!("/v1/runs/{run_id}/leases"),
+        &json!({"credential_id": credential_id, "purpose": "git_provider", "host": host}),
+    )
+}
+
+#[test]
+fn a_lease_injects_for_its_one_host_and_the_secret_never_leaks() {
+    const CANARY: &str = "canary-3f9c1e7a5b2d48c6a0e1-secret";
+    const ROTATED: &str = "canary-rotated-77d2c4e1b9a05f36";
+    let lease_host = Echo::start("127.0.0.1", 0);
+    let other_host = Echo::start("127.0.0.2", lease_host.port);
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, api_addr, proxy_addr, log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
+    let answers = std::cell::RefCell::new(String::new());
+    let call = |method: &str, path: &str, body: Value| {
+        let v = api(&api_addr, method, path, &body);
+        answers.borrow_mut().push_str(&v.to_string());
+        v
+    };
+
+    let credential = call(
+        "POST",
+        "/v1/tenants/t1/credentials",
+        json!({"name": "github", "purpose": "git_provider", "host": "127.0.0.1",
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "secret": CANARY}),
+    );
+    let credential_id =
+        credential["credential_id"].as_str().unwrap_or_else(|| panic!("{credential}")).to_owned();
+    assert!(credential["fingerprint"].as_str().unwrap().starts_with("hmac-sha256:"), "{credential}");
+    let (run_id, proxy) = new_run(&api_addr, &proxy_addr);
+    let granted = lease(&api_addr, &run_id, &credential_id, "127.0.0.1");
+    answers.borrow_mut().push_str(&granted.to_string());
+    let placeholder = granted["placeholder"].as_str().unwrap_or_else(|| panic!("{granted}")).to_owned();
+    let lease_id = granted["lease_id"].as_str().unwrap().to_owned();
+    let target = format!("http://127.0.0.1:{}/repo", lease_host.port);
+    let other = format!("http://127.0.0.2:{}/", lease_host.port);
+
+    // Without a placeholder the rule adds the header; the echo of it, in
+    // the head and the body, comes back as the placeholder.
+    let mut seen_by_sandbox = curl(&["-x", &proxy, &target]);
+    assert!(seen_by_sandbox.starts_with("HTTP/1.1 200"), "{seen_by_sandbox}");
+    assert!(lease_host.last().contains(&format!("authorization: Bearer {CANARY}")), "{}", lease_host.last());
+    assert!(
+        seen_by_sandbox.contains(&format!("x-echo-authorization: Bearer {placeholder}")),
+        "{seen_by_sandbox}"
+    );
+    // The placeholder where the sandbox put it (an SDK's own header).
+    let out = curl(&["-x", &proxy, "-H", &format!("x-api-key: {placeholder}"), &target]);
+    assert!(lease_host.last().contains(&format!("x-api-key: {CANARY}")), "{}", lease_host.last());
+    assert!(out.contains(&format!("x-api-key: {placeholder}")), "{out}");
+    seen_by_sandbox.push_str(&out);
+
+    // A placeholder in the URL is refused, not retryable.
+    let out = curl(&["-x", &proxy, &format!("{target}?token={placeholder}")]);
+    assert!(out.contains("x-gatehouse-reason: lease_placeholder_in_url"), "{out}");
+    assert!(out.contains("x-gatehouse-retryable: false"), "{out}");
+    // Toward any other host it is a leak attempt: refused, and the lease revoked.
+    let before = other_host.seen.lock().unwrap().len();
+    let out = curl(&["-x", &proxy, "-H", &format!("authorization: token {placeholder}"), &other]);
+    assert!(
+        out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: lease_host_mismatch"),
+        "{out}"
+    );
+    assert_eq!(other_host.seen.lock().unwrap().len(), before, "nothing reached the other host");
+    let leases = call("GET", &format!("/v1/leases?run_id={run_id}"), json!({}));
+    assert_eq!(leases["items"][0]["status"], "revoked", "{leases}");
+    assert_eq!(leases["items"][0]["revoke_reason"], "leaked", "{leases}");
+    let out = curl(&["-x", &proxy, &target]);
+    assert!(out.contains("x-gatehouse-reason: lease_revoked"), "the host's requests now say why: {out}");
+    let again = lease(&api_addr, &run_id, &credential_id, "127.0.0.1");
+    assert_eq!(again["error"]["reason"], "run_lease_revoked", "{again}");
+
+    // A second run: rotation takes effect at the next request; a revoke
+    // from the API stops injection before it returns; an ended run's
+    // placeholder says the run is over.
+    let (run2, proxy2) = new_run(&api_addr, &proxy_addr);
+    let granted = lease(&api_addr, &run2, &credential_id, "127.0.0.1");
+    let placeholder2 = granted["placeholder"].as_str().unwrap().to_owned();
+    let rotated = call(
+        "PUT",
+        &format!("/v1/tenants/t1/credentials/{credential_id}/secret"),
+        json!({"secret": ROTATED}),
+    );
+    assert_eq!(rotated["version"], 2, "{rotated}");
+    assert_ne!(rotated["fingerprint"], credential["fingerprint"]);
+    seen_by_sandbox.push_str(&curl(&["-x", &proxy2, &target]));
+    assert!(lease_host.last().contains(&format!("Bearer {ROTATED}")), "{}", lease_host.last());
+    let heartbeat = call("POST", &format!("/v1/runs/{run2}/heartbeat"), json!({}));
+    assert_eq!(heartbeat["leases_renewed"], 1, "{heartbeat}");
+    let revoked =
+        call("POST", &format!("/v1/leases/{}/revoke", granted["lease_id"].as_str().unwrap()), json!({}));
+    assert_eq!(revoked["revoked"], 1, "{revoked}");
+    let out = curl(&["-x", &proxy2, "-H", &format!("x-api-key: {placeholder2}"), &target]);
+    assert!(out.contains("x-gatehouse-reason: lease_revoked"), "{out}");
+    let (run3, proxy3) = new_run(&api_addr, &proxy_addr);
+    let granted = lease(&api_addr, &run3, &credential_id, "127.0.0.1");
+    let placeholder3 = granted["placeholder"].as_str().unwrap().to_owned();
+    let ended = call("POST", &format!("/v1/runs/{run3}/end"), json!({"outcome": "succeeded"}));
+    assert_eq!(ended["revoked"], json!({"grants": 1, "leases": 1}), "{ended}");
+    let out = curl(&["-x", &proxy3, "-H", &format!("x-api-key: {placeholder3}"), &target]);
+    assert!(out.contains("x-gatehouse-reason: run_not_live"), "{out}");
+
+    // Leases of other tenants' credentials and of wrong hosts or purposes are refused.
+    let (run4, _) = new_run(&api_addr, &proxy_addr);
+    let wrong_host = lease(&api_addr, &run4, &credential_id, "127.0.0.2");
+    assert_eq!(wrong_host["error"]["reason"], "lease_host_mismatch", "{wrong_host}");
+    let wrong_purpose = api(
+        &api_addr,
+        "POST",
+        &format!("/v1/runs/{run4}/leases"),
+        &json!({"credential_id": credential_id, "purpose": "mcp_server", "host": "127.0.0.1"}),
+    );
+    assert_eq!(wrong_purpose["error"]["reason"], "lease_purpose_mismatch", "{wrong_purpose}");
+    let theirs = call(
+        "POST",
+        "/v1/tenants/t2/credentials",
+        json!({"name": "github", "purpose": "git_provider", "host": "127.0.0.1",
+            "inject": {"basic_username": "x-access-token"}, "secret": "t2-secret-value"}),
+    );
+    let not_ours = lease(&api_addr, &run4, theirs["credential_id"].as_str().unwrap(), "127.0.0.1");
+    assert_eq!(not_ours["error"]["reason"], "credential_unknown", "{not_ours}");
+    // Hosts compare normalized: case and a trailing dot do not make another host.
+    let named = call(
+        "POST",
+        "/v1/tenants/t1/credentials",
+        json!({"name": "gh-named", "purpose": "git_provider", "host": "GitHub.COM.",
+            "inject": {"basic_username": "x-access-token"}, "secret": "named-secret-value"}),
+    );
+    assert_eq!(named["host"], "github.com", "{named}");
+    let same = lease(&api_addr, &run4, named["credential_id"].as_str().unwrap(), "github.COM.");
+    assert_eq!(same["host"], "github.com", "{same}");
+
+    // The record: every refusal is a secret_refused with its lease, and
+    // nothing anywhere holds either secret but what the upstream received.
+    let refusals = call("GET", "/v1/refusals?kind=secret_refused", json!({}));
+    let reasons: Vec<&str> =
+        refusals["items"].as_array().unwrap().iter().filter_map(|r| r["reason"].as_str()).collect();
+    for reason in ["lease_placeholder_in_url", "lease_host_mismatch", "lease_revoked", "run_not_live"] {
+        assert!(reasons.contains(&reason), "{reason} in {refusals}");
+    }
+    assert!(refusals["items"].as_array().unwrap().iter().any(|r| r["lease_id"] == lease_id.as_str()));
+    let events = call("GET", &format!("/v1/runs/{run_id}/events"), json!({}));
+    let kinds: Vec<&str> =
+        events["items"].as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert!(kinds.contains(&"lease_granted") && kinds.contains(&"lease_revoked"), "{events}");
+    call("GET", "/v1/audit", json!({}));
+    call("GET", &format!("/v1/runs/{run2}"), json!({}));
+    call("GET", "/v1/tenants/t1/credentials", json!({}));
+    let metrics =
+        crate::cli::http(&api_addr, "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    drop(server);
+    let logs = log.join().unwrap();
+    let mut database = Vec::new();
+    for entry in std::fs::read_dir(tmp.path().join("gatehouse-data")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().starts_with("gatehouse.db") {
+            database.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    assert!(!database.is_empty());
+    let database = String::from_utf8_lossy(&database);
+    for secret in [CANARY, ROTATED, "t2-secret-value", "named-secret-value"] {
+        for (what, text) in [
+            ("the sandbox's view", seen_by_sandbox.as_str()),
+            ("API answers", answers.borrow().as_str()),
+            ("logs", logs.as_str()),
+            ("metrics", metrics.as_str()),
+            ("the database", &database),
+        ] {
+            assert!(!text.contains(secret), "{what} hold a secret");
+        }
+    }
+}
