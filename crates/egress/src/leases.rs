@@ -94,19 +94,30 @@ pub struct Injected {
     pub scrub: Scrub,
 }
 
-/// Applies the lease rules (see the module docs) to a request of `run_id`
-/// toward `host`, whose spend answered with `generation`.
+/// Whose request it is: the run, its grant, and the lease generation its
+/// spend answered with (`None`: the ledger did not answer).
+#[derive(Debug, Clone, Copy)]
+pub struct OfRun<'a> {
+    /// The grant spent.
+    pub grant_id: &'a str,
+    /// Its run.
+    pub run_id: &'a str,
+    /// The run's lease generation.
+    pub generation: Option<u64>,
+}
+
+/// Applies the lease rules (see the module docs) to a request of `run`
+/// toward `host`.
 pub async fn at_the_door(
     source: &dyn LeaseSource,
-    grant_id: &str,
-    run_id: &str,
-    generation: Option<u64>,
+    run: OfRun<'_>,
     headers: &mut HeaderMap,
     path_and_query: &str,
     host: &str,
     now: UnixTime,
 ) -> Result<Injected, LeaseRefusal> {
     let refuse = |reason| LeaseRefusal { reason, lease_id: None, revoke: false };
+    let OfRun { grant_id, run_id, generation } = run;
     let generation = match generation {
         None if mentions_placeholder(headers, path_and_query) => {
             return Err(refuse(Reason::LeaseUnavailable));
@@ -141,7 +152,7 @@ pub async fn at_the_door(
     let Some(i) = examined.inject else {
         return Ok(Injected::default());
     };
-    let entry = &leases.entries[i];
+    let entry = leases.entries.get(i).ok_or_else(|| refuse(Reason::CredentialUnreadable))?;
     let lease_refusal =
         |reason| LeaseRefusal { reason, lease_id: Some(entry.lease_id.clone()), revoke: false };
     let secret = leases.secret(i).map_err(lease_refusal)?;

@@ -45,7 +45,7 @@ use tokio::sync::Notify;
 
 use crate::connect::connect_pinned;
 use crate::decision::{Decision, Purpose, decide_target};
-use crate::leases::{Injected, LeaseSource, at_the_door, mentions_placeholder};
+use crate::leases::{Injected, LeaseSource, OfRun, at_the_door, mentions_placeholder};
 use crate::meter::EgressMeter;
 use crate::policy::{Policy, PolicyError};
 use crate::pool::{PoolKey, PooledBody, Upstream, UpstreamPool};
@@ -604,9 +604,7 @@ impl Proxy {
         let injected = match &self.leases {
             Some(leases) => at_the_door(
                 leases.as_ref(),
-                &grant.grant_id,
-                &grant.exec_id,
-                lease_generation,
+                OfRun { grant_id: &grant.grant_id, run_id: &grant.exec_id, generation: lease_generation },
                 &mut parts.headers,
                 &target.path_and_query,
                 &target.host.to_string(),
