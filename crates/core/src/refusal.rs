@@ -431,6 +431,15 @@ mod tests {
                 "budget_egress_bytes_exhausted",
                 "header_not_allowed",
                 "content_encoding_invalid",
+                "lease_host_mismatch",
+                "lease_purpose_mismatch",
+                "lease_expired",
+                "lease_revoked",
+                "run_lease_revoked",
+                "lease_unavailable",
+                "lease_placeholder_in_url",
+                "credential_unknown",
+                "credential_unreadable",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
+use gatehouse_core::Reason;
 use gatehouse_store::{
-    NewEvent, NewRun, PageRequest, RefusalFilter, Run, RunStatus, SchemaState, Store, StoreConfig, StoreError,
+    Credential, DoorLease, LEASE_LIFETIME_SECS, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease, NewRun,
+    PageRequest, RefusalFilter, Resealed, Run, RunStatus, SchemaState, Store, StoreConfig, StoreError,
 };
 use gatehouse_test_support::TestDatabase;
 
@@ -42,7 +44,7 @@ impl Fresh {
     }
 }
 
-fn new_run(n: u32, tenant: &str, now: i64) -> NewRun {
+pub fn new_run(n: u32, tenant: &str, now: i64) -> NewRun {
     NewRun {
         run_id: format!("run_{n:04}"),
         tenant_id: tenant.into(),
@@ -80,6 +82,66 @@ fn refusal(
 async fn assert_chain_intact(store: &Store) -> i64 {
     let verdict = store.verify_audit(Vec::new()).await.unwrap();
     verdict.unwrap_or_else(|broken| panic!("audit chain broken: {broken:?}"))
+}
+
+/// A credential of `tenant` for `host`, sealed to key `k1` at version 1.
+pub fn credential(id: &str, tenant: &str, name: &str, host: &str, now: i64) -> Credential {
+    Credential {
+        credential_id: id.into(),
+        tenant_id: tenant.into(),
+        name: name.into(),
+        purpose: "git_provider".into(),
+        host: host.into(),
+        inject: r#"{"header":"Authorization","format":"Bearer {secret}"}"#.into(),
+        sealed: format!("ghc1.test.{id}"),
+        key_id: "k1".into(),
+        version: 1,
+        fingerprint: "hmac-sha256:00".into(),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// `lease_` and 32 hex digits: numbered in grant order, as UUIDv7s are.
+pub fn lease_id(n: u64) -> String {
+    format!("lease_{n:032x}")
+}
+
+/// A lease of `run` on `credential`, for its own purpose and host.
+pub fn new_lease(n: u64, run: &str, credential: &Credential) -> NewLease {
+    NewLease {
+        lease_id: lease_id(n),
+        run_id: run.into(),
+        credential_id: credential.credential_id.clone(),
+        purpose: credential.purpose.clone(),
+        host: credential.host.clone(),
+    }
+}
+
+async fn grant(s: &Store, n: u64, run: &str, credential: &Credential, now: i64) -> String {
+    s.grant_lease(&new_lease(n, run, credential), "dispatcher", now, 120).await.unwrap().0.lease_id
+}
+
+/// A lease's status and expiry as of `now`.
+async fn lease_at(s: &Store, lease_id: &str, now: i64) -> (LeaseStatus, i64) {
+    let lease = s.lease(lease_id, now).await.unwrap().unwrap();
+    (lease.status, lease.expires_at)
+}
+
+/// Why a lease is not live: (status, revoked_at, reason, by).
+async fn revocation(s: &Store, lease_id: &str) -> (LeaseStatus, Option<i64>, Option<String>, Option<String>) {
+    let lease = s.lease(lease_id, 0).await.unwrap().unwrap();
+    (lease.status, lease.revoked_at, lease.revoke_reason, lease.revoked_by)
+}
+
+fn revoked(at: i64, reason: &str, by: &str) -> (LeaseStatus, Option<i64>, Option<String>, Option<String>) {
+    (LeaseStatus::Revoked, Some(at), Some(reason.into()), Some(by.into()))
+}
+
+async fn all_leases(s: &Store, filter: &LeaseFilter, now: i64) -> Vec<Lease> {
+    let page = s.leases(filter, &PageRequest { limit: 500, cursor: None }, now).await.unwrap();
+    assert_eq!(page.next_cursor, None);
+    page.items
 }
 
 pub async fn migrations_apply_once_and_a_newer_schema_is_refused(f: Fresh) {
@@ -342,7 +404,7 @@ pub async fn refusals_and_run_events_are_durable_filtered_and_paged(f: Fresh) {
     events.push(refusal("t2", Some("run_b"), "content_refused", "content_executable", None, 200));
     let mut ended = NewEvent::refusal(&gatehouse_core::Refusal {
         kind: gatehouse_core::RefusalKind::EgressRefused,
-        reason: gatehouse_core::Reason::DnsFailed,
+        reason: Reason::DnsFailed,
         tenant_id: Some("t1".into()),
         run_id: Some("run_a".into()),
         request_id: None,
@@ -609,6 +671,478 @@ pub async fn a_store_that_is_down_says_store_unavailable(_f: Fresh) {
     assert_eq!(Store::connect(&StoreConfig::new("mysql://x")).await.unwrap_err(), StoreError::InvalidUrl);
 }
 
+pub async fn a_lease_lives_two_minutes_renewed_by_heartbeats_and_dies_with_its_run(f: Fresh) {
+    let s = &f.store;
+    let run = s.create_run(&new_run(1, "t1", 1000), "platform").await.unwrap();
+    let mut short = new_run(2, "t1", 1000);
+    short.expires_at = 1050;
+    s.create_run(&short, "platform").await.unwrap();
+    s.create_run(&new_run(3, "t1", 1000), "platform").await.unwrap();
+    let given = credential("cred_1", "t1", "github", "github.com", 1000);
+    let cred = s.create_credential(&given, "person:ada").await.unwrap();
+    assert_eq!(cred, given, "read back whole");
+
+    let (lease, holder) =
+        s.grant_lease(&new_lease(1, &run.run_id, &cred), "dispatcher", 1000, 120).await.unwrap();
+    assert_eq!(holder, run);
+    let l1 = lease.lease_id.clone();
+    assert_eq!(
+        lease,
+        Lease {
+            lease_id: lease_id(1),
+            tenant_id: "t1".into(),
+            run_id: "run_0001".into(),
+            credential_id: "cred_1".into(),
+            purpose: "git_provider".into(),
+            host: "github.com".into(),
+            status: LeaseStatus::Live,
+            created_at: 1000,
+            expires_at: 1000 + LEASE_LIFETIME_SECS,
+            revoked_at: None,
+            revoke_reason: None,
+            revoked_by: None,
+        }
+    );
+    // A run whose lifetime ends sooner caps its lease there.
+    let l2 = grant(s, 2, "run_0002", &cred, 1000).await;
+    assert_eq!(lease_at(s, &l2, 1000).await, (LeaseStatus::Live, 1050));
+
+    // Two minutes on, unrenewed, it reads expired; reading renews nothing.
+    assert_eq!(lease_at(s, &l1, 1119).await, (LeaseStatus::Live, 1120));
+    assert_eq!(lease_at(s, &l1, 1120).await, (LeaseStatus::Expired, 1120));
+    assert_eq!(lease_at(s, &l1, 1121).await, (LeaseStatus::Expired, 1120));
+    assert_eq!(lease_at(s, &l1, 1000).await, (LeaseStatus::Live, 1120), "reading is not renewing");
+
+    // A heartbeat renews the run's live leases for two minutes from itself...
+    let (beat, renewed) = s.heartbeat("run_0001", 1060, 120).await.unwrap();
+    assert_eq!((beat.heartbeat_at, renewed), (1060, 1));
+    assert_eq!(lease_at(s, &l1, 1121).await, (LeaseStatus::Live, 1180));
+    // ... but never past the run's lifetime.
+    assert_eq!(s.heartbeat("run_0002", 1040, 120).await.unwrap().1, 1);
+    assert_eq!(lease_at(s, &l2, 1040).await, (LeaseStatus::Live, 1050));
+
+    // A heartbeat never revives a revoked lease...
+    let gone = s.revoke_lease(&l2, "revoked", "person:ada", 1045).await.unwrap().unwrap();
+    assert_eq!(
+        (gone.status, gone.revoked_at, gone.revoke_reason.as_deref(), gone.revoked_by.as_deref()),
+        (LeaseStatus::Revoked, Some(1045), Some("revoked"), Some("person:ada"))
+    );
+    assert_eq!(s.heartbeat("run_0002", 1046, 120).await.unwrap().1, 0);
+    assert_eq!(lease_at(s, &l2, 1046).await, (LeaseStatus::Revoked, 1050));
+    // ... nor an expired one (a generous heartbeat timeout keeps the run live past it).
+    let l3 = grant(s, 3, "run_0003", &cred, 1000).await;
+    assert_eq!(s.heartbeat("run_0003", 1130, 300).await.unwrap().1, 0);
+    assert_eq!(lease_at(s, &l3, 1130).await, (LeaseStatus::Expired, 1120));
+    assert_eq!(lease_at(s, &l3, 1000).await, (LeaseStatus::Live, 1120), "its expiry is untouched");
+
+    // The door sees the lease with its credential.
+    let live = s.lease(&l1, 1100).await.unwrap().unwrap();
+    assert_eq!(
+        s.door_leases("run_0001", 1100).await.unwrap(),
+        vec![DoorLease { lease: live, credential: Some(cred.clone()) }]
+    );
+
+    // Ending the run revokes its lease in the same change.
+    let (ended, leases_revoked) =
+        s.finish_run("run_0001", RunStatus::Ended, "succeeded", "dispatcher", 1100).await.unwrap();
+    assert_eq!((ended.status, leases_revoked), (RunStatus::Ended, Some(1)));
+    assert_eq!(revocation(s, &l1).await, revoked(1100, "run_ended", "dispatcher"));
+    assert_eq!(lease_at(s, &l1, 1100).await, (LeaseStatus::Revoked, 1180));
+    assert_eq!(s.heartbeat("run_0001", 1101, 120).await.unwrap_err(), StoreError::RunNotLive);
+    assert_eq!(lease_at(s, &l1, 1101).await.0, LeaseStatus::Revoked, "a refused heartbeat renews nothing");
+    let (_, again) = s.finish_run("run_0001", RunStatus::Cancelled, "cancelled", "ada", 1102).await.unwrap();
+    assert_eq!(again, None);
+    let door = s.door_leases("run_0001", 1100).await.unwrap();
+    assert_eq!(door.len(), 1);
+    assert_eq!((door[0].lease.status, door[0].credential.as_ref()), (LeaseStatus::Revoked, Some(&cred)));
+    assert_eq!(s.door_leases("run_nope", 1100).await.unwrap(), vec![]);
+
+    // Every grant and revocation is in the chain, naming what it bound.
+    let entries = s.audit_entries(0, 100).await.unwrap();
+    let of = |action: &str| {
+        entries
+            .iter()
+            .filter(|e| e.record.action == action)
+            .map(|e| (e.record.subject.clone(), e.record.detail["reason"].as_str().map(str::to_owned)))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("lease.grant"), [(l1.clone(), None), (l2.clone(), None), (l3, None)]);
+    assert_eq!(of("lease.revoke"), [(l2, Some("revoked".into())), (l1.clone(), Some("run_ended".into()))]);
+    let first = entries.iter().find(|e| e.record.action == "lease.grant").unwrap();
+    assert_eq!((first.record.tenant_id.as_deref(), first.record.actor.as_str()), (Some("t1"), "dispatcher"));
+    assert_eq!(
+        (&first.record.detail["run_id"], &first.record.detail["credential_id"], &first.record.detail["host"]),
+        (&serde_json::json!("run_0001"), &serde_json::json!("cred_1"), &serde_json::json!("github.com"))
+    );
+    assert_eq!(
+        assert_chain_intact(s).await,
+        10,
+        "3 runs, a credential, 3 grants, 2 revocations, an end; the no-op end is not audited"
+    );
+}
+
+pub async fn lease_grants_are_refused_by_the_rules(f: Fresh) {
+    let s = &f.store;
+    for n in 1..=3 {
+        s.create_run(&new_run(n, "t1", 1000), "p").await.unwrap();
+    }
+    let mut short = new_run(4, "t1", 1000);
+    short.expires_at = 1050;
+    s.create_run(&short, "p").await.unwrap();
+    let github =
+        s.create_credential(&credential("cred_1", "t1", "github", "github.com", 1000), "p").await.unwrap();
+    let gitlab =
+        s.create_credential(&credential("cred_2", "t1", "gitlab", "gitlab.com", 1000), "p").await.unwrap();
+    let theirs =
+        s.create_credential(&credential("cred_3", "t2", "github", "github.com", 1000), "p").await.unwrap();
+    s.finish_run("run_0002", RunStatus::Ended, "succeeded", "p", 1001).await.unwrap();
+    let audited = assert_chain_intact(s).await;
+
+    let refused = |lease: NewLease, at: i64| async move {
+        let err = s.grant_lease(&lease, "dispatcher", at, 120).await.unwrap_err();
+        assert_eq!(s.lease(&lease.lease_id, at).await.unwrap(), None, "a refused grant leaves no row");
+        err
+    };
+    let wrong_host = NewLease { host: "api.github.com".into(), ..new_lease(1, "run_0001", &github) };
+    assert_eq!(refused(wrong_host, 1002).await, StoreError::Refused(Reason::LeaseHostMismatch));
+    let wrong_purpose = NewLease { purpose: "mcp_server".into(), ..new_lease(2, "run_0001", &github) };
+    assert_eq!(refused(wrong_purpose, 1002).await, StoreError::Refused(Reason::LeasePurposeMismatch));
+    // Ids of one tenant never resolve in another, even with the right host and purpose.
+    assert_eq!(
+        refused(new_lease(3, "run_0001", &theirs), 1002).await,
+        StoreError::Refused(Reason::CredentialUnknown)
+    );
+    let unknown = NewLease { credential_id: "cred_nope".into(), ..new_lease(4, "run_0001", &github) };
+    assert_eq!(refused(unknown, 1002).await, StoreError::Refused(Reason::CredentialUnknown));
+    assert_eq!(
+        refused(new_lease(5, "run_0002", &github), 1002).await,
+        StoreError::Refused(Reason::RunNotLive)
+    );
+    // Past its heartbeat deadline a run is not live, though no sweep has expired it yet.
+    assert_eq!(
+        refused(new_lease(6, "run_0003", &github), 1120).await,
+        StoreError::Refused(Reason::RunNotLive)
+    );
+    assert_eq!(s.run("run_0003").await.unwrap().unwrap().status, RunStatus::Live, "not swept");
+    // Nor past its lifetime.
+    assert_eq!(
+        refused(new_lease(7, "run_0004", &github), 1050).await,
+        StoreError::Refused(Reason::RunNotLive)
+    );
+    assert_eq!(refused(new_lease(8, "run_nope", &github), 1002).await, StoreError::NotFound);
+    assert!(all_leases(s, &LeaseFilter::default(), 1002).await.is_empty());
+    assert_eq!(assert_chain_intact(s).await, audited, "refusals are not audited as grants");
+
+    // Once one of its leases is revoked, a run never gets another, of any credential.
+    let l10 = grant(s, 10, "run_0001", &github, 1002).await;
+    let l11 = grant(s, 11, "run_0001", &gitlab, 1002).await;
+    s.revoke_lease(&l10, "revoked", "person:ada", 1003).await.unwrap().unwrap();
+    let before = all_leases(s, &LeaseFilter::default(), 1004).await;
+    assert_eq!(
+        refused(new_lease(12, "run_0001", &github), 1004).await,
+        StoreError::Refused(Reason::RunLeaseRevoked)
+    );
+    assert_eq!(
+        refused(new_lease(13, "run_0001", &gitlab), 1004).await,
+        StoreError::Refused(Reason::RunLeaseRevoked),
+        "even for a different credential"
+    );
+    assert_eq!(
+        refused(NewLease { host: "evil.example".into(), ..new_lease(14, "run_0001", &gitlab) }, 1004).await,
+        StoreError::Refused(Reason::RunLeaseRevoked),
+        "checked before the credential"
+    );
+    // The mark is the run's: another run of the tenant still gets leases.
+    let l15 = grant(s, 15, "run_0003", &github, 1004).await;
+    let after = all_leases(s, &LeaseFilter::default(), 1004).await;
+    assert_eq!(after[1..], before[..], "only the allowed grant was added");
+    assert_eq!(after.iter().map(|l| l.lease_id.as_str()).collect::<Vec<_>>(), [&l15, &l11, &l10]);
+    // A run that ended is refused as not live first.
+    s.finish_run("run_0001", RunStatus::Ended, "succeeded", "p", 1005).await.unwrap();
+    assert_eq!(
+        refused(new_lease(16, "run_0001", &github), 1006).await,
+        StoreError::Refused(Reason::RunNotLive)
+    );
+    let listed = |filter: LeaseFilter| async move {
+        all_leases(s, &filter, 1006).await.into_iter().map(|l| l.lease_id).collect::<Vec<_>>()
+    };
+    let of_run = LeaseFilter { run_id: Some("run_0001".into()), ..Default::default() };
+    assert_eq!(listed(of_run).await, [l11.clone(), l10.clone()]);
+    let live = LeaseFilter { status: Some(LeaseStatus::Live), ..Default::default() };
+    assert_eq!(listed(live).await, [l15.clone()]);
+    let of_gitlab = LeaseFilter { credential_id: Some("cred_2".into()), ..Default::default() };
+    assert_eq!(listed(of_gitlab).await, [l11]);
+    assert!(listed(LeaseFilter { tenant_id: Some("t2".into()), ..Default::default() }).await.is_empty());
+    let expired = LeaseFilter { status: Some(LeaseStatus::Expired), ..Default::default() };
+    assert_eq!(all_leases(s, &expired, 1004 + LEASE_LIFETIME_SECS).await.len(), 1, "{l15} lapsed");
+    assert_chain_intact(s).await;
+}
+
+pub async fn revoking_a_lease_happens_once_across_nodes(f: Fresh) {
+    let s = f.store.clone();
+    let other = f.another_node().await;
+    let cred =
+        s.create_credential(&credential("cred_1", "t1", "github", "github.com", 1000), "p").await.unwrap();
+    for n in 0..10 {
+        let run = s.create_run(&new_run(n, "t1", 1000), "p").await.unwrap();
+        let lease = grant(&s, u64::from(n), &run.run_id, &cred, 1000).await;
+        let (a, b) = tokio::join!(
+            s.revoke_lease(&lease, "revoked", "person:ada", 1001),
+            other.revoke_lease(&lease, "leaked", "gatehouse", 1001),
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(a.is_some() ^ b.is_some(), "exactly one revocation changes the lease: {a:?} {b:?}");
+        let winner = a.or(b).unwrap();
+        assert_eq!(s.lease(&lease, 1001).await.unwrap(), Some(winner), "the one stored is the winner's");
+        assert_eq!(other.revoke_lease(&lease, "revoked", "ada", 1002).await.unwrap(), None);
+    }
+    assert_eq!(s.revoke_lease("lease_nope", "revoked", "ada", 1002).await.unwrap_err(), StoreError::NotFound);
+    let entries = s.audit_entries(0, 1000).await.unwrap();
+    assert_eq!(entries.iter().filter(|e| e.record.action == "lease.revoke").count(), 10);
+    assert_eq!(
+        assert_chain_intact(&s).await,
+        31,
+        "a credential, then per round a run, a grant, one revocation"
+    );
+}
+
+pub async fn deleting_a_credential_revokes_its_leases_and_kill_switch_and_emergency_report_leases(f: Fresh) {
+    let s = &f.store;
+    s.create_run(&new_run(1, "t1", 1000), "p").await.unwrap();
+    s.create_run(&new_run(2, "t1", 1000), "p").await.unwrap();
+    let github =
+        s.create_credential(&credential("cred_1", "t1", "github", "github.com", 1000), "p").await.unwrap();
+    let gitlab =
+        s.create_credential(&credential("cred_2", "t1", "gitlab", "gitlab.com", 1000), "p").await.unwrap();
+    let l1 = grant(s, 1, "run_0001", &github, 1000).await;
+    let l2 = grant(s, 2, "run_0002", &github, 1000).await;
+    let l3 = grant(s, 3, "run_0001", &gitlab, 1000).await;
+
+    // Deleting a credential revokes its leases, and only its.
+    let gone = s.delete_credential("t1", "cred_1", "person:ada", 1010).await.unwrap();
+    assert_eq!(
+        gone.iter()
+            .map(|l| (l.lease_id.as_str(), l.status, l.revoke_reason.as_deref(), l.revoked_by.as_deref()))
+            .collect::<Vec<_>>(),
+        [
+            (l1.as_str(), LeaseStatus::Revoked, Some("credential_deleted"), Some("person:ada")),
+            (l2.as_str(), LeaseStatus::Revoked, Some("credential_deleted"), Some("person:ada")),
+        ]
+    );
+    assert_eq!(revocation(s, &l1).await, revoked(1010, "credential_deleted", "person:ada"));
+    assert_eq!(s.credential("t1", "cred_1").await.unwrap(), None);
+    assert_eq!(
+        s.delete_credential("t1", "cred_1", "person:ada", 1011).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert_eq!(
+        s.delete_credential("t2", "cred_2", "person:eve", 1011).await.unwrap_err(),
+        StoreError::NotFound,
+        "one tenant cannot delete another's credential"
+    );
+    assert_eq!(s.credential("t1", "cred_2").await.unwrap(), Some(gitlab.clone()));
+    assert_eq!(lease_at(s, &l3, 1011).await.0, LeaseStatus::Live);
+    let door = s.door_leases("run_0001", 1011).await.unwrap();
+    assert_eq!(
+        door.iter()
+            .map(|d| (d.lease.lease_id.as_str(), d.lease.status, d.credential.as_ref()))
+            .collect::<Vec<_>>(),
+        [(l1.as_str(), LeaseStatus::Revoked, None), (l3.as_str(), LeaseStatus::Live, Some(&gitlab))],
+        "a deleted credential is absent"
+    );
+    let entries = s.audit_entries(0, 100).await.unwrap();
+    let deleted = entries.iter().find(|e| e.record.action == "credential.delete").unwrap();
+    assert_eq!(
+        (deleted.record.subject.as_str(), &deleted.record.detail["leases_revoked"]),
+        ("cred_1", &2.into())
+    );
+
+    // The kill switch reports the leases it revoked with its runs.
+    s.create_run(&new_run(10, "t2", 1000), "p").await.unwrap();
+    let t2 =
+        s.create_credential(&credential("cred_3", "t2", "github", "github.com", 1000), "p").await.unwrap();
+    let l10 = grant(s, 10, "run_0010", &t2, 1012).await;
+    let killed = s.set_kill_switch("t1", true, Some("incident 7"), "person:ada", 1020).await.unwrap();
+    assert_eq!(killed.runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), ["run_0001", "run_0002"]);
+    assert_eq!(killed.leases, 1, "{l3}: the others were revoked already");
+    assert_eq!(revocation(s, &l3).await, revoked(1020, "run_ended", "person:ada"));
+    assert_eq!(lease_at(s, &l10, 1020).await.0, LeaseStatus::Live, "other tenants are untouched");
+
+    // So does the emergency revoke, across tenants.
+    s.create_run(&new_run(20, "t3", 1000), "p").await.unwrap();
+    let t3a =
+        s.create_credential(&credential("cred_4", "t3", "github", "github.com", 1000), "p").await.unwrap();
+    let t3b =
+        s.create_credential(&credential("cred_5", "t3", "gitlab", "gitlab.com", 1000), "p").await.unwrap();
+    let l20 = grant(s, 20, "run_0020", &t3a, 1021).await;
+    let l21 = grant(s, 21, "run_0020", &t3b, 1021).await;
+    let all = s.kill_all_runs("breach", "person:ada", 1030).await.unwrap();
+    assert_eq!(all.runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), ["run_0010", "run_0020"]);
+    assert_eq!(all.leases, 3);
+    for lease in [&l10, &l20, &l21] {
+        assert_eq!(revocation(s, lease).await, revoked(1030, "run_ended", "person:ada"));
+    }
+
+    // And the sweep of expired runs: by lifetime and by lost heartbeat.
+    let mut brief = new_run(30, "t4", 2000);
+    brief.expires_at = 2100;
+    s.create_run(&brief, "p").await.unwrap();
+    s.create_run(&new_run(31, "t4", 2000), "p").await.unwrap();
+    s.create_run(&new_run(32, "t4", 2000), "p").await.unwrap();
+    let t4 =
+        s.create_credential(&credential("cred_6", "t4", "github", "github.com", 2000), "p").await.unwrap();
+    let l30 = grant(s, 30, "run_0030", &t4, 2000).await;
+    let l31 = grant(s, 31, "run_0031", &t4, 2000).await;
+    let l32 = grant(s, 32, "run_0032", &t4, 2000).await;
+    assert_eq!(s.heartbeat("run_0032", 2100, 120).await.unwrap().1, 1);
+    let expired = s.expire_runs(2120, 120).await.unwrap();
+    assert_eq!(
+        expired.runs.iter().map(|r| (r.run_id.as_str(), r.end_reason.as_deref())).collect::<Vec<_>>(),
+        [("run_0030", Some("lifetime_over")), ("run_0031", Some("heartbeat_lost"))]
+    );
+    assert_eq!(expired.leases, 2);
+    assert_eq!(revocation(s, &l30).await, revoked(2120, "run_ended", "gatehouse"));
+    assert_eq!(revocation(s, &l31).await, revoked(2120, "run_ended", "gatehouse"));
+    assert_eq!(lease_at(s, &l32, 2120).await, (LeaseStatus::Live, 2220), "a beating run keeps its lease");
+    assert_eq!(s.expire_runs(2120, 120).await.unwrap(), Default::default(), "each run expires once");
+    let live = LeaseFilter { status: Some(LeaseStatus::Live), ..Default::default() };
+    assert_eq!(
+        all_leases(s, &live, 2120).await.iter().map(|l| l.lease_id.as_str()).collect::<Vec<_>>(),
+        [&l32]
+    );
+    assert_chain_intact(s).await;
+}
+
+fn resealed(id: &str, version: i64, previous: Option<&str>, sealed: &str, key_id: &str) -> Resealed {
+    Resealed {
+        credential_id: id.into(),
+        version,
+        previous_sealed: previous.map(str::to_owned),
+        sealed: sealed.into(),
+        key_id: key_id.into(),
+        fingerprint: format!("hmac-sha256:{version:02}"),
+    }
+}
+
+pub async fn credentials_rotate_and_rewrap_by_version(f: Fresh) {
+    let s = &f.store;
+    let first = credential("cred_0001", "t1", "github", "github.com", 1000);
+    assert_eq!(s.create_credential(&first, "person:ada").await.unwrap(), first);
+    // A sealed value is kept exactly, whatever its length and characters.
+    let odd = Credential {
+        sealed: format!("ghc1.{}.ü", "QUJD+/_-=".repeat(500)),
+        ..credential("cred_0002", "t1", "gitlab", "gitlab.com", 1001)
+    };
+    s.create_credential(&odd, "person:ada").await.unwrap();
+    s.create_credential(&credential("cred_0003", "t1", "mcp", "mcp.example", 1002), "person:ada")
+        .await
+        .unwrap();
+    let elsewhere = credential("cred_0004", "t2", "github", "github.com", 1003);
+    s.create_credential(&elsewhere, "person:bob").await.unwrap();
+    assert_eq!(s.credential("t1", "cred_0002").await.unwrap(), Some(odd.clone()));
+    assert_eq!(s.credential("t2", "cred_0004").await.unwrap(), Some(elsewhere));
+    assert_eq!(s.credential("t2", "cred_0001").await.unwrap(), None, "ids resolve in their tenant only");
+
+    let same_name = Credential { credential_id: "cred_0005".into(), ..first.clone() };
+    assert_eq!(s.create_credential(&same_name, "person:ada").await.unwrap_err(), StoreError::Conflict);
+    let same_id = Credential { name: "other".into(), ..first.clone() };
+    assert_eq!(s.create_credential(&same_id, "person:ada").await.unwrap_err(), StoreError::Conflict);
+    assert_eq!(s.credential("t1", "cred_0005").await.unwrap(), None);
+
+    // A rotation: a new secret, one version up.
+    let rotated = s
+        .reseal_credentials(
+            Some("t1"),
+            &[resealed("cred_0001", 1, None, "ghc1.v2", "k1")],
+            "person:ada",
+            2000,
+        )
+        .await
+        .unwrap();
+    let v2 = Credential {
+        sealed: "ghc1.v2".into(),
+        version: 2,
+        fingerprint: "hmac-sha256:01".into(),
+        updated_at: 2000,
+        ..first.clone()
+    };
+    assert_eq!(rotated, vec![v2.clone()]);
+    // A second rotation still claiming version 1 lost the race.
+    let stale = [resealed("cred_0001", 1, None, "ghc1.v2-again", "k1")];
+    assert_eq!(
+        s.reseal_credentials(None, &stale, "person:bob", 2001).await.unwrap_err(),
+        StoreError::Conflict
+    );
+    // Resealing is one transaction: a conflict undoes the rest of the batch.
+    let batch =
+        [resealed("cred_0002", 1, None, "ghc1.x", "k1"), resealed("cred_0001", 1, None, "ghc1.y", "k1")];
+    assert_eq!(
+        s.reseal_credentials(None, &batch, "person:bob", 2001).await.unwrap_err(),
+        StoreError::Conflict
+    );
+    assert_eq!(s.credential("t1", "cred_0002").await.unwrap(), Some(odd.clone()));
+    assert_eq!(s.credential("t1", "cred_0001").await.unwrap(), Some(v2.clone()));
+
+    // A rewrap: the same secret, sealed to the current key, the same version.
+    let rewrap = [resealed("cred_0001", 2, Some("ghc1.v2"), "ghc1.v2.k2", "k2")];
+    let rewrapped = s.reseal_credentials(None, &rewrap, "gatehouse", 2002).await.unwrap();
+    let current = Credential {
+        sealed: "ghc1.v2.k2".into(),
+        key_id: "k2".into(),
+        fingerprint: "hmac-sha256:02".into(),
+        updated_at: 2002,
+        ..v2
+    };
+    assert_eq!(rewrapped, vec![current.clone()]);
+    // A rewrap of a seal that changed meanwhile is skipped, not an error...
+    let outdated = [resealed("cred_0001", 2, Some("ghc1.v2"), "ghc1.v2.k3", "k3")];
+    assert_eq!(s.reseal_credentials(None, &outdated, "gatehouse", 2003).await.unwrap(), vec![]);
+    // ... as is one made for an older version.
+    let old_version = [resealed("cred_0001", 1, Some("ghc1.v2.k2"), "ghc1.v1.k3", "k3")];
+    assert_eq!(s.reseal_credentials(None, &old_version, "gatehouse", 2003).await.unwrap(), vec![]);
+    // Scoped to another tenant, the credential is not found; nor is an unknown one.
+    let theirs = [resealed("cred_0001", 2, None, "ghc1.v3", "k2")];
+    assert_eq!(
+        s.reseal_credentials(Some("t2"), &theirs, "person:eve", 2004).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    let unknown = [resealed("cred_nope", 1, None, "ghc1.v2", "k2")];
+    assert_eq!(
+        s.reseal_credentials(None, &unknown, "person:eve", 2004).await.unwrap_err(),
+        StoreError::NotFound
+    );
+    assert_eq!(
+        s.credential("t1", "cred_0001").await.unwrap(),
+        Some(current.clone()),
+        "exactly as last sealed"
+    );
+
+    // Newest first, in pages.
+    let ids = |page: &gatehouse_store::Page<Credential>| {
+        page.items.iter().map(|c| c.credential_id.clone()).collect::<Vec<_>>()
+    };
+    let page = s.credentials(Some("t1"), &PageRequest { limit: 2, cursor: None }).await.unwrap();
+    assert_eq!(ids(&page), ["cred_0003", "cred_0002"]);
+    let rest = s.credentials(Some("t1"), &PageRequest { limit: 2, cursor: page.next_cursor }).await.unwrap();
+    assert_eq!((ids(&rest), rest.next_cursor), (vec!["cred_0001".to_owned()], None));
+    assert_eq!(rest.items, vec![current]);
+    let everyone = s.credentials(None, &PageRequest::default()).await.unwrap();
+    assert_eq!(ids(&everyone), ["cred_0004", "cred_0003", "cred_0002", "cred_0001"]);
+
+    // The sealed values live in their rows only: the audit log never holds one.
+    let entries = s.audit_entries(0, 100).await.unwrap();
+    let count = |action: &str| entries.iter().filter(|e| e.record.action == action).count();
+    assert_eq!(
+        (count("credential.create"), count("credential.rotate"), count("credential.rewrap")),
+        (4, 1, 1)
+    );
+    for e in &entries {
+        let text = format!("{} {} {}", e.record.subject, e.record.actor, e.record.detail);
+        assert!(!text.contains("ghc1."), "a sealed value in the audit log: {text}");
+    }
+    assert_eq!(assert_chain_intact(s).await, 6, "refused and skipped reseals leave nothing");
+}
+
 /// Raw SQL on the same database, for tests that play the attacker.
 pub struct Raw(RawPool);
 
@@ -673,4 +1207,9 @@ conformance!(
     the_scan_submitted_last_counts_whichever_finished_first,
     the_verifier_names_the_first_tampered_entry,
     a_store_that_is_down_says_store_unavailable,
+    a_lease_lives_two_minutes_renewed_by_heartbeats_and_dies_with_its_run,
+    lease_grants_are_refused_by_the_rules,
+    revoking_a_lease_happens_once_across_nodes,
+    deleting_a_credential_revokes_its_leases_and_kill_switch_and_emergency_report_leases,
+    credentials_rotate_and_rewrap_by_version,
 );

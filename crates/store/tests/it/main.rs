@@ -4,3 +4,4 @@
 #![allow(clippy::unwrap_used, missing_docs, reason = "tests")]
 
 mod conformance;
+mod lease_property;
