@@ -28,7 +28,7 @@ pub mod session_key;
 pub use canonical::BodyDigest;
 pub use credential::{
     CredentialContext, CredentialError, CredentialSecret, FingerprintKey, LocalSeal, LocallySealed,
-    SealedSecret, SealingKey, SealingKeys, SealingPublicKey,
+    SealedSecret, SealingKey, SealingKeys, SealingPublicKey, webhook_signature,
 };
 pub use grant::{GrantBudgets, GrantClaims, GrantLifetime, GrantRequest, GrantSealer, OpenedGrants};
 pub use keys::{KeyError, ManifestSigningKey, ManifestVerifyingKeys};

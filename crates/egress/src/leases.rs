@@ -157,7 +157,5 @@ pub async fn at_the_door(
         |reason| LeaseRefusal { reason, lease_id: Some(entry.lease_id.clone()), revoke: false };
     let secret = leases.secret(i).map_err(lease_refusal)?;
     let scrub = inject::apply(headers, entry, secret.expose()).map_err(lease_refusal)?;
-    // The response must come back readable to be scrubbed of the secret.
-    headers.insert(http::header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
     Ok(Injected { lease_id: Some(entry.lease_id.clone()), scrub })
 }

@@ -614,6 +614,10 @@ impl Proxy {
             .map_err(|refusal| Refused::lease(refusal, host.clone()))?,
             None => Injected::default(),
         };
+        if !injected.scrub.is_empty() {
+            // The response must come back readable to be scrubbed of the secret.
+            parts.headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+        }
         let authority = if target.port == target.scheme.default_port() {
             target.host.to_string()
         } else {

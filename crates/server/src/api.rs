@@ -521,6 +521,10 @@ struct FetchBody {
     #[serde(default)]
     body_base64: Option<String>,
     purpose: FetchPurpose,
+    /// A webhook signing lease of the run: the delivery is signed with
+    /// Standard Webhooks headers, the secret never leaving gatehouse.
+    #[serde(default)]
+    sign_with: Option<String>,
 }
 
 fn default_method() -> String {
@@ -534,6 +538,8 @@ struct RunFetch<'a> {
     claims: GrantClaims,
     fetcher: &'a gatehouse_egress::fetch::Fetcher,
     meter: gatehouse_egress::meter::EgressMeter,
+    /// The run's lease generation, as its spend answered (`None`: unknown).
+    lease_generation: Option<u64>,
 }
 
 impl<'a> RunFetch<'a> {
@@ -549,15 +555,115 @@ impl<'a> RunFetch<'a> {
             state.clock.clone(),
             state.ledger_required,
         );
-        let run = Self { state, rid, claims, fetcher, meter };
-        if let Err(reason) =
-            spend(ledger, &run.claims.grant_id, &Operation::Request, state.clock.now(), state.ledger_required)
-                .await
+        let mut run = Self { state, rid, claims, fetcher, meter, lease_generation: None };
+        match spend(
+            ledger,
+            &run.claims.grant_id,
+            &Operation::Request,
+            state.clock.now(),
+            state.ledger_required,
+        )
+        .await
         {
-            run.note(refusal_kind(reason), reason, None, None, false);
-            return Err(refused(rid, reason));
+            Ok(spent) => run.lease_generation = spent.map(|s| s.lease_generation),
+            Err(reason) => {
+                run.note(refusal_kind(reason), reason, None, None, false);
+                return Err(refused(rid, reason));
+            }
         }
         Ok(run)
+    }
+
+    /// The run's leases applied to the request (see `gatehouse_egress::leases`):
+    /// its credential put in, or the request refused. Redirects stay on the
+    /// origin, so the credential never follows one elsewhere.
+    async fn inject(
+        &self,
+        fetch: &mut gatehouse_egress::fetch::FetchRequest,
+    ) -> Result<gatehouse_egress::inject::Scrub, ApiError> {
+        let Some(source) = self.state.door_leases.as_ref() else {
+            return Ok(gatehouse_egress::inject::Scrub::default());
+        };
+        // A URL that does not parse is refused by the fetch itself.
+        let Ok(target) = gatehouse_egress::parse_url(&fetch.url) else {
+            return Ok(gatehouse_egress::inject::Scrub::default());
+        };
+        let host = target.host.to_string();
+        let run = gatehouse_egress::leases::OfRun {
+            grant_id: &self.claims.grant_id,
+            run_id: &self.claims.exec_id,
+            generation: self.lease_generation,
+        };
+        let at_the_door = gatehouse_egress::leases::at_the_door(
+            source.as_ref(),
+            run,
+            &mut fetch.headers,
+            &target.path_and_query,
+            &host,
+            self.state.clock.now(),
+        );
+        match at_the_door.await {
+            Ok(injected) => Ok(injected.scrub),
+            Err(refusal) => {
+                self.note_lease(refusal.reason, Some(host), refusal.lease_id);
+                let code = if refusal.reason == Reason::LeaseUnavailable {
+                    ErrorCode::Unavailable
+                } else {
+                    ErrorCode::Refused
+                };
+                Err(ApiError(PublicError::new(code, self.rid.0.clone()).with_reason(refusal.reason)))
+            }
+        }
+    }
+
+    /// Signs a webhook delivery with the run's signing lease `lease_id`.
+    async fn sign(
+        &self,
+        fetch: &mut gatehouse_egress::fetch::FetchRequest,
+        lease_id: &str,
+    ) -> Result<(), ApiError> {
+        let source = self.state.door_leases.as_ref().ok_or_else(|| forbidden(self.rid))?;
+        let host = gatehouse_egress::parse_url(&fetch.url).map(|t| t.host.to_string()).unwrap_or_default();
+        let secret =
+            source.signing_secret(&self.claims.exec_id, lease_id, &host).await.map_err(|reason| {
+                self.note_lease(reason, Some(host.clone()), Some(lease_id.to_owned()));
+                let code = if reason == Reason::LeaseUnavailable {
+                    ErrorCode::Unavailable
+                } else {
+                    ErrorCode::Refused
+                };
+                ApiError(PublicError::new(code, self.rid.0.clone()).with_reason(reason))
+            })?;
+        let id = new_id("msg");
+        let timestamp = self.state.clock.now();
+        let signature = gatehouse_capability::webhook_signature(&secret, &id, timestamp, &fetch.body);
+        let headers = [
+            ("webhook-id", id),
+            ("webhook-timestamp", timestamp.to_string()),
+            ("webhook-signature", signature),
+        ];
+        for (name, value) in headers {
+            let value = http::HeaderValue::try_from(value)
+                .map_err(|_| ApiError::new(ErrorCode::Internal, self.rid))?;
+            fetch.headers.insert(name, value);
+        }
+        Ok(())
+    }
+
+    /// Records a lease refusal: a security refusal of the run's request.
+    fn note_lease(&self, reason: Reason, host: Option<String>, lease_id: Option<String>) {
+        self.state.refusals.record_refusal(Refusal {
+            kind: RefusalKind::SecretRefused,
+            reason,
+            tenant_id: self.claims.tenant_id.clone(),
+            run_id: Some(self.claims.exec_id.clone()),
+            request_id: Some(self.rid.0.clone()),
+            host,
+            rule: None,
+            lease_id,
+            dry_run: false,
+            at: 0,
+        });
     }
 
     /// Records a refusal (or, `dry_run`, what a dry-run policy would have refused).
@@ -683,11 +789,27 @@ async fn egress_fetch(
             .map_err(|_| bad_request(&rid, "body_base64 is not base64"))?;
         fetch.body = body.into();
     }
+    let scrub = run.inject(&mut fetch).await?;
+    if let Some(lease_id) = &req.sign_with {
+        if req.purpose != FetchPurpose::Webhook || !is_valid_id(lease_id) {
+            return Err(bad_request(&rid, "sign_with is a webhook signing lease id, for purpose webhook"));
+        }
+        run.sign(&mut fetch, lease_id).await?;
+    }
     let policy = run.policy();
     let mut would_refuse = Vec::new();
     let fetched =
         run.fetcher.fetch_for_run(policy.as_deref(), fetch, Some(&run.meter), &mut would_refuse).await;
-    let response = run.finish(req.purpose, would_refuse, fetched)?;
+    let mut response = run.finish(req.purpose, would_refuse, fetched)?;
+    if !scrub.is_empty() {
+        // The caller gets the answer decoded, so the secret is findable here.
+        scrub.headers(&mut response.headers);
+        response.headers.remove(http::header::CONTENT_LENGTH);
+        let mut scrubber = scrub.stream();
+        let mut body = scrubber.push(&response.body).to_vec();
+        body.extend_from_slice(&scrubber.finish());
+        response.body = body.into();
+    }
     let headers: Vec<(String, String)> = response
         .headers
         .iter()
@@ -742,14 +864,21 @@ async fn egress_fetch_raw(
         forward.push((name.to_owned(), value.to_owned()));
     }
     let run = RunFetch::start(&state, &rid, grant.as_deref()).await?;
-    let fetch = fetch_request(&rid, &q.method, q.url, forward, q.purpose)?;
+    let mut fetch = fetch_request(&rid, &q.method, q.url, forward, q.purpose)?;
+    let scrub = run.inject(&mut fetch).await?;
     let body = gatehouse_egress::fetch::stream_body(request.into_body());
     let policy = run.policy();
     let mut would_refuse = Vec::new();
     let fetched =
         run.fetcher.fetch_streamed(policy.as_deref(), fetch, body, &run.meter, &mut would_refuse).await;
-    let answer = run.finish(q.purpose, would_refuse, fetched)?;
-    let mut response = Response::new(axum::body::Body::new(answer.body));
+    let mut answer = run.finish(q.purpose, would_refuse, fetched)?;
+    let body = if scrub.is_empty() {
+        axum::body::Body::new(answer.body)
+    } else {
+        scrub.headers(&mut answer.headers);
+        axum::body::Body::new(gatehouse_egress::inject::ScrubBody::new(answer.body, &scrub))
+    };
+    let mut response = Response::new(body);
     *response.status_mut() = answer.status;
     let out = response.headers_mut();
     for (name, value) in &answer.headers {

@@ -122,6 +122,39 @@ impl DoorLeases {
     }
 }
 
+impl DoorLeases {
+    /// The secret of a webhook signing lease of `run_id` for a delivery to
+    /// `host`, read fresh from the store: the lease must be the run's, live,
+    /// for webhook signing, and for this host.
+    pub async fn signing_secret(
+        &self,
+        run_id: &str,
+        lease_id: &str,
+        host: &str,
+    ) -> Result<gatehouse_capability::CredentialSecret, Reason> {
+        let now = self.clock.now();
+        let leases = self.store.door_leases(run_id, now).await.map_err(|_| Reason::LeaseUnavailable)?;
+        let door = leases.iter().find(|d| d.lease.lease_id == lease_id).ok_or(Reason::LeaseRevoked)?;
+        match door.lease.status {
+            LeaseStatus::Live => {}
+            LeaseStatus::Expired => return Err(Reason::LeaseExpired),
+            LeaseStatus::Revoked if door.lease.revoke_reason.as_deref() == Some("run_ended") => {
+                return Err(Reason::RunNotLive);
+            }
+            LeaseStatus::Revoked => return Err(Reason::LeaseRevoked),
+        }
+        if door.lease.purpose != "webhook_signing" {
+            return Err(Reason::LeasePurposeMismatch);
+        }
+        if door.lease.host != host {
+            return Err(Reason::LeaseHostMismatch);
+        }
+        let credential = door.credential.as_ref().ok_or(Reason::CredentialUnknown)?;
+        let sealed = self.open(credential).ok_or(Reason::CredentialUnreadable)?;
+        self.seal.open(&sealed).map_err(|_| Reason::CredentialUnreadable)
+    }
+}
+
 impl LeaseSource for DoorLeases {
     fn leases<'a>(
         &'a self,

@@ -47,9 +47,11 @@ pub fn may_grant(facts: &GrantFacts<'_>, purpose: &str, host: &str) -> Result<()
 }
 
 /// When a lease granted or renewed at `now` expires: two minutes on, but
-/// never after its run's own lifetime.
-pub fn expiry(now: UnixTime, run_expires_at: UnixTime) -> UnixTime {
-    now.saturating_add(LEASE_LIFETIME_SECS).min(run_expires_at)
+/// never after its run's own lifetime or its run's heartbeat deadline (a
+/// run that stops beating stops being live then, and so does its lease,
+/// whether or not a sweep has recorded it yet).
+pub fn expiry(now: UnixTime, run_expires_at: UnixTime, heartbeat_deadline: UnixTime) -> UnixTime {
+    now.saturating_add(LEASE_LIFETIME_SECS).min(run_expires_at).min(heartbeat_deadline)
 }
 
 #[cfg(test)]
@@ -75,8 +77,9 @@ mod tests {
 
     #[test]
     fn a_lease_never_outlives_its_run() {
-        assert_eq!(expiry(1000, 5000), 1000 + LEASE_LIFETIME_SECS);
-        assert_eq!(expiry(1000, 1030), 1030);
-        assert_eq!(expiry(i64::MAX - 1, i64::MAX), i64::MAX);
+        assert_eq!(expiry(1000, 5000, 9000), 1000 + LEASE_LIFETIME_SECS);
+        assert_eq!(expiry(1000, 1030, 9000), 1030);
+        assert_eq!(expiry(1000, 5000, 1060), 1060, "nor its run's heartbeat deadline");
+        assert_eq!(expiry(i64::MAX - 1, i64::MAX, i64::MAX), i64::MAX);
     }
 }

@@ -106,7 +106,7 @@ pub(crate) async fn create_credential(
 ) -> Result<Credential, StoreError> {
     let mut tx = begin_write(pool).await?;
     let taken: Option<i64> =
-        sqlx::query_scalar("SELECT 1 FROM credentials WHERE credential_id = $1 OR (tenant_id = $2 AND name = $3)")
+        sqlx::query_scalar("SELECT CAST(1 AS BIGINT) FROM credentials WHERE credential_id = $1 OR (tenant_id = $2 AND name = $3)")
             .bind(&credential.credential_id)
             .bind(&credential.tenant_id)
             .bind(&credential.name)
@@ -224,7 +224,7 @@ pub(crate) async fn reseal_credentials(
             Some(row) => changed.push((Credential::from(row), r.previous_sealed.is_some())),
             None if r.previous_sealed.is_none() => {
                 let exists: Option<i64> = sqlx::query_scalar(
-                    "SELECT 1 FROM credentials WHERE credential_id = $1 AND ($2 IS NULL OR tenant_id = $2)",
+                    "SELECT CAST(1 AS BIGINT) FROM credentials WHERE credential_id = $1 AND ($2 IS NULL OR tenant_id = $2)",
                 )
                 .bind(&r.credential_id)
                 .bind(tenant_id)
@@ -239,7 +239,8 @@ pub(crate) async fn reseal_credentials(
         .iter()
         .map(|(c, rewrap)| {
             let action = if *rewrap { "credential.rewrap" } else { "credential.rotate" };
-            let detail = serde_json::json!({"fingerprint": c.fingerprint, "key_id": c.key_id, "version": c.version});
+            let detail =
+                serde_json::json!({"fingerprint": c.fingerprint, "key_id": c.key_id, "version": c.version});
             audit_record(now, actor, action, Some(&c.tenant_id), &c.credential_id, detail)
         })
         .collect();
@@ -278,7 +279,8 @@ async fn revoke_leases_where(
             .execute(tx.conn())
             .await?;
     }
-    let records: Vec<AuditRecord> = leases.iter().map(|l| lease_audit(now, actor, "lease.revoke", l)).collect();
+    let records: Vec<AuditRecord> =
+        leases.iter().map(|l| lease_audit(now, actor, "lease.revoke", l)).collect();
     tx.append_audit(&records).await?;
     Ok(leases)
 }
@@ -292,17 +294,19 @@ pub(crate) async fn delete_credential(
     now: UnixTime,
 ) -> Result<Vec<Lease>, StoreError> {
     let mut tx = begin_write(pool).await?;
-    let deleted: Option<String> =
-        sqlx::query_scalar("DELETE FROM credentials WHERE credential_id = $1 AND tenant_id = $2 RETURNING name")
-            .bind(credential_id)
-            .bind(tenant_id)
-            .fetch_optional(tx.conn())
-            .await?;
+    let deleted: Option<String> = sqlx::query_scalar(
+        "DELETE FROM credentials WHERE credential_id = $1 AND tenant_id = $2 RETURNING name",
+    )
+    .bind(credential_id)
+    .bind(tenant_id)
+    .fetch_optional(tx.conn())
+    .await?;
     let Some(name) = deleted else {
         return Err(StoreError::NotFound);
     };
     let leases =
-        revoke_leases_where(&mut tx, "credential_id = $4", credential_id, "credential_deleted", actor, now).await?;
+        revoke_leases_where(&mut tx, "credential_id = $4", credential_id, "credential_deleted", actor, now)
+            .await?;
     let detail = serde_json::json!({"name": name, "leases_revoked": leases.len()});
     tx.append_audit(&[audit_record(now, actor, "credential.delete", Some(tenant_id), credential_id, detail)])
         .await?;
@@ -347,7 +351,8 @@ pub(crate) async fn grant_lease(
         credential: credential.as_ref().map(|c| (c.purpose.as_str(), c.host.as_str())),
     };
     lease::may_grant(&facts, &new.purpose, &new.host).map_err(StoreError::Refused)?;
-    let expires_at = lease::expiry(now, run.expires_at);
+    let expires_at =
+        lease::expiry(now, run.expires_at, run.heartbeat_at.saturating_add(heartbeat_timeout_secs));
     let row: LeaseRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO leases (lease_id, tenant_id, run_id, credential_id, purpose, host, status, created_at, \
          expires_at) VALUES ($1, $2, $3, $4, $5, $6, 'live', $7, $8) RETURNING {LEASE_COLUMNS}"
@@ -387,12 +392,17 @@ pub(crate) async fn revoke_lease(
     }
 }
 
-pub(crate) async fn lease(pool: &Pool<Db>, lease_id: &str, now: UnixTime) -> Result<Option<Lease>, StoreError> {
-    let row: Option<LeaseRow> =
-        sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {LEASE_COLUMNS} FROM leases WHERE lease_id = $1")))
-            .bind(lease_id)
-            .fetch_optional(pool)
-            .await?;
+pub(crate) async fn lease(
+    pool: &Pool<Db>,
+    lease_id: &str,
+    now: UnixTime,
+) -> Result<Option<Lease>, StoreError> {
+    let row: Option<LeaseRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {LEASE_COLUMNS} FROM leases WHERE lease_id = $1"
+    )))
+    .bind(lease_id)
+    .fetch_optional(pool)
+    .await?;
     row.map(|r| r.into_lease(now)).transpose()
 }
 
@@ -429,7 +439,11 @@ pub(crate) async fn leases(
 
 /// Every lease of a run, oldest first, with its credential while it exists:
 /// what the door decides a request of the run by.
-pub(crate) async fn door_leases(pool: &Pool<Db>, run_id: &str, now: UnixTime) -> Result<Vec<DoorLease>, StoreError> {
+pub(crate) async fn door_leases(
+    pool: &Pool<Db>,
+    run_id: &str,
+    now: UnixTime,
+) -> Result<Vec<DoorLease>, StoreError> {
     let rows: Vec<LeaseRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {LEASE_COLUMNS} FROM leases WHERE run_id = $1 ORDER BY lease_id"
     )))

@@ -13,8 +13,8 @@ use sqlx::{Pool, Transaction};
 
 use crate::audit::{AuditEntry, AuditRecord};
 use crate::model::{
-    Credential, DependencyScan, DoorLease, Ended, Event, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease, NewRun,
-    Page, PageRequest, PolicyVersion, RefusalFilter, Resealed, Run, RunStatus, TenantSettings,
+    Credential, DependencyScan, DoorLease, Ended, Event, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease,
+    NewRun, Page, PageRequest, PolicyVersion, RefusalFilter, Resealed, Run, RunStatus, TenantSettings,
 };
 
 type Tx = Transaction<'static, Db>;
@@ -35,7 +35,8 @@ pub(crate) async fn applied_migrations(pool: &Pool<Db>) -> Result<Vec<i64>, Stor
 }
 
 pub(crate) async fn ping(pool: &Pool<Db>) -> Result<(), StoreError> {
-    let _: i64 = sqlx::query_scalar("SELECT settings_version FROM control WHERE id = 1").fetch_one(pool).await?;
+    let _: i64 =
+        sqlx::query_scalar("SELECT settings_version FROM control WHERE id = 1").fetch_one(pool).await?;
     Ok(())
 }
 
@@ -135,7 +136,12 @@ impl WriteTx {
 
 /// Makes sure the tenant has a row, marking it changed at `version` (0: a
 /// row created by a run, which changes no setting).
-async fn touch_tenant(tx: &mut WriteTx, tenant_id: &str, version: i64, now: UnixTime) -> Result<(), StoreError> {
+async fn touch_tenant(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    version: i64,
+    now: UnixTime,
+) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO tenants (tenant_id, settings_version, updated_at) VALUES ($1, $2, $3) \
          ON CONFLICT (tenant_id) DO UPDATE SET settings_version = \
@@ -169,13 +175,15 @@ struct TenantRow {
 impl TenantRow {
     fn into_settings(self) -> TenantSettings {
         let policy = match (self.document, self.actor, self.created_at) {
-            (Some(document), Some(actor), Some(created_at)) if self.policy_version > 0 => Some(PolicyVersion {
-                tenant_id: self.tenant_id.clone(),
-                version: self.policy_version,
-                document,
-                actor,
-                created_at,
-            }),
+            (Some(document), Some(actor), Some(created_at)) if self.policy_version > 0 => {
+                Some(PolicyVersion {
+                    tenant_id: self.tenant_id.clone(),
+                    version: self.policy_version,
+                    document,
+                    actor,
+                    created_at,
+                })
+            }
             _ => None,
         };
         TenantSettings {
@@ -256,7 +264,10 @@ pub(crate) async fn set_policy(
     })
 }
 
-pub(crate) async fn current_policy(pool: &Pool<Db>, tenant_id: &str) -> Result<Option<PolicyVersion>, StoreError> {
+pub(crate) async fn current_policy(
+    pool: &Pool<Db>,
+    tenant_id: &str,
+) -> Result<Option<PolicyVersion>, StoreError> {
     Ok(tenant(pool, tenant_id).await?.and_then(|t| t.policy))
 }
 
@@ -396,7 +407,8 @@ pub(crate) async fn create_runs(
     batch: &[(&NewRun, &str)],
 ) -> Result<Vec<Result<Run, StoreError>>, StoreError> {
     let mut tx = begin_write(pool).await?;
-    let mut tenants: Vec<(&str, UnixTime)> = batch.iter().map(|(r, _)| (r.tenant_id.as_str(), r.created_at)).collect();
+    let mut tenants: Vec<(&str, UnixTime)> =
+        batch.iter().map(|(r, _)| (r.tenant_id.as_str(), r.created_at)).collect();
     tenants.sort_unstable();
     tenants.dedup_by(|a, b| a.0 == b.0);
     let mut switches: Vec<(String, i64)> = Vec::with_capacity(tenants.len());
@@ -514,7 +526,7 @@ pub(crate) async fn heartbeat(
     )
     .bind(run_id)
     .bind(now)
-    .bind(lease::expiry(now, run.expires_at))
+    .bind(lease::expiry(now, run.expires_at, now.saturating_add(heartbeat_timeout_secs)))
     .execute(pool)
     .await?
     .rows_affected();
@@ -561,7 +573,12 @@ async fn finish_where(
 
 /// Revokes the live leases of runs that just stopped being live: one
 /// statement over the (few) live leases, however many runs ended.
-async fn revoke_leases_of(tx: &mut WriteTx, runs: &[Run], actor: &str, now: UnixTime) -> Result<u64, StoreError> {
+async fn revoke_leases_of(
+    tx: &mut WriteTx,
+    runs: &[Run],
+    actor: &str,
+    now: UnixTime,
+) -> Result<u64, StoreError> {
     if runs.is_empty() {
         return Ok(0);
     }
@@ -628,7 +645,9 @@ pub(crate) async fn kill_all_runs(
     let mut tx = begin_write(pool).await?;
     let detail = serde_json::json!({"reason": reason});
     tx.append_audit(&[audit_record(now, actor, "emergency_revoke", None, "all", detail)]).await?;
-    let killed = finish_where(&mut tx, "($5 IS NULL)", None, RunStatus::Killed, "emergency_revoke", actor, now).await?;
+    let killed =
+        finish_where(&mut tx, "($5 IS NULL)", None, RunStatus::Killed, "emergency_revoke", actor, now)
+            .await?;
     tx.commit().await?;
     Ok(killed)
 }
@@ -684,7 +703,8 @@ fn refusal_records(events: &[NewEvent], seqs: &[i64]) -> Vec<AuditRecord> {
         if let (Some(lease_id), Some(fields)) = (&e.lease_id, item.as_object_mut()) {
             fields.insert("lease_id".into(), lease_id.as_str().into());
         }
-        match groups.iter_mut().find(|(first, _)| first.tenant_id == e.tenant_id && first.run_id == e.run_id) {
+        match groups.iter_mut().find(|(first, _)| first.tenant_id == e.tenant_id && first.run_id == e.run_id)
+        {
             Some((_, items)) => items.push(item),
             None => groups.push((e, vec![item])),
         }
@@ -818,7 +838,11 @@ struct AuditRow {
     hash: String,
 }
 
-pub(crate) async fn audit_entries(pool: &Pool<Db>, after: i64, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+pub(crate) async fn audit_entries(
+    pool: &Pool<Db>,
+    after: i64,
+    limit: u32,
+) -> Result<Vec<AuditEntry>, StoreError> {
     let rows: Vec<AuditRow> = sqlx::query_as(
         "SELECT seq, at, actor, action, tenant_id, subject, detail, prev_hash, hash FROM audit_log \
          WHERE seq > $1 ORDER BY seq LIMIT $2",
@@ -893,7 +917,11 @@ pub(crate) async fn next_scan_number(pool: &Pool<Db>) -> Result<i64, StoreError>
 }
 
 /// Records a scan with its audit entry.
-pub(crate) async fn record_scan(pool: &Pool<Db>, scan: &DependencyScan, actor: &str) -> Result<(), StoreError> {
+pub(crate) async fn record_scan(
+    pool: &Pool<Db>,
+    scan: &DependencyScan,
+    actor: &str,
+) -> Result<(), StoreError> {
     let mut tx = begin_write(pool).await?;
     sqlx::query(
         "INSERT INTO dependency_scans (scan_id, submitted, tenant_id, repository, pull_request, head_sha, \
@@ -914,7 +942,14 @@ pub(crate) async fn record_scan(pool: &Pool<Db>, scan: &DependencyScan, actor: &
     let detail = serde_json::json!({"scan_id": scan.scan_id, "repository": scan.repository,
         "pull_request": scan.pull_request, "head_sha": scan.head_sha, "status": scan.status,
         "findings": scan.levels.len()});
-    let record = audit_record(scan.created_at, actor, "dependency_scan.create", Some(&scan.tenant_id), &scan.scan_id, detail);
+    let record = audit_record(
+        scan.created_at,
+        actor,
+        "dependency_scan.create",
+        Some(&scan.tenant_id),
+        &scan.scan_id,
+        detail,
+    );
     tx.append_audit(&[record]).await?;
     tx.commit().await
 }
@@ -935,7 +970,8 @@ struct ScanRow {
 
 impl From<ScanRow> for DependencyScan {
     fn from(r: ScanRow) -> Self {
-        let levels = if r.levels.is_empty() { Vec::new() } else { r.levels.split(',').map(str::to_owned).collect() };
+        let levels =
+            if r.levels.is_empty() { Vec::new() } else { r.levels.split(',').map(str::to_owned).collect() };
         Self {
             scan_id: r.scan_id,
             submitted: r.submitted,

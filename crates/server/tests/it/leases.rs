@@ -265,3 +265,104 @@ fn a_lease_injects_for_its_one_host_and_the_secret_never_leaks() {
         }
     }
 }
+
+#[test]
+fn the_fetch_api_injects_scrubs_and_signs_webhooks_with_leases() {
+    use base64::Engine as _;
+    const CANARY: &str = "canary-fetch-9a1c2e3f4b5d6e7f";
+    const SIGNING: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let upstream = Echo::start("127.0.0.1", 0);
+    let tmp = tempfile::tempdir().unwrap();
+    let (server, api_addr, proxy_addr, log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
+    let token = api(
+        &api_addr,
+        "POST",
+        "/v1/tenants/t1/credentials",
+        &json!({"name": "mcp", "purpose": "mcp_server", "host": "127.0.0.1",
+            "inject": {"header": "Authorization", "format": "token {secret}"}, "secret": CANARY}),
+    );
+    let signing = api(
+        &api_addr,
+        "POST",
+        "/v1/tenants/t1/credentials",
+        &json!({"name": "hooks", "purpose": "webhook_signing", "host": "127.0.0.1", "secret": SIGNING}),
+    );
+    let run = api(
+        &api_addr,
+        "POST",
+        "/v1/runs",
+        &json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "x"}, "budgets": {"max_requests": 20, "max_egress_bytes": 1_000_000}}),
+    );
+    let (run_id, grant) = (run["run_id"].as_str().unwrap(), run["grant"].as_str().unwrap());
+    let lease_of = |credential: &Value, purpose: &str| {
+        api(
+            &api_addr,
+            "POST",
+            &format!("/v1/runs/{run_id}/leases"),
+            &json!({"credential_id": credential["credential_id"], "purpose": purpose, "host": "127.0.0.1"}),
+        )
+    };
+    let injected = lease_of(&token, "mcp_server");
+    let placeholder = injected["placeholder"].as_str().unwrap_or_else(|| panic!("{injected}"));
+    let signer = lease_of(&signing, "webhook_signing");
+    let url = format!("http://127.0.0.1:{}/mcp", upstream.port);
+
+    let fetched = api(
+        &api_addr,
+        "POST",
+        "/v1/egress/fetch",
+        &json!({"grant": grant, "url": url, "purpose": "mcp", "headers": [["x-token", placeholder]]}),
+    );
+    assert_eq!(fetched["status"], 200, "{fetched}");
+    assert!(upstream.last().contains(&format!("x-token: {CANARY}")), "{}", upstream.last());
+    let body =
+        base64::engine::general_purpose::STANDARD.decode(fetched["body_base64"].as_str().unwrap()).unwrap();
+    let body = String::from_utf8(body).unwrap();
+    assert!(body.contains(&format!("x-token: {placeholder}")) && !body.contains(CANARY), "{body}");
+    assert!(!fetched.to_string().contains(CANARY), "{fetched}");
+
+    // A signed delivery: the receiver checks the signature with the secret;
+    // the sender never held it.
+    let payload = r#"{"event":"run.finished"}"#;
+    let delivered = api(
+        &api_addr,
+        "POST",
+        "/v1/egress/fetch",
+        &json!({"grant": grant, "method": "POST", "url": url, "purpose": "webhook",
+            "sign_with": signer["lease_id"], "body_base64": base64::engine::general_purpose::STANDARD.encode(payload)}),
+    );
+    assert_eq!(delivered["status"], 200, "{delivered}");
+    let head = upstream.last();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("{name} in {head}"))
+    };
+    let (id, timestamp) = (header("webhook-id"), header("webhook-timestamp").parse::<i64>().unwrap());
+    let secret = gatehouse_capability::CredentialSecret::new(SIGNING).unwrap();
+    let expected = gatehouse_capability::webhook_signature(&secret, id, timestamp, payload.as_bytes());
+    assert_eq!(header("webhook-signature"), expected);
+    // Signing needs a webhook signing lease of this run, for a webhook.
+    let wrong = api(
+        &api_addr,
+        "POST",
+        "/v1/egress/fetch",
+        &json!({"grant": grant, "method": "POST", "url": url, "purpose": "webhook", "sign_with": injected["lease_id"]}),
+    );
+    assert_eq!(wrong["error"]["reason"], "lease_purpose_mismatch", "{wrong}");
+
+    // The placeholder toward another host through the fetch API: refused, lease revoked.
+    let leak = api(
+        &api_addr,
+        "POST",
+        "/v1/egress/fetch",
+        &json!({"grant": grant, "url": "http://127.0.0.2:9/", "purpose": "mcp", "headers": [["authorization", placeholder]]}),
+    );
+    assert_eq!(leak["error"]["reason"], "lease_host_mismatch", "{leak}");
+    let leases = api(&api_addr, "GET", &format!("/v1/leases?run_id={run_id}&status=revoked"), &json!({}));
+    assert_eq!(leases["items"].as_array().unwrap().len(), 1, "{leases}");
+    let _ = proxy_addr;
+    drop(server);
+    let logs = log.join().unwrap();
+    assert!(!logs.contains(CANARY) && !logs.contains(SIGNING), "a secret was logged");
+}

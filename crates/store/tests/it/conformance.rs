@@ -867,11 +867,11 @@ pub async fn lease_grants_are_refused_by_the_rules(f: Fresh) {
         all_leases(s, &filter, 1006).await.into_iter().map(|l| l.lease_id).collect::<Vec<_>>()
     };
     let of_run = LeaseFilter { run_id: Some("run_0001".into()), ..Default::default() };
-    assert_eq!(listed(of_run).await, [l11.clone(), l10.clone()]);
+    assert_eq!(listed(of_run).await, [l11.as_str(), l10.as_str()]);
     let live = LeaseFilter { status: Some(LeaseStatus::Live), ..Default::default() };
-    assert_eq!(listed(live).await, [l15.clone()]);
+    assert_eq!(listed(live).await, [l15.as_str()]);
     let of_gitlab = LeaseFilter { credential_id: Some("cred_2".into()), ..Default::default() };
-    assert_eq!(listed(of_gitlab).await, [l11]);
+    assert_eq!(listed(of_gitlab).await, [l11.as_str()]);
     assert!(listed(LeaseFilter { tenant_id: Some("t2".into()), ..Default::default() }).await.is_empty());
     let expired = LeaseFilter { status: Some(LeaseStatus::Expired), ..Default::default() };
     assert_eq!(all_leases(s, &expired, 1004 + LEASE_LIFETIME_SECS).await.len(), 1, "{l15} lapsed");
