@@ -136,6 +136,12 @@ pub mod names {
     pub const CREDENTIAL_SEALING_PREVIOUS_KEY: &str = "GATEHOUSE_CREDENTIAL_SEALING_PREVIOUS_KEY";
     /// The sealing key's public half (base64): what a worker seals new credentials to.
     pub const CREDENTIAL_SEALING_PUBLIC_KEY: &str = "GATEHOUSE_CREDENTIAL_SEALING_PUBLIC_KEY";
+    /// The interception CA's private key (PKCS#8 PEM): the gateway's, to mint
+    /// leaf certificates for the hosts runs hold leases for. Never on a worker or runner.
+    pub const INTERCEPT_CA_KEY: &str = "GATEHOUSE_INTERCEPT_CA_KEY";
+    /// The interception CA's certificate (PEM): the gateway presents leaves
+    /// under it; the worker returns it with every run for the sandbox's trust store.
+    pub const INTERCEPT_CA_CERT: &str = "GATEHOUSE_INTERCEPT_CA_CERT";
     /// Legacy HMAC manifest secret (weaker; never on a runner).
     pub const MANIFEST_HMAC_SECRET: &str = "GATEHOUSE_MANIFEST_HMAC_SECRET";
     /// The previous grant secret, accepted for opening during rotation.
@@ -170,6 +176,7 @@ pub mod names {
         METRICS_TOKEN,
         CREDENTIAL_SEALING_KEY,
         CREDENTIAL_SEALING_PREVIOUS_KEY,
+        INTERCEPT_CA_KEY,
     ];
 
     /// Every name, including the `_FILE` forms.
@@ -237,6 +244,10 @@ pub mod names {
         "GATEHOUSE_CREDENTIAL_SEALING_PREVIOUS_KEY_FILE",
         CREDENTIAL_SEALING_PUBLIC_KEY,
         "GATEHOUSE_CREDENTIAL_SEALING_PUBLIC_KEY_FILE",
+        INTERCEPT_CA_KEY,
+        "GATEHOUSE_INTERCEPT_CA_KEY_FILE",
+        INTERCEPT_CA_CERT,
+        "GATEHOUSE_INTERCEPT_CA_CERT_FILE",
         SANDBOX_EXECUTION,
         DEV_ALLOW_NO_SERVICE_TOKEN,
         MANIFEST_CLOCK_SKEW_SECS,
@@ -266,6 +277,10 @@ pub mod embedded_files {
     pub const CREDENTIAL_SEALING_KEY: &str = "credential-sealing-key";
     /// One line: its public half, for workers.
     pub const CREDENTIAL_SEALING_PUBLIC_KEY: &str = "credential-sealing-public-key";
+    /// PKCS#8 PEM: the interception CA's key.
+    pub const INTERCEPT_CA_KEY: &str = "intercept-ca-key.pem";
+    /// PEM: the interception CA's certificate (public).
+    pub const INTERCEPT_CA_CERT: &str = "intercept-ca.pem";
     /// The embedded durable store (SQLite).
     pub const DATABASE: &str = "gatehouse.db";
     /// PKCS#8 PEM: signs audit checkpoints (its own key, never the manifest key).
@@ -466,6 +481,10 @@ pub struct Config {
     pub credential_keys: Option<std::sync::Arc<SealingKeys>>,
     /// Worker (and `all`): the public key new credentials are sealed to.
     pub credential_public_key: Option<SealingPublicKey>,
+    /// Gateway (and `all`): the interception CA's key, PEM.
+    pub intercept_ca_key_pem: Option<Secretish>,
+    /// Gateway and worker: the interception CA's certificate, PEM.
+    pub intercept_ca_cert_pem: Option<String>,
     /// `GATEHOUSE_METRICS_TOKEN`: when set, `/metrics` requires it.
     pub metrics_token: Option<ServiceToken>,
     /// Named callers with scopes (`GATEHOUSE_CALLERS_FILE`).
@@ -1039,6 +1058,7 @@ impl Reader<'_> {
         );
         let metrics_token_text = self.secret_text(names::METRICS_TOKEN, None);
         let (credential_keys, credential_public_key) = self.credential_keys(role, &in_data_dir);
+        let (intercept_ca_key_pem, intercept_ca_cert_pem) = self.intercept_ca(role, &in_data_dir);
         self.refuse_shared_secrets(&[
             (names::SERVICE_TOKEN, service_token_text.as_deref().map(|t| t.trim().as_bytes())),
             (names::GRANT_SECRET, grant_secret.as_ref().map(Secret::expose)),
@@ -1389,6 +1409,8 @@ impl Reader<'_> {
             session_key_secret: if role.mints() { session_key_secret } else { None },
             credential_keys,
             credential_public_key,
+            intercept_ca_key_pem,
+            intercept_ca_cert_pem,
             metrics_token,
             callers,
             tenant_isolation_strict,
@@ -1505,6 +1527,61 @@ impl Reader<'_> {
             None
         };
         (keys.map(std::sync::Arc::new), public)
+    }
+
+    /// The interception CA a role holds: key and certificate on the gateway
+    /// (and `all`), the certificate alone on a worker (it hands it to
+    /// sandboxes with their runs); the key never on a worker or runner.
+    /// Their contents are checked where they are used, at startup.
+    fn intercept_ca(
+        &mut self,
+        role: Role,
+        in_data_dir: &dyn Fn(&str) -> Option<PathBuf>,
+    ) -> (Option<Secretish>, Option<String>) {
+        if matches!(role, Role::Worker | Role::Runner) && self.is_set(names::INTERCEPT_CA_KEY) {
+            self.problem(
+                names::INTERCEPT_CA_KEY,
+                "forbidden_for_role",
+                "only the gateway holds the interception CA's key: whoever holds it can impersonate any host to a sandbox",
+            );
+        }
+        let gateway = matches!(role, Role::Gateway | Role::All);
+        let key = if gateway {
+            self.secret_text(
+                names::INTERCEPT_CA_KEY,
+                in_data_dir(embedded_files::INTERCEPT_CA_KEY).as_deref(),
+            )
+        } else {
+            None
+        };
+        let cert = if gateway || role == Role::Worker {
+            self.setting_text(
+                names::INTERCEPT_CA_CERT,
+                in_data_dir(embedded_files::INTERCEPT_CA_CERT).as_deref(),
+            )
+        } else {
+            None
+        };
+        let missing = |this: &mut Self, name: &str, why: &str| {
+            if !this.is_set(name) {
+                this.problem(name, "missing_required", format!("{why} (run `gatehouse keygen`)"));
+            }
+        };
+        if gateway && key.is_none() {
+            missing(
+                self,
+                names::INTERCEPT_CA_KEY,
+                "the gateway terminates TLS for lease hosts under its interception CA",
+            );
+        }
+        if (gateway || role == Role::Worker) && cert.is_none() {
+            missing(
+                self,
+                names::INTERCEPT_CA_CERT,
+                "the interception CA's certificate is handed to sandboxes with their runs",
+            );
+        }
+        (key.map(Secretish), cert)
     }
 
     fn strong_secret(&mut self, name: &str, embedded: Option<&Path>) -> Option<Secret> {

@@ -11,6 +11,10 @@ const SESSIONS: &str = "sessions-0123456789abcdefghijklmnopqrstuvwxyz";
 /// A credential sealing key (X25519, base64url of 32 bytes).
 const SEALING: &str = "c2VhbGluZy1rZXktMDEyMzQ1Njc4OWFiY2RlZmdoaWo";
 
+/// The interception CA's files (their contents are checked at startup, not by the loader).
+const CA_KEY: &str = "-----BEGIN PRIVATE KEY-----\nintercept-ca-key-0123456789abcdefghijklmnopqrstuvwxyz\n-----END PRIVATE KEY-----\n";
+const CA_CERT: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
 fn sealing_public() -> String {
     gatehouse_capability::SealingKey::from_text(SEALING).unwrap().public_key().to_text()
 }
@@ -36,6 +40,7 @@ fn worker() -> MapSource {
         .with(names::SESSION_KEY_SECRET, SESSIONS)
         .with(names::SERVICE_TOKEN, TOKEN)
         .with(names::CREDENTIAL_SEALING_PUBLIC_KEY, sealing_public())
+        .with(names::INTERCEPT_CA_CERT, CA_CERT)
 }
 
 fn problems(src: &MapSource) -> Vec<Problem> {
@@ -145,6 +150,8 @@ fn minting_roles_need_their_own_session_key_secret_and_the_metrics_token_is_stro
     let gateway = MapSource::new()
         .with(names::ROLE, "gateway")
         .with(names::CREDENTIAL_SEALING_KEY, SEALING)
+        .with(names::INTERCEPT_CA_KEY, CA_KEY)
+        .with(names::INTERCEPT_CA_CERT, CA_CERT)
         .with(names::LISTEN, "0.0.0.0:8700")
         .with(names::PROXY_LISTEN, "0.0.0.0:8701")
         .with(names::GRANT_SECRET, GRANT)
@@ -223,6 +230,8 @@ fn a_gateway_refuses_minting_keys() {
     let gateway = MapSource::new()
         .with(names::ROLE, "gateway")
         .with(names::CREDENTIAL_SEALING_KEY, SEALING)
+        .with(names::INTERCEPT_CA_KEY, CA_KEY)
+        .with(names::INTERCEPT_CA_CERT, CA_CERT)
         .with(names::SERVICE_TOKEN, TOKEN)
         .with(names::GRANT_SECRET, GRANT);
     assert!(load(&gateway, None).is_ok());
@@ -342,7 +351,7 @@ fn a_toml_file_sets_the_same_keys_and_the_environment_wins() {
     let path = dir.path().join("gatehouse.toml");
     std::fs::write(
         &path,
-        format!("GATEHOUSE_ROLE = \"gateway\"\nCODEAPI_EGRESS_GRANT_SECRET = \"{GRANT}\"\nCODEAPI_INTERNAL_SERVICE_TOKEN = \"{TOKEN}\"\nGATEHOUSE_CREDENTIAL_SEALING_KEY = \"{SEALING}\"\nGATEHOUSE_MANIFEST_CLOCK_SKEW_SECS = 5\nSANDBOX_REQUIRE_EGRESS_MANIFEST = true\n"),
+        format!("GATEHOUSE_ROLE = \"gateway\"\nCODEAPI_EGRESS_GRANT_SECRET = \"{GRANT}\"\nCODEAPI_INTERNAL_SERVICE_TOKEN = \"{TOKEN}\"\nGATEHOUSE_CREDENTIAL_SEALING_KEY = \"{SEALING}\"\nGATEHOUSE_INTERCEPT_CA_KEY = {CA_KEY:?}\nGATEHOUSE_INTERCEPT_CA_CERT = {CA_CERT:?}\nGATEHOUSE_MANIFEST_CLOCK_SKEW_SECS = 5\nSANDBOX_REQUIRE_EGRESS_MANIFEST = true\n"),
     )
     .unwrap();
     let c = load(&MapSource::new(), Some(&path)).unwrap();
@@ -393,6 +402,8 @@ fn embedded_mode_reads_keys_from_the_data_dir() {
     std::fs::write(dir.path().join(embedded_files::SERVICE_TOKEN), TOKEN).unwrap();
     std::fs::write(dir.path().join(embedded_files::SESSION_KEY_SECRET), SESSIONS).unwrap();
     std::fs::write(dir.path().join(embedded_files::CREDENTIAL_SEALING_KEY), SEALING).unwrap();
+    std::fs::write(dir.path().join(embedded_files::INTERCEPT_CA_KEY), CA_KEY).unwrap();
+    std::fs::write(dir.path().join(embedded_files::INTERCEPT_CA_CERT), CA_CERT).unwrap();
     let src = MapSource::new().with(names::DATA_DIR, dir.path().to_str().unwrap());
     // Keys in the data dir are held to the same rule as ssh's: owner only.
     let p = problems(&src);
@@ -404,6 +415,7 @@ fn embedded_mode_reads_keys_from_the_data_dir() {
         embedded_files::SERVICE_TOKEN,
         embedded_files::SESSION_KEY_SECRET,
         embedded_files::CREDENTIAL_SEALING_KEY,
+        embedded_files::INTERCEPT_CA_KEY,
     ] {
         std::fs::set_permissions(dir.path().join(f), std::fs::Permissions::from_mode(0o600)).unwrap();
     }
@@ -444,6 +456,7 @@ fn a_caller_file_replaces_the_shared_token_and_every_bad_entry_is_named() {
         .with(names::GRANT_SECRET, GRANT)
         .with(names::SESSION_KEY_SECRET, SESSIONS)
         .with(names::CREDENTIAL_SEALING_PUBLIC_KEY, sealing_public())
+        .with(names::INTERCEPT_CA_CERT, CA_CERT)
         .with(names::CALLERS_FILE, good.to_str().unwrap());
     let c = load(&src, None).unwrap();
     assert!(c.service_token.is_none() && !c.callers.is_empty() && c.service_auth_required());
@@ -477,7 +490,9 @@ fn only_the_gateway_holds_the_credential_sealing_key() {
     let gateway = MapSource::new()
         .with(names::ROLE, "gateway")
         .with(names::SERVICE_TOKEN, TOKEN)
-        .with(names::GRANT_SECRET, GRANT);
+        .with(names::GRANT_SECRET, GRANT)
+        .with(names::INTERCEPT_CA_KEY, CA_KEY)
+        .with(names::INTERCEPT_CA_CERT, CA_CERT);
     let p = problems(&gateway);
     assert!(
         has(&p, names::CREDENTIAL_SEALING_KEY, "missing_required"),
@@ -512,8 +527,33 @@ fn only_the_gateway_holds_the_credential_sealing_key() {
 
     // `all` derives the public half; a given one must match it.
     let other = gatehouse_capability::SealingKey::generate().unwrap().public_key().to_text();
-    let all = worker().with(names::ROLE, "all").with(names::CREDENTIAL_SEALING_KEY, SEALING);
+    let all = worker()
+        .with(names::ROLE, "all")
+        .with(names::CREDENTIAL_SEALING_KEY, SEALING)
+        .with(names::INTERCEPT_CA_KEY, CA_KEY);
     assert!(load(&all, None).unwrap().credential_keys.is_some());
     let p = problems(&all.with(names::CREDENTIAL_SEALING_PUBLIC_KEY, other));
     assert!(has(&p, names::CREDENTIAL_SEALING_PUBLIC_KEY, "key_mismatch"), "{p:?}");
+}
+
+#[test]
+fn only_the_gateway_holds_the_interception_ca_key() {
+    let gateway = MapSource::new()
+        .with(names::ROLE, "gateway")
+        .with(names::SERVICE_TOKEN, TOKEN)
+        .with(names::GRANT_SECRET, GRANT)
+        .with(names::CREDENTIAL_SEALING_KEY, SEALING);
+    let p = problems(&gateway);
+    assert!(has(&p, names::INTERCEPT_CA_KEY, "missing_required"), "{p:?}");
+    assert!(has(&p, names::INTERCEPT_CA_CERT, "missing_required"), "{p:?}");
+    let c =
+        load(&gateway.with(names::INTERCEPT_CA_KEY, CA_KEY).with(names::INTERCEPT_CA_CERT, CA_CERT), None)
+            .unwrap();
+    assert!(!format!("{c:?}").contains("intercept-ca-key-0123"), "debug output never holds the key");
+    assert_eq!(c.intercept_ca_cert_pem.as_deref(), Some(CA_CERT));
+    let p = problems(&worker().with(names::INTERCEPT_CA_KEY, CA_KEY));
+    assert!(has(&p, names::INTERCEPT_CA_KEY, "forbidden_for_role"), "{p:?}");
+    let p = problems(&worker().without(names::INTERCEPT_CA_CERT));
+    assert!(has(&p, names::INTERCEPT_CA_CERT, "missing_required"), "the worker hands it to sandboxes: {p:?}");
+    assert!(load(&worker(), None).unwrap().intercept_ca_key_pem.is_none());
 }

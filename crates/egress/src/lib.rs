@@ -25,6 +25,7 @@ pub mod decision;
 pub mod decode;
 pub mod fetch;
 pub mod inject;
+pub mod intercept;
 pub mod leases;
 pub mod meter;
 pub mod policy;

@@ -36,7 +36,9 @@ use hyper::client::conn::TrySendError;
 use hyper::client::conn::http1::{Connection, SendRequest};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
 
 /// The request body the proxy forwards (the client's, capped).
 pub type UpstreamBody = Either<Limited<Incoming>, Metered<Limited<Incoming>>>;
@@ -86,7 +88,61 @@ pub struct Upstream {
     addr: SocketAddr,
     sender: SendRequest<UpstreamBody>,
     /// `None` once the connection has finished (closed or failed).
-    connection: Option<Connection<TokioIo<TcpStream>, UpstreamBody>>,
+    connection: Option<Connection<TokioIo<UpstreamIo>, UpstreamBody>>,
+}
+
+/// An upstream socket: plain, or TLS to the host a request inside an
+/// intercepted tunnel is for (verified against the real roots).
+pub enum UpstreamIo {
+    /// Plain HTTP.
+    Plain(TcpStream),
+    /// HTTPS.
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl UpstreamIo {
+    fn peer_addr(&self) -> std::io::Result<SocketAddr> {
+        match self {
+            Self::Plain(s) => s.peer_addr(),
+            Self::Tls(s) => s.get_ref().0.peer_addr(),
+        }
+    }
+}
+
+impl AsyncRead for UpstreamIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for UpstreamIo {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
 }
 
 impl std::fmt::Debug for Upstream {
@@ -98,7 +154,7 @@ impl std::fmt::Debug for Upstream {
 impl Upstream {
     /// Performs the HTTP/1.1 handshake on a socket already connected to a
     /// vetted address.
-    pub async fn handshake(stream: TcpStream) -> Result<Self, Reason> {
+    pub async fn handshake(stream: UpstreamIo) -> Result<Self, Reason> {
         let addr = stream.peer_addr().map_err(|_| Reason::UpstreamUnreachable)?;
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await

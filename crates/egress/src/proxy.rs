@@ -48,10 +48,12 @@ use crate::decision::{Decision, Purpose, decide_target};
 use crate::leases::{Injected, LeaseSource, OfRun, at_the_door, mentions_placeholder};
 use crate::meter::EgressMeter;
 use crate::policy::{Policy, PolicyError};
-use crate::pool::{PoolKey, PooledBody, Upstream, UpstreamPool};
+use crate::pool::{PoolKey, PooledBody, Upstream, UpstreamIo, UpstreamPool};
 use crate::sni;
 use crate::special::AddressGuard;
 use crate::target::{Host, Scheme, Target, parse_authority, parse_url};
+
+mod intercepted;
 
 /// Response body type of the proxy.
 pub type ProxyBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
@@ -212,6 +214,12 @@ pub struct Proxy {
     pub tunnels: Arc<OpenTunnels>,
     /// Runs' credential leases (none: nothing is ever injected).
     pub leases: Option<Arc<dyn LeaseSource>>,
+    /// Leaf certificates under the interception CA, for tunnels to hosts a
+    /// run holds a live lease for (none: every tunnel stays opaque).
+    pub leaves: Option<Arc<crate::intercept::Leaves>>,
+    /// TLS to upstreams for requests inside intercepted tunnels: the real
+    /// roots (and the operator's extra ones).
+    pub upstream_tls: Option<tokio_rustls::TlsConnector>,
 }
 
 /// Open `CONNECT` tunnels by grant, so a revoked grant's tunnels can be closed.
@@ -338,55 +346,70 @@ pub async fn serve(proxy: Arc<Proxy>, listener: gatehouse_listener::Listener) {
 
 impl Proxy {
     /// Handles one proxied request or `CONNECT`.
-    pub async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+    pub async fn handle(self: &Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
         let mut grant = None;
         match self.handle_inner(req, &mut grant).await {
             Ok(response) => response,
-            Err(refused) => {
-                let request_id = new_id("req");
-                let (host, rule) = (refused.host.clone(), refused.rule.clone());
-                self.sink.refused(Refusal {
-                    request_id: Some(request_id.clone()),
-                    lease_id: refused.lease_id.clone(),
-                    ..self.record(grant.as_deref(), refused.kind, refused.reason, host, rule)
-                });
-                refusal_response(&refused, &request_id)
-            }
+            Err(refused) => self.refuse(grant.as_deref(), &refused),
         }
     }
 
+    /// A request its grant could not pay for. One that carries a
+    /// placeholder expects a credential: it is told why there is none.
+    fn spend_refused(&self, headers: &HeaderMap, path: &str, reason: Reason) -> Refused {
+        if self.leases.is_some() && mentions_placeholder(headers, path) {
+            let reason = match reason {
+                Reason::GrantRevoked | Reason::GrantExpired => Reason::RunNotLive,
+                Reason::LedgerUnavailable => Reason::LeaseUnavailable,
+                other => other,
+            };
+            return Refused::lease(
+                crate::inject::LeaseRefusal { reason, lease_id: None, revoke: false },
+                None,
+            );
+        }
+        // An outage is worth retrying; a spent or revoked grant is not.
+        let status = match reason {
+            Reason::LedgerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::FORBIDDEN,
+        };
+        Refused::new(status, refusal_kind(reason), reason)
+    }
+
+    /// Records a refusal and answers it.
+    fn refuse(&self, grant: Option<&GrantClaims>, refused: &Refused) -> Response<ProxyBody> {
+        let request_id = new_id("req");
+        let (host, rule) = (refused.host.clone(), refused.rule.clone());
+        self.sink.refused(Refusal {
+            request_id: Some(request_id.clone()),
+            lease_id: refused.lease_id.clone(),
+            ..self.record(grant, refused.kind, refused.reason, host, rule)
+        });
+        refusal_response(refused, &request_id)
+    }
+
     async fn handle_inner(
-        &self,
+        self: &Arc<Self>,
         req: Request<Incoming>,
         grant: &mut Option<Arc<GrantClaims>>,
     ) -> Result<Response<ProxyBody>, Refused> {
         let claims = self.authenticate(req.headers())?;
         *grant = Some(claims.clone());
         let now = self.clock.now();
-        let spent =
-            match spend(&self.ledger, &claims.grant_id, &Operation::Request, now, self.ledger_required).await
-            {
-                Ok(spent) => spent,
-                Err(reason) => {
-                    let path = req.uri().path_and_query().map_or("", |p| p.as_str());
-                    if self.leases.is_some() && mentions_placeholder(req.headers(), path) {
-                        // The sandbox expects a credential: say why there is none.
-                        let reason = match reason {
-                            Reason::GrantRevoked | Reason::GrantExpired => Reason::RunNotLive,
-                            Reason::LedgerUnavailable => Reason::LeaseUnavailable,
-                            other => other,
-                        };
-                        let refusal = crate::inject::LeaseRefusal { reason, lease_id: None, revoke: false };
-                        return Err(Refused::lease(refusal, None));
-                    }
-                    return Err(Refused::new(StatusCode::FORBIDDEN, refusal_kind(reason), reason));
-                }
-            };
+        let spent = spend(&self.ledger, &claims.grant_id, &Operation::Request, now, self.ledger_required)
+            .await
+            .map_err(|reason| {
+                self.spend_refused(
+                    req.headers(),
+                    req.uri().path_and_query().map_or("", |p| p.as_str()),
+                    reason,
+                )
+            })?;
         let policy = self.policies.policy(claims.tenant_id.as_deref());
+        let generation = spent.map(|s| s.lease_generation);
         if req.method() == Method::CONNECT {
-            self.tunnel(req, policy, &claims).await
+            self.tunnel(req, policy, &claims, generation).await
         } else {
-            let generation = spent.map(|s| s.lease_generation);
             self.forward(req, policy, &claims, generation).await
         }
     }
@@ -466,10 +489,11 @@ impl Proxy {
     }
 
     async fn tunnel(
-        &self,
+        self: &Arc<Self>,
         mut req: Request<Incoming>,
         policy: Result<Arc<Policy>, PolicyError>,
-        grant: &GrantClaims,
+        grant: &Arc<GrantClaims>,
+        lease_generation: Option<u64>,
     ) -> Result<Response<ProxyBody>, Refused> {
         // Only the authority form `host:port` is a CONNECT target (RFC 9112
         // §3.2.3): not `CONNECT http://host:port/path`, not `ftp://...`.
@@ -498,6 +522,9 @@ impl Proxy {
         let scheme = if port == 80 { Scheme::Http } else { Scheme::Https };
         let target = Target { scheme, host, port, path_and_query: "/".into() };
         let decision = self.decide(target, policy, grant).await?;
+        if let Some(tls) = self.interception(grant, lease_generation, &decision).await? {
+            return Ok(self.intercept(req, grant.clone(), decision, tls));
+        }
         let upstream =
             connect_pinned(&decision, &self.guard, self.limits.connect_timeout).await.map_err(|reason| {
                 Refused {
@@ -592,6 +619,22 @@ impl Proxy {
             r.host = Some(target.host.to_string());
             return Err(r);
         }
+        self.exchange(req, target, policy, grant, lease_generation, started).await
+    }
+
+    /// One request to `target`, plain HTTP or (inside an intercepted
+    /// tunnel) HTTPS: decided, its run's leases applied, sent over a pooled
+    /// or freshly dialled connection to a vetted address, and its answer
+    /// metered, capped and scrubbed on the way back.
+    async fn exchange(
+        &self,
+        req: Request<Incoming>,
+        target: Target,
+        policy: Result<Arc<Policy>, PolicyError>,
+        grant: &GrantClaims,
+        lease_generation: Option<u64>,
+        started: tokio::time::Instant,
+    ) -> Result<Response<ProxyBody>, Refused> {
         let decision = self.decide(target, policy, grant).await?;
         let host = decision.host.clone();
         let fail = |reason| Refused {
@@ -656,7 +699,11 @@ impl Proxy {
             None => Either::Right(meter.clone().metered(body, self.refused_midway(grant, host.clone()))),
         };
         let mut upstream_req = Request::from_parts(parts, body);
-        let key = PoolKey::new(&grant.grant_id, &authority);
+        // TLS and plain connections to one authority never stand in for each other.
+        let key = match target.scheme {
+            Scheme::Https => PoolKey::new(&grant.grant_id, &format!("https://{authority}")),
+            Scheme::Http => PoolKey::new(&grant.grant_id, &authority),
+        };
         let (response, upstream) = loop {
             let pooled = self.pool.take(&key, &decision.addresses, target.port);
             let reused = pooled.is_some();
@@ -754,10 +801,24 @@ impl Proxy {
         EgressMeter::new(self.ledger.clone(), &grant.grant_id, self.clock.clone(), self.ledger_required)
     }
 
-    /// A new upstream connection to one of the decision's addresses.
+    /// A new upstream connection to one of the decision's addresses: TLS,
+    /// verified against the real roots for the decided host, when the
+    /// request is HTTPS (from inside an intercepted tunnel).
     async fn dial(&self, decision: &Decision) -> Result<Upstream, Reason> {
         let stream = connect_pinned(decision, &self.guard, self.limits.connect_timeout).await?;
-        Upstream::handshake(stream).await
+        let Some(target) = decision.target.as_ref().filter(|t| t.scheme == Scheme::Https) else {
+            return Upstream::handshake(UpstreamIo::Plain(stream)).await;
+        };
+        let tls = self.upstream_tls.as_ref().ok_or(Reason::TlsFailed)?;
+        let name = match &target.host {
+            Host::Name(n) => {
+                rustls::pki_types::ServerName::try_from(n.clone()).map_err(|_| Reason::TlsFailed)?
+            }
+            Host::Ip(ip) => rustls::pki_types::ServerName::IpAddress((*ip).into()),
+        };
+        let handshake = tokio::time::timeout(self.limits.connect_timeout, tls.connect(name, stream));
+        let stream = handshake.await.map_err(|_| Reason::UpstreamTimeout)?.map_err(|_| Reason::TlsFailed)?;
+        Upstream::handshake(UpstreamIo::Tls(Box::new(stream))).await
     }
 }
 

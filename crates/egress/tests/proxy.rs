@@ -136,6 +136,8 @@ fn harness_full(
         pool,
         tunnels: Default::default(),
         leases: None,
+        leaves: None,
+        upstream_tls: None,
     });
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let proxy_addr = listener.local_addr().unwrap().to_string();

@@ -97,10 +97,30 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Stored credentials (run where the gateway's sealing keys are).
+    Credentials {
+        #[command(subcommand)]
+        command: CredentialsCommand,
+    },
     /// Score a CVSS v3.0, v3.1 or v4.0 vector: version, base score, rating.
     Cvss {
         /// The vector, e.g. CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H.
         vector: String,
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+#[derive(Subcommand)]
+enum CredentialsCommand {
+    /// Seal every stored credential not on the current sealing key
+    /// (GATEHOUSE_CREDENTIAL_SEALING_KEY) again to it, opening it with the
+    /// previous key (GATEHOUSE_CREDENTIAL_SEALING_PREVIOUS_KEY). Exit 0, or 1
+    /// when some credential does not open (reported by id; the others are done).
+    Rewrap {
+        /// `sqlite://PATH` or `postgres://...` [GATEHOUSE_DATABASE_URL, else the data dir's SQLite file].
+        #[arg(long = "database-url")]
+        database_url: Option<String>,
         #[command(flatten)]
         out: Output,
     },
@@ -405,6 +425,9 @@ pub fn main() -> ExitCode {
         }
         Command::Audit { command: AuditCommand::Checkpoint { database_url, key } } => {
             crate::control_cli::audit_checkpoint(&environment(None), database_url, key).map_err(Fail)
+        }
+        Command::Credentials { command: CredentialsCommand::Rewrap { database_url, out } } => {
+            crate::control_cli::credentials_rewrap(&environment(None), database_url, out.json).map_err(Fail)
         }
         Command::Deps { command: DepsCommand::Parse { lockfile, out } } => deps_parse(&lockfile, out.json),
         Command::Deps {

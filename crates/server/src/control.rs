@@ -326,7 +326,7 @@ async fn create_run(
         return Err(store_error(&rid, &e));
     }
     let proxy_url = credentialed(&state.proxy_public_url, &grant);
-    let body = json!({
+    let mut body = json!({
         "run_id": run_id,
         "status": "live",
         "manifest": manifest,
@@ -336,6 +336,11 @@ async fn create_run(
         "expires_at": now + ttl,
         "proxy": {"url": state.proxy_public_url, "env": {"HTTP_PROXY": proxy_url, "HTTPS_PROXY": proxy_url}},
     });
+    // What the sandbox adds to its trust store, so that HTTPS to the hosts
+    // it holds leases for can be given their credentials.
+    if let (Some(pem), Some(obj)) = (&state.intercept_ca_cert_pem, body.as_object_mut()) {
+        obj.insert("ca_certificate_pem".into(), pem.as_str().into());
+    }
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 

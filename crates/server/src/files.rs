@@ -18,7 +18,8 @@ impl KeySet {
     /// Fresh keys: the manifest keypair (Ed25519), grant secret, service
     /// token, the audit checkpoint keypair (Ed25519, its own key), and the
     /// credential sealing keypair (X25519: the private half for gateways,
-    /// the public half for workers).
+    /// the public half for workers), and the interception CA (its key for
+    /// gateways, its certificate for workers and sandboxes).
     pub(crate) fn generate() -> Result<Self, String> {
         let keypair = || -> Result<(Zeroizing<String>, String), String> {
             let key =
@@ -33,6 +34,8 @@ impl KeySet {
             .map_err(|_| "the OS random generator failed".to_owned())?;
         let sealing_private = Zeroizing::new(format!("{}\n", sealing.to_text().as_str()));
         let sealing_public = format!("{}\n", sealing.public_key().to_text());
+        let ca = gatehouse_egress::intercept::InterceptCa::generate()
+            .map_err(|e| format!("the interception CA could not be made: {e}"))?;
         let secret_line = || -> Result<Zeroizing<String>, String> {
             let s = Secret::generate().map_err(|_| "the OS random generator failed".to_owned())?;
             let text = std::str::from_utf8(s.expose()).map_err(|_| "bad secret encoding".to_owned())?;
@@ -83,6 +86,8 @@ impl KeySet {
             (embedded_files::AUDIT_PUBLIC_KEY, Zeroizing::new(audit_public), 0o644),
             (embedded_files::CREDENTIAL_SEALING_KEY, sealing_private, 0o600),
             (embedded_files::CREDENTIAL_SEALING_PUBLIC_KEY, Zeroizing::new(sealing_public), 0o644),
+            (embedded_files::INTERCEPT_CA_KEY, ca.key_pem(), 0o600),
+            (embedded_files::INTERCEPT_CA_CERT, Zeroizing::new(ca.cert_pem().to_owned()), 0o644),
         ];
         files.extend(role_tokens);
         files.push(("callers.toml", Zeroizing::new(callers), 0o644));

@@ -39,6 +39,9 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
         wanted
             .extend([embedded_files::CREDENTIAL_SEALING_KEY, embedded_files::CREDENTIAL_SEALING_PUBLIC_KEY]);
     }
+    if !configured(names::INTERCEPT_CA_KEY) && !dir.join(embedded_files::INTERCEPT_CA_KEY).exists() {
+        wanted.extend([embedded_files::INTERCEPT_CA_KEY, embedded_files::INTERCEPT_CA_CERT]);
+    }
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
@@ -53,6 +56,8 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
             (names::SERVICE_TOKEN, embedded_files::SERVICE_TOKEN),
             (names::SESSION_KEY_SECRET, embedded_files::SESSION_KEY_SECRET),
             (names::CREDENTIAL_SEALING_KEY, embedded_files::CREDENTIAL_SEALING_KEY),
+            (names::INTERCEPT_CA_KEY, embedded_files::INTERCEPT_CA_KEY),
+            (names::INTERCEPT_CA_CERT, embedded_files::INTERCEPT_CA_CERT),
         ]
         .into_iter()
         .filter_map(|(name, f)| keys.content(f).map(|c| (name, c.trim().to_owned())))
@@ -66,7 +71,12 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
     }
     // A stale public key without its private key would be misleading: the
     // pair is always written together.
-    for public in [embedded_files::MANIFEST_PUBLIC_KEY, embedded_files::CREDENTIAL_SEALING_PUBLIC_KEY] {
+    let publics = [
+        embedded_files::MANIFEST_PUBLIC_KEY,
+        embedded_files::CREDENTIAL_SEALING_PUBLIC_KEY,
+        embedded_files::INTERCEPT_CA_CERT,
+    ];
+    for public in publics {
         let stale = dir.join(public);
         if wanted.contains(&public) && stale.exists() {
             std::fs::remove_file(&stale)

@@ -20,6 +20,9 @@ use crate::api::FetchPurpose;
 use crate::events::{EventQueue, RefusalLog};
 use crate::policy_cache::PolicyCache;
 
+/// Hosts whose leaf certificates a gateway keeps minted.
+const LEAF_CERTIFICATES: usize = 4096;
+
 /// Everything a handler needs. Cheap to clone.
 #[derive(Clone)]
 pub struct AppState(Arc<Inner>);
@@ -87,6 +90,8 @@ pub struct Inner {
     pub fingerprints: Option<gatehouse_capability::FingerprintKey>,
     /// Gateway: runs' leases as the door reads them.
     pub door_leases: Option<Arc<crate::door_leases::DoorLeases>>,
+    /// Worker: the interception CA's certificate, returned with every run.
+    pub intercept_ca_cert_pem: Option<String>,
 }
 
 impl std::ops::Deref for AppState {
@@ -183,6 +188,22 @@ impl AppState {
             }
             _ => None,
         };
+        // TLS is terminated only for hosts a run holds a live lease for,
+        // under the interception CA (a bad key or certificate stops the start).
+        let leaves = match (&config.intercept_ca_key_pem, &config.intercept_ca_cert_pem) {
+            (Some(key), Some(cert)) if runs_proxy => {
+                let ca = gatehouse_egress::intercept::InterceptCa::from_pem(key.expose(), cert)
+                    .map_err(|e| format!("the interception CA does not load: {e}"))?;
+                Some(Arc::new(gatehouse_egress::intercept::Leaves::new(Arc::new(ca), LEAF_CERTIFICATES)))
+            }
+            _ => None,
+        };
+        let upstream_tls = if runs_proxy {
+            let tls = egress_tls(config.egress_extra_roots_pem.as_deref())?;
+            Some(tokio_rustls::TlsConnector::from(Arc::new(tls)))
+        } else {
+            None
+        };
         let proxy = match (config.grant_secret.as_ref(), ledger.as_ref()) {
             (Some(secret), Some(ledger)) if runs_proxy => Some(Arc::new(Proxy {
                 grants: OpenedGrants::new(new_sealer(secret), OPENED_GRANTS),
@@ -198,6 +219,8 @@ impl AppState {
                 pool: Default::default(),
                 tunnels: Default::default(),
                 leases: door_leases.clone().map(|d| d as Arc<dyn gatehouse_egress::leases::LeaseSource>),
+                leaves,
+                upstream_tls,
             })),
             _ => None,
         };
@@ -245,6 +268,7 @@ impl AppState {
                 .filter(|_| config.role.mints())
                 .map(gatehouse_capability::FingerprintKey::new),
             door_leases,
+            intercept_ca_cert_pem: config.intercept_ca_cert_pem.clone().filter(|_| config.role.mints()),
             clock,
         })))
     }
@@ -262,6 +286,12 @@ pub fn egress_fetcher(
     resolver: Resolver,
     limits: Limits,
 ) -> Result<Fetcher, String> {
+    let tls = egress_tls(extra_roots_pem)?;
+    Ok(Fetcher::new(AddressGuard::new(allow_ranges.to_vec()), resolver, limits, tls))
+}
+
+/// TLS to the outside: the system's roots and the operator's extra ones.
+pub fn egress_tls(extra_roots_pem: Option<&str>) -> Result<rustls::ClientConfig, String> {
     let roots = match extra_roots_pem {
         Some(pem) => {
             use rustls::pki_types::pem::PemObject as _;
@@ -271,7 +301,7 @@ pub fn egress_fetcher(
         }
         None => Vec::new(),
     };
-    Ok(Fetcher::new(AddressGuard::new(allow_ranges.to_vec()), resolver, limits, tls_config(&roots)?))
+    tls_config(&roots)
 }
 
 /// The door's limits as configured.

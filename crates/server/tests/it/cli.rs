@@ -87,9 +87,10 @@ fn keygen_writes_owner_only_files_and_refuses_to_overwrite() {
     assert_eq!(mode(&out), 0o700);
     let grant = std::fs::read_to_string(out.join("grant-secret")).unwrap();
     assert!(grant.trim().len() >= 32);
-    // Every secret keygen writes: the manifest, audit and credential
-    // sealing keys, the grant, session key and service secrets, one token per role.
-    assert_eq!(assert_no_secret_from(&out, &format!("{stdout}{stderr}"), "keygen's output"), 9);
+    // Every secret keygen writes: the manifest, audit, credential sealing
+    // and interception CA keys, the grant, session key and service secrets,
+    // one token per role.
+    assert_eq!(assert_no_secret_from(&out, &format!("{stdout}{stderr}"), "keygen's output"), 10);
     assert!(
         std::fs::read_to_string(out.join("manifest-private.pem"))
             .unwrap()
@@ -450,9 +451,9 @@ fn the_embedded_first_start_works_with_no_configuration() {
     let token = std::fs::read_to_string(data.join("service-token")).unwrap().trim().to_owned();
     let grant_secret = std::fs::read_to_string(data.join("grant-secret")).unwrap().trim().to_owned();
     assert!(!printed.contains(&token) && !printed.contains(&grant_secret), "secrets printed: {printed}");
-    // The manifest and credential sealing keys and the grant, session key
-    // and service secrets.
-    assert_eq!(assert_no_secret_from(&data, &printed, "the first start's output"), 5);
+    // The manifest, credential sealing and interception CA keys and the
+    // grant, session key and service secrets.
+    assert_eq!(assert_no_secret_from(&data, &printed, "the first start's output"), 6);
 
     let health = http(&addr, "GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
@@ -471,7 +472,7 @@ fn the_embedded_first_start_works_with_no_configuration() {
     drop(server);
     let logs = stderr_thread.join().unwrap();
     assert!(!logs.contains(&token) && !logs.contains(&grant_secret), "secrets logged: {logs}");
-    assert_eq!(assert_no_secret_from(&data, &logs, "the first start's logs"), 5);
+    assert_eq!(assert_no_secret_from(&data, &logs, "the first start's logs"), 6);
 
     // A second start reuses the keys instead of generating new ones.
     let (code, out, _) = run(gatehouse(dir).args(["config", "check"]));
@@ -567,7 +568,9 @@ fn only_the_gateway_and_all_roles_run_the_proxy() {
     let mut gateway = base("gateway");
     gateway
         .env("CODEAPI_EGRESS_GRANT_SECRET_FILE", "k/grant-secret")
-        .env("GATEHOUSE_CREDENTIAL_SEALING_KEY_FILE", "k/credential-sealing-key");
+        .env("GATEHOUSE_CREDENTIAL_SEALING_KEY_FILE", "k/credential-sealing-key")
+        .env("GATEHOUSE_INTERCEPT_CA_KEY_FILE", "k/intercept-ca-key.pem")
+        .env("GATEHOUSE_INTERCEPT_CA_CERT_FILE", "k/intercept-ca.pem");
     let (_g, _, printed, _) = spawn_server(gateway);
     assert!(printed.contains("egress proxy listening"), "{printed}");
     let mut worker = base("worker");
@@ -575,7 +578,8 @@ fn only_the_gateway_and_all_roles_run_the_proxy() {
         .env("CODEAPI_EGRESS_GRANT_SECRET_FILE", "k/grant-secret")
         .env("GATEHOUSE_SESSION_KEY_SECRET_FILE", "k/session-key-secret")
         .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY_FILE", "k/manifest-private.pem")
-        .env("GATEHOUSE_CREDENTIAL_SEALING_PUBLIC_KEY_FILE", "k/credential-sealing-public-key");
+        .env("GATEHOUSE_CREDENTIAL_SEALING_PUBLIC_KEY_FILE", "k/credential-sealing-public-key")
+        .env("GATEHOUSE_INTERCEPT_CA_CERT_FILE", "k/intercept-ca.pem");
     let (_w, _, printed, _) = spawn_server(worker);
     assert!(!printed.contains("egress proxy"), "{printed}");
     let mut runner = base("runner");

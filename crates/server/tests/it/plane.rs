@@ -49,7 +49,7 @@ fn consume(addr: &str, grant: &Value) -> Value {
 }
 
 /// Polls `check` every 50 ms until it holds; returns how long that took.
-fn within(limit: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
+pub(crate) fn within(limit: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
     let started = Instant::now();
     while started.elapsed() < limit {
         if check() {

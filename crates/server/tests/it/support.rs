@@ -20,6 +20,15 @@ pub const NOW: i64 = 1_800_000_000;
 /// The gateway's credential sealing key (X25519, base64url of 32 bytes).
 pub const SEALING_KEY: &str = "dGVzdC1zZWFsaW5nLWtleS0wMTIzNDU2Nzg5YWJjZGU";
 
+/// One interception CA for every test node: (key PEM, certificate PEM).
+pub fn intercept_ca() -> &'static (String, String) {
+    static CA: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+    CA.get_or_init(|| {
+        let ca = gatehouse_egress::intercept::InterceptCa::generate().unwrap();
+        (ca.key_pem().to_string(), ca.cert_pem().to_owned())
+    })
+}
+
 /// Its public half, which workers seal to.
 pub fn sealing_public_key() -> String {
     gatehouse_capability::SealingKey::from_text(SEALING_KEY).unwrap().public_key().to_text()
@@ -59,15 +68,19 @@ pub async fn node_with(role: &str, extra: &[(&str, &str)]) -> Node {
         "gateway" => {
             src.set(names::GRANT_SECRET, GRANT_SECRET);
             src.set(names::CREDENTIAL_SEALING_KEY, SEALING_KEY);
+            src.set(names::INTERCEPT_CA_KEY, intercept_ca().0.clone());
+            src.set(names::INTERCEPT_CA_CERT, intercept_ca().1.clone());
         }
         _ => {
             src.set(names::MANIFEST_PRIVATE_KEY, private_pem.clone());
             src.set(names::GRANT_SECRET, GRANT_SECRET);
             src.set(names::SESSION_KEY_SECRET, SESSION_KEY_SECRET);
+            src.set(names::INTERCEPT_CA_CERT, intercept_ca().1.clone());
             if role == "worker" {
                 src.set(names::CREDENTIAL_SEALING_PUBLIC_KEY, sealing_public_key());
             } else {
                 src.set(names::CREDENTIAL_SEALING_KEY, SEALING_KEY);
+                src.set(names::INTERCEPT_CA_KEY, intercept_ca().0.clone());
             }
         }
     }
