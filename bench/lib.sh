@@ -41,7 +41,7 @@ start_gatehouse() {
   api=$(free_port); px=$(free_port)
   "$bin" keygen --out "$work/$name-keys" >/dev/null
   GATEHOUSE_LISTEN=127.0.0.1:$api GATEHOUSE_PROXY_LISTEN=127.0.0.1:$px GATEHOUSE_DATA_DIR="$work/$name-data" \
-    GATEHOUSE_EGRESS_ALLOW_RANGES=127.0.0.0/8 GATEHOUSE_PROXY_CONNECT_PORTS="80,443,$UP" GATEHOUSE_LOG=warn \
+    GATEHOUSE_EGRESS_ALLOW_RANGES=127.0.0.0/8 GATEHOUSE_PROXY_CONNECT_PORTS="${CONNECT_PORTS:-80,443,$UP}" GATEHOUSE_LOG=warn \
     CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY_FILE="$work/$name-keys/manifest-private.pem" \
     CODEAPI_EGRESS_GRANT_SECRET_FILE="$work/$name-keys/grant-secret" \
     CODEAPI_INTERNAL_SERVICE_TOKEN_FILE="$work/$name-keys/service-token" \

@@ -18,14 +18,14 @@ use crate::support::{GRANT_SECRET, TOKEN, private_key_pem};
 
 /// A TLS upstream on `ip` (a certificate under its own test CA) that answers
 /// every request of a keep-alive connection with the request's head.
-struct TlsEcho {
-    port: u16,
-    seen: Arc<Mutex<Vec<String>>>,
+pub(crate) struct TlsEcho {
+    pub(crate) port: u16,
+    pub(crate) seen: Arc<Mutex<Vec<String>>>,
     _runtime: tokio::runtime::Runtime,
 }
 
 impl TlsEcho {
-    fn start(ca: &Arc<InterceptCa>, ip: &str, port: u16) -> Self {
+    pub(crate) fn start(ca: &Arc<InterceptCa>, ip: &str, port: u16) -> Self {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let (config, _) = Leaves::new(ca.clone(), 4).server_config(ip).unwrap();
@@ -64,7 +64,7 @@ impl TlsEcho {
         Self { port, seen, _runtime: runtime }
     }
 
-    fn last(&self) -> String {
+    pub(crate) fn last(&self) -> String {
         self.seen.lock().unwrap().last().cloned().unwrap_or_default()
     }
 }

@@ -223,6 +223,15 @@ fn a_lease_injects_for_its_one_host_and_the_secret_never_leaks() {
     assert_eq!(named["host"], "github.com", "{named}");
     let same = lease(&api_addr, &run4, named["credential_id"].as_str().unwrap(), "github.COM.");
     assert_eq!(same["host"], "github.com", "{same}");
+    // Deleting a credential revokes its leases; its id resolves no more.
+    let deleted = call(
+        "DELETE",
+        &format!("/v1/tenants/t1/credentials/{}", named["credential_id"].as_str().unwrap()),
+        json!({}),
+    );
+    assert_eq!(deleted, json!({"deleted": true, "revoked": {"leases": 1}}));
+    let gone = lease(&api_addr, &run4, named["credential_id"].as_str().unwrap(), "github.com");
+    assert_eq!(gone["error"]["reason"], "run_lease_revoked", "{gone}");
 
     // The record: every refusal is a secret_refused with its lease, and
     // nothing anywhere holds either secret but what the upstream received.
@@ -351,6 +360,15 @@ fn the_fetch_api_injects_scrubs_and_signs_webhooks_with_leases() {
     );
     assert_eq!(wrong["error"]["reason"], "lease_purpose_mismatch", "{wrong}");
 
+    // The raw secret toward another host (the sandbox should never have
+    // it): a leak attempt like the placeholder, refused and revoked.
+    let raw = api(
+        &api_addr,
+        "POST",
+        "/v1/egress/fetch",
+        &json!({"grant": grant, "url": "http://127.0.0.2:9/", "purpose": "mcp", "headers": [["x-stolen", CANARY]]}),
+    );
+    assert_eq!(raw["error"]["reason"], "lease_host_mismatch", "{raw}");
     // The placeholder toward another host through the fetch API: refused, lease revoked.
     let leak = api(
         &api_addr,

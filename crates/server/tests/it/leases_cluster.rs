@@ -482,3 +482,61 @@ fn the_canary_is_in_no_postgres_row_json_log_answer_or_metric() {
         assert_no_key_material(secret.as_bytes(), text, what);
     }
 }
+
+#[test]
+fn https_is_intercepted_by_a_node_that_did_not_grant_the_lease() {
+    use gatehouse_egress::intercept::InterceptCa;
+    let secret = canary("tls-cluster");
+    let db = TestDatabase::create();
+    let redis = RedisServer::start();
+    let upstream_ca = Arc::new(InterceptCa::generate().unwrap());
+    let upstream = crate::intercept::TlsEcho::start(&upstream_ca, "127.0.0.1", 0);
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let upstream_ca_file = dir_a.path().join("upstream-ca.pem");
+    std::fs::write(&upstream_ca_file, upstream_ca.cert_pem()).unwrap();
+    // Every gateway of a deployment presents leaves under the one CA the
+    // workers hand out.
+    let (ca_key, ca_cert) = crate::support::intercept_ca();
+    let (redis_url, ports) = (redis.url(), format!("443,{}", upstream.port));
+    let settings = [
+        ("GATEHOUSE_DATABASE_URL", db.url()),
+        ("GATEHOUSE_REDIS_URL", redis_url.as_str()),
+        ("GATEHOUSE_PROXY_CONNECT_PORTS", ports.as_str()),
+        ("GATEHOUSE_EGRESS_EXTRA_CA_FILE", upstream_ca_file.to_str().unwrap()),
+        ("GATEHOUSE_INTERCEPT_CA_KEY", ca_key.as_str()),
+        ("GATEHOUSE_INTERCEPT_CA_CERT", ca_cert.as_str()),
+    ];
+    let manifest_key = private_key_pem();
+    let a = start_node(dir_a.path(), &manifest_key, &settings);
+    let b = start_node(dir_b.path(), &manifest_key, &settings);
+
+    let credential = create_credential(&a.api, &secret);
+    let (run, via_b, created) = new_run(&a.api, &b.proxy);
+    assert_eq!(created["ca_certificate_pem"].as_str(), Some(ca_cert.as_str()), "{created}");
+    let ca_file = dir_a.path().join("gatehouse-ca.pem");
+    std::fs::write(&ca_file, ca_cert).unwrap();
+    let granted = lease(&a.api, &run, str_of(&credential, "credential_id"));
+    let url = format!("https://127.0.0.1:{}/api", upstream.port);
+    let https = |proxy: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-S", "--max-time", "10", "-x", proxy, "--cacert", ca_file.to_str().unwrap(), &url])
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (ok, body) = https(&via_b);
+    assert!(ok, "{body}");
+    assert!(upstream.last().contains(&format!("authorization: Bearer {secret}")), "{}", upstream.last());
+    assert!(!body.contains(&secret) && body.contains(str_of(&granted, "placeholder")), "{body}");
+
+    // Revoked on A: B's next tunnel to the host is opaque, so the sandbox
+    // (which trusts only gatehouse's CA) cannot even reach it, let alone
+    // with the credential.
+    let revoked =
+        api(&a.api, "POST", &format!("/v1/leases/{}/revoke", str_of(&granted, "lease_id")), &json!({}));
+    assert_eq!(revoked, json!({"revoked": 1}));
+    let before = upstream.seen.lock().unwrap().len();
+    let (ok, _) = https(&via_b);
+    assert!(!ok, "no interception after the revocation");
+    assert_eq!(upstream.seen.lock().unwrap().len(), before);
+}

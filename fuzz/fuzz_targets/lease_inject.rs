@@ -1,0 +1,78 @@
+//! What the door does with a sandbox's request under its run's leases: the
+//! headers and URL are the sandbox's, entirely. Never panics; the secret
+//! never comes back in a scrubbed answer; a placeholder toward another host
+//! is always refused.
+#![no_main]
+
+use gatehouse_egress::inject::{InjectRule, LeaseEntry, LeaseState, apply, examine, placeholder_for};
+use libfuzzer_sys::fuzz_target;
+
+const SECRET: &[u8] = b"fuzz-secret-0123456789";
+
+fn leases() -> Vec<LeaseEntry> {
+    let lease = |id: &str, host: &str, state, rule| LeaseEntry {
+        lease_id: id.to_owned(),
+        placeholder: placeholder_for(id).unwrap_or_default(),
+        host: host.to_owned(),
+        granted_at: 1,
+        state,
+        rule,
+    };
+    vec![
+        lease(
+            "lease_0123456789abcdef0123456789abcdef",
+            "a.example",
+            LeaseState::Live { expires_at: 100 },
+            InjectRule::basic("x-access-token").unwrap_or(InjectRule::Basic { username: "x".into() }),
+        ),
+        lease(
+            "lease_fedcba9876543210fedcba9876543210",
+            "b.example",
+            LeaseState::Revoked { run_ended: false },
+            InjectRule::header("authorization", "Bearer {secret}")
+                .unwrap_or(InjectRule::Basic { username: "x".into() }),
+        ),
+    ]
+}
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let mut lines = text.split('\n');
+    let path = lines.next().unwrap_or("/");
+    let host = if data.first().is_some_and(|b| b & 1 == 0) { "a.example" } else { "b.example" };
+    let mut headers = http::HeaderMap::new();
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else { continue };
+        let (Ok(name), Ok(value)) =
+            (http::HeaderName::from_bytes(name.trim().as_bytes()), http::HeaderValue::from_bytes(value.trim().as_bytes()))
+        else {
+            continue;
+        };
+        headers.append(name, value);
+    }
+    let leases = leases();
+    let Ok(examined) = examine(&headers, path, host, &leases, 10) else { return };
+    let Some(i) = examined.inject else { return };
+    assert_eq!(leases[i].host, host, "only the target host's lease is ever injected");
+    let Ok(scrub) = apply(&mut headers, &leases[i], SECRET) else { return };
+    // Whatever the upstream echoes, the sandbox gets no secret back.
+    let mut echoed = http::HeaderMap::new();
+    for (name, value) in &headers {
+        echoed.append(name.clone(), value.clone());
+    }
+    scrub.headers(&mut echoed);
+    for value in echoed.values() {
+        assert!(!value.as_bytes().windows(SECRET.len()).any(|w| w == SECRET));
+    }
+    let mut body = Vec::new();
+    for value in headers.values() {
+        body.extend_from_slice(value.as_bytes());
+    }
+    let mut scrubber = scrub.stream();
+    let mut out = Vec::new();
+    for chunk in body.chunks(7) {
+        out.extend_from_slice(&scrubber.push(chunk));
+    }
+    out.extend_from_slice(&scrubber.finish());
+    assert!(!out.windows(SECRET.len()).any(|w| w == SECRET));
+});
