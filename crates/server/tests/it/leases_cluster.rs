@@ -518,7 +518,7 @@ fn https_is_intercepted_by_a_node_that_did_not_grant_the_lease() {
     let granted = lease(&a.api, &run, str_of(&credential, "credential_id"));
     let url = format!("https://127.0.0.1:{}/api", upstream.port);
     let https = |proxy: &str| {
-        let out = std::process::Command::new("curl")
+        let out = Command::new("curl")
             .args(["-s", "-S", "--max-time", "10", "-x", proxy, "--cacert", ca_file.to_str().unwrap(), &url])
             .output()
             .unwrap();
