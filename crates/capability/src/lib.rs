@@ -15,6 +15,7 @@
 
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+pub mod admin_password;
 pub mod canonical;
 pub mod credential;
 mod encoding;
@@ -25,6 +26,7 @@ pub mod secret;
 pub mod service_token;
 pub mod session_key;
 
+pub use admin_password::{AdminPasswordError, AdminPasswordHash};
 pub use canonical::BodyDigest;
 pub use credential::{
     CredentialContext, CredentialError, CredentialSecret, FingerprintKey, LocalSeal, LocallySealed,

@@ -23,8 +23,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use gatehouse_capability::{
-    CallerToken, Callers, KeyError, ManifestSigningKey, ManifestVerifyingKeys, Scope, SealingKey,
-    SealingKeys, SealingPublicKey, Secret, ServiceToken,
+    AdminPasswordHash, CallerToken, Callers, KeyError, ManifestSigningKey, ManifestVerifyingKeys, Scope,
+    SealingKey, SealingKeys, SealingPublicKey, Secret, ServiceToken,
 };
 use ipnet::IpNet;
 
@@ -142,6 +142,8 @@ pub mod names {
     /// The interception CA's certificate (PEM): the gateway presents leaves
     /// under it; the worker returns it with every run for the sandbox's trust store.
     pub const INTERCEPT_CA_CERT: &str = "GATEHOUSE_INTERCEPT_CA_CERT";
+    /// The settings page's sign-in: an Argon2id PHC string (`gatehouse admin hash-password`).
+    pub const ADMIN_PASSWORD_HASH: &str = "GATEHOUSE_ADMIN_PASSWORD_HASH";
     /// Legacy HMAC manifest secret (weaker; never on a runner).
     pub const MANIFEST_HMAC_SECRET: &str = "GATEHOUSE_MANIFEST_HMAC_SECRET";
     /// The previous grant secret, accepted for opening during rotation.
@@ -177,6 +179,7 @@ pub mod names {
         CREDENTIAL_SEALING_KEY,
         CREDENTIAL_SEALING_PREVIOUS_KEY,
         INTERCEPT_CA_KEY,
+        ADMIN_PASSWORD_HASH,
     ];
 
     /// Every name, including the `_FILE` forms.
@@ -248,6 +251,8 @@ pub mod names {
         "GATEHOUSE_INTERCEPT_CA_KEY_FILE",
         INTERCEPT_CA_CERT,
         "GATEHOUSE_INTERCEPT_CA_CERT_FILE",
+        ADMIN_PASSWORD_HASH,
+        "GATEHOUSE_ADMIN_PASSWORD_HASH_FILE",
         SANDBOX_EXECUTION,
         DEV_ALLOW_NO_SERVICE_TOKEN,
         MANIFEST_CLOCK_SKEW_SECS,
@@ -281,6 +286,8 @@ pub mod embedded_files {
     pub const INTERCEPT_CA_KEY: &str = "intercept-ca-key.pem";
     /// PEM: the interception CA's certificate (public).
     pub const INTERCEPT_CA_CERT: &str = "intercept-ca.pem";
+    /// One line: the settings page password's Argon2id hash (never the password).
+    pub const ADMIN_PASSWORD_HASH: &str = "admin-password-hash";
     /// The embedded durable store (SQLite).
     pub const DATABASE: &str = "gatehouse.db";
     /// PKCS#8 PEM: signs audit checkpoints (its own key, never the manifest key).
@@ -485,6 +492,8 @@ pub struct Config {
     pub intercept_ca_key_pem: Option<Secretish>,
     /// Gateway and worker: the interception CA's certificate, PEM.
     pub intercept_ca_cert_pem: Option<String>,
+    /// Worker (and `all`): the settings page's password hash; none, no sign-in.
+    pub admin_password_hash: Option<AdminPasswordHash>,
     /// `GATEHOUSE_METRICS_TOKEN`: when set, `/metrics` requires it.
     pub metrics_token: Option<ServiceToken>,
     /// Named callers with scopes (`GATEHOUSE_CALLERS_FILE`).
@@ -1059,6 +1068,26 @@ impl Reader<'_> {
         let metrics_token_text = self.secret_text(names::METRICS_TOKEN, None);
         let (credential_keys, credential_public_key) = self.credential_keys(role, &in_data_dir);
         let (intercept_ca_key_pem, intercept_ca_cert_pem) = self.intercept_ca(role, &in_data_dir);
+        let admin_password_hash = if role.mints() {
+            self.secret_text(
+                names::ADMIN_PASSWORD_HASH,
+                in_data_dir(embedded_files::ADMIN_PASSWORD_HASH).as_deref(),
+            )
+            .and_then(|text| {
+                AdminPasswordHash::parse(&text)
+                    .map_err(|e| {
+                        let code = e.code();
+                        self.problem(
+                            names::ADMIN_PASSWORD_HASH,
+                            code,
+                            format!("{e} (run `gatehouse admin hash-password`)"),
+                        )
+                    })
+                    .ok()
+            })
+        } else {
+            None
+        };
         self.refuse_shared_secrets(&[
             (names::SERVICE_TOKEN, service_token_text.as_deref().map(|t| t.trim().as_bytes())),
             (names::GRANT_SECRET, grant_secret.as_ref().map(Secret::expose)),
@@ -1411,6 +1440,7 @@ impl Reader<'_> {
             credential_public_key,
             intercept_ca_key_pem,
             intercept_ca_cert_pem,
+            admin_password_hash,
             metrics_token,
             callers,
             tenant_isolation_strict,

@@ -557,3 +557,17 @@ fn only_the_gateway_holds_the_interception_ca_key() {
     assert!(has(&p, names::INTERCEPT_CA_CERT, "missing_required"), "the worker hands it to sandboxes: {p:?}");
     assert!(load(&worker(), None).unwrap().intercept_ca_key_pem.is_none());
 }
+
+#[test]
+fn the_settings_page_password_is_an_argon2id_hash_of_real_cost() {
+    let hash = gatehouse_capability::AdminPasswordHash::hash("a person's password").unwrap();
+    let c = load(&worker().with(names::ADMIN_PASSWORD_HASH, hash.as_str()), None).unwrap();
+    assert!(c.admin_password_hash.is_some_and(|h| h.verify("a person's password")));
+    assert!(load(&worker(), None).unwrap().admin_password_hash.is_none(), "none set: no sign-in");
+    let weak = "$argon2id$v=19$m=4096,t=3,p=1$c29tZXNhbHRzb21lc2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaA";
+    let p = problems(&worker().with(names::ADMIN_PASSWORD_HASH, weak));
+    assert!(has(&p, names::ADMIN_PASSWORD_HASH, "admin_password_hash_weak"), "{p:?}");
+    let p = problems(&worker().with(names::ADMIN_PASSWORD_HASH, "hunter2"));
+    assert!(has(&p, names::ADMIN_PASSWORD_HASH, "admin_password_hash_invalid"), "{p:?}");
+    assert!(!format!("{p:?}").contains("hunter2"), "a problem never quotes the value");
+}

@@ -97,6 +97,11 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// The settings page (`/admin`).
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
     /// Stored credentials (run where the gateway's sealing keys are).
     Credentials {
         #[command(subcommand)]
@@ -109,6 +114,14 @@ enum Command {
         #[command(flatten)]
         out: Output,
     },
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Read a password from stdin (one line) and print its Argon2id PHC
+    /// string for GATEHOUSE_ADMIN_PASSWORD_HASH. The password itself is
+    /// never printed or kept.
+    HashPassword,
 }
 
 #[derive(Subcommand)]
@@ -426,6 +439,7 @@ pub fn main() -> ExitCode {
         Command::Audit { command: AuditCommand::Checkpoint { database_url, key } } => {
             crate::control_cli::audit_checkpoint(&environment(None), database_url, key).map_err(Fail)
         }
+        Command::Admin { command: AdminCommand::HashPassword } => admin_hash_password(),
         Command::Credentials { command: CredentialsCommand::Rewrap { database_url, out } } => {
             crate::control_cli::credentials_rewrap(&environment(None), database_url, out.json).map_err(Fail)
         }
@@ -545,6 +559,20 @@ fn keygen(out: Option<PathBuf>) -> Result<ExitCode, Fail> {
     for path in written {
         say!("wrote {}", path.display());
     }
+    if let Some(password) = keys.admin_password() {
+        say!("the settings page's password (shown once, only its hash is kept): {password}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn admin_hash_password() -> Result<ExitCode, Fail> {
+    let mut line = zeroize::Zeroizing::new(String::new());
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| Fail(format!("cannot read the password from stdin: {}", e.kind())))?;
+    let password = line.trim_end_matches(['\n', '\r']);
+    let hash = gatehouse_capability::AdminPasswordHash::hash(password).map_err(|e| Fail(e.to_string()))?;
+    println!("{}", hash.as_str());
     Ok(ExitCode::SUCCESS)
 }
 

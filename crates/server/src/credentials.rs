@@ -92,6 +92,19 @@ pub fn normalized_host(host: &str) -> Result<String, Reason> {
     }
 }
 
+/// A purpose and a host as a caller gives them, checked; the host
+/// normalized (`GitHub.com.` is `github.com`), as leases compare it.
+fn purpose_and_host(rid: &RequestId, purpose: &str, host: &str) -> Result<String, ApiError> {
+    if !PURPOSES.contains(&purpose) {
+        return Err(bad_request(
+            rid,
+            "purpose is git_provider, mcp_server, runtime_secret or webhook_signing",
+        ));
+    }
+    normalized_host(host)
+        .map_err(|_| bad_request(rid, "host is one host name or address, without scheme, port or path"))
+}
+
 /// What a response says of a credential: never its secret or sealed form.
 fn credential_json(c: &Credential) -> Value {
     json!({
@@ -165,14 +178,7 @@ pub(crate) async fn create_credential(
     if req.name.is_empty() || req.name.len() > 128 || req.name.chars().any(char::is_control) {
         return Err(bad_request(&rid, "name is 1-128 characters without control characters"));
     }
-    if !PURPOSES.contains(&req.purpose.as_str()) {
-        return Err(bad_request(
-            &rid,
-            "purpose is git_provider, mcp_server, runtime_secret or webhook_signing",
-        ));
-    }
-    let host = normalized_host(&req.host)
-        .map_err(|_| bad_request(&rid, "host is one host name or address, without scheme, port or path"))?;
+    let host = purpose_and_host(&rid, &req.purpose, &req.host)?;
     // A webhook signing secret signs deliveries; it is never sent as a header.
     let inject = match (req.purpose.as_str(), req.inject) {
         ("webhook_signing", None) => json!({}),
@@ -437,15 +443,7 @@ pub(crate) async fn grant_lease(
     if !is_valid_id(&req.credential_id) {
         return Err(bad_request(&rid, "credential_id is not a valid id"));
     }
-    if !PURPOSES.contains(&req.purpose.as_str()) {
-        return Err(bad_request(
-            &rid,
-            "purpose is git_provider, mcp_server, runtime_secret or webhook_signing",
-        ));
-    }
-    // `GitHub.com.` is the credential's `github.com`: compared normalized.
-    let host = normalized_host(&req.host)
-        .map_err(|_| bad_request(&rid, "host is one host name or address, without scheme, port or path"))?;
+    let host = purpose_and_host(&rid, &req.purpose, &req.host)?;
     let new = NewLease {
         lease_id: new_id("lease"),
         run_id,

@@ -12,6 +12,9 @@ use zeroize::Zeroizing;
 pub(crate) struct KeySet {
     /// (file name, content — wiped on drop, mode)
     files: Vec<(&'static str, Zeroizing<String>, u32)>,
+    /// The settings page's first password, whose hash is among the files:
+    /// shown once to whoever made the set, never written.
+    admin_password: Zeroizing<String>,
 }
 
 impl KeySet {
@@ -36,6 +39,10 @@ impl KeySet {
         let sealing_public = format!("{}\n", sealing.public_key().to_text());
         let ca = gatehouse_egress::intercept::InterceptCa::generate()
             .map_err(|e| format!("the interception CA could not be made: {e}"))?;
+        let admin_password = gatehouse_capability::admin_password::generate_password()
+            .map_err(|_| "the OS random generator failed".to_owned())?;
+        let admin_hash = gatehouse_capability::AdminPasswordHash::hash(&admin_password)
+            .map_err(|e| format!("the settings page password could not be hashed: {e}"))?;
         let secret_line = || -> Result<Zeroizing<String>, String> {
             let s = Secret::generate().map_err(|_| "the OS random generator failed".to_owned())?;
             let text = std::str::from_utf8(s.expose()).map_err(|_| "bad secret encoding".to_owned())?;
@@ -88,10 +95,20 @@ impl KeySet {
             (embedded_files::CREDENTIAL_SEALING_PUBLIC_KEY, Zeroizing::new(sealing_public), 0o644),
             (embedded_files::INTERCEPT_CA_KEY, ca.key_pem(), 0o600),
             (embedded_files::INTERCEPT_CA_CERT, Zeroizing::new(ca.cert_pem().to_owned()), 0o644),
+            (
+                embedded_files::ADMIN_PASSWORD_HASH,
+                Zeroizing::new(format!("{}\n", admin_hash.as_str())),
+                0o600,
+            ),
         ];
         files.extend(role_tokens);
         files.push(("callers.toml", Zeroizing::new(callers), 0o644));
-        Ok(Self { files })
+        Ok(Self { files, admin_password })
+    }
+
+    /// The settings page's first password, if this set still holds its hash.
+    pub(crate) fn admin_password(&self) -> Option<&str> {
+        self.content(embedded_files::ADMIN_PASSWORD_HASH).map(|_| self.admin_password.as_str())
     }
 
     /// Keeps only the named files.

@@ -249,6 +249,7 @@ pub const ROUTES: &[Route] = &[
             "grant_id",
             "expires_at",
             "proxy",
+            "ca_certificate_pem",
         ],
     },
     Route {
@@ -387,7 +388,7 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/egress/fetch",
         summary: "Make an outbound request on a run's behalf through the door.",
         auth: true,
-        body: Body::Json(&["grant", "method", "url", "headers", "body_base64", "purpose"]),
+        body: Body::Json(&["grant", "method", "url", "headers", "body_base64", "purpose", "sign_with"]),
         answer: &["status", "headers", "body_base64", "redirects"],
     },
     Route {

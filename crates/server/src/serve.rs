@@ -42,6 +42,9 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
     if !configured(names::INTERCEPT_CA_KEY) && !dir.join(embedded_files::INTERCEPT_CA_KEY).exists() {
         wanted.extend([embedded_files::INTERCEPT_CA_KEY, embedded_files::INTERCEPT_CA_CERT]);
     }
+    if !configured(names::ADMIN_PASSWORD_HASH) && !dir.join(embedded_files::ADMIN_PASSWORD_HASH).exists() {
+        wanted.push(embedded_files::ADMIN_PASSWORD_HASH);
+    }
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
@@ -58,6 +61,7 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
             (names::CREDENTIAL_SEALING_KEY, embedded_files::CREDENTIAL_SEALING_KEY),
             (names::INTERCEPT_CA_KEY, embedded_files::INTERCEPT_CA_KEY),
             (names::INTERCEPT_CA_CERT, embedded_files::INTERCEPT_CA_CERT),
+            (names::ADMIN_PASSWORD_HASH, embedded_files::ADMIN_PASSWORD_HASH),
         ]
         .into_iter()
         .filter_map(|(name, f)| keys.content(f).map(|c| (name, c.trim().to_owned())))
@@ -84,11 +88,17 @@ pub fn bootstrap_embedded(source: &dyn Source, file: Option<&Path>) -> Result<Ve
         }
     }
     keys.write_new(&dir)?;
-    Ok(vec![format!(
+    let mut lines = vec![format!(
         "gatehouse: first start in embedded mode; generated {} in {} (owner-only)",
         keys.names().join(", "),
         dir.display()
-    )])
+    )];
+    if let Some(password) = keys.admin_password() {
+        lines.push(format!(
+            "gatehouse: the settings page's password, shown once (only its hash is kept): {password}"
+        ));
+    }
+    Ok(lines)
 }
 
 /// The configuration as given, with the keys the embedded start is about

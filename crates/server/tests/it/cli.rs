@@ -89,8 +89,14 @@ fn keygen_writes_owner_only_files_and_refuses_to_overwrite() {
     assert!(grant.trim().len() >= 32);
     // Every secret keygen writes: the manifest, audit, credential sealing
     // and interception CA keys, the grant, session key and service secrets,
-    // one token per role.
-    assert_eq!(assert_no_secret_from(&out, &format!("{stdout}{stderr}"), "keygen's output"), 10);
+    // the settings page password's hash, one token per role.
+    assert_eq!(assert_no_secret_from(&out, &format!("{stdout}{stderr}"), "keygen's output"), 11);
+    // The password itself is shown once and kept only as its hash.
+    let password =
+        stdout.lines().find_map(|l| l.split("(shown once, only its hash is kept): ").nth(1)).unwrap();
+    let hash = std::fs::read_to_string(out.join("admin-password-hash")).unwrap();
+    assert!(gatehouse_capability::AdminPasswordHash::parse(&hash).unwrap().verify(password.trim()));
+    assert!(!hash.contains(password.trim()));
     assert!(
         std::fs::read_to_string(out.join("manifest-private.pem"))
             .unwrap()
@@ -451,9 +457,13 @@ fn the_embedded_first_start_works_with_no_configuration() {
     let token = std::fs::read_to_string(data.join("service-token")).unwrap().trim().to_owned();
     let grant_secret = std::fs::read_to_string(data.join("grant-secret")).unwrap().trim().to_owned();
     assert!(!printed.contains(&token) && !printed.contains(&grant_secret), "secrets printed: {printed}");
-    // The manifest, credential sealing and interception CA keys and the
-    // grant, session key and service secrets.
-    assert_eq!(assert_no_secret_from(&data, &printed, "the first start's output"), 6);
+    // The manifest, credential sealing and interception CA keys, the
+    // grant, session key and service secrets, and the password's hash.
+    assert_eq!(assert_no_secret_from(&data, &printed, "the first start's output"), 7);
+    let password = printed.lines().find_map(|l| l.split("(only its hash is kept): ").nth(1)).unwrap();
+    let hash = std::fs::read_to_string(data.join("admin-password-hash")).unwrap();
+    assert!(gatehouse_capability::AdminPasswordHash::parse(&hash).unwrap().verify(password.trim()));
+    assert_eq!(mode(&data.join("admin-password-hash")), 0o600);
 
     let health = http(&addr, "GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
@@ -472,7 +482,8 @@ fn the_embedded_first_start_works_with_no_configuration() {
     drop(server);
     let logs = stderr_thread.join().unwrap();
     assert!(!logs.contains(&token) && !logs.contains(&grant_secret), "secrets logged: {logs}");
-    assert_eq!(assert_no_secret_from(&data, &logs, "the first start's logs"), 6);
+    assert!(!logs.contains(password.trim()), "the password is printed once, never logged");
+    assert_eq!(assert_no_secret_from(&data, &logs, "the first start's logs"), 7);
 
     // A second start reuses the keys instead of generating new ones.
     let (code, out, _) = run(gatehouse(dir).args(["config", "check"]));
@@ -661,4 +672,42 @@ fn a_command_whose_reader_goes_away_exits_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(141), "{stderr}");
+}
+
+#[test]
+fn admin_hash_password_reads_stdin_and_prints_only_the_hash() {
+    use std::io::Write as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let hash = |input: &str| {
+        let mut child = gatehouse(tmp.path())
+            .args(["admin", "hash-password"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = hash("s3cret pass phrase\n");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!out.contains("s3cret") && !err.contains("s3cret"));
+    let parsed = gatehouse_capability::AdminPasswordHash::parse(out.trim()).unwrap();
+    assert!(parsed.verify("s3cret pass phrase") && !parsed.verify("s3cret pass phrase\n"));
+    // The hash it prints is one the configuration accepts; a weak one is refused.
+    let (code, stdout, stderr) =
+        run(gatehouse(tmp.path()).args(["config", "check", "--role", "worker"]).env(
+            "GATEHOUSE_ADMIN_PASSWORD_HASH",
+            "$argon2id$v=19$m=4096,t=3,p=1$c29tZXNhbHRzb21lc2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaA",
+        ));
+    let out = format!("{stdout}{stderr}");
+    assert_eq!(code, 2, "a bad configuration: {out}");
+    assert!(out.contains("admin_password_hash_weak"), "{out}");
+    let (code, _, err) = hash("\n");
+    assert_eq!(code, Some(2), "an empty password is refused: {err}");
 }

@@ -18,13 +18,13 @@ use crate::proxy::{api, start_logging};
 /// An upstream on `ip` that records each request head and answers with it:
 /// in the body and, for `authorization`, in a response header (a `/headers`
 /// echo service, the reflection case).
-struct Echo {
-    port: u16,
+pub(crate) struct Echo {
+    pub(crate) port: u16,
     seen: Arc<Mutex<Vec<String>>>,
 }
 
 impl Echo {
-    fn start(ip: &str, port: u16) -> Self {
+    pub(crate) fn start(ip: &str, port: u16) -> Self {
         let listener = TcpListener::bind((ip, port)).unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -60,8 +60,12 @@ impl Echo {
         Self { port, seen }
     }
 
-    fn last(&self) -> String {
+    pub(crate) fn last(&self) -> String {
         self.seen.lock().unwrap().last().cloned().unwrap_or_default()
+    }
+
+    pub(crate) fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
     }
 }
 

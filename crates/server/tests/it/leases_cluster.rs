@@ -4,11 +4,9 @@
 //! line, every API answer and the metrics.
 
 use std::cell::RefCell;
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -16,6 +14,7 @@ use gatehouse_test_support::{RedisServer, TestDatabase, assert_no_key_material};
 use serde_json::{Value, json};
 
 use crate::cli::{Server, gatehouse, http, spawn_server};
+use crate::leases::Echo;
 use crate::plane::within;
 use crate::proxy::{api, proxy_address};
 use crate::support::{GRANT_SECRET, SEALING_KEY, SESSION_KEY_SECRET, TOKEN, private_key_pem};
@@ -65,59 +64,6 @@ fn start_node(dir: &Path, manifest_key: &str, settings: &[(&str, &str)]) -> Node
     }
     let (server, api, printed, log) = spawn_server(c);
     Node { server, api, proxy: proxy_address(&printed), log }
-}
-
-/// An upstream on `ip` that records each request head and answers with it,
-/// in the body and (its `authorization`) in `x-echo-authorization`.
-struct Echo {
-    port: u16,
-    seen: Arc<Mutex<Vec<String>>>,
-}
-
-impl Echo {
-    fn start(ip: &str, port: u16) -> Self {
-        let listener = TcpListener::bind((ip, port)).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let log = log.clone();
-                std::thread::spawn(move || {
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let mut head = String::new();
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                            break;
-                        }
-                        head.push_str(&line);
-                    }
-                    log.lock().unwrap().push(head.clone());
-                    let auth = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("authorization: "))
-                        .unwrap_or("none")
-                        .to_owned();
-                    let mut stream = stream;
-                    let _ = write!(
-                        stream,
-                        "HTTP/1.1 200 OK\r\nx-echo-authorization: {auth}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{head}",
-                        head.len()
-                    );
-                });
-            }
-        });
-        Self { port, seen }
-    }
-
-    fn count(&self) -> usize {
-        self.seen.lock().unwrap().len()
-    }
-
-    fn last(&self) -> String {
-        self.seen.lock().unwrap().last().cloned().unwrap_or_default()
-    }
 }
 
 /// curl as the sandbox: the response head and body, as the sandbox sees them.
