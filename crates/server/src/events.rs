@@ -165,12 +165,31 @@ impl RefusalSink for RefusalLog {
     }
 }
 
+/// Each event carries the ticket it was queued with: tickets grow with
+/// every push, so "everything queued before ticket `t` is written" is the
+/// lowest ticket still waiting (in a lane or in flight) being at least `t`,
+/// and a reader waits for its own node's earlier events only, not for a
+/// flood queued after it.
 #[derive(Default)]
 struct Lanes {
-    run: VecDeque<NewEvent>,
-    noise: VecDeque<NewEvent>,
-    /// Taken by the writer, not yet written.
-    in_flight: usize,
+    run: VecDeque<(u64, NewEvent)>,
+    noise: VecDeque<(u64, NewEvent)>,
+    /// The lowest ticket of the batch the writer took and has not written yet.
+    in_flight: Option<u64>,
+    /// The ticket of the next event queued.
+    next: u64,
+}
+
+impl Lanes {
+    /// The lowest ticket not yet written (or dropped): every event queued
+    /// with a lower one is in the store.
+    fn low_water(&self) -> u64 {
+        [self.run.front().map(|(t, _)| *t), self.noise.front().map(|(t, _)| *t), self.in_flight]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(self.next)
+    }
 }
 
 /// Events on their way to the store.
@@ -193,20 +212,22 @@ impl EventQueue {
     pub fn push(&self, event: NewEvent) {
         {
             let mut lanes = self.lanes();
+            let ticket = lanes.next;
             if event.run_id.is_some() {
                 if lanes.run.len() >= RUN_CAP {
                     self.dropped_run.fetch_add(1, Ordering::Relaxed);
                     tracing::error!("run event dropped: the queue to the store is full");
                     return;
                 }
-                lanes.run.push_back(event);
+                lanes.run.push_back((ticket, event));
             } else {
                 if lanes.noise.len() >= NOISE_CAP {
                     lanes.noise.pop_front();
                     self.dropped_noise.fetch_add(1, Ordering::Relaxed);
                 }
-                lanes.noise.push_back(event);
+                lanes.noise.push_back((ticket, event));
             }
+            lanes.next += 1;
         }
         self.wake.notify_one();
     }
@@ -216,22 +237,28 @@ impl EventQueue {
         lanes.run.len() + lanes.noise.len()
     }
 
-    /// Up to [`BATCH`] events, run lane first.
-    fn take(&self) -> Vec<NewEvent> {
+    /// Up to [`BATCH`] events, run lane first, with their tickets.
+    fn take(&self) -> (Vec<u64>, Vec<NewEvent>) {
         let mut lanes = self.lanes();
         let from_run = lanes.run.len().min(BATCH);
-        let mut batch: Vec<NewEvent> = lanes.run.drain(..from_run).collect();
-        let from_noise = lanes.noise.len().min(BATCH - batch.len());
-        batch.extend(lanes.noise.drain(..from_noise));
-        lanes.in_flight = batch.len();
-        batch
+        let from_noise = lanes.noise.len().min(BATCH - from_run);
+        let mut tickets = Vec::with_capacity(from_run + from_noise);
+        let mut batch = Vec::with_capacity(from_run + from_noise);
+        let lanes = &mut *lanes;
+        for (ticket, event) in lanes.run.drain(..from_run).chain(lanes.noise.drain(..from_noise)) {
+            tickets.push(ticket);
+            batch.push(event);
+        }
+        lanes.in_flight = tickets.iter().copied().min();
+        (tickets, batch)
     }
 
     /// Returns a batch the store did not take to the front of its lanes.
-    fn put_back(&self, batch: Vec<NewEvent>) {
+    fn put_back(&self, tickets: Vec<u64>, batch: Vec<NewEvent>) {
         let mut lanes = self.lanes();
-        lanes.in_flight = 0;
-        let (run, noise): (Vec<_>, Vec<_>) = batch.into_iter().partition(|e| e.run_id.is_some());
+        lanes.in_flight = None;
+        let (run, noise): (Vec<_>, Vec<_>) =
+            tickets.into_iter().zip(batch).partition(|(_, e)| e.run_id.is_some());
         for e in run.into_iter().rev() {
             lanes.run.push_front(e);
         }
@@ -248,23 +275,20 @@ impl EventQueue {
         }
     }
 
-    fn is_settled(&self) -> bool {
-        let lanes = self.lanes();
-        lanes.run.is_empty() && lanes.noise.is_empty() && lanes.in_flight == 0
-    }
-
-    /// Waits (at most `within`) until everything queued so far is in the
-    /// store, so a reader on this node sees its own node's events. Returns
-    /// whether it got there.
+    /// Waits (at most `within`) until everything queued before this call
+    /// is in the store, so a reader on this node sees its own node's
+    /// events; what is queued meanwhile (a flood) does not hold it up.
+    /// Returns whether it got there.
     pub async fn flush(&self, within: Duration) -> bool {
+        let ticket = self.lanes().next;
         let deadline = tokio::time::Instant::now() + within;
         loop {
             let settled = self.settled.notified();
-            if self.is_settled() {
+            if self.lanes().low_water() >= ticket {
                 return true;
             }
             if tokio::time::timeout_at(deadline, settled).await.is_err() {
-                return self.is_settled();
+                return self.lanes().low_water() >= ticket;
             }
         }
     }
@@ -280,7 +304,7 @@ impl EventQueue {
             if queued > 0 && queued < BATCH {
                 tokio::time::sleep(LINGER).await;
             }
-            let batch = self.take();
+            let (tickets, batch) = self.take();
             if batch.is_empty() {
                 self.settled.notify_waiters();
                 let _ = tokio::time::timeout(Duration::from_secs(1), self.wake.notified()).await;
@@ -288,13 +312,13 @@ impl EventQueue {
             }
             match store.append_events(&batch).await {
                 Ok(_) => {
-                    self.lanes().in_flight = 0;
+                    self.lanes().in_flight = None;
                     self.settled.notify_waiters();
                 }
                 Err(e) => {
                     self.write_failures.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(code = e.code(), events = batch.len(), "events not written yet; retrying");
-                    self.put_back(batch);
+                    self.put_back(tickets, batch);
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }
@@ -332,11 +356,30 @@ mod tests {
         q.push(event(Some("run_1"), 1));
         assert_eq!(q.dropped_noise.load(Ordering::Relaxed), 500);
         assert_eq!(q.dropped_run.load(Ordering::Relaxed), 0);
-        let first = q.take();
+        let (tickets, first) = q.take();
         assert_eq!(first.iter().filter(|e| e.run_id.is_some()).count(), 2, "run events go first");
         assert_eq!(first[2].at, 500, "the oldest noise was dropped");
         // A batch the store refused comes back in order, ahead of the rest.
-        q.put_back(first.clone());
-        assert_eq!(q.take(), first);
+        q.put_back(tickets.clone(), first.clone());
+        assert_eq!(q.take(), (tickets, first));
+    }
+
+    #[test]
+    fn a_reader_waits_for_the_events_queued_before_it_not_after() {
+        let q = EventQueue::default();
+        q.push(event(Some("run_1"), 0));
+        q.push(event(None, 1));
+        let ticket = q.lanes().next;
+        assert!(q.lanes().low_water() < ticket, "two events wait");
+        let (tickets, _) = q.take();
+        assert_eq!(tickets, [0, 1]);
+        // A flood queued after the reader's ticket, while the batch is in flight.
+        for n in 0..1000 {
+            q.push(event(None, n));
+        }
+        assert!(q.lanes().low_water() < ticket, "the batch in flight is not written yet");
+        q.lanes().in_flight = None;
+        assert!(q.lanes().low_water() >= ticket, "the flood after it does not hold the reader up");
+        assert_eq!(q.lanes().low_water(), 2);
     }
 }
