@@ -447,12 +447,16 @@ where
 /// `100-continue` the fetch does not wait for).
 const GATEHOUSE_ONLY_HEADERS: &[&str] = &["content-length", "host", "expect"];
 
+/// Whether only gatehouse may set `name` (lowercase): hop-by-hop, framing,
+/// `Host`, `Expect`. Fetch callers and credential rules alike are held to it.
+pub(crate) fn gatehouse_only(name: &str) -> bool {
+    GATEHOUSE_ONLY_HEADERS.contains(&name) || crate::proxy::HOP_BY_HOP.contains(&name)
+}
+
 /// Refuses a caller's header that only gatehouse may set
 /// (`header_not_allowed`), instead of dropping it unseen or passing it on.
 pub fn caller_headers_are_allowed(headers: &HeaderMap) -> Result<(), Reason> {
-    let reserved =
-        |name: &str| GATEHOUSE_ONLY_HEADERS.contains(&name) || crate::proxy::HOP_BY_HOP.contains(&name);
-    if headers.keys().any(|name| reserved(name.as_str())) {
+    if headers.keys().any(|name| gatehouse_only(name.as_str())) {
         return Err(Reason::HeaderNotAllowed);
     }
     Ok(())

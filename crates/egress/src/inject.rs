@@ -46,25 +46,6 @@ const MAX_FORMAT_BYTES: usize = 256;
 /// The longest Basic user name a rule may have.
 const MAX_USERNAME_BYTES: usize = 128;
 
-/// Headers a rule may never set, beyond any `proxy-*` and
-/// [`crate::proxy::HOP_BY_HOP`]: message framing and connection management
-/// (which would let a credential rule smuggle a second request or cut the
-/// body), `Host` (which would name another virtual host behind the address
-/// that was checked) and `Expect` (a `100-continue` the door does not wait
-/// for). The same set the fetch API refuses from its callers.
-const RESERVED_HEADERS: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-    "expect",
-];
-
 /// Reads Basic credentials the way clients write them: standard alphabet,
 /// padding optional, stray trailing bits tolerated. Leniency here only makes
 /// more requests *recognized* as carrying a placeholder; what is written is
@@ -122,9 +103,12 @@ impl InjectRule {
     }
 }
 
+/// Headers a rule may never set: what only gatehouse sets (framing and
+/// connection management, which would let a rule smuggle a second request
+/// or cut the body; `Host`; `Expect`), and any `proxy-*`.
 fn reserved_header(name: &HeaderName) -> bool {
     let name = name.as_str();
-    RESERVED_HEADERS.contains(&name) || crate::proxy::HOP_BY_HOP.contains(&name) || name.starts_with("proxy-")
+    crate::fetch::gatehouse_only(name) || name.starts_with("proxy-")
 }
 
 fn check_header_rule(name: &HeaderName, format: &str) -> Result<(), &'static str> {
