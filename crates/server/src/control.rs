@@ -361,9 +361,11 @@ async fn run_json(state: &AppState, run: &Run) -> Value {
         },
         None => Value::Null,
     };
+    let filter = gatehouse_store::LeaseFilter { run_id: Some(run.run_id.clone()), ..Default::default() };
+    let page = PageRequest { limit: 500, cursor: None };
     let leases = match state.store.as_ref() {
-        Some(store) => match store.door_leases(&run.run_id, state.clock.now()).await {
-            Ok(leases) => leases.iter().map(|l| crate::credentials::lease_json(&l.lease)).collect(),
+        Some(store) => match store.leases(&filter, &page, state.clock.now()).await {
+            Ok(listed) => listed.items.iter().map(crate::credentials::lease_json).collect(),
             Err(e) => json!({"unavailable": e.code()}),
         },
         None => json!([]),

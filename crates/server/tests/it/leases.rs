@@ -251,7 +251,10 @@ fn a_lease_injects_for_its_one_host_and_the_secret_never_leaks() {
         events["items"].as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
     assert!(kinds.contains(&"lease_granted") && kinds.contains(&"lease_revoked"), "{events}");
     call("GET", "/v1/audit", json!({}));
-    call("GET", &format!("/v1/runs/{run2}"), json!({}));
+    let shown = call("GET", &format!("/v1/runs/{run2}"), json!({}));
+    assert_eq!(shown["leases"].as_array().map(Vec::len), Some(1), "{shown}");
+    assert_eq!(shown["leases"][0]["status"], "revoked", "{shown}");
+    assert_eq!(shown["leases"][0]["placeholder"], placeholder2.as_str(), "{shown}");
     call("GET", "/v1/tenants/t1/credentials", json!({}));
     let metrics =
         crate::cli::http(&api_addr, "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
@@ -286,7 +289,7 @@ fn the_fetch_api_injects_scrubs_and_signs_webhooks_with_leases() {
     const SIGNING: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     let upstream = Echo::start("127.0.0.1", 0);
     let tmp = tempfile::tempdir().unwrap();
-    let (server, api_addr, proxy_addr, log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
+    let (server, api_addr, _, log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
     let token = api(
         &api_addr,
         "POST",
@@ -383,7 +386,6 @@ fn the_fetch_api_injects_scrubs_and_signs_webhooks_with_leases() {
     assert_eq!(leak["error"]["reason"], "lease_host_mismatch", "{leak}");
     let leases = api(&api_addr, "GET", &format!("/v1/leases?run_id={run_id}&status=revoked"), &json!({}));
     assert_eq!(leases["items"].as_array().unwrap().len(), 1, "{leases}");
-    let _ = proxy_addr;
     drop(server);
     let logs = log.join().unwrap();
     assert!(!logs.contains(CANARY) && !logs.contains(SIGNING), "a secret was logged");
