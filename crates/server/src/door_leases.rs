@@ -87,7 +87,9 @@ impl DoorLeases {
         };
         let rule = door.credential.as_ref().and_then(|c| crate::credentials::inject_rule(&c.inject));
         let secret = match (&state, door.credential.as_ref(), &rule) {
-            (LeaseState::Live { .. }, Some(credential), Some(_)) => self.open(credential),
+            (LeaseState::Live { .. }, Some(credential), Some(_)) => {
+                self.open(credential).map(|secret| self.seal.seal(&secret))
+            }
             _ => None,
         };
         // A rule that does not read leaves the lease uninjectable (its
@@ -104,7 +106,8 @@ impl DoorLeases {
         Some((entry, secret))
     }
 
-    fn open(&self, credential: &Credential) -> Option<gatehouse_capability::LocallySealed> {
+    /// A stored credential's secret, opened with this gateway's keys.
+    fn open(&self, credential: &Credential) -> Option<gatehouse_capability::CredentialSecret> {
         let context = CredentialContext {
             tenant_id: &credential.tenant_id,
             credential_id: &credential.credential_id,
@@ -112,7 +115,7 @@ impl DoorLeases {
         };
         let opened = SealedSecret::parse(&credential.sealed).and_then(|s| self.keys.open(&s, &context));
         match opened {
-            Ok(secret) => Some(self.seal.seal(&secret)),
+            Ok(secret) => Some(secret),
             Err(e) => {
                 tracing::error!(credential_id = %credential.credential_id, code = e.code(),
                     "a stored credential does not open with this gateway's keys");
@@ -150,8 +153,7 @@ impl DoorLeases {
             return Err(Reason::LeaseHostMismatch);
         }
         let credential = door.credential.as_ref().ok_or(Reason::CredentialUnknown)?;
-        let sealed = self.open(credential).ok_or(Reason::CredentialUnreadable)?;
-        self.seal.open(&sealed).map_err(|_| Reason::CredentialUnreadable)
+        self.open(credential).ok_or(Reason::CredentialUnreadable)
     }
 }
 
