@@ -75,11 +75,28 @@ pub(crate) struct RotateSecret {
 /// The injection rule stored with a credential, as JSON text, and the rule
 /// it reads back as.
 pub fn inject_rule(stored: &str) -> Option<InjectRule> {
-    let spec: InjectSpec = serde_json::from_str(stored).ok()?;
-    match (spec.header, spec.format, spec.basic_username) {
-        (Some(header), Some(format), None) => InjectRule::header(&header, &format).ok(),
-        (None, None, Some(username)) => InjectRule::basic(&username).ok(),
-        _ => None,
+    serde_json::from_str::<InjectSpec>(stored).ok()?.rule().ok()
+}
+
+const INJECT_SHAPE: &str = "inject is {\"header\", \"format\"} or {\"basic_username\"}";
+
+impl InjectSpec {
+    /// The rule the spec gives, checked; the reason for the caller otherwise.
+    fn rule(&self) -> Result<InjectRule, &'static str> {
+        match (&self.header, &self.format, &self.basic_username) {
+            (Some(header), Some(format), None) => InjectRule::header(header, format),
+            (None, None, Some(username)) => InjectRule::basic(username),
+            _ => Err(INJECT_SHAPE),
+        }
+    }
+
+    /// Its stored form: the fields given, nothing else.
+    fn stored(&self) -> Value {
+        match (&self.header, &self.format, &self.basic_username) {
+            (Some(header), Some(format), _) => json!({"header": header, "format": format}),
+            (_, _, Some(username)) => json!({"basic_username": username}),
+            _ => json!({}),
+        }
     }
 }
 
@@ -188,20 +205,11 @@ pub(crate) async fn create_credential(
                 "a webhook_signing credential signs deliveries and takes no inject rule",
             ));
         }
-        (_, None) => {
-            return Err(bad_request(&rid, "inject is {\"header\", \"format\"} or {\"basic_username\"}"));
+        (_, None) => return Err(bad_request(&rid, INJECT_SHAPE)),
+        (_, Some(spec)) => {
+            spec.rule().map_err(|why| bad_request(&rid, why))?;
+            spec.stored()
         }
-        (_, Some(spec)) => match (spec.header, spec.format, spec.basic_username) {
-            (Some(header), Some(format), None) => {
-                InjectRule::header(&header, &format).map_err(|why| bad_request(&rid, why))?;
-                json!({"header": header, "format": format})
-            }
-            (None, None, Some(username)) => {
-                InjectRule::basic(&username).map_err(|why| bad_request(&rid, why))?;
-                json!({"basic_username": username})
-            }
-            _ => return Err(bad_request(&rid, "inject is {\"header\", \"format\"} or {\"basic_username\"}")),
-        },
     };
     let secret = credential_secret(&rid, &req.secret)?;
     let credential_id = new_id("cred");
