@@ -20,8 +20,9 @@
 //! - audit entries are appended in the transaction of the change they
 //!   describe, under the same lock as the chain's head, so several nodes on
 //!   one PostgreSQL keep one unbroken chain;
-//! - nothing here stores a secret: rows hold ids, codes, hashes and policy
-//!   documents (which are not secret).
+//! - nothing here stores a secret in the clear: rows hold ids, codes,
+//!   hashes and policy documents (which are not secret), and credentials
+//!   only as sealed to the gateway's key, which the store never holds.
 
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 

@@ -338,9 +338,9 @@ pub struct Credential {
 pub struct Resealed {
     /// The credential.
     pub credential_id: String,
-    /// The version the seal was made for; the change applies only if the
-    /// row is still at `version` (rotation) or `version` (rewrap) with
-    /// `previous_sealed`.
+    /// The row's version when it was read. A rotation applies only if the
+    /// row is still at it (and moves it one up); a rewrap only if the row is
+    /// still at it and still holds `previous_sealed`.
     pub version: i64,
     /// The sealed value this replaces, for a rewrap (`None`: a rotation).
     pub previous_sealed: Option<String>,
