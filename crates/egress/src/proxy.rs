@@ -644,18 +644,19 @@ impl Proxy {
         let target = decision.target.clone().ok_or_else(|| fail(Reason::UpstreamUnreachable))?;
         let (mut parts, body) = req.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        let injected = match &self.leases {
-            Some(leases) => at_the_door(
+        let injected = match (&self.leases, &host) {
+            // Generation 0: the run never held a lease, the common case.
+            (Some(leases), Some(name)) if lease_generation != Some(0) => at_the_door(
                 leases.as_ref(),
                 OfRun { grant_id: &grant.grant_id, run_id: &grant.exec_id, generation: lease_generation },
                 &mut parts.headers,
                 &target.path_and_query,
-                &target.host.to_string(),
+                name,
                 self.clock.now(),
             )
             .await
             .map_err(|refusal| Refused::lease(refusal, host.clone()))?,
-            None => Injected::default(),
+            _ => Injected::default(),
         };
         if !injected.scrub.is_empty() {
             // The response must come back readable to be scrubbed of the secret.
