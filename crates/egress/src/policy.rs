@@ -321,6 +321,17 @@ mod tests {
         }
     }
 
+    /// An entry whose label claims to be Punycode (`xn--`) but does not
+    /// decode names no host: the document is unreadable, in any case.
+    #[test]
+    fn an_entry_with_a_broken_a_label_is_unreadable() {
+        for entry in ["xn--0.aa", "XN--0.AA", "*.xn--0.example"] {
+            let err = Policy::from_json(format!(r#"{{"mode":"allowlist","allow":["{entry}"]}}"#).as_bytes())
+                .unwrap_err();
+            assert_eq!(err.reason, Reason::PolicyUnreadable, "{entry}");
+        }
+    }
+
     #[test]
     fn deny_wins_in_both_modes_and_names_the_rule() {
         for mode in ["open", "allowlist"] {
@@ -381,9 +392,11 @@ mod tests {
 
         use super::*;
 
-        /// A DNS label: letters, digits and inner hyphens.
+        /// A DNS label: letters, digits and inner hyphens, never starting
+        /// with `xn--`: such an A-label must be valid Punycode (RFC 5890
+        /// §2.3.2.1), so a generated `xn--0` is rightly refused, not a name.
         fn label() -> impl Strategy<Value = String> {
-            "[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?"
+            "[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?".prop_filter("an A-label", |l| !l.starts_with("xn--"))
         }
 
         /// A name of `labels` labels under a top-level label of letters (a
