@@ -7,11 +7,13 @@
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs, reason = "test harness: fails loudly")]
 
+pub mod browser;
 mod clamd_server;
 pub mod leaks;
 mod postgres;
 mod redis_server;
 
+pub use browser::Browser;
 pub use clamd_server::{
     ClamdServer, DEFAULT_STREAM_MAX_LENGTH, EICAR, EICAR_SIGNATURE, TEST_MARKER, TEST_MARKER_SIGNATURE,
     UNOFFICIAL_SUFFIX,
