@@ -16,6 +16,7 @@
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod admin_password;
+pub mod admin_session;
 pub mod canonical;
 pub mod credential;
 mod encoding;
@@ -27,6 +28,7 @@ pub mod service_token;
 pub mod session_key;
 
 pub use admin_password::{AdminPasswordError, AdminPasswordHash};
+pub use admin_session::SessionToken;
 pub use canonical::BodyDigest;
 pub use credential::{
     CredentialContext, CredentialError, CredentialSecret, FingerprintKey, LocalSeal, LocallySealed,

@@ -257,6 +257,16 @@ closed_codes! {
         CredentialUnknown => "credential_unknown",
         /// The credential is stored sealed to a key this gateway does not hold, or its sealed form does not open.
         CredentialUnreadable => "credential_unreadable",
+        /// A sign-in to the settings page named a wrong password.
+        AdminSignInFailed => "admin_sign_in_failed",
+        /// Too many sign-ins to the settings page failed lately, from this client or from all: wait and try again.
+        AdminSignInThrottled => "admin_sign_in_throttled",
+        /// The settings page's session is missing, ended, idle too long or past its lifetime: sign in again.
+        AdminSessionInvalid => "admin_session_invalid",
+        /// A settings page form arrived without the session's anti-forgery token, or with another one.
+        AdminCsrfInvalid => "admin_csrf_invalid",
+        /// The policy changed since the form editing it was loaded: nothing was overwritten.
+        PolicyStale => "policy_stale",
     }
 }
 
@@ -440,6 +450,11 @@ mod tests {
                 "lease_placeholder_in_url",
                 "credential_unknown",
                 "credential_unreadable",
+                "admin_sign_in_failed",
+                "admin_sign_in_throttled",
+                "admin_session_invalid",
+                "admin_csrf_invalid",
+                "policy_stale",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

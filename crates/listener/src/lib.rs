@@ -303,7 +303,13 @@ impl AsyncWrite for ClientStream {
 struct Tracked<F> {
     handler: F,
     activity: Arc<Activity>,
+    peer: PeerAddr,
 }
+
+/// The address a request's connection came from, in the request's
+/// extensions (the settings page throttles failed sign-ins by it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
 
 /// A request in hand; its end is counted when this is dropped.
 struct InHand(Arc<Activity>);
@@ -323,8 +329,9 @@ where
     type Error = E;
     type Future = InHandFuture<Fut>;
 
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         self.activity.request_started();
+        req.extensions_mut().insert(self.peer);
         // Not boxed: a handler's future can be kilobytes, and a box would
         // copy it once more for every request.
         InHandFuture { inner: (self.handler)(req), in_hand: Some(InHand(self.activity.clone())) }
@@ -412,7 +419,8 @@ impl Listener {
             let _ = stream.set_nodelay(true);
             let activity = Arc::new(Activity::new());
             let io = ClientStream { stream, slot, activity: activity.clone() };
-            let service = Tracked { handler: handler.clone(), activity: activity.clone() };
+            let service =
+                Tracked { handler: handler.clone(), activity: activity.clone(), peer: PeerAddr(peer) };
             let stats = self.slots.stats.clone();
             let mut stopping = stopping.clone();
             tokio::spawn(async move {

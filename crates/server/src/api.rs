@@ -79,9 +79,11 @@ pub fn router(state: AppState) -> Router {
     let v1 = v1
         .router
         .route_layer(middleware::from_fn_with_state(state.clone(), crate::http::require_service_token));
+    let pages = crate::admin::router(&state).unwrap_or_default();
     public
         .router
         .nest("/v1", v1)
+        .merge(pages)
         .fallback(crate::http::not_found)
         .method_not_allowed_fallback(crate::http::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

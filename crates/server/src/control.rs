@@ -501,7 +501,7 @@ async fn cancel_run(
 
 /// Ends a live run by any path but expiry: its grant is revoked, then the
 /// run is recorded as ended. Ending a run that is not live reports zeros.
-async fn finish(
+pub(crate) async fn finish(
     state: &AppState,
     rid: &RequestId,
     run_id: &str,
@@ -605,7 +605,7 @@ async fn run_events(
 
 /// Lets this node's queued events reach the store before a read, so a
 /// caller sees what it just caused.
-async fn flush(state: &AppState) {
+pub(crate) async fn flush(state: &AppState) {
     if let Some(queue) = state.refusals.queue() {
         queue.flush(std::time::Duration::from_secs(2)).await;
     }
@@ -648,7 +648,6 @@ async fn set_egress_policy(
     StrictJson(doc): StrictJson<PolicyDocument>,
 ) -> Result<Json<Value>, ApiError> {
     let tenant_id = path_id(path, &rid)?;
-    let store = store(&state, &rid)?;
     Policy::from_document(&doc).map_err(|e| {
         tracing::info!(request_id = %rid.0, error = %e, "egress policy rejected");
         ApiError(
@@ -659,17 +658,39 @@ async fn set_egress_policy(
                 .with_reason(Reason::PolicyUnreadable),
         )
     })?;
-    let document = serde_json::to_string(&doc).map_err(|_| ApiError::new(ErrorCode::Internal, &rid))?;
-    let stored = store
-        .set_policy(&tenant_id, &document, &caller.name, state.clock.now())
-        .await
-        .map_err(|e| store_error(&rid, &e))?;
+    let stored = store_policy(&state, &rid, &tenant_id, &doc, &caller.name, None).await?;
+    Ok(Json(json!({"tenant_id": tenant_id, "version": stored.version, "policy": doc})))
+}
+
+/// Stores a new version of a tenant's policy, already checked readable by
+/// the caller (only if the current one is still `expected_version`, when
+/// given: else `409 policy_stale`); this node's replica is refreshed before
+/// the answer, the others' within a poll.
+pub(crate) async fn store_policy(
+    state: &AppState,
+    rid: &RequestId,
+    tenant_id: &str,
+    doc: &PolicyDocument,
+    actor: &str,
+    expected_version: Option<i64>,
+) -> Result<gatehouse_store::PolicyVersion, ApiError> {
+    let store = store(state, rid)?;
+    let document = serde_json::to_string(doc).map_err(|_| ApiError::new(ErrorCode::Internal, rid))?;
+    let now = state.clock.now();
+    let stored = match expected_version {
+        Some(expected) => store.set_policy_if_version(tenant_id, &document, actor, now, expected).await,
+        None => store.set_policy(tenant_id, &document, actor, now).await,
+    }
+    .map_err(|e| match e {
+        StoreError::Conflict => with_reason(ErrorCode::Conflict, rid, Reason::PolicyStale),
+        e => store_error(rid, &e),
+    })?;
     if let Err(e) = state.policies.refresh(store).await {
         tracing::warn!(code = e.code(), "policy replica not refreshed; the poll will catch up");
     }
     tracing::info!(request_id = %rid.0, tenant_id = %tenant_id, version = stored.version, mode = ?doc.mode,
         dry_run = doc.dry_run, "egress policy set");
-    Ok(Json(json!({"tenant_id": tenant_id, "version": stored.version, "policy": doc})))
+    Ok(stored)
 }
 
 #[derive(Deserialize)]
@@ -697,14 +718,25 @@ async fn set_gate(
     StrictJson(req): StrictJson<GateRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let tenant_id = path_id(path, &rid)?;
-    if !matches!(req.mode.as_str(), "off" | "high" | "critical") {
-        return Err(bad_request(&rid, "mode is off, high or critical"));
-    }
-    store(&state, &rid)?
-        .set_gate_mode(&tenant_id, &req.mode, &caller.name, state.clock.now())
-        .await
-        .map_err(|e| store_error(&rid, &e))?;
+    store_gate_mode(&state, &rid, &tenant_id, &req.mode, &caller.name).await?;
     Ok(Json(json!({"tenant_id": tenant_id, "mode": req.mode})))
+}
+
+/// Sets a tenant's dependency gate mode (`off`, `high`, `critical`), audited.
+pub(crate) async fn store_gate_mode(
+    state: &AppState,
+    rid: &RequestId,
+    tenant_id: &str,
+    mode: &str,
+    actor: &str,
+) -> Result<(), ApiError> {
+    if !matches!(mode, "off" | "high" | "critical") {
+        return Err(bad_request(rid, "mode is off, high or critical"));
+    }
+    store(state, rid)?
+        .set_gate_mode(tenant_id, mode, actor, state.clock.now())
+        .await
+        .map_err(|e| store_error(rid, &e))
 }
 
 #[derive(Deserialize)]
@@ -733,25 +765,53 @@ async fn kill_switch(
 ) -> Result<Json<Value>, ApiError> {
     let tenant_id = path_id(path, &rid)?;
     check_text(&rid, req.reason.as_deref())?;
-    let store = store(&state, &rid)?;
-    let now = state.clock.now();
-    if !req.engaged {
-        store
-            .set_kill_switch(&tenant_id, false, req.reason.as_deref(), &caller.name, now)
-            .await
-            .map_err(|e| store_error(&rid, &e))?;
-        return Ok(Json(json!({"engaged": false, "revoked": {"runs": 0, "grants": 0, "leases": 0}})));
+    let revoked =
+        throw_kill_switch(&state, &rid, &tenant_id, req.engaged, req.reason.as_deref(), &caller.name).await?;
+    Ok(Json(json!({"engaged": req.engaged, "revoked": revoked.json()})))
+}
+
+/// What one revocation step revoked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Revoked {
+    pub runs: usize,
+    pub grants: u64,
+    pub leases: u64,
+}
+
+impl Revoked {
+    fn json(self) -> Value {
+        json!({"runs": self.runs, "grants": self.grants, "leases": self.leases})
     }
-    let before = revoke_scope(&state, &rid, RevokeScope::Tenant(tenant_id.clone())).await?;
-    let killed = store
-        .set_kill_switch(&tenant_id, true, req.reason.as_deref(), &caller.name, now)
-        .await
-        .map_err(|e| store_error(&rid, &e))?;
-    let after = revoke_scope(&state, &rid, RevokeScope::Tenant(tenant_id.clone())).await?;
-    after_runs_ended(&state, &killed.runs);
+}
+
+/// Engages or releases a tenant's kill switch. Engaging revokes every grant
+/// of the tenant (one marker), kills its live runs and refuses new ones
+/// until released; a second marker after the store's change covers a run
+/// registered while the switch was being thrown.
+pub(crate) async fn throw_kill_switch(
+    state: &AppState,
+    rid: &RequestId,
+    tenant_id: &str,
+    engaged: bool,
+    reason: Option<&str>,
+    actor: &str,
+) -> Result<Revoked, ApiError> {
+    let store = store(state, rid)?;
+    let now = state.clock.now();
+    if !engaged {
+        store
+            .set_kill_switch(tenant_id, false, reason, actor, now)
+            .await
+            .map_err(|e| store_error(rid, &e))?;
+        return Ok(Revoked::default());
+    }
+    let before = revoke_scope(state, rid, RevokeScope::Tenant(tenant_id.to_owned())).await?;
+    let killed =
+        store.set_kill_switch(tenant_id, true, reason, actor, now).await.map_err(|e| store_error(rid, &e))?;
+    let after = revoke_scope(state, rid, RevokeScope::Tenant(tenant_id.to_owned())).await?;
+    after_runs_ended(state, &killed.runs);
     tracing::warn!(request_id = %rid.0, tenant_id = %tenant_id, runs = killed.runs.len(), "kill switch engaged");
-    Ok(Json(json!({"engaged": true,
-        "revoked": {"runs": killed.runs.len(), "grants": before + after, "leases": killed.leases}})))
+    Ok(Revoked { runs: killed.runs.len(), grants: before + after, leases: killed.leases })
 }
 
 #[derive(Deserialize)]
@@ -770,19 +830,27 @@ async fn emergency_revoke(
     StrictJson(req): StrictJson<EmergencyRequest>,
 ) -> Result<Json<Value>, ApiError> {
     check_text(&rid, req.reason.as_deref())?;
-    let store = store(&state, &rid)?;
-    let before = revoke_scope(&state, &rid, RevokeScope::All).await?;
-    let reason = req.reason.as_deref().unwrap_or("emergency_revoke");
-    let killed = store
-        .kill_all_runs(reason, &caller.name, state.clock.now())
-        .await
-        .map_err(|e| store_error(&rid, &e))?;
-    let after = revoke_scope(&state, &rid, RevokeScope::All).await?;
-    after_runs_ended(&state, &killed.runs);
+    let revoked = revoke_everything(&state, &rid, req.reason.as_deref(), &caller.name).await?;
+    Ok(Json(json!({"revoked": revoked.json()})))
+}
+
+/// Every grant revoked (one marker) and every live run of every tenant
+/// killed, in one step.
+pub(crate) async fn revoke_everything(
+    state: &AppState,
+    rid: &RequestId,
+    reason: Option<&str>,
+    actor: &str,
+) -> Result<Revoked, ApiError> {
+    let store = store(state, rid)?;
+    let before = revoke_scope(state, rid, RevokeScope::All).await?;
+    let reason = reason.unwrap_or("emergency_revoke");
+    let killed =
+        store.kill_all_runs(reason, actor, state.clock.now()).await.map_err(|e| store_error(rid, &e))?;
+    let after = revoke_scope(state, rid, RevokeScope::All).await?;
+    after_runs_ended(state, &killed.runs);
     tracing::warn!(request_id = %rid.0, runs = killed.runs.len(), "emergency revoke");
-    Ok(Json(
-        json!({"revoked": {"runs": killed.runs.len(), "grants": before + after, "leases": killed.leases}}),
-    ))
+    Ok(Revoked { runs: killed.runs.len(), grants: before + after, leases: killed.leases })
 }
 
 /// Audits a ledger-only revocation (`POST /v1/grants/.../revoke`).

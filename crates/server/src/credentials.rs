@@ -483,24 +483,36 @@ pub(crate) async fn revoke_lease(
 ) -> Result<Json<Value>, ApiError> {
     serving(&state, &rid)?;
     let lease_id = path_id(path, &rid)?;
-    let store = store(&state, &rid)?;
+    let revoked = revoke_one_lease(&state, &rid, &lease_id, &caller.name).await?;
+    Ok(Json(json!({"revoked": revoked})))
+}
+
+/// Revokes one lease (1) or reports it was revoked before (0); either way
+/// every door hears of it before the answer.
+pub(crate) async fn revoke_one_lease(
+    state: &AppState,
+    rid: &RequestId,
+    lease_id: &str,
+    actor: &str,
+) -> Result<u64, ApiError> {
+    let store = store(state, rid)?;
     let now = state.clock.now();
-    let revoked = store.revoke_lease(&lease_id, "revoked", &caller.name, now).await.map_err(|e| match e {
-        gatehouse_store::StoreError::NotFound => ApiError::new(ErrorCode::NotFound, &rid),
-        e => store_error(&rid, &e),
+    let revoked = store.revoke_lease(lease_id, "revoked", actor, now).await.map_err(|e| match e {
+        gatehouse_store::StoreError::NotFound => ApiError::new(ErrorCode::NotFound, rid),
+        e => store_error(rid, &e),
     })?;
     match revoked {
         Some(lease) => {
-            leases_revoked(&state, &rid, std::slice::from_ref(&lease)).await?;
-            Ok(Json(json!({"revoked": 1})))
+            leases_revoked(state, rid, std::slice::from_ref(&lease)).await?;
+            Ok(1)
         }
         None => {
             // Revoked before: tell the doors again, in case that call's
             // bump did not land.
-            if let Some(lease) = store.lease(&lease_id, now).await.map_err(|e| store_error(&rid, &e))? {
-                runs_leases_changed(&state, &rid, std::iter::once(lease.run_id.as_str())).await?;
+            if let Some(lease) = store.lease(lease_id, now).await.map_err(|e| store_error(rid, &e))? {
+                runs_leases_changed(state, rid, std::iter::once(lease.run_id.as_str())).await?;
             }
-            Ok(Json(json!({"revoked": 0})))
+            Ok(0)
         }
     }
 }

@@ -30,6 +30,7 @@ pub(crate) fn stdout_failed(e: &std::io::Error) -> ! {
     std::process::exit(141)
 }
 
+pub mod admin;
 pub mod api;
 pub mod cli;
 pub mod control;

@@ -92,6 +92,13 @@ pub struct Inner {
     pub door_leases: Option<Arc<crate::door_leases::DoorLeases>>,
     /// Worker: the interception CA's certificate, returned with every run.
     pub intercept_ca_cert_pem: Option<String>,
+    /// How this node resolves egress names (the settings page's "test a URL"
+    /// asks it as the door does).
+    pub resolver: Resolver,
+    /// The door's address guard (the operator's allowed ranges).
+    pub egress_guard: AddressGuard,
+    /// The settings page (worker and all, with its password hash set).
+    pub admin: Option<Arc<crate::admin::Admin>>,
 }
 
 impl std::ops::Deref for AppState {
@@ -211,7 +218,7 @@ impl AppState {
                 ledger_required: config.ledger_required,
                 policies: policies.clone(),
                 guard: AddressGuard::new(config.egress_allow_ranges.clone()),
-                resolver,
+                resolver: resolver.clone(),
                 sink: refusals.clone(),
                 clock: clock.clone(),
                 limits,
@@ -269,6 +276,13 @@ impl AppState {
                 .map(gatehouse_capability::FingerprintKey::new),
             door_leases,
             intercept_ca_cert_pem: config.intercept_ca_cert_pem.clone().filter(|_| config.role.mints()),
+            resolver,
+            egress_guard: AddressGuard::new(config.egress_allow_ranges.clone()),
+            admin: config
+                .admin_password_hash
+                .clone()
+                .filter(|_| matches!(config.role, Role::Worker | Role::All))
+                .map(|hash| Arc::new(crate::admin::Admin::new(hash, config.listen.ip().is_loopback()))),
             clock,
         })))
     }

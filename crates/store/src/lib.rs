@@ -135,6 +135,7 @@ mod sqlite {
     const DIALECT: Dialect = Dialect::Sqlite;
     include!("ops.rs");
     include!("lease_ops.rs");
+    include!("admin_ops.rs");
 }
 
 mod postgres {
@@ -145,6 +146,7 @@ mod postgres {
     const DIALECT: Dialect = Dialect::Postgres;
     include!("ops.rs");
     include!("lease_ops.rs");
+    include!("admin_ops.rs");
 }
 
 /// Runs `$op(pool, args...)` on whichever backend the store has, under the
@@ -302,7 +304,22 @@ impl Store {
         actor: &str,
         now: UnixTime,
     ) -> Result<PolicyVersion, StoreError> {
-        dispatch!(self.set_policy(tenant_id, document, actor, now))
+        dispatch!(self.set_policy(tenant_id, document, actor, now, None))
+    }
+
+    /// [`Store::set_policy`], only if the tenant's current policy is still
+    /// `expected_version` (0: it never had one); otherwise `conflict`, and
+    /// nothing is stored. A person editing a policy someone else changed
+    /// since they loaded it is told so, never silently overwrites it.
+    pub async fn set_policy_if_version(
+        &self,
+        tenant_id: &str,
+        document: &str,
+        actor: &str,
+        now: UnixTime,
+        expected_version: i64,
+    ) -> Result<PolicyVersion, StoreError> {
+        dispatch!(self.set_policy(tenant_id, document, actor, now, Some(expected_version)))
     }
 
     /// The tenant's current policy, if it ever had one.
@@ -342,6 +359,36 @@ impl Store {
         now: UnixTime,
     ) -> Result<Ended, StoreError> {
         dispatch!(self.set_kill_switch(tenant_id, engaged, reason, actor, now))
+    }
+
+    // ---- the settings page's sessions ----
+
+    /// Records a person's new session (by its token's SHA-256) and audits
+    /// the sign-in; ended sessions are swept on the way.
+    pub async fn create_admin_session(
+        &self,
+        token_sha256: &str,
+        person: &str,
+        now: UnixTime,
+        expires_at: UnixTime,
+    ) -> Result<(), StoreError> {
+        dispatch!(self.create_admin_session(token_sha256, person, now, expires_at))
+    }
+
+    /// The live session with this token hash: before its absolute end and
+    /// seen within `idle_secs`. Keeps an active session's idle clock fresh.
+    pub async fn admin_session(
+        &self,
+        token_sha256: &str,
+        now: UnixTime,
+        idle_secs: i64,
+    ) -> Result<Option<AdminSession>, StoreError> {
+        dispatch!(self.admin_session(token_sha256, now, idle_secs))
+    }
+
+    /// Ends a session and audits the sign-out; `false` if there was none.
+    pub async fn end_admin_session(&self, token_sha256: &str, now: UnixTime) -> Result<bool, StoreError> {
+        dispatch!(self.end_admin_session(token_sha256, now))
     }
 
     // ---- runs ----

@@ -455,3 +455,17 @@ pub struct LeaseFilter {
     /// One credential's.
     pub credential_id: Option<String>,
 }
+
+/// A person signed in to the settings page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminSession {
+    /// Who, as the audit log names them (`person:NAME`).
+    pub person: String,
+    /// When they signed in.
+    pub created_at: UnixTime,
+    /// The last request the session made (within a minute: it is written
+    /// at most once a minute).
+    pub last_seen: UnixTime,
+    /// The end of its absolute lifetime.
+    pub expires_at: UnixTime,
+}

@@ -13,7 +13,7 @@ use sqlx::{Pool, Transaction};
 
 use crate::audit::{AuditEntry, AuditRecord};
 use crate::model::{
-    Credential, DependencyScan, DoorLease, Ended, Event, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease,
+    AdminSession, Credential, DependencyScan, DoorLease, Ended, Event, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease,
     NewRun, Page, PageRequest, PolicyVersion, RefusalFilter, Resealed, Run, RunStatus, TenantSettings,
 };
 
@@ -231,8 +231,21 @@ pub(crate) async fn set_policy(
     document: &str,
     actor: &str,
     now: UnixTime,
+    expected_version: Option<i64>,
 ) -> Result<PolicyVersion, StoreError> {
     let mut tx = begin_write(pool).await?;
+    if let Some(expected) = expected_version {
+        // Read under the control lock: no other change can land between
+        // this check and the write.
+        let current: Option<i64> =
+            sqlx::query_scalar("SELECT policy_version FROM tenants WHERE tenant_id = $1")
+                .bind(tenant_id)
+                .fetch_optional(tx.conn())
+                .await?;
+        if current.unwrap_or(0) != expected {
+            return Err(StoreError::Conflict);
+        }
+    }
     let settings = tx.bump_settings().await?;
     touch_tenant(&mut tx, tenant_id, settings, now).await?;
     let version: i64 = sqlx::query_scalar(

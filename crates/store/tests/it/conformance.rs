@@ -197,6 +197,74 @@ pub async fn policies_are_versioned_with_who_and_when(f: Fresh) {
     assert_eq!(assert_chain_intact(s).await, 4);
 }
 
+/// A policy edit made against a version that is no longer current is
+/// refused whole, on any node, and two edits of one version: one wins.
+pub async fn a_policy_edit_against_an_old_version_is_refused(f: Fresh) {
+    let s = &f.store;
+    let other = f.another_node().await;
+    let open = r#"{"mode":"open"}"#;
+    assert_eq!(
+        s.set_policy_if_version("t1", open, "person:ada", 100, 1).await.unwrap_err(),
+        StoreError::Conflict
+    );
+    assert_eq!(s.set_policy_if_version("t1", open, "person:ada", 100, 0).await.unwrap().version, 1);
+    let (a, b) = tokio::join!(
+        s.set_policy_if_version("t1", r#"{"mode":"allowlist","allow":["a.example"]}"#, "person:ada", 200, 1),
+        other.set_policy_if_version(
+            "t1",
+            r#"{"mode":"allowlist","allow":["b.example"]}"#,
+            "person:bob",
+            200,
+            1
+        ),
+    );
+    assert_eq!(
+        u8::from(a.is_ok()) + u8::from(b.is_ok()),
+        1,
+        "one of two edits of version 1 lands: {a:?} {b:?}"
+    );
+    assert!([&a, &b].iter().any(|r| r.as_ref().err() == Some(&StoreError::Conflict)));
+    let current = s.current_policy("t1").await.unwrap().unwrap();
+    assert_eq!(current.version, 2);
+    assert_eq!(assert_chain_intact(s).await, 2, "a refused edit is not audited");
+}
+
+/// The settings page's sessions: found by their token's hash only while
+/// live (absolute end, idle limit), ended by sign-out on every node, and
+/// each sign-in and sign-out audited.
+pub async fn settings_page_sessions_live_idle_and_end(f: Fresh) {
+    let s = &f.store;
+    let other = f.another_node().await;
+    let (token, other_token) = ("a".repeat(64), "b".repeat(64));
+    s.create_admin_session(&token, "person:ada", 1_000, 1_000 + 8 * 3600).await.unwrap();
+    let seen = other.admin_session(&token, 1_030, 1800).await.unwrap().unwrap();
+    assert_eq!((seen.person.as_str(), seen.created_at, seen.last_seen), ("person:ada", 1_000, 1_000));
+    assert_eq!(s.admin_session(&other_token, 1_030, 1800).await.unwrap(), None);
+    // Used at 2_000 (a minute or more after the last write: recorded), so
+    // idle counts from there.
+    assert_eq!(s.admin_session(&token, 2_000, 1800).await.unwrap().unwrap().last_seen, 2_000);
+    assert!(s.admin_session(&token, 2_000 + 1799, 1800).await.unwrap().is_some());
+    assert_eq!(s.admin_session(&token, 2_000 + 1800 + 1799, 1800).await.unwrap(), None, "idle too long");
+    s.create_admin_session(&other_token, "person:bob", 10_000, 10_000 + 100).await.unwrap();
+    assert!(s.admin_session(&other_token, 10_099, 1800).await.unwrap().is_some());
+    assert_eq!(s.admin_session(&other_token, 10_100, 1800).await.unwrap(), None, "past its absolute end");
+    let fresh = "c".repeat(64);
+    s.create_admin_session(&fresh, "person:ada", 20_000, 30_000).await.unwrap();
+    assert!(other.end_admin_session(&fresh, 20_010).await.unwrap());
+    assert!(!s.end_admin_session(&fresh, 20_011).await.unwrap(), "ended once");
+    assert_eq!(s.admin_session(&fresh, 20_012, 1800).await.unwrap(), None);
+    let actions: Vec<(String, String)> = s
+        .audit_entries(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.record.action, e.record.actor))
+        .collect();
+    assert!(actions.contains(&("admin.sign_in".to_owned(), "person:bob".to_owned())));
+    assert!(actions.contains(&("admin.sign_out".to_owned(), "person:ada".to_owned())));
+    assert_chain_intact(s).await;
+}
+
 pub async fn a_run_lives_until_it_ends_once(f: Fresh) {
     let s = &f.store;
     let run = s.create_run(&new_run(1, "t1", 1000), "platform").await.unwrap();
@@ -1194,6 +1262,8 @@ macro_rules! conformance {
 conformance!(
     migrations_apply_once_and_a_newer_schema_is_refused,
     policies_are_versioned_with_who_and_when,
+    a_policy_edit_against_an_old_version_is_refused,
+    settings_page_sessions_live_idle_and_end,
     a_run_lives_until_it_ends_once,
     concurrent_end_and_cancel_change_the_run_once,
     runs_expire_by_lost_heartbeat_or_lifetime_once,

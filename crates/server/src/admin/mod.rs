@@ -1,0 +1,492 @@
+//! The Security settings page (`/admin`, worker and `all` roles): a person
+//! signs in and sees, per tenant, the egress policy (edit, dry run, test a
+//! URL), one-click Allow for hosts the tenant needs, the dependency gate and
+//! its newest scans, the content scanner, runs (Cancel), live leases
+//! (Revoke), the kill switch, emergency revoke, and recent refusals.
+//!
+//! Server-rendered HTML (askama: compile-time checked, auto-escaped) that
+//! works without JavaScript. Every change goes through the same functions
+//! as the API and is audited under the person's name (`person:NAME`).
+//!
+//! Sessions live in the store (a token's SHA-256, never the token), so any
+//! worker node serves a signed-in person and sign-out ends the session
+//! everywhere. Each form carries an anti-forgery token derived from the
+//! session's; the cookie is `HttpOnly`, `SameSite=Strict`, and `Secure`
+//! unless the node listens on loopback. Responses forbid framing and every
+//! script (the Content-Security-Policy allows none at all).
+
+mod throttle;
+mod views;
+
+use std::net::IpAddr;
+use std::sync::Mutex;
+
+use askama::Template;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use gatehouse_capability::{AdminPasswordHash, SessionToken};
+use gatehouse_core::{ErrorCode, Reason, RefusalKind, UnixTime, is_valid_id};
+use gatehouse_store::StoreError;
+use http::{HeaderValue, StatusCode, header};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::http::{ApiError, RequestId, request_id_of};
+use crate::state::AppState;
+
+pub use throttle::SignInThrottle;
+
+/// A session's absolute lifetime.
+pub const SESSION_LIFETIME_SECS: i64 = 8 * 3600;
+/// A session unused this long has ended.
+pub const SESSION_IDLE_SECS: i64 = 30 * 60;
+/// Argon2id verifications at once (each takes ~19 MiB and tens of
+/// milliseconds): sign-in attempts cannot take the node's memory or cores.
+const CONCURRENT_SIGN_INS: usize = 2;
+
+/// Every page's Content-Security-Policy: nothing but this origin's style
+/// sheet; no script at all, no framing, forms post only here.
+const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; \
+                   frame-ancestors 'none'; base-uri 'none'";
+
+/// The settings page's own state.
+pub struct Admin {
+    password: AdminPasswordHash,
+    secure_cookie: bool,
+    throttle: Mutex<SignInThrottle>,
+    hashing: tokio::sync::Semaphore,
+}
+
+impl std::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admin").field("secure_cookie", &self.secure_cookie).finish_non_exhaustive()
+    }
+}
+
+impl Admin {
+    /// The page, checking sign-ins against `password`. Off loopback the
+    /// cookie is `Secure`, so a browser sends it over HTTPS only.
+    pub fn new(password: AdminPasswordHash, listens_on_loopback: bool) -> Self {
+        Self {
+            password,
+            secure_cookie: !listens_on_loopback,
+            throttle: Mutex::new(SignInThrottle::default()),
+            hashing: tokio::sync::Semaphore::new(CONCURRENT_SIGN_INS),
+        }
+    }
+
+    fn cookie_name(&self) -> &'static str {
+        // A `__Secure-` name is one no plain-HTTP page can set.
+        if self.secure_cookie { "__Secure-gatehouse_admin" } else { "gatehouse_admin" }
+    }
+
+    fn cookie(&self, value: &str, max_age: i64) -> String {
+        let secure = if self.secure_cookie { "; Secure" } else { "" };
+        format!(
+            "{}={value}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}",
+            self.cookie_name()
+        )
+    }
+}
+
+/// The page's routes, when this node serves it (a store and a password).
+pub fn router(state: &AppState) -> Option<Router<AppState>> {
+    state.admin.as_ref()?;
+    state.store.as_ref()?;
+    let pages = Router::new()
+        .route("/admin", get(views::index))
+        .route("/admin/login", get(views::login_page).post(sign_in))
+        .route("/admin/logout", post(sign_out))
+        .route("/admin/assets/admin.css", get(stylesheet))
+        .route("/admin/tenants", get(views::open_tenant))
+        .route("/admin/tenants/{tenant_id}", get(views::tenant_page))
+        .route("/admin/tenants/{tenant_id}/policy", post(views::save_policy))
+        .route("/admin/tenants/{tenant_id}/test-url", post(views::test_url))
+        .route("/admin/tenants/{tenant_id}/allow", post(views::preview_allow))
+        .route("/admin/tenants/{tenant_id}/allow/confirm", post(views::confirm_allow))
+        .route("/admin/tenants/{tenant_id}/gate", post(views::save_gate))
+        .route("/admin/tenants/{tenant_id}/kill-switch", post(views::kill_switch))
+        .route("/admin/tenants/{tenant_id}/runs/{run_id}/cancel", post(views::cancel_run))
+        .route("/admin/tenants/{tenant_id}/leases/{lease_id}/revoke", post(views::revoke_lease))
+        .route("/admin/emergency-revoke", get(views::emergency_page).post(views::emergency_revoke))
+        .layer(middleware::from_fn(page_headers));
+    Some(pages)
+}
+
+fn admin(state: &AppState) -> &Admin {
+    // `router` serves no page without it.
+    state.admin.as_deref().unwrap_or_else(|| unreachable!("the settings page is served only with its state"))
+}
+
+/// Headers every page answers with.
+async fn page_headers(req: Request, next: Next) -> Response {
+    let mut response = next.run(req).await;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
+    headers.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
+    response
+}
+
+async fn stylesheet() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../../assets/admin.css"))
+        .into_response()
+}
+
+/// A page as a response.
+fn page(status: StatusCode, template: &impl Template) -> Response {
+    match template.render() {
+        Ok(body) => (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "a settings page did not render");
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
+        }
+    }
+}
+
+/// Why a page could not be served, as a person sees it.
+#[derive(Debug)]
+pub enum PageError {
+    /// No live session: sign in (again).
+    SignIn,
+    /// A form without this session's anti-forgery token.
+    Forged,
+    /// Not a tenant, run or lease this page knows.
+    NotFound,
+    /// The request itself is wrong; the text says how.
+    Bad(&'static str),
+    /// An operation refused or failed, with the API's code and reason.
+    Api(ApiError),
+}
+
+impl From<ApiError> for PageError {
+    fn from(e: ApiError) -> Self {
+        Self::Api(e)
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let message = |status, heading, text: &str, code: Option<String>, request_id: Option<String>| {
+            page(
+                status,
+                &views::MessagePage { heading, text: text.to_owned(), code, request_id, back: "/admin" },
+            )
+        };
+        match self {
+            Self::SignIn => Redirect::to("/admin/login?expired=1").into_response(),
+            Self::Forged => message(
+                StatusCode::FORBIDDEN,
+                "Form refused",
+                "This form did not come from this page in your session. Nothing was changed: reload the page and try again.",
+                Some(Reason::AdminCsrfInvalid.as_str().to_owned()),
+                None,
+            ),
+            Self::NotFound => {
+                message(StatusCode::NOT_FOUND, "Not found", "There is nothing here.", None, None)
+            }
+            Self::Bad(text) => message(StatusCode::BAD_REQUEST, "Not done", text, None, None),
+            Self::Api(ApiError(e)) => {
+                let status =
+                    StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                let code = e.reason.map_or_else(|| e.code.as_str().to_owned(), |r| r.as_str().to_owned());
+                let text = views::explain(e.reason).unwrap_or(e.message);
+                message(status, "Not done", text, Some(code), Some(e.request_id))
+            }
+        }
+    }
+}
+
+/// The signed-in person making a request.
+pub struct Person {
+    /// As the audit log names them: `person:NAME`.
+    pub actor: String,
+    /// The session's token (for the forms' anti-forgery token).
+    token: SessionToken,
+    /// The request's id.
+    pub rid: RequestId,
+}
+
+impl Person {
+    /// The anti-forgery token this session's forms carry.
+    pub fn csrf(&self) -> String {
+        self.token.csrf_token()
+    }
+}
+
+impl FromRequestParts<AppState> for Person {
+    type Rejection = PageError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, PageError> {
+        let rid = parts
+            .extensions
+            .get::<RequestId>()
+            .cloned()
+            .unwrap_or_else(|| RequestId(gatehouse_core::new_id("req")));
+        let admin = admin(state);
+        let Some(token) = session_cookie(&parts.headers, admin.cookie_name()) else {
+            return Err(PageError::SignIn);
+        };
+        let store = crate::control::store(state, &rid)?;
+        let session = store
+            .admin_session(&token.digest(), state.clock.now(), SESSION_IDLE_SECS)
+            .await
+            .map_err(|e| crate::control::store_error(&rid, &e))?;
+        match session {
+            Some(s) => Ok(Self { actor: s.person, token, rid }),
+            None => {
+                state.refusals.record(
+                    RefusalKind::AuthRefused,
+                    Reason::AdminSessionInvalid,
+                    None,
+                    None,
+                    Some(&rid.0),
+                );
+                Err(PageError::SignIn)
+            }
+        }
+    }
+}
+
+/// The session token a request's cookie carries: exactly one cookie of the
+/// page's name, of the token's exact shape, or none.
+fn session_cookie(headers: &http::HeaderMap, name: &str) -> Option<SessionToken> {
+    let mut found = None;
+    for value in headers.get_all(header::COOKIE) {
+        for pair in value.to_str().ok()?.split(';') {
+            let Some((key, value)) = pair.trim().split_once('=') else { continue };
+            if key == name {
+                if found.is_some() {
+                    // Two: refused, never a guess at which one counts.
+                    return None;
+                }
+                found = Some(value.trim());
+            }
+        }
+    }
+    SessionToken::from_cookie(found?)
+}
+
+/// A form posted by a signed-in person, its anti-forgery token checked
+/// before anything in it is used. Every changing route takes one, so none
+/// can forget the check.
+pub struct Submitted<T> {
+    /// Who.
+    pub person: Person,
+    /// What they sent.
+    pub form: T,
+}
+
+#[derive(Deserialize)]
+struct Csrf {
+    #[serde(default)]
+    csrf: String,
+}
+
+impl<T: DeserializeOwned> FromRequest<AppState> for Submitted<T> {
+    type Rejection = PageError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, PageError> {
+        let (mut parts, body) = req.into_parts();
+        let person = Person::from_request_parts(&mut parts, state).await?;
+        // Browsers say where a form came from; another site's is refused
+        // even before the token is looked at.
+        let cross_site = parts.headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"cross-site");
+        let bytes = Bytes::from_request(Request::from_parts(parts, body), state)
+            .await
+            .map_err(|_| PageError::Bad("the form is too large"))?;
+        let csrf: Csrf = serde_urlencoded_from(&bytes).ok_or(PageError::Forged)?;
+        if cross_site || !person.token.csrf_matches(&csrf.csrf) {
+            state.refusals.record(
+                RefusalKind::AuthRefused,
+                Reason::AdminCsrfInvalid,
+                None,
+                None,
+                Some(&person.rid.0),
+            );
+            return Err(PageError::Forged);
+        }
+        let form = serde_urlencoded_from(&bytes)
+            .ok_or(PageError::Bad("the form does not have the expected fields"))?;
+        Ok(Self { person, form })
+    }
+}
+
+fn serde_urlencoded_from<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+    serde_urlencoded::from_bytes(bytes).ok()
+}
+
+// ---- signing in and out ----
+
+#[derive(Deserialize)]
+struct SignInForm {
+    #[serde(default)]
+    person: String,
+    #[serde(default)]
+    password: String,
+}
+
+/// Whether a name is one the audit log can carry: 1-64 characters of
+/// letters, digits, `.`, `_`, `-`, `@`.
+fn valid_person(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@'))
+}
+
+async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
+    let rid = request_id_of(&req);
+    let client = req.extensions().get::<gatehouse_listener::PeerAddr>().map(|p| p.0.ip());
+    let bytes = Bytes::from_request(req, &state).await.ok();
+    let Some(form) = bytes.and_then(|b| serde_urlencoded_from::<SignInForm>(&b)) else {
+        return views::login(StatusCode::BAD_REQUEST, "Give your name and the password.", "");
+    };
+    let person = form.person.trim().to_owned();
+    if !valid_person(&person) {
+        return views::login(
+            StatusCode::BAD_REQUEST,
+            "Your name is 1 to 64 letters, digits, dots, underscores, hyphens or @.",
+            "",
+        );
+    }
+    let admin = admin(&state);
+    let client = client.unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    let allowed =
+        admin.throttle.lock().map(|mut t| t.allows(client, std::time::Instant::now())).unwrap_or(false);
+    if !allowed {
+        state.refusals.record(
+            RefusalKind::AuthRefused,
+            Reason::AdminSignInThrottled,
+            None,
+            None,
+            Some(&rid.0),
+        );
+        return views::login(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many sign-ins failed lately. Wait a few minutes and try again.",
+            &person,
+        );
+    }
+    if !verify_password(&state, form.password).await {
+        if let Ok(mut t) = admin.throttle.lock() {
+            t.failed(client, std::time::Instant::now());
+        }
+        tracing::warn!(request_id = %rid.0, "settings page sign-in failed");
+        state.refusals.record(RefusalKind::AuthRefused, Reason::AdminSignInFailed, None, None, Some(&rid.0));
+        return views::login(StatusCode::UNAUTHORIZED, "That password is not right.", &person);
+    }
+    if let Ok(mut t) = admin.throttle.lock() {
+        t.succeeded(client);
+    }
+    let Ok(token) = SessionToken::generate() else {
+        return PageError::Api(ApiError::new(ErrorCode::Internal, &rid)).into_response();
+    };
+    let now: UnixTime = state.clock.now();
+    let actor = format!("person:{person}");
+    let Some(store) = state.store.as_ref() else { return PageError::NotFound.into_response() };
+    if let Err(e) =
+        store.create_admin_session(&token.digest(), &actor, now, now + SESSION_LIFETIME_SECS).await
+    {
+        return PageError::Api(crate::control::store_error(&rid, &e)).into_response();
+    }
+    tracing::info!(request_id = %rid.0, person = %actor, "signed in to the settings page");
+    let mut response = Redirect::to("/admin").into_response();
+    if let Ok(cookie) = HeaderValue::from_str(&admin.cookie(token.expose(), SESSION_LIFETIME_SECS)) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// Checks a password on a blocking thread, a few at a time.
+async fn verify_password(state: &AppState, password: String) -> bool {
+    let admin = admin(state);
+    let Ok(_permit) = admin.hashing.acquire().await else { return false };
+    let hash = admin.password.clone();
+    let password = zeroize::Zeroizing::new(password);
+    tokio::task::spawn_blocking(move || hash.verify(&password)).await.unwrap_or(false)
+}
+
+async fn sign_out(State(state): State<AppState>, submitted: Result<Submitted<Csrf>, PageError>) -> Response {
+    let admin = admin(&state);
+    let submitted = match submitted {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    if let Some(store) = state.store.as_ref()
+        && let Err(e) = store.end_admin_session(&submitted.person.token.digest(), state.clock.now()).await
+    {
+        return PageError::Api(crate::control::store_error(&submitted.person.rid, &e)).into_response();
+    }
+    let mut response = Redirect::to("/admin/login").into_response();
+    if let Ok(cookie) = HeaderValue::from_str(&admin.cookie("", 0)) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// A tenant id from the path, or not found (never echoed).
+fn tenant_path(path: Result<Path<String>, PathRejection>) -> Result<String, PageError> {
+    match path {
+        Ok(Path(id)) if is_valid_id(&id) => Ok(id),
+        _ => Err(PageError::NotFound),
+    }
+}
+
+/// Two ids from the path.
+fn ids_path(path: Result<Path<(String, String)>, PathRejection>) -> Result<(String, String), PageError> {
+    match path {
+        Ok(Path((a, b))) if is_valid_id(&a) && is_valid_id(&b) => Ok((a, b)),
+        _ => Err(PageError::NotFound),
+    }
+}
+
+/// A query, or a plain "bad request" page (axum's own text may quote it).
+fn query_of<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, PageError> {
+    query.map(|Query(q)| q).map_err(|_| PageError::Bad("the address has a query this page does not take"))
+}
+
+/// A store failure as a page.
+fn store_failure(rid: &RequestId, e: &StoreError) -> PageError {
+    PageError::Api(crate::control::store_error(rid, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_one_well_formed_session_cookie_counts() {
+        let token = SessionToken::generate().unwrap();
+        let headers = |values: &[&str]| {
+            let mut h = http::HeaderMap::new();
+            for v in values {
+                h.append(header::COOKIE, HeaderValue::from_str(v).unwrap());
+            }
+            h
+        };
+        let good = format!("theme=dark; gatehouse_admin={}", token.expose());
+        assert_eq!(session_cookie(&headers(&[&good]), "gatehouse_admin").unwrap().digest(), token.digest());
+        assert!(session_cookie(&headers(&[&good, &good]), "gatehouse_admin").is_none(), "two cookies");
+        assert!(session_cookie(&headers(&["gatehouse_admin=abc"]), "gatehouse_admin").is_none());
+        assert!(session_cookie(&headers(&[&good]), "__Secure-gatehouse_admin").is_none());
+        assert!(session_cookie(&headers(&[]), "gatehouse_admin").is_none());
+    }
+
+    #[test]
+    fn names_are_plain_tokens() {
+        for good in ["ada", "ada.lovelace@example.com", "a_b-c", &"x".repeat(64)] {
+            assert!(valid_person(good), "{good}");
+        }
+        for bad in ["", "ada lovelace", "<script>", "a\u{0}b", "ädä", &"x".repeat(65), "a:b"] {
+            assert!(!valid_person(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,1140 @@
+//! The pages: what each shows, and the handlers behind their forms. Reads
+//! are bounded (one page of each list); changes go through the API's own
+//! functions, audited under the person's name.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use askama::Template;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use gatehouse_core::{Reason, RefusalKind, UnixTime, is_valid_id};
+use gatehouse_egress::policy::Mode;
+use gatehouse_egress::{Decision, Policy, PolicyDocument, Purpose, decide_target, parse_url};
+use gatehouse_store::{LeaseFilter, LeaseStatus, PageRequest, RefusalFilter, RunStatus};
+use http::StatusCode;
+use serde::Deserialize;
+
+use super::{PageError, Person, Submitted, ids_path, page, query_of, store_failure, tenant_path};
+use crate::state::AppState;
+
+/// A line at the top of a page: what just happened.
+pub struct Notice {
+    /// `ok` or `error` (a style).
+    pub kind: &'static str,
+    /// What to say.
+    pub text: String,
+}
+
+impl Notice {
+    fn ok(text: impl Into<String>) -> Option<Self> {
+        Some(Self { kind: "ok", text: text.into() })
+    }
+    fn error(text: impl Into<String>) -> Option<Self> {
+        Some(Self { kind: "error", text: text.into() })
+    }
+}
+
+/// What a refusal or failure means for the person looking at it.
+pub fn explain(reason: Option<Reason>) -> Option<&'static str> {
+    Some(match reason? {
+        Reason::PolicyStale => {
+            "The policy changed since this page was loaded. Nothing was overwritten: reload the page, look at the current policy and make your change again."
+        }
+        Reason::StoreUnavailable => "The store does not answer: nothing was changed. Try again shortly.",
+        Reason::LedgerUnavailable => "The ledger does not answer: nothing was revoked. Try again shortly.",
+        Reason::RunUnknown => "There is no such run.",
+        Reason::RunNotLive => "That run is no longer live.",
+        Reason::TenantKillSwitch => "This tenant's kill switch is engaged.",
+        _ => return None,
+    })
+}
+
+/// `2026-12-04 19:30:05Z` for a time in seconds since the epoch.
+pub fn when(at: UnixTime) -> String {
+    let days = at.div_euclid(86_400);
+    let secs = at.rem_euclid(86_400);
+    // Days to a civil date (Howard Hinnant's `civil_from_days`).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
+// ---- sign-in ----
+
+#[derive(Template)]
+#[template(path = "admin/login.html")]
+struct LoginPage<'a> {
+    notice: Option<Notice>,
+    person: &'a str,
+}
+
+/// The sign-in page with a message.
+pub fn login(status: StatusCode, text: &str, person: &str) -> Response {
+    page(status, &LoginPage { notice: Notice::error(text), person })
+}
+
+#[derive(Deserialize)]
+pub struct LoginQuery {
+    #[serde(default)]
+    expired: Option<String>,
+}
+
+pub async fn login_page(query: Result<Query<LoginQuery>, QueryRejection>) -> Response {
+    let expired = query.is_ok_and(|Query(q)| q.expired.is_some());
+    let notice = if expired { Notice::error("Your session has ended. Sign in again.") } else { None };
+    page(StatusCode::OK, &LoginPage { notice, person: "" })
+}
+
+/// A message on a page of its own.
+#[derive(Template)]
+#[template(path = "admin/message.html")]
+pub struct MessagePage {
+    pub heading: &'static str,
+    pub text: String,
+    pub code: Option<String>,
+    pub request_id: Option<String>,
+    pub back: &'static str,
+}
+
+// ---- the tenant list ----
+
+struct TenantRow {
+    tenant_id: String,
+    policy: String,
+    gate_mode: String,
+    kill_switch: bool,
+}
+
+#[derive(Template)]
+#[template(path = "admin/index.html")]
+struct IndexPage {
+    person: String,
+    csrf: String,
+    tenants: Vec<TenantRow>,
+}
+
+/// The tenants with settings, and a way to open any tenant.
+pub async fn index(State(state): State<AppState>, person: Person) -> Result<Response, PageError> {
+    let store = crate::control::store(&state, &person.rid)?;
+    let (_, tenants) = store.settings_since(0).await.map_err(|e| store_failure(&person.rid, &e))?;
+    let tenants = tenants
+        .into_iter()
+        .map(|t| TenantRow {
+            policy: match &t.policy {
+                Some(p) => match serde_json::from_str::<PolicyDocument>(&p.document) {
+                    Ok(doc) => format!("{} (version {})", mode_name(doc.mode), p.version),
+                    Err(_) => format!("unreadable (version {})", p.version),
+                },
+                None => "open (never set)".to_owned(),
+            },
+            tenant_id: t.tenant_id,
+            gate_mode: t.gate_mode,
+            kill_switch: t.kill_switch,
+        })
+        .collect();
+    Ok(page(StatusCode::OK, &IndexPage { csrf: person.csrf(), person: person.actor, tenants }))
+}
+
+fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Open => "open",
+        Mode::Allowlist => "allowlist",
+    }
+}
+
+#[derive(Deserialize)]
+pub struct OpenTenant {
+    tenant_id: String,
+}
+
+pub async fn open_tenant(
+    _person: Person,
+    query: Result<Query<OpenTenant>, QueryRejection>,
+) -> Result<Response, PageError> {
+    let q = query_of(query)?;
+    let id = q.tenant_id.trim();
+    if !is_valid_id(id) {
+        return Err(PageError::Bad("a tenant id is 1-128 characters of letters, digits, ., _, : and -"));
+    }
+    Ok(Redirect::to(&format!("/admin/tenants/{id}")).into_response())
+}
+
+// ---- one tenant ----
+
+struct PolicyView {
+    version: i64,
+    actor: Option<String>,
+    created_at: String,
+    mode: &'static str,
+    allow: String,
+    deny: String,
+    dry_run: bool,
+    unreadable: Option<String>,
+}
+
+struct TestView {
+    verdict: &'static str,
+    reason: String,
+    rule: Option<String>,
+    host: Option<String>,
+    port: Option<u16>,
+    addresses: Vec<String>,
+    dry_run: Option<String>,
+}
+
+struct Candidate {
+    host: String,
+    why: String,
+}
+
+struct FindingView {
+    id: String,
+    link: Option<String>,
+    package: String,
+    severity: String,
+    summary: String,
+}
+
+struct ScanView {
+    repository: String,
+    pull_request: i64,
+    head_sha: String,
+    status: String,
+    created_at: String,
+    findings: Vec<FindingView>,
+}
+
+struct ScannerView {
+    configured: bool,
+    address: String,
+    reachable: bool,
+    reason: String,
+    version: String,
+    signatures: String,
+}
+
+struct RunView {
+    run_id: String,
+    user_id: String,
+    status: &'static str,
+    end: Option<String>,
+    created_at: String,
+    heartbeat_at: String,
+}
+
+struct LeaseView {
+    lease_id: String,
+    run_id: String,
+    credential: String,
+    purpose: String,
+    host: String,
+    expires_at: String,
+}
+
+/// One option of a filter's list.
+struct Choice {
+    value: &'static str,
+    selected: bool,
+}
+
+impl Choice {
+    fn of(value: &'static str, current: &str) -> Self {
+        Self { value, selected: value == current }
+    }
+}
+
+struct RefusalView {
+    at: String,
+    kind: String,
+    reason: String,
+    host: Option<String>,
+    rule: Option<String>,
+    run_id: Option<String>,
+    request_id: Option<String>,
+    dry_run: bool,
+    allow: Option<String>,
+}
+
+/// The refusal filters, as the form shows them.
+#[derive(Default, Deserialize)]
+pub struct RefusalQuery {
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    run_id: String,
+    #[serde(default)]
+    host: String,
+    #[serde(default)]
+    cursor: String,
+}
+
+impl RefusalQuery {
+    fn any(&self) -> bool {
+        !(self.kind.is_empty() && self.reason.is_empty() && self.run_id.is_empty() && self.host.is_empty())
+    }
+
+    /// The store's filter; a value that is not a known code, id or host is
+    /// refused rather than silently dropped.
+    fn filter(&self, tenant_id: &str) -> Result<RefusalFilter, PageError> {
+        let kind = (!self.kind.is_empty()).then(|| self.kind.clone());
+        let reason = (!self.reason.is_empty()).then(|| self.reason.clone());
+        let run_id = (!self.run_id.trim().is_empty()).then(|| self.run_id.trim().to_owned());
+        let host = (!self.host.trim().is_empty()).then(|| self.host.trim().to_ascii_lowercase());
+        if kind.as_deref().is_some_and(|k| RefusalKind::parse(k).is_none())
+            || reason.as_deref().is_some_and(|r| Reason::parse(r).is_none())
+            || run_id.as_deref().is_some_and(|r| !is_valid_id(r))
+            || host
+                .as_deref()
+                .is_some_and(|h| h.len() > 253 || h.chars().any(|c| c.is_control() || c.is_whitespace()))
+        {
+            return Err(PageError::Bad("a filter is not a known kind, reason, run id or host"));
+        }
+        Ok(RefusalFilter { tenant_id: Some(tenant_id.to_owned()), run_id, kind, reason, host, since: None })
+    }
+
+    /// The query of the next (older) page.
+    fn older(&self, cursor: &str) -> String {
+        let mut q = form_urlencoded_pairs(&[
+            ("kind", &self.kind),
+            ("reason", &self.reason),
+            ("run_id", &self.run_id),
+            ("host", &self.host),
+        ]);
+        if !q.is_empty() {
+            q.push('&');
+        }
+        q.push_str("cursor=");
+        q.push_str(&percent_encode(cursor));
+        q
+    }
+}
+
+fn form_urlencoded_pairs(pairs: &[(&str, &String)]) -> String {
+    pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={}", percent_encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[derive(Template)]
+#[template(path = "admin/tenant.html")]
+struct TenantPage {
+    person: String,
+    csrf: String,
+    tenant_id: String,
+    notice: Option<Notice>,
+    policy: PolicyView,
+    test_url: String,
+    test: Option<TestView>,
+    allow_candidates: Vec<Candidate>,
+    gate_mode: String,
+    scans: Vec<ScanView>,
+    scanner: ScannerView,
+    runs: Vec<RunView>,
+    live_runs: usize,
+    leases: Vec<LeaseView>,
+    kill_switch: bool,
+    kill_reason: Option<String>,
+    filter: RefusalQuery,
+    kinds: Vec<Choice>,
+    reasons: Vec<Choice>,
+    refusals: Vec<RefusalView>,
+    older: Option<String>,
+}
+
+/// What a tenant page shows beyond what it reads: a notice, a test's result,
+/// a policy form as the person submitted it.
+#[derive(Default)]
+struct Extras {
+    notice: Option<Notice>,
+    test_url: String,
+    test: Option<TestView>,
+    policy_form: Option<(String, String, Mode, bool)>,
+}
+
+/// How many of each list a page shows.
+const RUNS_SHOWN: u32 = 25;
+const LEASES_SHOWN: u32 = 100;
+const SCANS_READ: u32 = 100;
+const REFUSALS_SHOWN: u32 = 50;
+/// Recent `policy_not_allowed` refusals read for Allow candidates.
+const REFUSALS_FOR_ALLOW: u32 = 200;
+
+async fn render_tenant(
+    state: &AppState,
+    person: &Person,
+    tenant_id: &str,
+    query: RefusalQuery,
+    extras: Extras,
+) -> Result<Response, PageError> {
+    let rid = &person.rid;
+    let store = crate::control::store(state, rid)?;
+    let fail = |e: gatehouse_store::StoreError| store_failure(rid, &e);
+    let now = state.clock.now();
+    // What this node recorded a moment ago is on the page.
+    crate::control::flush(state).await;
+    let settings = store.tenant(tenant_id).await.map_err(fail)?;
+    let (policy_view, policy) = match settings.as_ref().and_then(|t| t.policy.as_ref()) {
+        None => (
+            PolicyView {
+                version: 0,
+                actor: None,
+                created_at: String::new(),
+                mode: "open",
+                allow: String::new(),
+                deny: String::new(),
+                dry_run: false,
+                unreadable: None,
+            },
+            Ok(Policy::open()),
+        ),
+        Some(p) => {
+            let doc = serde_json::from_str::<PolicyDocument>(&p.document).ok();
+            let policy = Policy::from_json(p.document.as_bytes());
+            let doc = doc.unwrap_or_default();
+            (
+                PolicyView {
+                    version: p.version,
+                    actor: Some(p.actor.clone()),
+                    created_at: when(p.created_at),
+                    mode: mode_name(doc.mode),
+                    allow: doc.allow.join("\n"),
+                    deny: doc.deny.join("\n"),
+                    dry_run: doc.dry_run,
+                    unreadable: policy.as_ref().err().map(|e| e.detail.clone()),
+                },
+                policy,
+            )
+        }
+    };
+    let mut policy_view = policy_view;
+    if let Some((allow, deny, mode, dry_run)) = extras.policy_form {
+        policy_view.allow = allow;
+        policy_view.deny = deny;
+        policy_view.mode = mode_name(mode);
+        policy_view.dry_run = dry_run;
+    }
+
+    // Hosts the tenant needs that its policy does not allow: refused as
+    // not allowed lately, or reached by its credentials.
+    let mut candidates: BTreeMap<String, String> = BTreeMap::new();
+    let not_allowed = RefusalFilter {
+        tenant_id: Some(tenant_id.to_owned()),
+        reason: Some(Reason::PolicyNotAllowed.as_str().to_owned()),
+        ..RefusalFilter::default()
+    };
+    let recent = store
+        .refusals(&not_allowed, &PageRequest { limit: REFUSALS_FOR_ALLOW, cursor: None })
+        .await
+        .map_err(fail)?;
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for event in &recent.items {
+        if let Some(host) = event.event.host.as_deref().and_then(|h| allowable(policy.as_ref().ok(), h)) {
+            *counts.entry(host).or_default() += 1;
+        }
+    }
+    for (host, n) in counts {
+        candidates.insert(host, format!("refused {n} time(s) lately as not allowed"));
+    }
+    let credentials =
+        store.credentials(Some(tenant_id), &PageRequest { limit: 500, cursor: None }).await.map_err(fail)?;
+    for c in &credentials.items {
+        if let Some(host) = allowable(policy.as_ref().ok(), &c.host) {
+            candidates.entry(host).or_insert_with(|| format!("the credential {} reaches it", c.name));
+        }
+    }
+    let allow_candidates: Vec<Candidate> =
+        candidates.into_iter().map(|(host, why)| Candidate { host, why }).collect();
+    let allow_set: std::collections::BTreeSet<&str> =
+        allow_candidates.iter().map(|c| c.host.as_str()).collect();
+
+    let scans = newest_scans(store, tenant_id).await.map_err(fail)?;
+    let scanner = scanner_view(state).await;
+
+    let runs = store
+        .runs(Some(tenant_id), None, &PageRequest { limit: RUNS_SHOWN, cursor: None })
+        .await
+        .map_err(fail)?;
+    let live_runs = store
+        .runs(Some(tenant_id), Some(RunStatus::Live), &PageRequest { limit: 500, cursor: None })
+        .await
+        .map_err(fail)?;
+    let leases = store
+        .leases(
+            &LeaseFilter {
+                tenant_id: Some(tenant_id.to_owned()),
+                status: Some(LeaseStatus::Live),
+                ..LeaseFilter::default()
+            },
+            &PageRequest { limit: LEASES_SHOWN, cursor: None },
+            now,
+        )
+        .await
+        .map_err(fail)?;
+    let names: BTreeMap<&str, &str> =
+        credentials.items.iter().map(|c| (c.credential_id.as_str(), c.name.as_str())).collect();
+
+    let filter = query.filter(tenant_id)?;
+    let cursor = (!query.cursor.is_empty()).then(|| query.cursor.clone());
+    if cursor.as_deref().is_some_and(|c| c.len() > 64 || !c.bytes().all(|b| b.is_ascii_digit())) {
+        return Err(PageError::Bad("that page of refusals does not exist"));
+    }
+    let refusals =
+        store.refusals(&filter, &PageRequest { limit: REFUSALS_SHOWN, cursor }).await.map_err(fail)?;
+    let older = refusals.next_cursor.as_deref().map(|c| query.older(c));
+
+    let template = TenantPage {
+        person: person.actor.clone(),
+        csrf: person.csrf(),
+        tenant_id: tenant_id.to_owned(),
+        notice: extras.notice,
+        policy: policy_view,
+        test_url: extras.test_url,
+        test: extras.test,
+        gate_mode: settings.as_ref().map_or_else(|| "high".to_owned(), |t| t.gate_mode.clone()),
+        kill_switch: settings.as_ref().is_some_and(|t| t.kill_switch),
+        kill_reason: settings.as_ref().and_then(|t| t.kill_switch_reason.clone()),
+        scans,
+        scanner,
+        live_runs: live_runs.items.len(),
+        runs: runs
+            .items
+            .iter()
+            .map(|r| RunView {
+                run_id: r.run_id.clone(),
+                user_id: r.user_id.clone(),
+                status: r.status.as_str(),
+                end: r.end_reason.as_ref().map(|why| match &r.ended_by {
+                    Some(by) => format!("{why}, by {by}"),
+                    None => why.clone(),
+                }),
+                created_at: when(r.created_at),
+                heartbeat_at: when(r.heartbeat_at),
+            })
+            .collect(),
+        leases: leases
+            .items
+            .iter()
+            .map(|l| LeaseView {
+                lease_id: l.lease_id.clone(),
+                run_id: l.run_id.clone(),
+                credential: names
+                    .get(l.credential_id.as_str())
+                    .map_or_else(|| l.credential_id.clone(), |n| (*n).to_owned()),
+                purpose: l.purpose.clone(),
+                host: l.host.clone(),
+                expires_at: when(l.expires_at),
+            })
+            .collect(),
+        refusals: refusals
+            .items
+            .iter()
+            .map(|e| {
+                let ev = &e.event;
+                let allow = (ev.reason.as_deref() == Some(Reason::PolicyNotAllowed.as_str()))
+                    .then(|| ev.host.as_deref().and_then(|h| allowable(policy.as_ref().ok(), h)))
+                    .flatten()
+                    .filter(|h| allow_set.contains(h.as_str()));
+                RefusalView {
+                    at: when(ev.at),
+                    kind: ev.kind.clone(),
+                    reason: ev.reason.clone().unwrap_or_default(),
+                    host: ev.host.clone(),
+                    rule: ev.rule.clone(),
+                    run_id: ev.run_id.clone(),
+                    request_id: ev.request_id.clone(),
+                    dry_run: ev.dry_run,
+                    allow,
+                }
+            })
+            .collect(),
+        kinds: RefusalKind::ALL.iter().map(|k| Choice::of(k.as_str(), &query.kind)).collect(),
+        reasons: Reason::ALL.iter().map(|r| Choice::of(r.as_str(), &query.reason)).collect(),
+        filter: query,
+        older,
+        allow_candidates,
+    };
+    Ok(page(StatusCode::OK, &template))
+}
+
+/// `host` as the narrowest allow entry, if it is a host name the policy
+/// refuses as not allowed (not one it allows, denies, or cannot read).
+fn allowable(policy: Option<&Policy>, host: &str) -> Option<String> {
+    let policy = policy?;
+    let Ok(gatehouse_egress::Host::Name(name)) = gatehouse_egress::target::parse_host(host) else {
+        return None;
+    };
+    let target = parse_url(&format!("https://{name}/")).ok()?;
+    match policy.check_host(&target) {
+        Err(refusal) if refusal.reason == Reason::PolicyNotAllowed => Some(name),
+        _ => None,
+    }
+}
+
+/// The newest scan of each pull request, newest first.
+async fn newest_scans(
+    store: &gatehouse_store::Store,
+    tenant_id: &str,
+) -> Result<Vec<ScanView>, gatehouse_store::StoreError> {
+    let scans = store.scans(tenant_id, None, None, &PageRequest { limit: SCANS_READ, cursor: None }).await?;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for scan in scans.items {
+        if !seen.insert((scan.repository.clone(), scan.pull_request)) {
+            continue;
+        }
+        let report: serde_json::Value = serde_json::from_str(&scan.report).unwrap_or_default();
+        let findings = report["findings"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .map(|f| {
+                        let id = f["id"].as_str().unwrap_or_default().to_owned();
+                        FindingView {
+                            link: is_valid_id(&id).then(|| format!("https://osv.dev/vulnerability/{id}")),
+                            package: format!(
+                                "{} {} ({})",
+                                f["package"]["name"].as_str().unwrap_or_default(),
+                                f["package"]["version"].as_str().unwrap_or_default(),
+                                f["package"]["ecosystem"].as_str().unwrap_or_default(),
+                            ),
+                            severity: f["severity"].as_str().unwrap_or("unknown").to_owned(),
+                            summary: f["summary"].as_str().unwrap_or_default().to_owned(),
+                            id,
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push(ScanView {
+            repository: scan.repository,
+            pull_request: scan.pull_request,
+            head_sha: scan.head_sha,
+            status: scan.status,
+            created_at: when(scan.created_at),
+            findings,
+        });
+    }
+    Ok(out)
+}
+
+async fn scanner_view(state: &AppState) -> ScannerView {
+    let Some(clamd) = state.content.clamd() else {
+        return ScannerView {
+            configured: false,
+            address: String::new(),
+            reachable: false,
+            reason: String::new(),
+            version: String::new(),
+            signatures: String::new(),
+        };
+    };
+    let (reachable, reason, version, signatures) = match clamd.version().await {
+        // `ClamAV 1.4.3/27480/Wed Dec  2 09:45:02 2026`: the engine, the
+        // signature database's version and its date.
+        Ok(reply) => {
+            let mut parts = reply.splitn(3, '/');
+            let engine = parts.next().unwrap_or_default().to_owned();
+            let db = parts.next().map(str::to_owned);
+            let date = parts.next().map(|d| d.split_whitespace().collect::<Vec<_>>().join(" "));
+            let signatures = match (db, date) {
+                (Some(db), Some(date)) => format!("version {db}, dated {date}"),
+                _ => "unknown".to_owned(),
+            };
+            (true, String::new(), engine, signatures)
+        }
+        Err(e) => (false, e.reason().as_str().to_owned(), "unknown".to_owned(), "unknown".to_owned()),
+    };
+    ScannerView { configured: true, address: clamd.describe(), reachable, reason, version, signatures }
+}
+
+pub async fn tenant_page(
+    State(state): State<AppState>,
+    person: Person,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<RefusalQuery>, QueryRejection>,
+) -> Result<Response, PageError> {
+    let tenant_id = tenant_path(path)?;
+    let query = query_of(query)?;
+    render_tenant(&state, &person, &tenant_id, query, Extras::default()).await
+}
+
+/// Back to the tenant page after a change, with what happened (a redirect,
+/// so a reload does not post the form again).
+fn back_to(tenant_id: &str) -> Response {
+    Redirect::to(&format!("/admin/tenants/{tenant_id}")).into_response()
+}
+
+// ---- the policy ----
+
+#[derive(Deserialize)]
+pub struct PolicyForm {
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    mode: String,
+    #[serde(default)]
+    allow: String,
+    #[serde(default)]
+    deny: String,
+    #[serde(default)]
+    dry_run: Option<String>,
+}
+
+fn rules(text: &str) -> Vec<String> {
+    text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect()
+}
+
+fn version_of(text: &str) -> Result<i64, PageError> {
+    text.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|v| *v >= 0)
+        .ok_or(PageError::Bad("the form's policy version is missing"))
+}
+
+pub async fn save_policy(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    submitted: Submitted<PolicyForm>,
+) -> Result<Response, PageError> {
+    let tenant_id = tenant_path(path)?;
+    let Submitted { person, form } = submitted;
+    let version = version_of(&form.version)?;
+    let mode = match form.mode.as_str() {
+        "open" => Mode::Open,
+        "allowlist" => Mode::Allowlist,
+        _ => return Err(PageError::Bad("the mode is open or allowlist")),
+    };
+    let doc = PolicyDocument {
+        mode,
+        allow: rules(&form.allow),
+        deny: rules(&form.deny),
+        dry_run: form.dry_run.is_some(),
+    };
+    let as_sent = Some((form.allow.clone(), form.deny.clone(), mode, doc.dry_run));
+    if let Err(e) = Policy::from_document(&doc) {
+        let extras = Extras {
+            notice: Notice::error(format!("Not saved: {}", e.detail)),
+            policy_form: as_sent,
+            ..Extras::default()
+        };
+        return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
+    }
+    match crate::control::store_policy(&state, &person.rid, &tenant_id, &doc, &person.actor, Some(version))
+        .await
+    {
+        Ok(stored) => {
+            let extras = Extras {
+                notice: Notice::ok(format!("Policy saved as version {}.", stored.version)),
+                ..Extras::default()
+            };
+            render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
+        }
+        Err(e) if e.0.reason == Some(Reason::PolicyStale) => {
+            let extras = Extras {
+                notice: Notice::error(
+                    "Not saved: the policy changed since this page was loaded (shown below as it is now). Your edit is kept in the form: check it against the current policy and save again.",
+                ),
+                policy_form: as_sent,
+                ..Extras::default()
+            };
+            // The version in the form is the current one now, so a second
+            // save is a deliberate overwrite of what the person has seen.
+            render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct TestForm {
+    #[serde(default)]
+    url: String,
+}
+
+/// Runs the door's decision for a URL under the tenant's stored policy,
+/// connecting nowhere.
+pub async fn test_url(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    submitted: Submitted<TestForm>,
+) -> Result<Response, PageError> {
+    let tenant_id = tenant_path(path)?;
+    let Submitted { person, form } = submitted;
+    let url = form.url.trim().to_owned();
+    if url.len() > 8192 {
+        return Err(PageError::Bad("a URL is at most 8192 characters"));
+    }
+    let store = crate::control::store(&state, &person.rid)?;
+    let current = store.current_policy(&tenant_id).await.map_err(|e| store_failure(&person.rid, &e))?;
+    let policy = match &current {
+        Some(p) => Policy::from_json(p.document.as_bytes()),
+        None => Ok(Policy::open()),
+    };
+    let decision = check(&state, &url, policy.as_ref()).await;
+    let test = TestView {
+        verdict: if decision.allowed() { "allow" } else { "refuse" },
+        reason: decision.reason.clone(),
+        rule: decision.rule.clone(),
+        host: decision.host.clone(),
+        port: decision.port,
+        addresses: decision.addresses.iter().map(IpAddr::to_string).collect(),
+        dry_run: decision.dry_run_would_refuse.as_ref().map(|d| match &d.rule {
+            Some(rule) => format!("{}, by rule {rule}", d.reason.as_str()),
+            None => d.reason.as_str().to_owned(),
+        }),
+    };
+    let extras = Extras { test_url: url, test: Some(test), ..Extras::default() };
+    render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
+}
+
+/// The door's decision without connecting: everything up to the lookup
+/// first (a name refused by policy or as special-use is never looked up),
+/// then the lookup with this node's resolver and the address checks.
+async fn check(
+    state: &AppState,
+    url: &str,
+    policy: Result<&Policy, &gatehouse_egress::PolicyError>,
+) -> Decision {
+    let Ok(target) = parse_url(url) else {
+        return gatehouse_egress::decide(url, policy, &state.egress_guard, Purpose::Request, |_| Err(()));
+    };
+    let before_lookup =
+        decide_target(target.clone(), policy, &state.egress_guard, Purpose::Request, |_| Err(()));
+    let gatehouse_egress::Host::Name(name) = &target.host else { return before_lookup };
+    if before_lookup.refusal() != Some(Reason::DnsFailed) {
+        return before_lookup;
+    }
+    let answer = state.resolver.resolve(name).await;
+    decide_target(target, policy, &state.egress_guard, Purpose::Request, |_| answer)
+}
+
+// ---- one-click Allow ----
+
+#[derive(Deserialize)]
+pub struct AllowForm {
+    #[serde(default)]
+    host: String,
+    #[serde(default)]
+    version: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/confirm_allow.html")]
+struct ConfirmAllowPage {
+    person: String,
+    csrf: String,
+    tenant_id: String,
+    host: String,
+    version: i64,
+    unchanged: Vec<String>,
+}
+
+/// The current policy document and version, readable, or why not.
+async fn current_document(
+    state: &AppState,
+    person: &Person,
+    tenant_id: &str,
+) -> Result<(PolicyDocument, i64), PageError> {
+    let store = crate::control::store(state, &person.rid)?;
+    match store.current_policy(tenant_id).await.map_err(|e| store_failure(&person.rid, &e))? {
+        None => Ok((PolicyDocument::default(), 0)),
+        Some(p) => match serde_json::from_str::<PolicyDocument>(&p.document) {
+            Ok(doc) => Ok((doc, p.version)),
+            Err(_) => {
+                Err(PageError::Bad("the stored policy is unreadable: replace it in the policy form first"))
+            }
+        },
+    }
+}
+
+/// Shows what allowing the host changes, before anything is saved.
+pub async fn preview_allow(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    submitted: Submitted<AllowForm>,
+) -> Result<Response, PageError> {
+    let tenant_id = tenant_path(path)?;
+    let Submitted { person, form } = submitted;
+    let seen_version = version_of(&form.version)?;
+    let (doc, version) = current_document(&state, &person, &tenant_id).await?;
+    if version != seen_version {
+        let extras = Extras {
+            notice: Notice::error(
+                "The policy changed since this page was loaded: look at it again before allowing a host.",
+            ),
+            ..Extras::default()
+        };
+        return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
+    }
+    let policy =
+        Policy::from_document(&doc).map_err(|_| PageError::Bad("the stored policy is unreadable"))?;
+    let Some(host) = allowable(Some(&policy), form.host.trim()) else {
+        return Err(PageError::Bad("that host is not one the policy refuses as not allowed"));
+    };
+    Ok(page(
+        StatusCode::OK,
+        &ConfirmAllowPage {
+            csrf: person.csrf(),
+            person: person.actor,
+            tenant_id,
+            host,
+            version,
+            unchanged: doc.allow,
+        },
+    ))
+}
+
+/// Saves the policy with the host added, if it is still the version shown.
+pub async fn confirm_allow(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    submitted: Submitted<AllowForm>,
+) -> Result<Response, PageError> {
+    let tenant_id = tenant_path(path)?;
+    let Submitted { person, form } = submitted;
+    let seen_version = version_of(&form.version)?;
+    let (mut doc, version) = current_document(&state, &person, &tenant_id).await?;
+    let policy =
+        Policy::from_document(&doc).map_err(|_| PageError::Bad("the stored policy is unreadable"))?;
+    if version != seen_version {
+        let extras = Extras {
+            notice: Notice::error("Not saved: the policy changed since you confirmed. Look at it again."),
+            ..Extras::default()
+        };
+        return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
+    }
+    let Some(host) = allowable(Some(&policy), form.host.trim()) else {
+        return Err(PageError::Bad("that host is not one the policy refuses as not allowed"));
+    };
+    doc.allow.push(host.clone());
+    let stored =
+        crate::control::store_policy(&state, &person.rid, &tenant_id, &doc, &person.actor, Some(version))
+            .await
+            .map_err(PageError::from)?;
+    let extras = Extras {
+        notice: Notice::ok(format!("{host} is allowed (policy version {}).", stored.version)),
+        ..Extras::default()
+    };
+    render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
+}
+
+// ---- the gate, runs, leases, the kill switch ----
+
+#[derive(Deserialize)]
+pub struct GateForm {
+    #[serde(default)]
+    mode: String,
+}
+
+pub async fn save_gate(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    submitted: Submitted<GateForm>,
+) -> Result<Response, PageError> {
+    let tenant_id = tenant_path(path)?;
+    let Submitted { person, form } = submitted;
+    crate::control::store_gate_mode(&state, &person.rid, &tenant_id, &form.mode, &person.actor).await?;
+    Ok(back_to(&tenant_id))
+}
+
+#[derive(Deserialize)]
+pub struct Nothing {}
+
+pub async fn cancel_run(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    submitted: Submitted<Nothing>,
+) -> Result<Response, PageError> {
+    let (tenant_id, run_id) = ids_path(path)?;
+    let person = submitted.person;
+    let store = crate::control::store(&state, &person.rid)?;
+    match store.run(&run_id).await.map_err(|e| store_failure(&person.rid, &e))? {
+        Some(run) if run.tenant_id == tenant_id => {}
+        _ => return Err(PageError::NotFound),
+    }
+    let _ended = crate::control::finish(
+        &state,
+        &person.rid,
+        &run_id,
+        RunStatus::Cancelled,
+        "cancelled",
+        &person.actor,
+    )
+    .await?;
+    Ok(back_to(&tenant_id))
+}
+
+pub async fn revoke_lease(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    submitted: Submitted<Nothing>,
+) -> Result<Response, PageError> {
+    let (tenant_id, lease_id) = ids_path(path)?;
+    let person = submitted.person;
+    let store = crate::control::store(&state, &person.rid)?;
+    match store.lease(&lease_id, state.clock.now()).await.map_err(|e| store_failure(&person.rid, &e))? {
+        Some(lease) if lease.tenant_id == tenant_id => {}
+        _ => return Err(PageError::NotFound),
+    }
+    crate::credentials::revoke_one_lease(&state, &person.rid, &lease_id, &person.actor).await?;
+    Ok(back_to(&tenant_id))
+}
+
+#[derive(Deserialize)]
+pub struct KillForm {
+    #[serde(default)]
+    engaged: String,
+    #[serde(default)]
+    reason: String,
+}
+
+/// Free text a person gives: bounded, no control characters.
+fn reason_text(text: &str) -> Result<Option<&str>, PageError> {
+    let text = text.trim();
+    if text.len() > 500 || text.chars().any(char::is_control) {
+        return Err(PageError::Bad("a reason is at most 500 characters, without control characters"));
+    }
+    Ok((!text.is_empty()).then_some(text))
+}
+
+pub async fn kill_switch(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    submitted: Submitted<KillForm>,
+) -> Result<Response, PageError> {
+    let tenant_id = tenant_path(path)?;
+    let Submitted { person, form } = submitted;
+    let engaged = match form.engaged.as_str() {
+        "true" => true,
+        "false" => false,
+        _ => return Err(PageError::Bad("engage or release")),
+    };
+    let reason = reason_text(&form.reason)?;
+    let revoked =
+        crate::control::throw_kill_switch(&state, &person.rid, &tenant_id, engaged, reason, &person.actor)
+            .await?;
+    let text = if engaged {
+        format!(
+            "Kill switch engaged: {} run(s) killed, {} grant(s) and {} lease(s) revoked.",
+            revoked.runs, revoked.grants, revoked.leases
+        )
+    } else {
+        "Kill switch released: runs can start again.".to_owned()
+    };
+    let extras = Extras { notice: Notice::ok(text), ..Extras::default() };
+    render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
+}
+
+// ---- emergency revoke ----
+
+#[derive(Template)]
+#[template(path = "admin/emergency.html")]
+struct EmergencyPage {
+    person: String,
+    csrf: String,
+    notice: Option<Notice>,
+    live_runs: String,
+}
+
+/// How many runs are live, in words ("at least 500" past a page).
+async fn live_run_count(state: &AppState, person: &Person) -> Result<String, PageError> {
+    let store = crate::control::store(state, &person.rid)?;
+    let live = store
+        .runs(None, Some(RunStatus::Live), &PageRequest { limit: 500, cursor: None })
+        .await
+        .map_err(|e| store_failure(&person.rid, &e))?;
+    Ok(if live.next_cursor.is_some() { "at least 500".to_owned() } else { live.items.len().to_string() })
+}
+
+pub async fn emergency_page(State(state): State<AppState>, person: Person) -> Result<Response, PageError> {
+    let live_runs = live_run_count(&state, &person).await?;
+    Ok(page(
+        StatusCode::OK,
+        &EmergencyPage { csrf: person.csrf(), person: person.actor, notice: None, live_runs },
+    ))
+}
+
+#[derive(Deserialize)]
+pub struct EmergencyForm {
+    #[serde(default)]
+    reason: String,
+}
+
+pub async fn emergency_revoke(
+    State(state): State<AppState>,
+    submitted: Submitted<EmergencyForm>,
+) -> Result<Response, PageError> {
+    let Submitted { person, form } = submitted;
+    let reason = reason_text(&form.reason)?;
+    let revoked = crate::control::revoke_everything(&state, &person.rid, reason, &person.actor).await?;
+    let notice = Notice::ok(format!(
+        "Done: {} run(s) killed, every grant revoked ({} marker(s)), {} lease(s) revoked.",
+        revoked.runs, revoked.grants, revoked.leases
+    ));
+    let live_runs = live_run_count(&state, &person).await?;
+    Ok(page(StatusCode::OK, &EmergencyPage { csrf: person.csrf(), person: person.actor, notice, live_runs }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_as_utc() {
+        assert_eq!(when(0), "1970-01-01 00:00:00Z");
+        assert_eq!(when(1_800_000_000), "2027-01-15 08:00:00Z");
+        assert_eq!(when(951_782_400), "2000-02-29 00:00:00Z");
+        assert_eq!(when(-1), "1969-12-31 23:59:59Z");
+    }
+
+    #[test]
+    fn only_unreserved_characters_pass_unencoded() {
+        assert_eq!(percent_encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
+        let q = RefusalQuery { kind: "egress_refused".into(), host: "a&b".into(), ..RefusalQuery::default() };
+        assert_eq!(q.older("42"), "kind=egress_refused&host=a%26b&cursor=42");
+    }
+
+    #[test]
+    fn allow_offers_only_names_the_policy_refuses_as_not_allowed() {
+        let policy =
+            Policy::from_json(br#"{"mode":"allowlist","allow":["a.example"],"deny":["bad.example"]}"#)
+                .unwrap();
+        assert_eq!(allowable(Some(&policy), "b.example").as_deref(), Some("b.example"));
+        assert_eq!(allowable(Some(&policy), "B.Example.").as_deref(), Some("b.example"));
+        assert_eq!(allowable(Some(&policy), "a.example"), None, "already allowed");
+        assert_eq!(
+            allowable(Some(&policy), "bad.example"),
+            None,
+            "denied: Allow cannot override a deny rule"
+        );
+        assert_eq!(allowable(Some(&policy), "10.0.0.1"), None, "addresses are not offered");
+        assert_eq!(allowable(Some(&policy), "a/b"), None);
+        assert_eq!(allowable(Some(&Policy::open()), "b.example"), None, "open mode allows it already");
+        assert_eq!(allowable(None, "b.example"), None, "an unreadable policy offers nothing");
+    }
+}

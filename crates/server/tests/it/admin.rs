@@ -1,0 +1,475 @@
+//! The settings page over HTTP, in process: sign-in, sessions, the
+//! anti-forgery token, and each section's change, audited under the
+//! person's name. (`browser.rs` drives the same page in a real Chromium.)
+
+use axum::body::Body;
+use gatehouse_config::names;
+use gatehouse_core::{Reason, Refusal, RefusalKind};
+use http::Request;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+pub const PASSWORD: &str = "correct horse battery staple";
+
+/// The page's password hash at real cost, computed once per test binary.
+pub fn password_hash() -> &'static str {
+    static HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HASH.get_or_init(|| gatehouse_capability::AdminPasswordHash::hash(PASSWORD).unwrap().as_str().to_owned())
+}
+
+/// An `all` node that serves the page.
+pub async fn admin_node() -> Node {
+    node_with("all", &[(names::ADMIN_PASSWORD_HASH, password_hash())]).await
+}
+
+/// A browser's view of the page: one cookie jar.
+pub struct Visitor<'a> {
+    node: &'a Node,
+    cookie: Option<String>,
+}
+
+impl<'a> Visitor<'a> {
+    pub fn new(node: &'a Node) -> Self {
+        Self { node, cookie: None }
+    }
+
+    fn request(&self, method: &str, path: &str, form: Option<&[(&str, &str)]>) -> Request<Body> {
+        let mut req = Request::builder().method(method).uri(path);
+        if let Some(cookie) = &self.cookie {
+            req = req.header("cookie", cookie.as_str());
+        }
+        match form {
+            Some(fields) => req
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(Body::from(serde_urlencoded::to_string(fields).unwrap()))
+                .unwrap(),
+            None => req.body(Body::empty()).unwrap(),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        send(&self.node.router, self.request("GET", path, None)).await
+    }
+
+    pub async fn post(&self, path: &str, form: &[(&str, &str)]) -> Reply {
+        send(&self.node.router, self.request("POST", path, Some(form))).await
+    }
+
+    /// Posts a form with this session's anti-forgery token, read from `page`.
+    pub async fn submit(&self, page: &str, path: &str, form: &[(&str, &str)]) -> Reply {
+        let csrf = csrf_of(&self.get(page).await.text);
+        let mut fields = vec![("csrf", csrf.as_str())];
+        fields.extend_from_slice(form);
+        self.post(path, &fields).await
+    }
+
+    pub async fn sign_in(&mut self, person: &str, password: &str) -> Reply {
+        let reply = self.post("/admin/login", &[("person", person), ("password", password)]).await;
+        if let Some(set) = reply.headers.get("set-cookie") {
+            let pair = set.to_str().unwrap().split(';').next().unwrap().to_owned();
+            self.cookie = Some(pair);
+        }
+        reply
+    }
+}
+
+/// The anti-forgery token of the first form on a page.
+pub fn csrf_of(html: &str) -> String {
+    let at =
+        html.find(r#"name="csrf" value=""#).unwrap_or_else(|| panic!("no form token on the page: {html}"));
+    let rest = &html[at + r#"name="csrf" value=""#.len()..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}
+
+async fn audit_actions(node: &Node) -> Vec<(String, String)> {
+    let items = get(node, "/v1/audit?limit=500").await.json()["items"].as_array().unwrap().clone();
+    items
+        .iter()
+        .map(|e| (e["action"].as_str().unwrap().to_owned(), e["actor"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn signing_in_takes_the_password_sets_a_strict_cookie_and_is_audited() {
+    let node = admin_node().await;
+    let mut ada = Visitor::new(&node);
+    let first = ada.get("/admin").await;
+    assert_eq!((first.status, first.headers["location"].to_str().unwrap()), (303, "/admin/login?expired=1"));
+
+    let wrong = ada.sign_in("ada", "not the password").await;
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.text.contains("That password is not right"), "{}", wrong.text);
+    assert!(wrong.headers.get("set-cookie").is_none());
+    let hostile = ada.sign_in("<script>x</script>", PASSWORD).await;
+    assert_eq!(hostile.status, 400, "a name that is not a plain token is refused");
+    assert!(!hostile.text.contains("<script>x"), "{}", hostile.text);
+
+    let login = ada.get("/admin/login").await;
+    for (header, value) in [
+        (
+            "content-security-policy",
+            "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+        ("x-frame-options", "DENY"),
+        ("cache-control", "no-store"),
+        ("x-content-type-options", "nosniff"),
+    ] {
+        assert_eq!(login.headers[header], value, "{header}");
+    }
+
+    let signed = ada.sign_in("ada", PASSWORD).await;
+    assert_eq!((signed.status, signed.headers["location"].to_str().unwrap()), (303, "/admin"));
+    let cookie = signed.headers["set-cookie"].to_str().unwrap();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/admin", "Max-Age=28800"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    assert!(!cookie.contains("Secure"), "on loopback the cookie is not Secure: {cookie}");
+    let index = ada.get("/admin").await;
+    assert_eq!(index.status, 200, "{}", index.text);
+    assert!(index.text.contains("Signed in as <strong>person:ada</strong>"), "{}", index.text);
+
+    let audit = audit_actions(&node).await;
+    assert!(audit.contains(&("admin.sign_in".into(), "person:ada".into())), "{audit:?}");
+    let refused: Vec<Value> = refusals(&node).await;
+    assert!(
+        refused.iter().any(|r| r["reason"] == "admin_sign_in_failed" && r["kind"] == "auth_refused"),
+        "{refused:?}"
+    );
+    // The store keeps the session token's hash only.
+    let token = ada.cookie.as_deref().unwrap().split_once('=').unwrap().1.to_owned();
+    let db = std::fs::read(node.data.path().join("gatehouse.db")).unwrap();
+    let wal = std::fs::read(node.data.path().join("gatehouse.db-wal")).unwrap_or_default();
+    for bytes in [&db, &wal] {
+        assert!(!bytes.windows(token.len()).any(|w| w == token.as_bytes()), "the session token is stored");
+    }
+}
+
+#[tokio::test]
+async fn sessions_end_when_idle_when_old_and_at_sign_out() {
+    let node = admin_node().await;
+    let mut ada = Visitor::new(&node);
+    ada.sign_in("ada", PASSWORD).await;
+    node.clock.advance(29 * 60);
+    assert_eq!(ada.get("/admin").await.status, 200, "used within the idle limit");
+    node.clock.advance(29 * 60);
+    assert_eq!(ada.get("/admin").await.status, 200, "the last use keeps it alive");
+    node.clock.advance(31 * 60);
+    assert_eq!(ada.get("/admin").await.status, 303, "idle past 30 minutes");
+
+    ada.sign_in("ada", PASSWORD).await;
+    for _ in 0..20 {
+        node.clock.advance(25 * 60);
+        if ada.get("/admin").await.status != 200 {
+            break;
+        }
+    }
+    assert_eq!(ada.get("/admin").await.status, 303, "eight hours is the most a session lives");
+
+    ada.sign_in("ada", PASSWORD).await;
+    let out = ada.submit("/admin", "/admin/logout", &[]).await;
+    assert_eq!((out.status, out.headers["location"].to_str().unwrap()), (303, "/admin/login"));
+    assert!(out.headers["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
+    assert_eq!(ada.get("/admin").await.status, 303, "the old cookie is worth nothing now");
+    assert!(audit_actions(&node).await.contains(&("admin.sign_out".into(), "person:ada".into())));
+}
+
+#[tokio::test]
+async fn a_form_without_its_sessions_token_changes_nothing() {
+    let node = admin_node().await;
+    let mut ada = Visitor::new(&node);
+    let mut bob = Visitor::new(&node);
+    ada.sign_in("ada", PASSWORD).await;
+    bob.sign_in("bob", PASSWORD).await;
+    let bobs_token = csrf_of(&bob.get("/admin/tenants/t1").await.text);
+    let form = [("version", "0"), ("mode", "allowlist"), ("allow", "a.example"), ("deny", "")];
+    let mut without = form.to_vec();
+    let none = ada.post("/admin/tenants/t1/policy", &without).await;
+    without.push(("csrf", &bobs_token));
+    let others = ada.post("/admin/tenants/t1/policy", &without).await;
+    for reply in [none, others] {
+        assert_eq!(reply.status, 403, "{}", reply.text);
+        assert!(reply.text.contains("admin_csrf_invalid"));
+    }
+    // A browser's word that the form came from another site is enough.
+    let csrf = csrf_of(&ada.get("/admin/tenants/t1").await.text);
+    let mut fields = form.to_vec();
+    fields.push(("csrf", &csrf));
+    let mut req = Request::post("/admin/tenants/t1/policy")
+        .header("cookie", ada.cookie.clone().unwrap())
+        .header("sec-fetch-site", "cross-site")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(serde_urlencoded::to_string(&fields).unwrap()))
+        .unwrap();
+    assert_eq!(send(&node.router, req).await.status, 403);
+    assert_eq!(get(&node, "/v1/tenants/t1/egress-policy").await.json()["version"], 0, "nothing stored");
+    // A signed-out visitor's post goes to the sign-in page.
+    req = Request::post("/admin/tenants/t1/policy")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(serde_urlencoded::to_string(&fields).unwrap()))
+        .unwrap();
+    assert_eq!(send(&node.router, req).await.status, 303);
+    let refused = refusals(&node).await;
+    assert!(refused.iter().filter(|r| r["reason"] == "admin_csrf_invalid").count() >= 3, "{refused:?}");
+}
+
+#[tokio::test]
+async fn the_policy_form_names_the_wrong_entry_refuses_stale_edits_and_audits_the_person() {
+    let node = admin_node().await;
+    let mut ada = Visitor::new(&node);
+    ada.sign_in("ada", PASSWORD).await;
+    let page = "/admin/tenants/t1";
+    let bad = ada
+        .submit(
+            page,
+            "/admin/tenants/t1/policy",
+            &[
+                ("version", "0"),
+                ("mode", "allowlist"),
+                ("allow", "a.example\nhttp://b.example/x"),
+                ("deny", ""),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 200);
+    assert!(bad.text.contains("Not saved") && bad.text.contains("http://b.example/x"), "{}", bad.text);
+    assert!(bad.text.contains("a.example\nhttp://b.example/x</textarea>"), "the person's text is kept");
+    assert_eq!(get(&node, "/v1/tenants/t1/egress-policy").await.json()["version"], 0);
+
+    let saved = ada
+        .submit(
+            page,
+            "/admin/tenants/t1/policy",
+            &[
+                ("version", "0"),
+                ("mode", "allowlist"),
+                ("allow", " a.example \n\n*.b.example"),
+                ("deny", "10.0.0.0/8"),
+                ("dry_run", "on"),
+            ],
+        )
+        .await;
+    assert!(saved.text.contains("Policy saved as version 1"), "{}", saved.text);
+    let stored = get(&node, "/v1/tenants/t1/egress-policy").await.json();
+    assert_eq!(
+        stored["policy"],
+        json!({"mode": "allowlist", "allow": ["a.example", "*.b.example"], "deny": ["10.0.0.0/8"], "dry_run": true})
+    );
+    assert_eq!(stored["actor"], "person:ada");
+
+    // Someone else changes it; a form loaded before says so, overwrites nothing.
+    put(&node, "/v1/tenants/t1/egress-policy", json!({"mode": "open"})).await;
+    let stale = ada
+        .submit(
+            page,
+            "/admin/tenants/t1/policy",
+            &[("version", "1"), ("mode", "allowlist"), ("allow", "c.example"), ("deny", "")],
+        )
+        .await;
+    assert!(stale.text.contains("changed since this page was loaded"), "{}", stale.text);
+    let now = get(&node, "/v1/tenants/t1/egress-policy").await.json();
+    assert_eq!((now["version"].clone(), now["policy"]["mode"].clone()), (json!(2), json!("open")));
+    let audit = audit_actions(&node).await;
+    assert!(audit.contains(&("policy.set".into(), "person:ada".into())), "{audit:?}");
+}
+
+#[tokio::test]
+async fn test_a_url_runs_the_doors_decision_without_connecting() {
+    let node = admin_node().await;
+    let mut ada = Visitor::new(&node);
+    ada.sign_in("ada", PASSWORD).await;
+    put(
+        &node,
+        "/v1/tenants/t1/egress-policy",
+        json!({"mode": "allowlist", "allow": ["a.example"], "deny": ["*.bad.example"]}),
+    )
+    .await;
+    let page = "/admin/tenants/t1";
+    let not_allowed = ada.submit(page, "/admin/tenants/t1/test-url", &[("url", "https://c.example/x")]).await;
+    assert!(
+        not_allowed.text.contains("<strong>refuse</strong>: <code>policy_not_allowed</code>"),
+        "{}",
+        not_allowed.text
+    );
+    let denied = ada.submit(page, "/admin/tenants/t1/test-url", &[("url", "https://x.bad.example/")]).await;
+    assert!(
+        denied.text.contains("<code>policy_denied</code>, by rule <code>*.bad.example</code>"),
+        "{}",
+        denied.text
+    );
+    let metadata =
+        ada.submit(page, "/admin/tenants/t1/test-url", &[("url", "http://169.254.169.254/latest")]).await;
+    assert!(
+        metadata.text.contains("policy_not_allowed") || metadata.text.contains("address_metadata"),
+        "{}",
+        metadata.text
+    );
+    let malformed =
+        ada.submit(page, "/admin/tenants/t1/test-url", &[("url", "http://a.example\\@evil/")]).await;
+    assert!(malformed.text.contains("<strong>refuse</strong>"), "{}", malformed.text);
+}
+
+#[tokio::test]
+async fn allow_offers_the_narrowest_entry_shows_the_change_and_saves_it() {
+    let node = admin_node().await;
+    let mut ada = Visitor::new(&node);
+    ada.sign_in("ada", PASSWORD).await;
+    put(&node, "/v1/tenants/t1/egress-policy", json!({"mode": "allowlist", "allow": ["a.example"]})).await;
+    for host in ["api.needed.example", "api.needed.example", "other.example"] {
+        node.state.refusals.record_refusal(Refusal {
+            kind: RefusalKind::EgressRefused,
+            reason: Reason::PolicyNotAllowed,
+            tenant_id: Some("t1".into()),
+            run_id: Some("run_1".into()),
+            request_id: None,
+            host: Some(host.into()),
+            rule: None,
+            lease_id: None,
+            dry_run: false,
+            at: 0,
+        });
+    }
+    // Another tenant's refusals are not this tenant's to allow.
+    node.state.refusals.record_refusal(Refusal {
+        kind: RefusalKind::EgressRefused,
+        reason: Reason::PolicyNotAllowed,
+        tenant_id: Some("t2".into()),
+        run_id: None,
+        request_id: None,
+        host: Some("elsewhere.example".into()),
+        rule: None,
+        lease_id: None,
+        dry_run: false,
+        at: 0,
+    });
+    let page = ada.get("/admin/tenants/t1").await.text;
+    assert!(
+        page.contains("<code>api.needed.example</code></td><td>refused 2 time(s) lately as not allowed"),
+        "{page}"
+    );
+    assert!(page.contains(r#"aria-label="Allow other.example""#));
+    assert!(!page.contains("elsewhere.example"));
+
+    let preview = ada
+        .submit(
+            "/admin/tenants/t1",
+            "/admin/tenants/t1/allow",
+            &[("host", "API.needed.example."), ("version", "1")],
+        )
+        .await;
+    assert_eq!(preview.status, 200, "{}", preview.text);
+    assert!(preview.text.contains("  a.example\n<ins>+ api.needed.example</ins>"), "{}", preview.text);
+    assert_eq!(get(&node, "/v1/tenants/t1/egress-policy").await.json()["version"], 1, "nothing saved yet");
+    let csrf = csrf_of(&preview.text);
+    let saved = ada
+        .post(
+            "/admin/tenants/t1/allow/confirm",
+            &[("csrf", &csrf), ("host", "api.needed.example"), ("version", "1")],
+        )
+        .await;
+    assert!(saved.text.contains("api.needed.example is allowed (policy version 2)"), "{}", saved.text);
+    assert_eq!(
+        get(&node, "/v1/tenants/t1/egress-policy").await.json()["policy"]["allow"],
+        json!(["a.example", "api.needed.example"])
+    );
+    // A wildcard, an address or an allowed host is never offered.
+    for host in ["*.needed.example", "10.1.2.3", "a.example"] {
+        let refused = ada
+            .submit("/admin/tenants/t1", "/admin/tenants/t1/allow", &[("host", host), ("version", "2")])
+            .await;
+        assert_eq!(refused.status, 400, "{host}");
+    }
+}
+
+#[tokio::test]
+async fn runs_the_kill_switch_and_emergency_revoke_work_from_the_page() {
+    let node = admin_node().await;
+    let mut ada = Visitor::new(&node);
+    ada.sign_in("ada", PASSWORD).await;
+    let body = |tenant: &str| json!({"tenant_id": tenant, "user_id": "u1", "body": {"code": "1"}, "output_session_id": "out", "budgets": {"max_requests": 5}});
+    let run1 = call(&node, "/v1/runs", body("t1")).await.json();
+    let run2 = call(&node, "/v1/runs", body("t1")).await.json();
+    call(&node, "/v1/runs", body("t2")).await;
+    let (id1, id2) = (run1["run_id"].as_str().unwrap(), run2["run_id"].as_str().unwrap());
+
+    let page = "/admin/tenants/t1";
+    let wrong_tenant = ada.submit(page, &format!("/admin/tenants/t2/runs/{id1}/cancel"), &[]).await;
+    assert_eq!(wrong_tenant.status, 404, "a run is cancelled only from its own tenant's page");
+    let cancelled = ada.submit(page, &format!("/admin/tenants/t1/runs/{id1}/cancel"), &[]).await;
+    assert_eq!(cancelled.status, 303);
+    let run = get(&node, &format!("/v1/runs/{id1}")).await.json();
+    assert_eq!((run["status"].as_str(), run["ended_by"].as_str()), (Some("cancelled"), Some("person:ada")));
+
+    let engaged = ada
+        .submit(
+            page,
+            "/admin/tenants/t1/kill-switch",
+            &[("engaged", "true"), ("reason", "<script>alert(1)</script> leak")],
+        )
+        .await;
+    assert!(engaged.text.contains("Kill switch engaged: 1 run(s) killed"), "{}", engaged.text);
+    let shown = engaged.text.split("Engaged</strong>: ").nth(1).unwrap().split(". No run").next().unwrap();
+    assert_eq!(shown, "&#60;script&#62;alert(1)&#60;/script&#62; leak", "the reason is shown as text");
+    assert!(!engaged.text.contains("<script>alert"), "{}", engaged.text);
+    assert_eq!(get(&node, &format!("/v1/runs/{id2}")).await.json()["status"], "killed");
+    assert!(engaged.text.contains(r#"class="status killed">killed"#), "{}", engaged.text);
+    assert_eq!(call(&node, "/v1/runs", body("t1")).await.status, 403, "no new run while engaged");
+    let released = ada.submit(page, "/admin/tenants/t1/kill-switch", &[("engaged", "false")]).await;
+    assert!(released.text.contains("Kill switch released"));
+
+    let confirm = ada.get("/admin/emergency-revoke").await;
+    assert!(confirm.text.contains("This will kill <strong>1</strong> live run(s)"), "{}", confirm.text);
+    let done = ada.submit("/admin/emergency-revoke", "/admin/emergency-revoke", &[("reason", "drill")]).await;
+    assert!(done.text.contains("Done: 1 run(s) killed"), "{}", done.text);
+    let audit = audit_actions(&node).await;
+    for action in ["kill_switch.engage", "emergency_revoke", "run.cancelled"] {
+        assert!(audit.iter().any(|(a, who)| a == action && who == "person:ada"), "{action}: {audit:?}");
+    }
+}
+
+#[tokio::test]
+async fn refusals_are_filtered_and_paged_and_bad_ids_are_not_found() {
+    let node = admin_node().await;
+    let mut ada = Visitor::new(&node);
+    ada.sign_in("ada", PASSWORD).await;
+    for i in 0..120 {
+        node.state.refusals.record_refusal(Refusal {
+            kind: if i % 2 == 0 { RefusalKind::EgressRefused } else { RefusalKind::BudgetExhausted },
+            reason: if i % 2 == 0 { Reason::PolicyDenied } else { Reason::BudgetRequestsExhausted },
+            tenant_id: Some("t1".into()),
+            run_id: Some(format!("run_{i}")),
+            request_id: Some(format!("req_{i}")),
+            host: Some(format!("h{i}.example")),
+            rule: Some("*.example".into()),
+            lease_id: None,
+            dry_run: false,
+            at: 0,
+        });
+    }
+    let first = ada.get("/admin/tenants/t1").await.text;
+    assert_eq!(first.matches("<code>req_").count(), 50, "one page");
+    assert!(first.contains("<code>req_119</code>"), "newest first");
+    let older = first
+        .split("href=\"/admin/tenants/t1?")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .replace("&amp;", "&");
+    let second = ada.get(&format!("/admin/tenants/t1?{}", older.trim_end_matches("#refusals"))).await.text;
+    assert!(second.contains("<code>req_69</code>") && !second.contains("<code>req_70</code>"), "{second}");
+
+    let filtered = ada.get("/admin/tenants/t1?kind=budget_exhausted&host=h7.example").await.text;
+    assert_eq!(filtered.matches("<code>req_").count(), 1, "{filtered}");
+    assert!(filtered.contains("<code>req_7</code>"));
+    assert_eq!(ada.get("/admin/tenants/t1?kind=not_a_kind").await.status, 400);
+    assert_eq!(ada.get("/admin/tenants/t1?cursor=1%27%20or%201=1").await.status, 400);
+    for path in
+        ["/admin/tenants/..", "/admin/tenants/%3Cscript%3E", &format!("/admin/tenants/{}", "x".repeat(129))]
+    {
+        let reply = ada.get(path).await;
+        assert_eq!(reply.status, 404, "{path}");
+        assert!(!reply.text.contains("<script>"));
+    }
+}
