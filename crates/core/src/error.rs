@@ -46,6 +46,13 @@ closed_codes! {
 }
 
 impl ErrorCode {
+    /// Whether the same call may succeed later unchanged: only when a
+    /// service gatehouse needs (or the upstream) failed or was slow. A
+    /// refusal is never retryable, so an agent told so stops trying.
+    pub const fn retryable(self) -> bool {
+        matches!(self, ErrorCode::Unavailable | ErrorCode::Timeout | ErrorCode::BadGateway)
+    }
+
     /// The HTTP status this code is served with.
     pub const fn http_status(self) -> u16 {
         match self {

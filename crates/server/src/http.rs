@@ -49,10 +49,27 @@ pub fn with_reason(code: ErrorCode, request_id: &RequestId, reason: Reason) -> A
 }
 
 impl IntoResponse for ApiError {
+    /// The safe shape. A refusal (an error with a reason) also says whether
+    /// it is retryable, in the body and in `x-gatehouse-reason` /
+    /// `x-gatehouse-retryable` headers, as the proxy's refusals do: an agent
+    /// reads them to stop retrying what will be refused again.
     fn into_response(self) -> Response {
         let status =
             StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, axum::Json(self.0.to_json())).into_response()
+        let mut body = self.0.to_json();
+        let Some(reason) = self.0.reason else { return (status, axum::Json(body)).into_response() };
+        let retryable = self.0.code.retryable();
+        if let Some(error) = body.get_mut("error").and_then(serde_json::Value::as_object_mut) {
+            error.insert("retryable".into(), retryable.into());
+        }
+        let mut response = (status, axum::Json(body)).into_response();
+        let headers = response.headers_mut();
+        headers.insert("x-gatehouse-reason", HeaderValue::from_static(reason.as_str()));
+        headers.insert(
+            "x-gatehouse-retryable",
+            HeaderValue::from_static(if retryable { "true" } else { "false" }),
+        );
+        response
     }
 }
 

@@ -170,6 +170,15 @@ async fn internal_routes_need_the_service_token() {
     let r = send(&node.router, no_auth).await;
     assert_eq!(r.status, 401);
     assert_eq!(r.json()["error"]["reason"], "service_token_missing");
+    // A refusal says it will not pass by retrying, in the body and headers.
+    assert_eq!(r.json()["error"]["retryable"], false);
+    assert_eq!(
+        (&r.headers["x-gatehouse-reason"], &r.headers["x-gatehouse-retryable"]),
+        (
+            &"service_token_missing".parse::<http::HeaderValue>().unwrap(),
+            &"false".parse::<http::HeaderValue>().unwrap()
+        )
+    );
     let wrong = Request::post("/v1/grants/open")
         .header("authorization", format!("Bearer {TOKEN}x"))
         .header("content-type", "application/json")

@@ -384,6 +384,9 @@ fn the_fetch_api_injects_scrubs_and_signs_webhooks_with_leases() {
         &json!({"grant": grant, "url": "http://127.0.0.2:9/", "purpose": "mcp", "headers": [["authorization", placeholder]]}),
     );
     assert_eq!(leak["error"]["reason"], "lease_host_mismatch", "{leak}");
+    for refused in [&wrong, &raw, &leak] {
+        assert_eq!(refused["error"]["retryable"], false, "the fetch caller is told to stop: {refused}");
+    }
     let leases = api(&api_addr, "GET", &format!("/v1/leases?run_id={run_id}&status=revoked"), &json!({}));
     assert_eq!(leases["items"].as_array().unwrap().len(), 1, "{leases}");
     drop(server);
