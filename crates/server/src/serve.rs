@@ -213,6 +213,11 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
         say!("{line}");
     }
     say!("gatehouse {} listening on http://{bound} (role {})", env!("CARGO_PKG_VERSION"), role.as_str());
+    if state.admin.is_some() && state.store.is_some() {
+        say!("gatehouse settings page: http://{bound}/admin");
+    } else if matches!(role, gatehouse_config::Role::Worker | gatehouse_config::Role::All) {
+        tracing::warn!("no settings page: set GATEHOUSE_ADMIN_PASSWORD_HASH (gatehouse admin hash-password)");
+    }
     if embedded && auth {
         let token = data_dir.join(embedded_files::SERVICE_TOKEN);
         say!(
