@@ -22,9 +22,33 @@ pub use leaks::{assert_no_key_material, assert_no_pem_key};
 pub use postgres::{TestDatabase, admin_url as postgres_admin_url};
 pub use redis_server::RedisServer;
 
-/// A free TCP port on 127.0.0.1 (bound, read, released).
+/// A free TCP port on 127.0.0.1 for a server a test starts (bound, checked,
+/// released), from below Linux's ephemeral range (32768-60999).
+///
+/// A port the kernel hands out for port 0 is one it hands out again, to any
+/// process's `bind(0)` or outgoing connection, the moment it is released: a
+/// server started on it a moment later can find it taken. Ports below the
+/// range are never handed out that way; each process walks them from its own
+/// offset, so two test binaries rarely try the same one, and the bind check
+/// skips any in use.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7919) % SPAN,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    for _ in 0..SPAN {
+        let port = u16::try_from(FIRST + NEXT.fetch_add(1, Ordering::SeqCst) % SPAN).unwrap();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {FIRST}..{}", FIRST + SPAN)
 }
 
 /// A real TLS ClientHello for `server_name`, as rustls' client writes it
