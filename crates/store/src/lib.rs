@@ -46,6 +46,10 @@ pub use audit::{AuditEntry, AuditRecord, Broken, Checkpoint, GENESIS_HASH};
 pub use error::StoreError;
 pub use model::*;
 
+/// The most event rows one page of refusals walks: past it a page ends
+/// early, with a cursor where the walk stopped (see [`Store::refusals`]).
+pub const REFUSAL_SCAN_ROWS: i64 = 10_000;
+
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
 

@@ -772,30 +772,88 @@ impl EventRow {
     }
 }
 
+// One page of refusals walks at most `REFUSAL_SCAN_ROWS` event rows: a
+// filter that matches rarely could otherwise walk the whole table for one
+// page. Past the bound the page ends early, with a cursor where the walk
+// stopped, and the next page walks on from there: keyset paging either way,
+// each page an index range, never an offset.
 pub(crate) async fn refusals(
     pool: &Pool<Db>,
     filter: &RefusalFilter,
     page: &PageRequest,
 ) -> Result<Page<Event>, StoreError> {
     let before = cursor_number(page)?;
-    let rows: Vec<EventRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {EVENT_COLUMNS} FROM events WHERE refusal = 1 AND seq < $1 \
-         AND ($2 IS NULL OR tenant_id = $2) AND ($3 IS NULL OR run_id = $3) AND ($4 IS NULL OR kind = $4) \
-         AND ($5 IS NULL OR reason = $5) AND ($6 IS NULL OR at >= $6) AND ($7 IS NULL OR host = $7) \
-         ORDER BY seq DESC LIMIT $8"
-    )))
-    .bind(before)
-    .bind(&filter.tenant_id)
-    .bind(&filter.run_id)
-    .bind(&filter.kind)
-    .bind(&filter.reason)
-    .bind(filter.since)
-    .bind(&filter.host)
-    .bind(i64::from(page.limit) + 1)
-    .fetch_all(pool)
-    .await?;
-    let items = rows.into_iter().map(EventRow::into_event).collect();
-    Ok(paged(items, page.limit, |e: &Event| e.seq.to_string()))
+    // With filters no one index holds (a run and a tenant: the planner
+    // drives one index and filters by the other), the walk is bounded: the
+    // seq `REFUSAL_SCAN_ROWS` rows down the range is its floor (none: fewer
+    // rows are left, and the walk reaches the oldest).
+    let narrowed = filter.kind.is_some()
+        || filter.reason.is_some()
+        || filter.since.is_some()
+        || filter.host.is_some()
+        || (filter.run_id.is_some() && filter.tenant_id.is_some());
+    let floor: Option<i64> = if narrowed {
+        let mut q = sqlx::QueryBuilder::<Db>::new("SELECT seq FROM events WHERE ");
+        // One index only (a run's, else a tenant's), so this walk is an
+        // index range whatever the planner would make of two equalities.
+        let driving = RefusalFilter {
+            run_id: filter.run_id.clone(),
+            tenant_id: if filter.run_id.is_some() { None } else { filter.tenant_id.clone() },
+            ..RefusalFilter::default()
+        };
+        push_refusal_range(&mut q, before, None, &driving);
+        q.push(" ORDER BY seq DESC LIMIT 1 OFFSET ").push_bind(REFUSAL_SCAN_ROWS - 1);
+        q.build_query_scalar().fetch_optional(pool).await?
+    } else {
+        None
+    };
+    let mut query = sqlx::QueryBuilder::<Db>::new(format!("SELECT {EVENT_COLUMNS} FROM events WHERE "));
+    push_refusal_range(&mut query, before, floor, filter);
+    if let Some(kind) = &filter.kind {
+        query.push(" AND kind = ").push_bind(kind);
+    }
+    if let Some(reason) = &filter.reason {
+        query.push(" AND reason = ").push_bind(reason);
+    }
+    if let Some(since) = filter.since {
+        query.push(" AND at >= ").push_bind(since);
+    }
+    if let Some(host) = &filter.host {
+        query.push(" AND host = ").push_bind(host);
+    }
+    query.push(" ORDER BY seq DESC LIMIT ").push_bind(i64::from(page.limit) + 1);
+    let rows: Vec<EventRow> = query.build_query_as().fetch_all(pool).await?;
+    let items: Vec<Event> = rows.into_iter().map(EventRow::into_event).collect();
+    let mut found = paged(items, page.limit, |e: &Event| e.seq.to_string());
+    if found.next_cursor.is_none() {
+        // A short page that stopped at the floor: more may match below it.
+        found.next_cursor = floor.map(|seq| seq.to_string());
+    }
+    Ok(found)
+}
+
+/// The stretch of refusals a page reads: below the cursor (and at or above
+/// the floor), along the narrowest index the filter allows (a run's
+/// events, a tenant's refusals, or the table). Only the filters given are in
+/// the SQL, so the planner sees plain equalities to drive an index with, and
+/// the rows come in index order: no sort, whatever the table holds.
+fn push_refusal_range(
+    query: &mut sqlx::QueryBuilder<Db>,
+    before: i64,
+    floor: Option<i64>,
+    filter: &RefusalFilter,
+) {
+    query.push("seq < ").push_bind(before);
+    if let Some(floor) = floor {
+        query.push(" AND seq >= ").push_bind(floor);
+    }
+    if let Some(run_id) = &filter.run_id {
+        query.push(" AND run_id = ").push_bind(run_id);
+    }
+    if let Some(tenant_id) = &filter.tenant_id {
+        query.push(" AND tenant_id = ").push_bind(tenant_id);
+    }
+    query.push(" AND refusal = 1");
 }
 
 pub(crate) async fn run_events(

@@ -380,8 +380,8 @@ const RUNS_SHOWN: u32 = 25;
 const LEASES_SHOWN: u32 = 100;
 const SCANS_READ: u32 = 100;
 const REFUSALS_SHOWN: u32 = 50;
-/// Recent `policy_not_allowed` refusals read for Allow candidates.
-const REFUSALS_FOR_ALLOW: u32 = 200;
+/// The tenant's newest refusals read for Allow candidates.
+const REFUSALS_FOR_ALLOW: u32 = 500;
 
 async fn render_tenant(
     state: &AppState,
@@ -441,17 +441,18 @@ async fn render_tenant(
     // Hosts the tenant needs that its policy does not allow: refused as
     // not allowed lately, or reached by its credentials.
     let mut candidates: BTreeMap<String, String> = BTreeMap::new();
-    let not_allowed = RefusalFilter {
-        tenant_id: Some(tenant_id.to_owned()),
-        reason: Some(Reason::PolicyNotAllowed.as_str().to_owned()),
-        ..RefusalFilter::default()
-    };
+    // "Lately": among the tenant's newest refusals, whatever their reason,
+    // so the page reads a bounded stretch of one index however many
+    // refusals are stored.
+    let tenants = RefusalFilter { tenant_id: Some(tenant_id.to_owned()), ..RefusalFilter::default() };
     let recent = store
-        .refusals(&not_allowed, &PageRequest { limit: REFUSALS_FOR_ALLOW, cursor: None })
+        .refusals(&tenants, &PageRequest { limit: REFUSALS_FOR_ALLOW, cursor: None })
         .await
         .map_err(fail)?;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for event in &recent.items {
+    let not_allowed =
+        recent.items.iter().filter(|e| e.event.reason.as_deref() == Some(Reason::PolicyNotAllowed.as_str()));
+    for event in not_allowed {
         if let Some(host) = event.event.host.as_deref().and_then(|h| allowable(policy.as_ref().ok(), h)) {
             *counts.entry(host).or_default() += 1;
         }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use gatehouse_core::Reason;
 use gatehouse_store::{
     Credential, DoorLease, LEASE_LIFETIME_SECS, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease, NewRun,
-    PageRequest, RefusalFilter, Resealed, Run, RunStatus, SchemaState, Store, StoreConfig, StoreError,
+    PageRequest, REFUSAL_SCAN_ROWS, RefusalFilter, Resealed, Run, RunStatus, SchemaState, Store, StoreConfig,
+    StoreError,
 };
 use gatehouse_test_support::TestDatabase;
 
@@ -569,6 +570,44 @@ pub async fn refusals_and_run_events_are_durable_filtered_and_paged(f: Fresh) {
         .collect();
     assert_eq!(kept, [150, 500], "newest number first");
     assert_eq!(s.prune_events(i64::MAX).await.unwrap(), 2);
+}
+
+/// One page walks a bounded stretch of rows: a filter that matches only
+/// an old refusal answers an early page with a cursor, and paging on finds
+/// it; another tenant's refusals are not walked at all.
+pub async fn a_rare_match_is_found_by_paging_on_not_by_walking_everything(f: Fresh) {
+    let s = &f.store;
+    let rare = refusal("t1", None, "egress_refused", "policy_denied", Some("rare.example"), 1);
+    s.append_events(&[rare]).await.unwrap();
+    let common: Vec<NewEvent> = (0..REFUSAL_SCAN_ROWS + 10)
+        .map(|i| refusal("t1", None, "egress_refused", "policy_not_allowed", Some("common.example"), 2 + i))
+        .collect();
+    for chunk in common.chunks(2_000) {
+        s.append_events(chunk).await.unwrap();
+    }
+    let others: Vec<NewEvent> = (0..50)
+        .map(|i| refusal("t2", None, "egress_refused", "policy_denied", Some("rare.example"), 20_000 + i))
+        .collect();
+    s.append_events(&others).await.unwrap();
+    let filter = RefusalFilter {
+        tenant_id: Some("t1".into()),
+        reason: Some("policy_denied".into()),
+        ..RefusalFilter::default()
+    };
+    let first = s.refusals(&filter, &PageRequest { limit: 50, cursor: None }).await.unwrap();
+    assert!(first.items.is_empty(), "the walk stops at its bound");
+    let cursor = first.next_cursor.expect("and says where to go on");
+    let second = s.refusals(&filter, &PageRequest { limit: 50, cursor: Some(cursor) }).await.unwrap();
+    assert_eq!(second.items.len(), 1);
+    assert_eq!(second.items[0].event.host.as_deref(), Some("rare.example"));
+    assert_eq!(second.next_cursor, None, "the walk reached the oldest refusal");
+    // Unfiltered pages are full pages, newest first.
+    let t1 = RefusalFilter { tenant_id: Some("t1".into()), ..RefusalFilter::default() };
+    let page = s.refusals(&t1, &PageRequest { limit: 3, cursor: None }).await.unwrap();
+    assert_eq!(
+        page.items.iter().map(|e| e.event.at).collect::<Vec<_>>(),
+        [REFUSAL_SCAN_ROWS + 11, REFUSAL_SCAN_ROWS + 10, REFUSAL_SCAN_ROWS + 9]
+    );
 }
 
 pub async fn event_numbers_only_grow_across_nodes_and_pruning(f: Fresh) {
@@ -1273,6 +1312,7 @@ conformance!(
     runs_list_newest_first_in_pages,
     refusals_and_run_events_are_durable_filtered_and_paged,
     event_numbers_only_grow_across_nodes_and_pruning,
+    a_rare_match_is_found_by_paging_on_not_by_walking_everything,
     nodes_appending_at_once_keep_one_unbroken_chain,
     the_scan_submitted_last_counts_whichever_finished_first,
     the_verifier_names_the_first_tampered_entry,
