@@ -4,6 +4,7 @@
 
 mod admin;
 mod api;
+mod browser;
 mod cli;
 mod content;
 mod deps;

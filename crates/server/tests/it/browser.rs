@@ -1,0 +1,573 @@
+//! The settings page in a real browser: headless Chromium (through
+//! chromedriver and fantoccini) against a real `gatehouse serve` process
+//! (role `all`, the embedded SQLite store in a temporary directory), with
+//! curl as a run's sandbox going through the real proxy, an upstream that
+//! echoes what it receives, and a DNS responder that answers every name
+//! with 127.0.0.1, so the sandbox reaches hosts by NAME, as it would.
+//!
+//! Each page a person sees is screenshotted under
+//! `target/admin-screenshots/browser-*.png` and checked with axe-core.
+//! (`admin.rs` tests the same routes in process, over plain HTTP.)
+
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use gatehouse_config::names;
+use gatehouse_test_support::Browser;
+use gatehouse_test_support::browser::{Client, Locator, screenshot_dir};
+use serde_json::{Value, json};
+
+use crate::admin::{PASSWORD, password_hash};
+use crate::cli::{Server, gatehouse, spawn_server};
+use crate::leases::Echo;
+use crate::proxy::{api, proxy_address};
+use crate::support::{GRANT_SECRET, TOKEN, private_key_pem};
+
+/// What a hostile tenant puts in a name or a reason.
+const HOSTILE: &str = "<script>document.title='pwned'</script>";
+/// How long a page or a condition is waited for, polling.
+const PATIENCE: Duration = Duration::from_secs(15);
+
+/// A DNS server on a loopback UDP port: every A query is answered with
+/// 127.0.0.1 (where the echo upstream listens), any other type with no
+/// record. The names asked for are kept, in order.
+struct Dns {
+    port: u16,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl Dns {
+    #[allow(clippy::disallowed_methods, reason = "a DNS responder for the test, on loopback")]
+    fn start() -> Self {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let log = asked.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            while let Ok((n, peer)) = socket.recv_from(&mut buf) {
+                let q = &buf[..n];
+                // The header (12 bytes), then the question: labels up to a
+                // zero byte, its type and class.
+                let mut i = 12;
+                let mut labels = Vec::new();
+                while i < n && q[i] != 0 {
+                    let len = usize::from(q[i]);
+                    labels
+                        .push(String::from_utf8_lossy(&q[(i + 1).min(n)..(i + 1 + len).min(n)]).into_owned());
+                    i += 1 + len;
+                }
+                let end = i + 5;
+                if end > n {
+                    continue;
+                }
+                log.lock().unwrap().push(labels.join(".").to_ascii_lowercase());
+                let qtype = u16::from_be_bytes([q[i + 1], q[i + 2]]);
+                let mut r = Vec::from(&q[..2]);
+                r.extend_from_slice(&[0x81, 0x80, 0, 1, 0, u8::from(qtype == 1), 0, 0, 0, 0]);
+                r.extend_from_slice(&q[12..end]);
+                if qtype == 1 {
+                    r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1]);
+                }
+                let _ = socket.send_to(&r, peer);
+            }
+        });
+        Self { port, asked }
+    }
+
+    fn was_asked(&self, name: &str) -> bool {
+        self.asked.lock().unwrap().iter().any(|n| n == name)
+    }
+}
+
+/// A real gatehouse (`gatehouse serve`, role `all`, embedded defaults in a
+/// temporary directory), its upstream and its resolver.
+struct Plane {
+    /// Declared first: the process stops before its directory is removed.
+    _server: Server,
+    api: String,
+    proxy: String,
+    echo: Echo,
+    dns: Dns,
+    _dir: tempfile::TempDir,
+}
+
+impl Plane {
+    fn start() -> Self {
+        let echo = Echo::start("127.0.0.1", 0);
+        let dns = Dns::start();
+        let dir = tempfile::tempdir().unwrap();
+        let osv = format!("{}/tests/fixtures/osv-mini", env!("CARGO_MANIFEST_DIR"));
+        // A clamd that is configured but not there: the scanner section
+        // shows every row (reachable: no).
+        let clamd_port = gatehouse_test_support::free_port().to_string();
+        // A fixed proxy port, not `:0`: a run is given the proxy URL of the
+        // configured address (`GATEHOUSE_PROXY_LISTEN`), and the test uses
+        // exactly what a run is given.
+        let proxy_listen = format!("127.0.0.1:{}", gatehouse_test_support::free_port());
+        let mut c = gatehouse(dir.path());
+        c.env(names::LISTEN, "127.0.0.1:0")
+            .env(names::PROXY_LISTEN, &proxy_listen)
+            .env(names::EGRESS_ALLOW_RANGES, "127.0.0.0/8")
+            .env(names::DNS_SERVERS, format!("127.0.0.1:{}", dns.port))
+            .env(names::ADMIN_PASSWORD_HASH, password_hash())
+            .env(names::OSV_DB, osv)
+            .env(names::CLAMD_HOST, "127.0.0.1")
+            .env(names::CLAMD_PORT, clamd_port)
+            .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY", private_key_pem())
+            .env("CODEAPI_EGRESS_GRANT_SECRET", GRANT_SECRET)
+            .env("CODEAPI_INTERNAL_SERVICE_TOKEN", TOKEN);
+        // The door never honours proxy settings from its environment.
+        for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"] {
+            c.env(name, "http://127.0.0.1:9");
+        }
+        c.env("NO_PROXY", "").env("no_proxy", "");
+        let (server, api, printed, _log) = spawn_server(c);
+        Self { _server: server, api, proxy: proxy_address(&printed), echo, dns, _dir: dir }
+    }
+
+    /// A page's full URL.
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.api)
+    }
+
+    fn call(&self, method: &str, path: &str, body: Value) -> Value {
+        api(&self.api, method, path, &body)
+    }
+
+    /// A live run of `t1` and the proxy URL its sandbox is given.
+    fn new_run(&self) -> (String, String) {
+        let run = self.call(
+            "POST",
+            "/v1/runs",
+            json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "print(1)"},
+                "budgets": {"max_requests": 100, "max_egress_bytes": 10_000_000}}),
+        );
+        let run_id = run["run_id"].as_str().unwrap_or_else(|| panic!("{run}")).to_owned();
+        let proxy = run["proxy"]["env"]["HTTP_PROXY"].as_str().unwrap_or_else(|| panic!("{run}")).to_owned();
+        assert!(proxy.contains(&self.proxy), "the run's proxy is this gatehouse's: {proxy}");
+        (run_id, proxy)
+    }
+
+    fn policy(&self) -> Value {
+        self.call("GET", "/v1/tenants/t1/egress-policy", json!({}))
+    }
+}
+
+/// A request from the sandbox: curl through the run's proxy. Returns the
+/// response head and body.
+fn sandbox_get(proxy: &str, url: &str) -> String {
+    let out = Command::new("curl")
+        .args(["-s", "-S", "--max-time", "10", "-D", "-", "-x", proxy, url])
+        .output()
+        .expect("curl is installed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+// ---- driving the page ----
+
+/// The rendered text of the page (what a person reads), or nothing while
+/// a navigation is under way.
+async fn page_text(client: &Client) -> String {
+    match client.execute("return document.body ? document.body.innerText : '';", vec![]).await {
+        Ok(Value::String(text)) => text,
+        _ => String::new(),
+    }
+}
+
+/// Waits (polling, bounded) until the page shows `needle`; returns its text.
+async fn wait_for_text(client: &Client, needle: &str) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let text = page_text(client).await;
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "the page never showed {needle:?}; it shows:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn click(client: &Client, css: &str) {
+    let button = client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("no {css} on the page: {e}"));
+    button.click().await.unwrap_or_else(|e| panic!("{css} did not click: {e}"));
+}
+
+async fn type_into(client: &Client, id: &str, text: &str) {
+    let field = client.find(Locator::Id(id)).await.unwrap_or_else(|e| panic!("no #{id}: {e}"));
+    field.clear().await.unwrap();
+    field.send_keys(text).await.unwrap();
+}
+
+/// A screenshot of one section of the page (the element `id`, whole),
+/// beside the harness's viewport screenshots.
+async fn screenshot_section(browser: &Browser, id: &str, name: &str) {
+    let section =
+        browser.client().find(Locator::Id(id)).await.unwrap_or_else(|e| panic!("no #{id} on the page: {e}"));
+    // Chromium crops an element's screenshot to the viewport: scrolled into it first.
+    let script = "document.getElementById(arguments[0]).scrollIntoView();";
+    browser.client().execute(script, vec![json!(id)]).await.unwrap();
+    let png = section.screenshot().await.unwrap_or_else(|e| panic!("no screenshot of #{id}: {e}"));
+    let dir = screenshot_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+}
+
+/// axe-core finds nothing on the current page.
+async fn assert_accessible(browser: &Browser, what: &str) {
+    let violations = browser.axe_violations().await;
+    if violations.is_empty() {
+        return;
+    }
+    let summary: Vec<String> = violations
+        .iter()
+        .map(|v| {
+            let nodes: Vec<String> = v["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|n| format!("    {} {}", n["target"], n["html"]))
+                .collect();
+            format!("  {} ({}): {}\n{}", v["id"], v["impact"], v["help"], nodes.join("\n"))
+        })
+        .collect();
+    panic!("axe-core finds violations on {what}:\n{}", summary.join("\n"));
+}
+
+/// No script of a tenant's text ran or became an element: the title is
+/// the page's own and the page has no script element at all.
+async fn assert_no_script_ran(client: &Client, title: &str) {
+    assert_eq!(client.title().await.unwrap(), title, "the page's title is its own");
+    let scripts = client.execute("return document.getElementsByTagName('script').length;", vec![]).await;
+    assert_eq!(scripts.unwrap(), json!(0), "no script element on the page");
+}
+
+async fn sign_in(client: &Client, password: &str) {
+    type_into(client, "person", "ada").await;
+    type_into(client, "password", password).await;
+    click(client, "form.signin button[type=submit]").await;
+}
+
+// ---- the tests ----
+
+/// The whole loop a person goes through: sign in (a wrong password is
+/// refused first), switch the tenant to an allowlist, see a sandbox's
+/// request to a host refused and listed, allow that host in one click
+/// (with the diff shown first) and the same request passes; revoke a live
+/// lease and the next injected request is refused; engage the kill switch
+/// and the run is killed. Every page has no axe-core violation.
+#[tokio::test]
+async fn a_person_allows_a_refused_host_revokes_a_lease_and_kills_a_run() {
+    let plane = Plane::start();
+    let browser = Browser::start().await;
+    let client = browser.client();
+
+    // Signed out, the page sends a person to sign in.
+    client.goto(&plane.url("/admin")).await.unwrap();
+    wait_for_text(client, "Your session has ended").await;
+    assert_eq!(client.current_url().await.unwrap().path(), "/admin/login");
+    assert_eq!(client.title().await.unwrap(), "Sign in · gatehouse");
+    browser.screenshot("browser-sign-in").await;
+    assert_accessible(&browser, "the sign-in page").await;
+
+    // A wrong password: refused, said so, the name kept, no session.
+    sign_in(client, "not the password").await;
+    let refused = wait_for_text(client, "That password is not right").await;
+    assert!(!refused.contains("Signed in as"), "{refused}");
+    let kept = client.find(Locator::Id("person")).await.unwrap().prop("value").await.unwrap();
+    assert_eq!(kept.as_deref(), Some("ada"));
+    let alert = client.find(Locator::Css("p.notice[role=alert]")).await.unwrap().text().await.unwrap();
+    assert_eq!(alert, "That password is not right.");
+    browser.screenshot("browser-sign-in-refused").await;
+    assert_accessible(&browser, "the sign-in page with its error").await;
+
+    sign_in(client, PASSWORD).await;
+    wait_for_text(client, "Signed in as person:ada").await;
+    assert_eq!(client.current_url().await.unwrap().path(), "/admin");
+
+    // Open the tenant from the index, as a person would.
+    type_into(client, "open-tenant", "t1").await;
+    click(client, "form[action='/admin/tenants'] button[type=submit]").await;
+    wait_for_text(client, "Tenant t1").await;
+    assert_eq!(client.current_url().await.unwrap().path(), "/admin/tenants/t1");
+
+    // The policy form: allowlist, saved.
+    let mode = client.find(Locator::Id("mode")).await.unwrap();
+    mode.select_by_value("allowlist").await.unwrap();
+    click(client, "#policy form[action$='/policy'] button[type=submit]").await;
+    wait_for_text(client, "Policy saved as version 1.").await;
+    let policy = plane.policy();
+    assert_eq!(policy["version"], 1, "{policy}");
+    assert_eq!(policy["policy"]["mode"], "allowlist", "{policy}");
+    assert_eq!(policy["actor"], "person:ada", "{policy}");
+
+    // A run's sandbox asks for a host by name: refused by the policy.
+    let (run_id, proxy) = plane.new_run();
+    let target = format!("http://api.needed.test:{}/repo", plane.echo.port);
+    let out = sandbox_get(&proxy, &target);
+    assert!(
+        out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: policy_not_allowed"),
+        "{out}"
+    );
+    assert_eq!(plane.echo.count(), 0, "nothing reached the upstream");
+    // Another host it needs, refused too: it stays on the page as a
+    // candidate to allow (so every section has something in it).
+    let out = sandbox_get(&proxy, &format!("http://telemetry.needed.test:{}/", plane.echo.port));
+    assert!(out.contains("x-gatehouse-reason: policy_not_allowed"), "{out}");
+
+    // The refusal is on the page, with the rule column empty and an Allow button.
+    client.goto(&plane.url("/admin/tenants/t1")).await.unwrap();
+    wait_for_text(client, "Recent refusals").await;
+    let row = client
+        .find(Locator::XPath("//section[@id='refusals']//tr[td/code[text()='api.needed.test']]"))
+        .await
+        .expect("the refusal is listed under Recent refusals");
+    let row_text = row.text().await.unwrap();
+    assert!(row_text.contains("egress_refused") && row_text.contains("policy_not_allowed"), "{row_text}");
+    assert!(row_text.contains(&run_id), "{row_text}");
+    screenshot_section(&browser, "refusals", "browser-tenant-refusals").await;
+    click(client, "#refusals button[aria-label='Allow api.needed.test']").await;
+
+    // The confirmation shows the change before anything is saved.
+    wait_for_text(client, "Allow api.needed.test for t1").await;
+    let diff = client.find(Locator::Css("pre.diff")).await.unwrap().text().await.unwrap();
+    assert_eq!(diff.trim(), "+ api.needed.test", "the allow list gains exactly this host");
+    assert_eq!(plane.policy()["version"], 1, "nothing is saved before the confirmation");
+    browser.screenshot("browser-allow-confirm").await;
+    assert_accessible(&browser, "the Allow confirmation page").await;
+    click(client, "form[action$='/allow/confirm'] button[type=submit]").await;
+    wait_for_text(client, "api.needed.test is allowed (policy version 2).").await;
+    let policy = plane.policy();
+    assert_eq!(policy["policy"]["allow"], json!(["api.needed.test"]), "{policy}");
+
+    // The same request now passes, the name resolved by the door.
+    let out = sandbox_get(&proxy, &target);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert_eq!(plane.echo.count(), 1);
+    assert!(plane.echo.last().starts_with("GET /repo HTTP/1.1"), "{}", plane.echo.last());
+    assert!(plane.dns.was_asked("api.needed.test"), "the allowed name was looked up");
+
+    // A credential (its name a hostile tenant's), a lease of it for the
+    // run, and a scan with a finding: data in every section of the page.
+    let credential = plane.call(
+        "POST",
+        "/v1/tenants/t1/credentials",
+        json!({"name": format!("{HOSTILE} deploy key"), "purpose": "git_provider", "host": "api.needed.test",
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"},
+            "secret": "browser-test-secret-5e1f0a"}),
+    );
+    let credential_id = credential["credential_id"].as_str().unwrap_or_else(|| panic!("{credential}"));
+    let lease = plane.call(
+        "POST",
+        &format!("/v1/runs/{run_id}/leases"),
+        json!({"credential_id": credential_id, "purpose": "git_provider", "host": "api.needed.test"}),
+    );
+    let lease_id = lease["lease_id"].as_str().unwrap_or_else(|| panic!("{lease}")).to_owned();
+    let out = sandbox_get(&proxy, &target);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(
+        plane.echo.last().contains("authorization: Bearer browser-test-secret-5e1f0a"),
+        "the lease injects: {}",
+        plane.echo.last()
+    );
+    submit_scan(&plane);
+
+    client.goto(&plane.url("/admin/tenants/t1")).await.unwrap();
+    let text = wait_for_text(client, "Live credential leases").await;
+    let lease_row = client
+        .find(Locator::XPath(&format!("//section[@id='leases']//tr[td/code[text()='{lease_id}']]")))
+        .await
+        .expect("the lease is listed under Live credential leases");
+    let lease_text = lease_row.text().await.unwrap();
+    assert!(lease_text.contains(&format!("{HOSTILE} deploy key")), "the name is shown as text: {lease_text}");
+    assert!(lease_text.contains(&run_id) && lease_text.contains("api.needed.test"), "{lease_text}");
+    assert_no_script_ran(client, "t1 · gatehouse").await;
+    for shown in
+        ["telemetry.needed.test", "GHSA-35jh-r3h4-6jhm", "lodash", "Reachable", "Engage the kill switch"]
+    {
+        assert!(text.contains(shown), "{shown} on the page:\n{text}");
+    }
+    browser.screenshot("browser-tenant").await;
+    for section in ["policy", "allow", "gate", "scanner", "runs", "leases", "kill"] {
+        screenshot_section(&browser, section, &format!("browser-tenant-{section}")).await;
+    }
+    assert_accessible(&browser, "the tenant page with every section filled").await;
+
+    // Test a URL, from the page: the door's decision, with the addresses.
+    type_into(client, "test-url", &format!("http://api.needed.test:{}/", plane.echo.port)).await;
+    click(client, "form[action$='/test-url'] button[type=submit]").await;
+    let verdict = wait_for_text(client, "Addresses:").await;
+    assert!(verdict.contains("allow") && verdict.contains("127.0.0.1"), "{verdict}");
+    screenshot_section(&browser, "policy", "browser-tenant-test-url").await;
+    assert_accessible(&browser, "the tenant page with a URL's verdict").await;
+
+    // Revoke the lease from the page: the next injected request is refused.
+    client.goto(&plane.url("/admin/tenants/t1")).await.unwrap();
+    wait_for_text(client, "Live credential leases").await;
+    click(client, &format!("button[aria-label='Revoke lease {lease_id}']")).await;
+    wait_for_text(client, "No run holds a live lease.").await;
+    let leases = plane.call("GET", &format!("/v1/leases?run_id={run_id}"), json!({}));
+    assert_eq!(leases["items"][0]["status"], "revoked", "{leases}");
+    let seen = plane.echo.count();
+    let out = sandbox_get(&proxy, &target);
+    assert!(out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: lease_revoked"), "{out}");
+    assert_eq!(plane.echo.count(), seen, "nothing reached the upstream");
+
+    // The kill switch, engaged from the page: the run is killed.
+    type_into(client, "kill-reason", "leak drill").await;
+    click(client, "#kill button.danger").await;
+    wait_for_text(client, "Kill switch engaged: 1 run(s) killed").await;
+    let status = client
+        .find(Locator::XPath(&format!("//section[@id='runs']//tr[td/code[text()='{run_id}']]/td[3]")))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(status.starts_with("killed"), "the run shows as killed: {status}");
+    let run = plane.call("GET", &format!("/v1/runs/{run_id}"), json!({}));
+    assert_eq!(run["status"], "killed", "{run}");
+    let out = sandbox_get(&proxy, &target);
+    assert!(out.starts_with("HTTP/1.1 40"), "a killed run's sandbox gets nothing: {out}");
+    screenshot_section(&browser, "kill", "browser-tenant-kill-switch").await;
+    screenshot_section(&browser, "runs", "browser-tenant-runs-killed").await;
+    assert_accessible(&browser, "the tenant page with the kill switch engaged").await;
+
+    // The index lists the tenant with what the person did.
+    client.goto(&plane.url("/admin")).await.unwrap();
+    let index = wait_for_text(client, "Tenants with settings").await;
+    assert!(index.contains("allowlist (version 2)") && index.contains("engaged"), "{index}");
+    browser.screenshot("browser-tenants").await;
+    assert_accessible(&browser, "the tenants index").await;
+
+    let audit = plane.call("GET", "/v1/audit?limit=500", json!({}));
+    let by_ada: Vec<&str> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["actor"] == "person:ada")
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    for action in ["admin.sign_in", "policy.set", "kill_switch.engage"] {
+        assert!(by_ada.contains(&action), "{action} by person:ada in {by_ada:?}");
+    }
+    browser.close().await;
+}
+
+/// A tenant's hostile text is text on the page, and a form posted without
+/// its anti-forgery token is refused and changes nothing.
+#[tokio::test]
+async fn hostile_text_stays_text_and_a_form_without_its_token_changes_nothing() {
+    let plane = Plane::start();
+    let (run_id, _) = plane.new_run();
+    let browser = Browser::start().await;
+    let client = browser.client();
+    client.goto(&plane.url("/admin/login")).await.unwrap();
+    wait_for_text(client, "Your name").await;
+    sign_in(client, PASSWORD).await;
+    wait_for_text(client, "Signed in as person:ada").await;
+
+    // A credential named by a hostile tenant, under an allowlist that does
+    // not allow its host: offered in Allow hosts, its name as text.
+    plane.call("PUT", "/v1/tenants/t1/egress-policy", json!({"mode": "allowlist", "allow": ["a.test"]}));
+    let credential = plane.call(
+        "POST",
+        "/v1/tenants/t1/credentials",
+        json!({"name": HOSTILE, "purpose": "git_provider", "host": "git.needed.test",
+            "inject": {"basic_username": "x-access-token"}, "secret": "browser-test-secret-9c2d"}),
+    );
+    assert!(credential["credential_id"].is_string(), "{credential}");
+    client.goto(&plane.url("/admin/tenants/t1")).await.unwrap();
+    let text = wait_for_text(client, "Allow hosts").await;
+    assert!(text.contains(&format!("the credential {HOSTILE} reaches it")), "{text}");
+    assert_no_script_ran(client, "t1 · gatehouse").await;
+
+    // The kill switch's reason, hostile too.
+    type_into(client, "kill-reason", &format!("{HOSTILE} leak")).await;
+    click(client, "#kill button.danger").await;
+    let text = wait_for_text(client, "Kill switch engaged: 1 run(s) killed").await;
+    assert!(text.contains(&format!("Engaged: {HOSTILE} leak.")), "the reason is shown as text: {text}");
+    assert_no_script_ran(client, "t1 · gatehouse").await;
+    let shown = client.find(Locator::Css("#kill p")).await.unwrap().html(true).await.unwrap();
+    assert!(shown.contains("&lt;script&gt;"), "escaped in the markup: {shown}");
+    assert_eq!(plane.call("GET", &format!("/v1/runs/{run_id}"), json!({}))["status"], "killed");
+    screenshot_section(&browser, "kill", "browser-hostile-kill-reason").await;
+
+    // The policy form without its token: refused, nothing changed.
+    let before = plane.policy();
+    let mode = client.find(Locator::Id("mode")).await.unwrap();
+    mode.select_by_value("open").await.unwrap();
+    type_into(client, "allow-rules", "evil.test").await;
+    let removed = client
+        .execute(
+            "const field = document.querySelector(\"#policy form[action$='/policy'] input[name=csrf]\");
+             field.remove();
+             return document.querySelectorAll(\"#policy form[action$='/policy'] input[name=csrf]\").length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(removed, json!(0), "the form has no token left");
+    click(client, "#policy form[action$='/policy'] button[type=submit]").await;
+    let refused = wait_for_text(client, "Form refused").await;
+    assert!(refused.contains("admin_csrf_invalid") && refused.contains("Nothing was changed"), "{refused}");
+    assert_eq!(plane.policy(), before, "the policy is as it was");
+    browser.screenshot("browser-form-refused").await;
+    assert_accessible(&browser, "the Form refused page").await;
+    let refusals = plane.call("GET", "/v1/refusals?reason=admin_csrf_invalid", json!({}));
+    assert_eq!(refusals["items"].as_array().map(Vec::len), Some(1), "{refusals}");
+
+    // The same with the kill switch's release: still engaged.
+    client.goto(&plane.url("/admin/tenants/t1")).await.unwrap();
+    wait_for_text(client, "Release the kill switch").await;
+    client
+        .execute("document.querySelector(\"#kill form input[name=csrf]\").remove();", vec![])
+        .await
+        .unwrap();
+    click(client, "#kill form button[type=submit]").await;
+    wait_for_text(client, "Form refused").await;
+    let refused = plane.call(
+        "POST",
+        "/v1/runs",
+        json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "print(1)"}}),
+    );
+    assert_eq!(refused["error"]["reason"], "tenant_kill_switch", "still engaged: {refused}");
+
+    // Emergency revoke: the confirmation names what it will do.
+    client.goto(&plane.url("/admin")).await.unwrap();
+    wait_for_text(client, "Emergency revoke").await;
+    click(client, "a.button.danger").await;
+    let confirm = wait_for_text(client, "This will kill").await;
+    assert!(confirm.contains("This will kill 0 live run(s) of every tenant"), "{confirm}");
+    browser.screenshot("browser-emergency-revoke").await;
+    assert_accessible(&browser, "the emergency revoke confirmation").await;
+    // axe really checks the served page: a field stripped of its label is found.
+    client
+        .execute("document.querySelector(\"label[for='emergency-reason']\").remove();", vec![])
+        .await
+        .unwrap();
+    let found: Vec<Value> = browser.axe_violations().await.iter().map(|v| v["id"].clone()).collect();
+    assert_eq!(found, [json!("label")], "axe sees the unlabelled field");
+    browser.close().await;
+}
+
+/// A dependency scan of a pull request with one known vulnerability (the
+/// offline OSV fixture knows lodash 4.17.20).
+fn submit_scan(plane: &Plane) {
+    let lock = |version: &str| {
+        let text = json!({"name": "app", "lockfileVersion": 3, "requires": true, "packages": {
+            "": {"name": "app", "version": "1.0.0"},
+            "node_modules/lodash": {"version": version}}})
+        .to_string();
+        base64::engine::general_purpose::STANDARD.encode(text)
+    };
+    let scan = plane.call(
+        "POST",
+        "/v1/tenants/t1/dependency-scans",
+        json!({"repository": "octo/app", "pull_request": 7, "head_sha": "0123456789abcdef0123456789abcdef01234567",
+            "lockfiles": [{"path": "package-lock.json", "head_base64": lock("4.17.20"), "base_base64": lock("4.17.21")}]}),
+    );
+    assert_eq!(scan["status"], "ok", "{scan}");
+}
