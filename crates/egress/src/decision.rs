@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use gatehouse_core::Reason;
 use serde::Serialize;
 
-use crate::policy::{Policy, PolicyError, PolicyRefusal};
+use crate::policy::{Policy, PolicyError};
 use crate::special::{AddressGuard, is_metadata_host_name, special_use_name};
 use crate::target::{Host, Target, parse_url};
 
@@ -113,71 +113,169 @@ pub fn decide_target(
     purpose: Purpose,
     resolve: impl FnOnce(&str) -> Result<Vec<IpAddr>, ()>,
 ) -> Decision {
+    match before_lookup(target, policy) {
+        Err(refused) => refused,
+        Ok(checked) => {
+            let answer = checked.lookup_name().map(resolve);
+            checked.after_lookup(answer, policy, guard, purpose)
+        }
+    }
+}
+
+/// [`decide_target`] with an asynchronous lookup (the door's resolver).
+/// The name is looked up only when everything before the lookup allows the
+/// request: a name the policy refuses, a metadata name or a special-use one
+/// never reaches DNS, so a sandbox cannot carry data out in the names it is
+/// refused.
+pub async fn decide_target_resolving<F: Future<Output = Result<Vec<IpAddr>, ()>>>(
+    target: Target,
+    policy: Result<&Policy, &PolicyError>,
+    guard: &AddressGuard,
+    purpose: Purpose,
+    resolve: impl FnOnce(String) -> F,
+) -> Decision {
+    match before_lookup(target, policy) {
+        Err(refused) => refused,
+        Ok(checked) => {
+            let answer = match checked.lookup_name() {
+                Some(name) => Some(resolve(name.to_owned()).await),
+                None => None,
+            };
+            checked.after_lookup(answer, policy, guard, purpose)
+        }
+    }
+}
+
+/// A target the checks before the lookup let through.
+struct BeforeLookup {
+    target: Target,
+    dry_run: Option<DryRunRefusal>,
+}
+
+/// The steps before any lookup: the policy's host rules (dry-runnable),
+/// then metadata and special-use names, refused by name.
+#[expect(clippy::result_large_err, reason = "a refusal is the decision itself, returned once per request")]
+fn before_lookup(target: Target, policy: Result<&Policy, &PolicyError>) -> Result<BeforeLookup, Decision> {
     let policy = match policy {
         Ok(policy) => policy,
-        Err(e) => return Decision::refuse(e.reason, None, Some(&target), Vec::new()),
+        Err(e) => return Err(Decision::refuse(e.reason, None, Some(&target), Vec::new())),
     };
     let mut dry_run = None;
-    // Policy refusals are dry-runnable; the address checks below never are.
-    let mut policy_step = |result: Result<(), PolicyRefusal>| -> Result<(), (Reason, Option<String>)> {
-        match result {
-            Ok(()) => Ok(()),
-            Err(r) if policy.dry_run() => {
-                dry_run.get_or_insert(DryRunRefusal { reason: r.reason, rule: r.rule });
-                Ok(())
+    if let Err(r) = policy.check_host(&target) {
+        if !policy.dry_run() {
+            return Err(Decision::refuse(r.reason, r.rule, Some(&target), Vec::new()));
+        }
+        dry_run = Some(DryRunRefusal { reason: r.reason, rule: r.rule });
+    }
+    if let Host::Name(name) = &target.host {
+        if is_metadata_host_name(name) {
+            let rule = Some(name.clone());
+            return Err(Decision::refuse(Reason::HostMetadataName, rule, Some(&target), Vec::new()));
+        }
+        if let Some(rule) = special_use_name(name) {
+            let rule = Some(rule.to_owned());
+            return Err(Decision::refuse(Reason::HostSpecialUseName, rule, Some(&target), Vec::new()));
+        }
+    }
+    Ok(BeforeLookup { target, dry_run })
+}
+
+impl BeforeLookup {
+    /// The name to look up (none for an address).
+    fn lookup_name(&self) -> Option<&str> {
+        match &self.target.host {
+            Host::Name(name) => Some(name),
+            Host::Ip(_) => None,
+        }
+    }
+
+    /// The steps after the lookup: every address through the guard (a
+    /// failed or empty answer refuses: fail closed), then the policy's
+    /// address rules (dry-runnable; the guard's never are).
+    fn after_lookup(
+        self,
+        answer: Option<Result<Vec<IpAddr>, ()>>,
+        policy: Result<&Policy, &PolicyError>,
+        guard: &AddressGuard,
+        purpose: Purpose,
+    ) -> Decision {
+        let Self { target, mut dry_run } = self;
+        let addresses = match (&target.host, answer) {
+            (Host::Ip(ip), _) => vec![*ip],
+            (Host::Name(_), Some(Ok(addresses))) if !addresses.is_empty() => addresses,
+            (Host::Name(_), _) => {
+                return Decision::refuse(Reason::DnsFailed, None, Some(&target), Vec::new());
             }
-            Err(r) => Err((r.reason, r.rule)),
+        };
+        // Any forbidden address refuses the request: a mixed answer is an attack.
+        for ip in &addresses {
+            if let Err(r) = guard.check(*ip) {
+                return Decision::refuse(r.reason, Some(r.rule.to_owned()), Some(&target), addresses.clone());
+            }
         }
-    };
-    if let Err((reason, rule)) = policy_step(policy.check_host(&target)) {
-        return Decision::refuse(reason, rule, Some(&target), Vec::new());
-    }
-    let addresses = match &target.host {
-        Host::Ip(ip) => vec![*ip],
-        Host::Name(name) if is_metadata_host_name(name) => {
-            return Decision::refuse(Reason::HostMetadataName, Some(name.clone()), Some(&target), Vec::new());
+        if let Ok(policy) = policy
+            && let Err(r) = policy.check_addresses(&addresses, target.port)
+        {
+            if !policy.dry_run() {
+                return Decision::refuse(r.reason, r.rule, Some(&target), addresses);
+            }
+            dry_run.get_or_insert(DryRunRefusal { reason: r.reason, rule: r.rule });
         }
-        Host::Name(name) if let Some(rule) = special_use_name(name) => {
-            return Decision::refuse(
-                Reason::HostSpecialUseName,
-                Some(rule.to_owned()),
-                Some(&target),
-                Vec::new(),
-            );
+        Decision {
+            decision: "allow",
+            reason: "allowed".to_owned(),
+            rule: None,
+            host: Some(target.host.to_string()),
+            port: Some(target.port),
+            addresses,
+            max_redirects: match purpose {
+                Purpose::Request => MAX_REDIRECTS,
+                Purpose::Webhook => 0,
+            },
+            dry_run_would_refuse: dry_run,
+            target: Some(target),
         }
-        Host::Name(name) => match resolve(name) {
-            Ok(addresses) if !addresses.is_empty() => addresses,
-            _ => return Decision::refuse(Reason::DnsFailed, None, Some(&target), Vec::new()),
-        },
-    };
-    // Any forbidden address refuses the request: a mixed answer is an attack.
-    for ip in &addresses {
-        if let Err(r) = guard.check(*ip) {
-            return Decision::refuse(r.reason, Some(r.rule.to_owned()), Some(&target), addresses.clone());
-        }
-    }
-    if let Err((reason, rule)) = policy_step(policy.check_addresses(&addresses, target.port)) {
-        return Decision::refuse(reason, rule, Some(&target), addresses);
-    }
-    Decision {
-        decision: "allow",
-        reason: "allowed".to_owned(),
-        rule: None,
-        host: Some(target.host.to_string()),
-        port: Some(target.port),
-        addresses,
-        max_redirects: match purpose {
-            Purpose::Request => MAX_REDIRECTS,
-            Purpose::Webhook => 0,
-        },
-        dry_run_would_refuse: dry_run,
-        target: Some(target),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lookup is a message to whoever runs the name's DNS: a name the
+    /// request is refused for is never looked up, with any resolver.
+    #[tokio::test]
+    async fn a_refused_name_is_never_looked_up() {
+        let allowlist = Policy::from_json(br#"{"mode":"allowlist","allow":["ok.example"]}"#).unwrap();
+        let dry =
+            Policy::from_json(br#"{"mode":"allowlist","allow":["ok.example"],"dry_run":true}"#).unwrap();
+        let asked = std::sync::Mutex::new(Vec::new());
+        let ask = |name: String| {
+            asked.lock().unwrap().push(name);
+            async { Ok(vec![IpAddr::from([93, 184, 216, 34])]) }
+        };
+        let guard = AddressGuard::default();
+        for (url, policy, reason) in [
+            ("https://secret-abc123.evil.example/", &allowlist, Reason::PolicyNotAllowed),
+            ("http://metadata.google.internal/", &Policy::open(), Reason::HostMetadataName),
+            ("http://x.internal/", &Policy::open(), Reason::HostSpecialUseName),
+        ] {
+            let target = parse_url(url).unwrap();
+            let d = decide_target_resolving(target, Ok(policy), &guard, Purpose::Request, ask).await;
+            assert_eq!(d.refusal(), Some(reason), "{url}");
+        }
+        assert!(asked.lock().unwrap().is_empty(), "{:?}", asked.lock().unwrap());
+        // Allowed (or only dry-run refused) names are looked up once.
+        for policy in [&allowlist, &dry] {
+            let target = parse_url("https://ok.example/").unwrap();
+            let d = decide_target_resolving(target, Ok(policy), &guard, Purpose::Request, ask).await;
+            assert!(d.allowed());
+        }
+        let target = parse_url("https://other.example/").unwrap();
+        let d = decide_target_resolving(target, Ok(&dry), &guard, Purpose::Request, ask).await;
+        assert!(d.allowed() && d.dry_run_would_refuse.is_some());
+        assert_eq!(*asked.lock().unwrap(), ["ok.example", "ok.example", "other.example"]);
+    }
 
     fn ips(list: &[&str]) -> Vec<IpAddr> {
         list.iter().map(|s| s.parse().unwrap()).collect()

@@ -20,7 +20,7 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 
 use crate::connect::connect_pinned;
-use crate::decision::{MAX_REDIRECTS, Purpose, decide_target};
+use crate::decision::{MAX_REDIRECTS, Purpose, decide_target_resolving};
 use crate::meter::{EgressMeter, EgressRefused};
 use crate::policy::{Policy, PolicyError};
 use crate::proxy::{Limits, Resolver};
@@ -259,12 +259,12 @@ impl Fetcher {
         body: HopBody,
         would_refuse: &mut Vec<FetchRefusal>,
     ) -> Result<Response<Incoming>, FetchRefusal> {
-        let answer = match &target.host {
-            Host::Name(name) => Some(self.resolver.resolve(name).await),
-            Host::Ip(_) => None,
-        };
+        let resolver = &self.resolver;
         let decision =
-            decide_target(target.clone(), policy, &self.guard, purpose, |_| answer.unwrap_or(Err(())));
+            decide_target_resolving(target.clone(), policy, &self.guard, purpose, |name| async move {
+                resolver.resolve(&name).await
+            })
+            .await;
         if !decision.allowed() {
             return Err(FetchRefusal {
                 reason: decision.refusal().unwrap_or(Reason::UpstreamUnreachable),

@@ -37,7 +37,7 @@ pub mod sni;
 pub mod special;
 pub mod target;
 
-pub use decision::{Decision, Purpose, decide, decide_target};
+pub use decision::{Decision, Purpose, decide, decide_target, decide_target_resolving};
 pub use policy::{Policy, PolicyDocument, PolicyError};
 pub use special::AddressGuard;
 pub use target::{Host, Scheme, Target, parse_url};

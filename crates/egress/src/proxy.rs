@@ -4,7 +4,7 @@
 //! Per request or tunnel: grant from `Proxy-Authorization` (Bearer, or the
 //! password of Basic credentials, so `http://grant:<token>@proxy` works in
 //! curl, pip and npm) → open the grant → spend one request in the ledger →
-//! the tenant's policy and the address guard ([`crate::decide_target`]) →
+//! the tenant's policy and the address guard ([`crate::decide_target_resolving`]) →
 //! connect to a vetted address only, or reuse an idle connection to one
 //! ([`crate::pool`]) → forward (HTTP, absolute-form, `http` only) or tunnel
 //! (`CONNECT`, capped in bytes and time).
@@ -44,7 +44,7 @@ use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::sync::Notify;
 
 use crate::connect::connect_pinned;
-use crate::decision::{Decision, Purpose, decide_target};
+use crate::decision::{Decision, Purpose, decide_target_resolving};
 use crate::leases::{Injected, LeaseSource, OfRun, at_the_door, mentions_placeholder};
 use crate::meter::EgressMeter;
 use crate::policy::{Policy, PolicyError};
@@ -445,13 +445,15 @@ impl Proxy {
         policy: Result<Arc<Policy>, PolicyError>,
         grant: &GrantClaims,
     ) -> Result<Decision, Refused> {
-        let answer = match &target.host {
-            Host::Name(name) => Some(self.resolver.resolve(name).await),
-            Host::Ip(_) => None,
-        };
-        let decision = decide_target(target, policy.as_deref(), &self.guard, Purpose::Request, |_| {
-            answer.unwrap_or(Err(()))
-        });
+        let resolver = &self.resolver;
+        let decision = decide_target_resolving(
+            target,
+            policy.as_deref(),
+            &self.guard,
+            Purpose::Request,
+            |name| async move { resolver.resolve(&name).await },
+        )
+        .await;
         if !decision.allowed() {
             return Err(Refused::from_decision(&decision));
         }

@@ -187,6 +187,26 @@ fn a_name_is_resolved_once_and_the_checked_answer_is_dialled() {
     assert!(out.contains("x-gatehouse-reason: address_special_purpose"), "{out}");
 }
 
+#[test]
+fn names_refused_by_name_are_never_looked_up() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let resolver = Resolver::Custom(Arc::new(move |_host: &str| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Ok(vec!["127.0.0.1".parse().unwrap()])
+    }));
+    let h = harness(Limits::default(), resolver);
+    for (url, reason) in [
+        ("http://metadata.google.internal/computeMetadata/v1/", "host_metadata_name"),
+        ("http://data-to-carry-out.localhost/", "host_special_use_name"),
+        ("http://printer.local/", "host_special_use_name"),
+    ] {
+        let (_, out) = curl(&h, url);
+        assert!(out.contains(&format!("x-gatehouse-reason: {reason}")), "{url}: {out}");
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "no DNS query carries a refused name out");
+}
+
 /// A keep-alive upstream on `ip:port` answering `<name> conn <n> req <m>`
 /// (its n-th accepted connection, that connection's m-th request); counts
 /// connections accepted and connections the client closed.

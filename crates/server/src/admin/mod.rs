@@ -299,7 +299,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for Submitted<T> {
         let person = Person::from_request_parts(&mut parts, state).await?;
         // Browsers say where a form came from; another site's is refused
         // even before the token is looked at.
-        let cross_site = parts.headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"cross-site");
+        let cross_site = is_cross_site(&parts.headers);
         let bytes = Bytes::from_request(Request::from_parts(parts, body), state)
             .await
             .map_err(|_| PageError::Bad("the form is too large"))?;
@@ -318,6 +318,12 @@ impl<T: DeserializeOwned> FromRequest<AppState> for Submitted<T> {
             .ok_or(PageError::Bad("the form does not have the expected fields"))?;
         Ok(Self { person, form })
     }
+}
+
+/// A browser's word that a request comes from another site
+/// (`Sec-Fetch-Site: cross-site`).
+fn is_cross_site(headers: &http::HeaderMap) -> bool {
+    headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"cross-site")
 }
 
 fn serde_urlencoded_from<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {
@@ -345,6 +351,12 @@ fn valid_person(name: &str) -> bool {
 async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
     let rid = request_id_of(&req);
     let client = req.extensions().get::<gatehouse_listener::PeerAddr>().map(|p| p.0.ip());
+    if is_cross_site(req.headers()) {
+        // Another site making a browser sign in: refused (it would sign the
+        // person in to a session of the other site's choosing).
+        state.refusals.record(RefusalKind::AuthRefused, Reason::AdminCsrfInvalid, None, None, Some(&rid.0));
+        return PageError::Forged.into_response();
+    }
     let bytes = Bytes::from_request(req, &state).await.ok();
     let Some(form) = bytes.and_then(|b| serde_urlencoded_from::<SignInForm>(&b)) else {
         return views::login(StatusCode::BAD_REQUEST, "Give your name and the password.", "");

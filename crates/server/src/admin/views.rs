@@ -11,7 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use gatehouse_core::{Reason, RefusalKind, UnixTime, is_valid_id};
 use gatehouse_egress::policy::Mode;
-use gatehouse_egress::{Decision, Policy, PolicyDocument, Purpose, decide_target, parse_url};
+use gatehouse_egress::{Decision, Policy, PolicyDocument, Purpose, decide_target_resolving, parse_url};
 use gatehouse_store::{LeaseFilter, LeaseStatus, PageRequest, RefusalFilter, RunStatus};
 use http::StatusCode;
 use serde::Deserialize;
@@ -813,9 +813,9 @@ pub async fn test_url(
     render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
 }
 
-/// The door's decision without connecting: everything up to the lookup
-/// first (a name refused by policy or as special-use is never looked up),
-/// then the lookup with this node's resolver and the address checks.
+/// The door's decision without connecting, looking the name up with this
+/// node's resolver only when everything before the lookup allows it, as
+/// the door does.
 async fn check(
     state: &AppState,
     url: &str,
@@ -824,14 +824,11 @@ async fn check(
     let Ok(target) = parse_url(url) else {
         return gatehouse_egress::decide(url, policy, &state.egress_guard, Purpose::Request, |_| Err(()));
     };
-    let before_lookup =
-        decide_target(target.clone(), policy, &state.egress_guard, Purpose::Request, |_| Err(()));
-    let gatehouse_egress::Host::Name(name) = &target.host else { return before_lookup };
-    if before_lookup.refusal() != Some(Reason::DnsFailed) {
-        return before_lookup;
-    }
-    let answer = state.resolver.resolve(name).await;
-    decide_target(target, policy, &state.egress_guard, Purpose::Request, |_| answer)
+    let resolver = &state.resolver;
+    decide_target_resolving(target, policy, &state.egress_guard, Purpose::Request, |name| async move {
+        resolver.resolve(&name).await
+    })
+    .await
 }
 
 // ---- one-click Allow ----
@@ -873,6 +870,41 @@ async fn current_document(
     }
 }
 
+/// What allowing a host works from: the current policy, if it is still
+/// the version the person saw (else the tenant page saying so), and the
+/// host as the narrowest entry, if the policy refuses it as not allowed.
+enum AllowStep {
+    Ready { doc: PolicyDocument, version: i64, host: String },
+    Stale(Response),
+}
+
+async fn allow_step(
+    state: &AppState,
+    person: &Person,
+    tenant_id: &str,
+    form: &AllowForm,
+) -> Result<AllowStep, PageError> {
+    let seen_version = version_of(&form.version)?;
+    let (doc, version) = current_document(state, person, tenant_id).await?;
+    if version != seen_version {
+        let extras = Extras {
+            notice: Notice::error(
+                "Not saved: the policy changed since this page was loaded. Look at it again before allowing a host.",
+            ),
+            ..Extras::default()
+        };
+        return Ok(AllowStep::Stale(
+            render_tenant(state, person, tenant_id, RefusalQuery::default(), extras).await?,
+        ));
+    }
+    let policy =
+        Policy::from_document(&doc).map_err(|_| PageError::Bad("the stored policy is unreadable"))?;
+    let Some(host) = allowable(Some(&policy), form.host.trim()) else {
+        return Err(PageError::Bad("that host is not one the policy refuses as not allowed"));
+    };
+    Ok(AllowStep::Ready { doc, version, host })
+}
+
 /// Shows what allowing the host changes, before anything is saved.
 pub async fn preview_allow(
     State(state): State<AppState>,
@@ -881,33 +913,19 @@ pub async fn preview_allow(
 ) -> Result<Response, PageError> {
     let tenant_id = tenant_path(path)?;
     let Submitted { person, form } = submitted;
-    let seen_version = version_of(&form.version)?;
-    let (doc, version) = current_document(&state, &person, &tenant_id).await?;
-    if version != seen_version {
-        let extras = Extras {
-            notice: Notice::error(
-                "The policy changed since this page was loaded: look at it again before allowing a host.",
-            ),
-            ..Extras::default()
-        };
-        return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
-    }
-    let policy =
-        Policy::from_document(&doc).map_err(|_| PageError::Bad("the stored policy is unreadable"))?;
-    let Some(host) = allowable(Some(&policy), form.host.trim()) else {
-        return Err(PageError::Bad("that host is not one the policy refuses as not allowed"));
+    let (doc, version, host) = match allow_step(&state, &person, &tenant_id, &form).await? {
+        AllowStep::Ready { doc, version, host } => (doc, version, host),
+        AllowStep::Stale(page) => return Ok(page),
     };
-    Ok(page(
-        StatusCode::OK,
-        &ConfirmAllowPage {
-            csrf: person.csrf(),
-            person: person.actor,
-            tenant_id,
-            host,
-            version,
-            unchanged: doc.allow,
-        },
-    ))
+    let confirm = ConfirmAllowPage {
+        csrf: person.csrf(),
+        person: person.actor,
+        tenant_id,
+        host,
+        version,
+        unchanged: doc.allow,
+    };
+    Ok(page(StatusCode::OK, &confirm))
 }
 
 /// Saves the policy with the host added, if it is still the version shown.
@@ -918,19 +936,9 @@ pub async fn confirm_allow(
 ) -> Result<Response, PageError> {
     let tenant_id = tenant_path(path)?;
     let Submitted { person, form } = submitted;
-    let seen_version = version_of(&form.version)?;
-    let (mut doc, version) = current_document(&state, &person, &tenant_id).await?;
-    let policy =
-        Policy::from_document(&doc).map_err(|_| PageError::Bad("the stored policy is unreadable"))?;
-    if version != seen_version {
-        let extras = Extras {
-            notice: Notice::error("Not saved: the policy changed since you confirmed. Look at it again."),
-            ..Extras::default()
-        };
-        return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
-    }
-    let Some(host) = allowable(Some(&policy), form.host.trim()) else {
-        return Err(PageError::Bad("that host is not one the policy refuses as not allowed"));
+    let (mut doc, version, host) = match allow_step(&state, &person, &tenant_id, &form).await? {
+        AllowStep::Ready { doc, version, host } => (doc, version, host),
+        AllowStep::Stale(page) => return Ok(page),
     };
     doc.allow.push(host.clone());
     let stored =

@@ -372,6 +372,24 @@ async fn allow_offers_the_narrowest_entry_shows_the_change_and_saves_it() {
         get(&node, "/v1/tenants/t1/egress-policy").await.json()["policy"]["allow"],
         json!(["a.example", "api.needed.example"])
     );
+    // Confirming against a version that is no longer current saves nothing.
+    let stale = ada
+        .post(
+            "/admin/tenants/t1/allow/confirm",
+            &[("csrf", &csrf), ("host", "other.example"), ("version", "1")],
+        )
+        .await;
+    assert!(stale.text.contains("the policy changed since this page was loaded"), "{}", stale.text);
+    assert_eq!(get(&node, "/v1/tenants/t1/egress-policy").await.json()["version"], 2);
+    // Non-ASCII names are allowed as their A-label, and shown as stored.
+    let idn = ada
+        .submit(
+            "/admin/tenants/t1",
+            "/admin/tenants/t1/allow",
+            &[("host", "Bücher.example"), ("version", "2")],
+        )
+        .await;
+    assert!(idn.text.contains("<ins>+ xn--bcher-kva.example</ins>"), "{}", idn.text);
     // A wildcard, an address or an allowed host is never offered.
     for host in ["*.needed.example", "10.1.2.3", "a.example"] {
         let refused = ada
