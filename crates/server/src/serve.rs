@@ -159,7 +159,7 @@ pub async fn serve(source: &dyn Source, file: Option<&Path>) -> Result<(), Strin
     run(config, generated).await
 }
 
-async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
+async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
     let listen = config.listen;
     let proxy_listen = config.proxy_listen;
     let role = config.role;
@@ -172,6 +172,21 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {listen}: {}", e.kind()))?;
     let listener = Listener::new(listener, limits);
     let bound = listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
+    // The proxy's socket is bound before the state is built: with port 0,
+    // the address runs are handed (`proxy.url`) is the one bound, not `:0`.
+    let proxy_socket = if matches!(role, gatehouse_config::Role::Gateway | gatehouse_config::Role::All) {
+        let socket = tokio::net::TcpListener::bind(proxy_listen)
+            .await
+            .map_err(|e| format!("cannot listen on {proxy_listen}: {}", e.kind()))?;
+        let proxy_bound =
+            socket.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
+        if config.proxy_public_url == format!("http://{proxy_listen}") {
+            config.proxy_public_url = format!("http://{proxy_bound}");
+        }
+        Some(socket)
+    } else {
+        None
+    };
     let store = if role.has_store() { Some(open_store(&config).await?) } else { None };
     let event_retention_days = config.event_retention_days;
     let state = AppState::from_config(config, Arc::new(SystemClock), store)?;
@@ -190,11 +205,8 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
             }
         });
     }
-    let proxy_line = match state.proxy.clone() {
-        Some(proxy) => {
-            let listener = tokio::net::TcpListener::bind(proxy_listen)
-                .await
-                .map_err(|e| format!("cannot listen on {proxy_listen}: {}", e.kind()))?;
+    let proxy_line = match (state.proxy.clone(), proxy_socket) {
+        (Some(proxy), Some(listener)) => {
             let bound =
                 listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
             let listener = Listener::new(listener, limits);
@@ -202,7 +214,7 @@ async fn run(config: Config, generated: Vec<String>) -> Result<(), String> {
             tokio::spawn(gatehouse_egress::proxy::serve(proxy, listener));
             Some(format!("gatehouse egress proxy listening on http://{bound}"))
         }
-        None => None,
+        _ => None,
     };
     state.metrics.watch_listener("api", listener.stats());
     let app = crate::api::router(state.clone());

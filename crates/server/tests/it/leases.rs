@@ -89,6 +89,8 @@ fn new_run(api_addr: &str, proxy_addr: &str) -> (String, String) {
     );
     let run_id = run["run_id"].as_str().unwrap_or_else(|| panic!("{run}")).to_owned();
     assert!(run["proxy"]["env"]["HTTP_PROXY"].as_str().unwrap().contains(run["grant"].as_str().unwrap()));
+    // Listening on port 0, the run is handed the port bound, not `:0`.
+    assert_eq!(run["proxy"]["url"], format!("http://{proxy_addr}"), "{run}");
     (run_id, format!("http://grant:{}@{proxy_addr}", run["grant"].as_str().unwrap()))
 }
 
