@@ -146,6 +146,30 @@ async fn signing_in_takes_the_password_sets_a_strict_cookie_and_is_audited() {
 }
 
 #[tokio::test]
+async fn a_guesser_is_held_back_even_with_the_right_password_at_last() {
+    let node = admin_node().await;
+    let mut guesser = Visitor::new(&node);
+    for i in 0..10 {
+        assert_eq!(guesser.sign_in("mallory", &format!("guess {i}")).await.status, 401);
+    }
+    let held = guesser.sign_in("mallory", PASSWORD).await;
+    assert_eq!(held.status, 429, "{}", held.text);
+    assert!(held.headers.get("set-cookie").is_none());
+    let refused = refusals(&node).await;
+    assert_eq!(refused.iter().filter(|r| r["reason"] == "admin_sign_in_failed").count(), 10);
+    assert_eq!(refused.iter().filter(|r| r["reason"] == "admin_sign_in_throttled").count(), 1);
+    // A sign-in another site's page makes the browser send is refused.
+    let req = Request::post("/admin/login")
+        .header("sec-fetch-site", "cross-site")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(serde_urlencoded::to_string([("person", "ada"), ("password", PASSWORD)]).unwrap()))
+        .unwrap();
+    let cross = send(&node.router, req).await;
+    assert_eq!(cross.status, 403);
+    assert!(cross.headers.get("set-cookie").is_none());
+}
+
+#[tokio::test]
 async fn sessions_end_when_idle_when_old_and_at_sign_out() {
     let node = admin_node().await;
     let mut ada = Visitor::new(&node);
