@@ -127,18 +127,18 @@ pub fn decide_target(
 /// request: a name the policy refuses, a metadata name or a special-use one
 /// never reaches DNS, so a sandbox cannot carry data out in the names it is
 /// refused.
-pub async fn decide_target_resolving<F: Future<Output = Result<Vec<IpAddr>, ()>>>(
+pub async fn decide_target_resolving(
     target: Target,
     policy: Result<&Policy, &PolicyError>,
     guard: &AddressGuard,
     purpose: Purpose,
-    resolve: impl FnOnce(String) -> F,
+    resolve: impl AsyncFnOnce(&str) -> Result<Vec<IpAddr>, ()>,
 ) -> Decision {
     match before_lookup(target, policy) {
         Err(refused) => refused,
         Ok(checked) => {
             let answer = match checked.lookup_name() {
-                Some(name) => Some(resolve(name.to_owned()).await),
+                Some(name) => Some(resolve(name).await),
                 None => None,
             };
             checked.after_lookup(answer, policy, guard, purpose)
@@ -250,9 +250,9 @@ mod tests {
         let dry =
             Policy::from_json(br#"{"mode":"allowlist","allow":["ok.example"],"dry_run":true}"#).unwrap();
         let asked = std::sync::Mutex::new(Vec::new());
-        let ask = |name: String| {
-            asked.lock().unwrap().push(name);
-            async { Ok(vec![IpAddr::from([93, 184, 216, 34])]) }
+        let ask = async |name: &str| {
+            asked.lock().unwrap().push(name.to_owned());
+            Ok(vec![IpAddr::from([93, 184, 216, 34])])
         };
         let guard = AddressGuard::default();
         for (url, policy, reason) in [

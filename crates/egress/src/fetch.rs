@@ -261,8 +261,8 @@ impl Fetcher {
     ) -> Result<Response<Incoming>, FetchRefusal> {
         let resolver = &self.resolver;
         let decision =
-            decide_target_resolving(target.clone(), policy, &self.guard, purpose, |name| async move {
-                resolver.resolve(&name).await
+            decide_target_resolving(target.clone(), policy, &self.guard, purpose, async |name: &str| {
+                resolver.resolve(name).await
             })
             .await;
         if !decision.allowed() {

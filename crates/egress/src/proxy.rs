@@ -451,7 +451,7 @@ impl Proxy {
             policy.as_deref(),
             &self.guard,
             Purpose::Request,
-            |name| async move { resolver.resolve(&name).await },
+            async |name: &str| resolver.resolve(name).await,
         )
         .await;
         if !decision.allowed() {

@@ -825,8 +825,8 @@ async fn check(
         return gatehouse_egress::decide(url, policy, &state.egress_guard, Purpose::Request, |_| Err(()));
     };
     let resolver = &state.resolver;
-    decide_target_resolving(target, policy, &state.egress_guard, Purpose::Request, |name| async move {
-        resolver.resolve(&name).await
+    decide_target_resolving(target, policy, &state.egress_guard, Purpose::Request, async |name: &str| {
+        resolver.resolve(name).await
     })
     .await
 }
