@@ -20,10 +20,9 @@ use gatehouse_test_support::browser::{Client, Locator, screenshot_dir};
 use serde_json::{Value, json};
 
 use crate::admin::{PASSWORD, password_hash};
-use crate::cli::{Server, gatehouse, spawn_server};
+use crate::cli::{Server, spawn_server};
 use crate::leases::Echo;
-use crate::proxy::{api, proxy_address};
-use crate::support::{GRANT_SECRET, TOKEN, private_key_pem};
+use crate::proxy::{api, door, proxy_address};
 
 /// What a hostile tenant puts in a name or a reason.
 const HOSTILE: &str = "<script>document.title='pwned'</script>";
@@ -107,23 +106,13 @@ impl Plane {
         // configured address (`GATEHOUSE_PROXY_LISTEN`), and the test uses
         // exactly what a run is given.
         let proxy_listen = format!("127.0.0.1:{}", gatehouse_test_support::free_port());
-        let mut c = gatehouse(dir.path());
-        c.env(names::LISTEN, "127.0.0.1:0")
-            .env(names::PROXY_LISTEN, &proxy_listen)
-            .env(names::EGRESS_ALLOW_RANGES, "127.0.0.0/8")
+        let mut c = door(dir.path());
+        c.env(names::PROXY_LISTEN, &proxy_listen)
             .env(names::DNS_SERVERS, format!("127.0.0.1:{}", dns.port))
             .env(names::ADMIN_PASSWORD_HASH, password_hash())
             .env(names::OSV_DB, osv)
             .env(names::CLAMD_HOST, "127.0.0.1")
-            .env(names::CLAMD_PORT, clamd_port)
-            .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY", private_key_pem())
-            .env("CODEAPI_EGRESS_GRANT_SECRET", GRANT_SECRET)
-            .env("CODEAPI_INTERNAL_SERVICE_TOKEN", TOKEN);
-        // The door never honours proxy settings from its environment.
-        for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"] {
-            c.env(name, "http://127.0.0.1:9");
-        }
-        c.env("NO_PROXY", "").env("no_proxy", "");
+            .env(names::CLAMD_PORT, clamd_port);
         let (server, api, printed, _log) = spawn_server(c);
         Self { _server: server, api, proxy: proxy_address(&printed), echo, dns, _dir: dir }
     }

@@ -62,11 +62,21 @@ pub(crate) fn start_logging(
     dir: &Path,
     upstream: &Upstream,
 ) -> (Server, String, String, std::thread::JoinHandle<String>) {
+    let mut c = door(dir);
+    c.env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_PROXY_CONNECT_PORTS", format!("443,{}", upstream.port));
+    let (server, api, printed, log) = spawn_server(c);
+    (server, api, proxy_address(&printed), log)
+}
+
+/// `gatehouse serve` (role all, embedded) as the end-to-end door tests run
+/// it: the API on a port of its own, loopback opened to egress (where the
+/// test upstreams are), the keys and token given, and proxy settings in its
+/// environment pointing nowhere.
+pub(crate) fn door(dir: &Path) -> Command {
     let mut c = gatehouse(dir);
     c.env("GATEHOUSE_LISTEN", "127.0.0.1:0")
-        .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
         .env("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.0/8")
-        .env("GATEHOUSE_PROXY_CONNECT_PORTS", format!("443,{}", upstream.port))
         .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY", private_key_pem())
         .env("CODEAPI_EGRESS_GRANT_SECRET", GRANT_SECRET)
         .env("CODEAPI_INTERNAL_SERVICE_TOKEN", TOKEN);
@@ -76,8 +86,7 @@ pub(crate) fn start_logging(
         c.env(name, "http://127.0.0.1:9");
     }
     c.env("NO_PROXY", "").env("no_proxy", "");
-    let (server, api, printed, log) = spawn_server(c);
-    (server, api, proxy_address(&printed), log)
+    c
 }
 
 /// The proxy address in what `gatehouse serve` printed at startup.
