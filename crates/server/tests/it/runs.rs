@@ -433,3 +433,56 @@ async fn named_callers_can_do_what_their_scopes_say_and_nothing_more() {
     let refusals = get(&node, "/v1/refusals?reason=scope_missing").await.json();
     assert_eq!(refusals["items"].as_array().unwrap().len(), 7);
 }
+
+/// Cancel, the kill switch and emergency revoke each report the leases
+/// they revoked, and the lease is revoked after them.
+#[tokio::test]
+async fn every_way_a_run_stops_reports_the_leases_it_revoked() {
+    let node = node().await;
+    let credential = call(
+        &node,
+        "/v1/tenants/t1/credentials",
+        json!({"name": "gh", "purpose": "git_provider", "host": "api.example",
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "secret": "s3cret-value-123"}),
+    )
+    .await;
+    assert_eq!(credential.status, 201, "{}", credential.text);
+    let credential_id = credential.json()["credential_id"].as_str().unwrap().to_owned();
+    let leased_run = || async {
+        let run = create(&node, "t1", json!({})).await;
+        let run_id = run["run_id"].as_str().unwrap().to_owned();
+        let lease = call(
+            &node,
+            &format!("/v1/runs/{run_id}/leases"),
+            json!({"credential_id": credential_id, "purpose": "git_provider", "host": "api.example"}),
+        )
+        .await;
+        assert_eq!(lease.status, 201, "{}", lease.text);
+        (run_id, lease.json()["lease_id"].as_str().unwrap().to_owned())
+    };
+    let lease_status = |lease_id: String| {
+        let node = &node;
+        async move {
+            let listed = get(node, "/v1/leases?tenant_id=t1&limit=500").await.json();
+            let items = listed["items"].as_array().unwrap().clone();
+            items.into_iter().find(|l| l["lease_id"] == lease_id.as_str()).unwrap()["status"].clone()
+        }
+    };
+
+    let (run_id, lease_id) = leased_run().await;
+    let cancelled = call(&node, &format!("/v1/runs/{run_id}/cancel"), json!({})).await.json();
+    assert_eq!(cancelled["revoked"], json!({"grants": 1, "leases": 1}), "{cancelled}");
+    assert_eq!(lease_status(lease_id).await, "revoked");
+
+    let (_, lease_id) = leased_run().await;
+    let killed = call(&node, "/v1/tenants/t1/kill-switch", json!({"engaged": true})).await.json();
+    assert_eq!(killed["revoked"]["leases"], 1, "{killed}");
+    assert_eq!(lease_status(lease_id).await, "revoked");
+    call(&node, "/v1/tenants/t1/kill-switch", json!({"engaged": false})).await;
+
+    let (_, lease_id) = leased_run().await;
+    let everything = call(&node, "/v1/emergency-revoke", json!({})).await.json();
+    assert_eq!(everything["revoked"]["runs"], 1, "{everything}");
+    assert_eq!(everything["revoked"]["leases"], 1, "{everything}");
+    assert_eq!(lease_status(lease_id).await, "revoked");
+}
