@@ -303,7 +303,7 @@ impl AsyncWrite for ClientStream {
 struct Tracked<F> {
     handler: F,
     activity: Arc<Activity>,
-    peer: PeerAddr,
+    peer: Option<PeerAddr>,
 }
 
 /// The address a request's connection came from, in the request's
@@ -331,7 +331,9 @@ where
 
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         self.activity.request_started();
-        req.extensions_mut().insert(self.peer);
+        if let Some(peer) = self.peer {
+            req.extensions_mut().insert(peer);
+        }
         // Not boxed: a handler's future can be kilobytes, and a box would
         // copy it once more for every request.
         InHandFuture { inner: (self.handler)(req), in_hand: Some(InHand(self.activity.clone())) }
@@ -363,13 +365,23 @@ impl<Fut: Future> Future for InHandFuture<Fut> {
 pub struct Listener {
     tcp: TcpListener,
     slots: Arc<Slots>,
+    peer_addresses: bool,
 }
 
 impl Listener {
     /// Wraps a bound TCP listener.
     pub fn new(tcp: TcpListener, limits: Limits) -> Self {
         let slots = Slots { limits, per_client: Mutex::default(), stats: Arc::default() };
-        Self { tcp, slots: Arc::new(slots) }
+        Self { tcp, slots: Arc::new(slots), peer_addresses: false }
+    }
+
+    /// Puts each request's client address in its extensions ([`PeerAddr`]).
+    /// Off by default: the proxy's hot path has no use for it, and an
+    /// extension costs an allocation per request.
+    #[must_use]
+    pub fn with_peer_addresses(mut self) -> Self {
+        self.peer_addresses = true;
+        self
     }
 
     /// The address it listens on.
@@ -419,8 +431,11 @@ impl Listener {
             let _ = stream.set_nodelay(true);
             let activity = Arc::new(Activity::new());
             let io = ClientStream { stream, slot, activity: activity.clone() };
-            let service =
-                Tracked { handler: handler.clone(), activity: activity.clone(), peer: PeerAddr(peer) };
+            let service = Tracked {
+                handler: handler.clone(),
+                activity: activity.clone(),
+                peer: self.peer_addresses.then_some(PeerAddr(peer)),
+            };
             let stats = self.slots.stats.clone();
             let mut stopping = stopping.clone();
             tokio::spawn(async move {

@@ -195,3 +195,24 @@ async fn a_later_requests_header_is_on_the_clock_from_its_first_byte() {
     // The header timeout (300 ms), not the idle timeout (3 s).
     assert!(held >= Duration::from_millis(250) && held < Duration::from_secs(2), "held {held:?}");
 }
+
+/// A handler that answers with the client address it was given, if any.
+async fn who(req: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let peer = req.extensions().get::<gatehouse_listener::PeerAddr>().map(|p| p.0.ip().to_string());
+    Ok(Response::new(Full::new(Bytes::from(format!("{} ok", peer.unwrap_or_else(|| "none".into()))))))
+}
+
+#[tokio::test]
+async fn the_client_address_is_given_to_handlers_only_when_asked_for() {
+    for asked in [false, true] {
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = Listener::new(tcp, LIMITS);
+        let listener = if asked { listener.with_peer_addresses() } else { listener };
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(listener.serve_http1(who, std::future::pending()));
+        let mut stream = connect(addr, [127, 0, 0, 7]).await;
+        let answer = round_trip(&mut stream, "/").await;
+        let expected = if asked { "127.0.0.7 ok" } else { "none ok" };
+        assert!(answer.ends_with(expected), "{answer}");
+    }
+}

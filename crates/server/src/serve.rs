@@ -170,7 +170,8 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {}", e.kind()))?;
-    let listener = Listener::new(listener, limits);
+    // The settings page throttles failed sign-ins by client address.
+    let listener = Listener::new(listener, limits).with_peer_addresses();
     let bound = listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
     // The proxy's socket is bound before the state is built: with port 0,
     // the address runs are handed (`proxy.url`) is the one bound, not `:0`.
