@@ -492,27 +492,8 @@ async fn every_way_a_run_stops_reports_the_leases_it_revoked() {
 /// retryable) and records a `secret_refused` event in the run.
 #[tokio::test]
 async fn an_unrenewed_lease_expires_at_the_door_while_its_run_lives_on() {
-    let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = upstream.local_addr().unwrap().port();
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let log = seen.clone();
-    std::thread::spawn(move || {
-        use std::io::{BufRead as _, Write as _};
-        for stream in upstream.incoming().flatten() {
-            let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
-            let mut head = String::new();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                head.push_str(&line);
-            }
-            log.lock().unwrap().push(head);
-            let mut stream = stream;
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
-        }
-    });
+    let upstream = crate::leases::Echo::start("127.0.0.1", 0);
+    let port = upstream.port;
     let node = node_with(
         "all",
         &[(names::EGRESS_ALLOW_RANGES, "127.0.0.0/8"), (names::RUN_HEARTBEAT_TIMEOUT_SECS, "600")],
@@ -544,18 +525,14 @@ async fn an_unrenewed_lease_expires_at_the_door_while_its_run_lives_on() {
     };
     let first = fetch().await;
     assert_eq!(first.status, 200, "{}", first.text);
-    assert!(
-        seen.lock().unwrap()[0].contains("authorization: Bearer s3cret-value-123"),
-        "{:?}",
-        seen.lock().unwrap()
-    );
+    assert!(upstream.last().contains("authorization: Bearer s3cret-value-123"), "{}", upstream.last());
 
     node.clock.advance(121);
     let expired = fetch().await;
     assert_eq!(expired.status, 403, "{}", expired.text);
     assert_eq!(expired.json()["error"]["reason"], "lease_expired");
     assert_eq!(expired.json()["error"]["retryable"], false);
-    assert_eq!(seen.lock().unwrap().len(), 1, "nothing reached the upstream without its credential");
+    assert_eq!(upstream.count(), 1, "nothing reached the upstream without its credential");
     assert_eq!(get(&node, &format!("/v1/runs/{run_id}")).await.json()["status"], "live");
     let events = get(&node, &format!("/v1/runs/{run_id}/events")).await.json();
     let refused =
