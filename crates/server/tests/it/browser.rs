@@ -10,7 +10,6 @@
 //! (`admin.rs` tests the same routes in process, over plain HTTP.)
 
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -23,63 +22,12 @@ use crate::admin::{PASSWORD, password_hash};
 use crate::cli::{Server, spawn_server};
 use crate::leases::Echo;
 use crate::proxy::{api, door, proxy_address};
+use crate::support::Dns;
 
 /// What a hostile tenant puts in a name or a reason.
 const HOSTILE: &str = "<script>document.title='pwned'</script>";
 /// How long a page or a condition is waited for, polling.
 const PATIENCE: Duration = Duration::from_secs(15);
-
-/// A DNS server on a loopback UDP port: every A query is answered with
-/// 127.0.0.1 (where the echo upstream listens), any other type with no
-/// record. The names asked for are kept, in order.
-struct Dns {
-    port: u16,
-    asked: Arc<Mutex<Vec<String>>>,
-}
-
-impl Dns {
-    #[allow(clippy::disallowed_methods, reason = "a DNS responder for the test, on loopback")]
-    fn start() -> Self {
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = socket.local_addr().unwrap().port();
-        let asked = Arc::new(Mutex::new(Vec::new()));
-        let log = asked.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 512];
-            while let Ok((n, peer)) = socket.recv_from(&mut buf) {
-                let q = &buf[..n];
-                // The header (12 bytes), then the question: labels up to a
-                // zero byte, its type and class.
-                let mut i = 12;
-                let mut labels = Vec::new();
-                while i < n && q[i] != 0 {
-                    let len = usize::from(q[i]);
-                    labels
-                        .push(String::from_utf8_lossy(&q[(i + 1).min(n)..(i + 1 + len).min(n)]).into_owned());
-                    i += 1 + len;
-                }
-                let end = i + 5;
-                if end > n {
-                    continue;
-                }
-                log.lock().unwrap().push(labels.join(".").to_ascii_lowercase());
-                let qtype = u16::from_be_bytes([q[i + 1], q[i + 2]]);
-                let mut r = Vec::from(&q[..2]);
-                r.extend_from_slice(&[0x81, 0x80, 0, 1, 0, u8::from(qtype == 1), 0, 0, 0, 0]);
-                r.extend_from_slice(&q[12..end]);
-                if qtype == 1 {
-                    r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1]);
-                }
-                let _ = socket.send_to(&r, peer);
-            }
-        });
-        Self { port, asked }
-    }
-
-    fn was_asked(&self, name: &str) -> bool {
-        self.asked.lock().unwrap().iter().any(|n| n == name)
-    }
-}
 
 /// A real gatehouse (`gatehouse serve`, role `all`, embedded defaults in a
 /// temporary directory), its upstream and its resolver.

@@ -9,6 +9,7 @@ mod cli;
 mod content;
 mod deps;
 mod intercept;
+mod lease_door;
 mod leases;
 mod leases_cluster;
 mod ledger;

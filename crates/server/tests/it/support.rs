@@ -215,3 +215,83 @@ impl std::io::Write for LogBuffer {
         Ok(())
     }
 }
+
+/// A DNS server on a loopback UDP port: every A query is answered with
+/// 127.0.0.1 (where the echo upstream listens), any other type with no
+/// record. The names asked for are kept, in order.
+pub struct Dns {
+    pub port: u16,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl Dns {
+    #[allow(clippy::disallowed_methods, reason = "a DNS responder for the test, on loopback")]
+    pub fn start() -> Self {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let log = asked.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            while let Ok((n, peer)) = socket.recv_from(&mut buf) {
+                let q = &buf[..n];
+                // The header (12 bytes), then the question: labels up to a
+                // zero byte, its type and class.
+                let mut i = 12;
+                let mut labels = Vec::new();
+                while i < n && q[i] != 0 {
+                    let len = usize::from(q[i]);
+                    labels
+                        .push(String::from_utf8_lossy(&q[(i + 1).min(n)..(i + 1 + len).min(n)]).into_owned());
+                    i += 1 + len;
+                }
+                let end = i + 5;
+                if end > n {
+                    continue;
+                }
+                log.lock().unwrap().push(labels.join(".").to_ascii_lowercase());
+                let qtype = u16::from_be_bytes([q[i + 1], q[i + 2]]);
+                let mut r = Vec::from(&q[..2]);
+                r.extend_from_slice(&[0x81, 0x80, 0, 1, 0, u8::from(qtype == 1), 0, 0, 0, 0]);
+                r.extend_from_slice(&q[12..end]);
+                if qtype == 1 {
+                    r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1]);
+                }
+                let _ = socket.send_to(&r, peer);
+            }
+        });
+        Self { port, asked }
+    }
+
+    pub fn was_asked(&self, name: &str) -> bool {
+        self.asked.lock().unwrap().iter().any(|n| n == name)
+    }
+}
+
+/// Serves the node's egress proxy on a loopback port in this runtime (so it
+/// keeps the node's manual clock); its address. The runtime must have
+/// worker threads to spare if the test then blocks on a client.
+pub async fn serve_proxy(node: &Node) -> std::net::SocketAddr {
+    let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    let proxy = node.state.proxy.clone().expect("a node with a proxy");
+    let listener = gatehouse_listener::Listener::new(socket, gatehouse_listener::Limits::default());
+    tokio::spawn(gatehouse_egress::proxy::serve(proxy, listener));
+    addr
+}
+
+/// curl as a run's sandbox, off the runtime's threads: the response head
+/// and body as the sandbox sees them (`-D -`), then curl's own errors.
+pub async fn sandbox_curl(args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-S", "--max-time", "10", "-D", "-"])
+            .args(&args)
+            .output()
+            .expect("curl is installed");
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    })
+    .await
+    .unwrap()
+}
