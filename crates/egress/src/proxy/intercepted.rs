@@ -147,7 +147,11 @@ impl Proxy {
                 self.ledger_required,
             )
             .await
-            .map_err(|reason| self.spend_refused(req.headers(), &path, reason))?;
+            // The tunnel's vetted host is this request's: the refusal names it.
+            .map_err(|reason| Refused {
+                host: Some(tunnel.host.to_string()),
+                ..self.spend_refused(req.headers(), &path, reason)
+            })?;
             // Origin-form only: what the tunnel was opened and checked for is
             // the host every request inside it goes to.
             if req.uri().scheme().is_some() || req.uri().authority().is_some() || !path.starts_with('/') {

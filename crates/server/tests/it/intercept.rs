@@ -81,18 +81,25 @@ fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-fn start(dir: &std::path::Path, upstream_ca: &std::path::Path, port: u16) -> (Server, String, String) {
+/// A gateway (role all) trusting `upstream_ca` for upstreams, with
+/// `CONNECT` open to `ports`; its API and proxy addresses, and its log.
+fn start(
+    dir: &std::path::Path,
+    upstream_ca: &std::path::Path,
+    ports: &[u16],
+) -> (Server, String, String, std::thread::JoinHandle<String>) {
+    let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
     let mut c = gatehouse(dir);
     c.env("GATEHOUSE_LISTEN", "127.0.0.1:0")
         .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
         .env("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.0/8")
-        .env("GATEHOUSE_PROXY_CONNECT_PORTS", format!("443,{port}"))
+        .env("GATEHOUSE_PROXY_CONNECT_PORTS", format!("443,{}", ports.join(",")))
         .env("GATEHOUSE_EGRESS_EXTRA_CA_FILE", upstream_ca)
         .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY", private_key_pem())
         .env("CODEAPI_EGRESS_GRANT_SECRET", GRANT_SECRET)
         .env("CODEAPI_INTERNAL_SERVICE_TOKEN", TOKEN);
-    let (server, api_addr, printed, _log) = spawn_server(c);
-    (server, api_addr, proxy_address(&printed))
+    let (server, api_addr, printed, log) = spawn_server(c);
+    (server, api_addr, proxy_address(&printed), log)
 }
 
 #[test]
@@ -104,7 +111,7 @@ fn https_to_a_lease_host_is_intercepted_and_injected_and_every_other_tunnel_stay
     let tmp = tempfile::tempdir().unwrap();
     let upstream_ca_file = tmp.path().join("upstream-ca.pem");
     std::fs::write(&upstream_ca_file, upstream_ca.cert_pem()).unwrap();
-    let (_server, api_addr, proxy_addr) = start(tmp.path(), &upstream_ca_file, leased.port);
+    let (server, api_addr, proxy_addr, log) = start(tmp.path(), &upstream_ca_file, &[leased.port]);
 
     let credential = api(
         &api_addr,
@@ -182,4 +189,119 @@ fn https_to_a_lease_host_is_intercepted_and_injected_and_every_other_tunnel_stay
     let out = curl(&["-x", &proxy, "--cacert", upstream_ca_file.to_str().unwrap(), &url]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(!leased.last().contains(&basic));
+
+    // The gateway's log holds neither the secret nor its Basic form.
+    drop(server);
+    let log = log.join().unwrap();
+    assert!(log.contains("listening"), "{log}");
+    for form in [CANARY, basic.as_str()] {
+        assert!(!log.contains(form), "the log holds the secret");
+    }
+    gatehouse_test_support::assert_no_key_material(CANARY.as_bytes(), &log, "the gateway's log");
+}
+
+/// Inside an intercepted tunnel each request is a request of its own: it
+/// spends the run's budget (the `CONNECT` spent one), is counted, and once
+/// the budget is gone is refused and recorded, tunnel or not. An upstream
+/// whose certificate the real roots do not vouch for gets no request and no
+/// credential, however the sandbox's side of the tunnel was set up.
+#[test]
+fn inside_an_intercepted_tunnel_each_request_is_spent_and_an_untrusted_upstream_gets_nothing() {
+    const CANARY: &str = "canary-tunnel-2c4e6a8b0d1f";
+    let upstream_ca = Arc::new(InterceptCa::generate().unwrap());
+    let leased = TlsEcho::start(&upstream_ca, "127.0.0.1", 0);
+    // The same host on another port, under a CA nobody configured.
+    let rogue = TlsEcho::start(&Arc::new(InterceptCa::generate().unwrap()), "127.0.0.1", 0);
+    let tmp = tempfile::tempdir().unwrap();
+    let upstream_ca_file = tmp.path().join("upstream-ca.pem");
+    std::fs::write(&upstream_ca_file, upstream_ca.cert_pem()).unwrap();
+    let (server, api_addr, proxy_addr, log) =
+        start(tmp.path(), &upstream_ca_file, &[leased.port, rogue.port]);
+    let credential = api(
+        &api_addr,
+        "POST",
+        "/v1/tenants/t1/credentials",
+        &json!({"name": "gh", "purpose": "git_provider", "host": "127.0.0.1",
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "secret": CANARY}),
+    );
+    let ca_file = tmp.path().join("gatehouse-ca.pem");
+    let leased_run = |max_requests: u64| {
+        let run = api(
+            &api_addr,
+            "POST",
+            "/v1/runs",
+            &json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "x"},
+                "budgets": {"max_requests": max_requests, "max_egress_bytes": 1_000_000}}),
+        );
+        let run_id = run["run_id"].as_str().unwrap_or_else(|| panic!("{run}")).to_owned();
+        std::fs::write(&ca_file, run["ca_certificate_pem"].as_str().unwrap()).unwrap();
+        let lease = api(
+            &api_addr,
+            "POST",
+            &format!("/v1/runs/{run_id}/leases"),
+            &json!({"credential_id": credential["credential_id"], "purpose": "git_provider", "host": "127.0.0.1"}),
+        );
+        assert!(lease["placeholder"].is_string(), "{lease}");
+        (run_id, format!("http://grant:{}@{proxy_addr}", run["grant"].as_str().unwrap()))
+    };
+
+    // A budget of four: the CONNECT and three requests; the fourth request
+    // on the same kept-alive connection is refused inside the tunnel.
+    let (run_id, proxy) = leased_run(4);
+    let url = format!("https://127.0.0.1:{}/api", leased.port);
+    let out = curl(&["-x", &proxy, "--cacert", ca_file.to_str().unwrap(), "-D", "-", &url, &url, &url, &url]);
+    let seen_by_sandbox = text(&out);
+    assert_eq!(
+        seen_by_sandbox.matches("HTTP/1.1 200").count(),
+        4,
+        "the CONNECT and three: {seen_by_sandbox}"
+    );
+    assert_eq!(
+        seen_by_sandbox.matches("x-gatehouse-reason: budget_requests_exhausted").count(),
+        1,
+        "{seen_by_sandbox}"
+    );
+    let requests = leased.seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert!(requests.iter().all(|h| h.contains(&format!("authorization: Bearer {CANARY}"))), "{requests:?}");
+    assert!(!seen_by_sandbox.contains(CANARY), "{seen_by_sandbox}");
+    let refusals = api(
+        &api_addr,
+        "GET",
+        &format!("/v1/refusals?run_id={run_id}&reason=budget_requests_exhausted"),
+        &json!({}),
+    );
+    assert_eq!(refusals["items"].as_array().map(Vec::len), Some(1), "{refusals}");
+    assert_eq!(refusals["items"][0]["host"], "127.0.0.1", "{refusals}");
+    let metrics =
+        crate::cli::http(&api_addr, "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    for counted in [
+        "gatehouse_egress_allowed_total{kind=\"tunnel\"} 1\n",
+        "gatehouse_egress_allowed_total{kind=\"request\"} 3\n",
+    ] {
+        assert!(metrics.contains(counted), "{counted} in {metrics}");
+    }
+
+    // The rogue upstream: the sandbox trusts gatehouse's leaf, but
+    // gatehouse does not trust the upstream, so nothing is sent to it.
+    let (rogue_run, proxy) = leased_run(10);
+    let out = curl(&[
+        "-x",
+        &proxy,
+        "--cacert",
+        ca_file.to_str().unwrap(),
+        "-D",
+        "-",
+        &format!("https://127.0.0.1:{}/api", rogue.port),
+    ]);
+    let answer = text(&out);
+    assert!(answer.contains("HTTP/1.1 502") && answer.contains("x-gatehouse-reason: tls_failed"), "{answer}");
+    assert!(rogue.seen.lock().unwrap().is_empty(), "the rogue upstream got a request");
+    let refusals =
+        api(&api_addr, "GET", &format!("/v1/refusals?run_id={rogue_run}&reason=tls_failed"), &json!({}));
+    assert_eq!(refusals["items"].as_array().map(Vec::len), Some(1), "{refusals}");
+
+    drop(server);
+    let log = log.join().unwrap();
+    gatehouse_test_support::assert_no_key_material(CANARY.as_bytes(), &log, "the gateway's log");
 }
