@@ -262,25 +262,40 @@ fn a_lease_injects_for_its_one_host_and_the_secret_never_leaks() {
         crate::cli::http(&api_addr, "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
     drop(server);
     let logs = log.join().unwrap();
+    let database = sqlite_files(tmp.path());
+    for secret in [CANARY, ROTATED, "t2-secret-value", "named-secret-value"] {
+        assert_nowhere(
+            secret,
+            &[
+                ("the sandbox's view", seen_by_sandbox.as_bytes()),
+                ("API answers", answers.borrow().as_bytes()),
+                ("logs", logs.as_bytes()),
+                ("metrics", metrics.as_bytes()),
+                ("the database", &database),
+            ],
+        );
+    }
+}
+
+/// Every byte of the embedded SQLite store under `dir`: the database, its
+/// write-ahead log and shared memory, as they are on disk.
+fn sqlite_files(dir: &std::path::Path) -> Vec<u8> {
     let mut database = Vec::new();
-    for entry in std::fs::read_dir(tmp.path().join("gatehouse-data")).unwrap() {
+    for entry in std::fs::read_dir(dir.join("gatehouse-data")).unwrap() {
         let path = entry.unwrap().path();
         if path.file_name().unwrap().to_string_lossy().starts_with("gatehouse.db") {
             database.extend(std::fs::read(&path).unwrap());
         }
     }
-    assert!(!database.is_empty());
-    let database = String::from_utf8_lossy(&database);
-    for secret in [CANARY, ROTATED, "t2-secret-value", "named-secret-value"] {
-        for (what, text) in [
-            ("the sandbox's view", seen_by_sandbox.as_str()),
-            ("API answers", answers.borrow().as_str()),
-            ("logs", logs.as_str()),
-            ("metrics", metrics.as_str()),
-            ("the database", &database),
-        ] {
-            assert!(!text.contains(secret), "{what} hold a secret");
-        }
+    assert!(database.len() > 4096, "no database under {}", dir.display());
+    database
+}
+
+/// `secret` is in none of `places`, in any form or piece of it.
+fn assert_nowhere(secret: &str, places: &[(&str, &[u8])]) {
+    for (what, bytes) in places {
+        assert!(!String::from_utf8_lossy(bytes).contains(secret), "{what} hold a secret");
+        gatehouse_test_support::assert_no_key_material(secret.as_bytes(), bytes, what);
     }
 }
 
@@ -292,6 +307,12 @@ fn the_fetch_api_injects_scrubs_and_signs_webhooks_with_leases() {
     let upstream = Echo::start("127.0.0.1", 0);
     let tmp = tempfile::tempdir().unwrap();
     let (server, api_addr, _, log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
+    let answers = std::cell::RefCell::new(String::new());
+    let api = |addr: &str, method: &str, path: &str, body: &Value| {
+        let v = api(addr, method, path, body);
+        answers.borrow_mut().push_str(&v.to_string());
+        v
+    };
     let token = api(
         &api_addr,
         "POST",
@@ -391,7 +412,38 @@ fn the_fetch_api_injects_scrubs_and_signs_webhooks_with_leases() {
     }
     let leases = api(&api_addr, "GET", &format!("/v1/leases?run_id={run_id}&status=revoked"), &json!({}));
     assert_eq!(leases["items"].as_array().unwrap().len(), 1, "{leases}");
+
+    // The record, read back: refusals, the run's events, the audit log,
+    // credentials and leases, and the metrics.
+    let refusals = api(&api_addr, "GET", &format!("/v1/refusals?run_id={run_id}"), &json!({}));
+    let reasons = refusals.to_string();
+    assert!(
+        reasons.contains("lease_host_mismatch") && reasons.contains("lease_purpose_mismatch"),
+        "{refusals}"
+    );
+    api(&api_addr, "GET", &format!("/v1/runs/{run_id}/events"), &json!({}));
+    api(&api_addr, "GET", &format!("/v1/runs/{run_id}"), &json!({}));
+    let audit = api(&api_addr, "GET", "/v1/audit", &json!({}));
+    assert!(audit.to_string().contains("credential.create"), "{audit}");
+    api(&api_addr, "GET", "/v1/tenants/t1/credentials", &json!({}));
+    api(&api_addr, "GET", &format!("/v1/leases?run_id={run_id}"), &json!({}));
+    let metrics =
+        crate::cli::http(&api_addr, "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    assert!(metrics.contains("gatehouse_egress_fetch_total"), "{metrics}");
     drop(server);
     let logs = log.join().unwrap();
-    assert!(!logs.contains(CANARY) && !logs.contains(SIGNING), "a secret was logged");
+    let database = sqlite_files(tmp.path());
+    let seen_by_caller = [fetched.to_string(), delivered.to_string(), body].concat();
+    for secret in [CANARY, SIGNING] {
+        assert_nowhere(
+            secret,
+            &[
+                ("the caller's view of the fetches", seen_by_caller.as_bytes()),
+                ("API answers", answers.borrow().as_bytes()),
+                ("logs", logs.as_bytes()),
+                ("metrics", metrics.as_bytes()),
+                ("the database", &database),
+            ],
+        );
+    }
 }
