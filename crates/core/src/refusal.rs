@@ -270,6 +270,22 @@ closed_codes! {
     }
 }
 
+impl Reason {
+    /// Whether the refusal is an outage: the component that decides (the
+    /// ledger, the lease state, the store, the scanner) did not answer, so
+    /// the request was refused without a decision. Only these are worth
+    /// retrying; every other reason is an answer that will not change.
+    pub const fn is_outage(self) -> bool {
+        matches!(
+            self,
+            Reason::LedgerUnavailable
+                | Reason::LeaseUnavailable
+                | Reason::StoreUnavailable
+                | Reason::ScannerUnavailable
+        )
+    }
+}
+
 closed_codes! {
     /// Which security mechanism refused.
     pub enum RefusalKind {

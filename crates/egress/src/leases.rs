@@ -85,6 +85,18 @@ pub fn mentions_placeholder(headers: &HeaderMap, path_and_query: &str) -> bool {
     inject::carries_secret(headers, path_and_query, PLACEHOLDER_PREFIX.as_bytes())
 }
 
+/// What a request carrying a placeholder is told when its grant's spend
+/// failed, before its leases could be read: what became of its credential
+/// (the run is over; the lease state is out of reach), the same at the
+/// proxy and through the fetch API. Any other reason stands as it is.
+pub fn refused_before_the_leases(reason: Reason) -> Reason {
+    match reason {
+        Reason::GrantRevoked | Reason::GrantExpired => Reason::RunNotLive,
+        Reason::LedgerUnavailable => Reason::LeaseUnavailable,
+        other => other,
+    }
+}
+
 /// What the door did to a request.
 #[derive(Default)]
 pub struct Injected {

@@ -45,7 +45,9 @@ use tokio::sync::Notify;
 
 use crate::connect::connect_pinned;
 use crate::decision::{Decision, Purpose, decide_target_resolving};
-use crate::leases::{Injected, LeaseSource, OfRun, at_the_door, mentions_placeholder};
+use crate::leases::{
+    Injected, LeaseSource, OfRun, at_the_door, mentions_placeholder, refused_before_the_leases,
+};
 use crate::meter::EgressMeter;
 use crate::policy::{Policy, PolicyError};
 use crate::pool::{PoolKey, PooledBody, Upstream, UpstreamIo, UpstreamPool};
@@ -311,10 +313,8 @@ impl Refused {
 
     /// A lease refusal: a security refusal of the run's request.
     fn lease(refusal: crate::inject::LeaseRefusal, host: Option<String>) -> Self {
-        let status = match refusal.reason {
-            Reason::LeaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::FORBIDDEN,
-        };
+        let status =
+            if refusal.reason.is_outage() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::FORBIDDEN };
         Self {
             host,
             lease_id: refusal.lease_id,
@@ -358,21 +358,14 @@ impl Proxy {
     /// placeholder expects a credential: it is told why there is none.
     fn spend_refused(&self, headers: &HeaderMap, path: &str, reason: Reason) -> Refused {
         if self.leases.is_some() && mentions_placeholder(headers, path) {
-            let reason = match reason {
-                Reason::GrantRevoked | Reason::GrantExpired => Reason::RunNotLive,
-                Reason::LedgerUnavailable => Reason::LeaseUnavailable,
-                other => other,
-            };
+            let reason = refused_before_the_leases(reason);
             return Refused::lease(
                 crate::inject::LeaseRefusal { reason, lease_id: None, revoke: false },
                 None,
             );
         }
         // An outage is worth retrying; a spent or revoked grant is not.
-        let status = match reason {
-            Reason::LedgerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::FORBIDDEN,
-        };
+        let status = if reason.is_outage() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::FORBIDDEN };
         Refused::new(status, refusal_kind(reason), reason)
     }
 
@@ -767,10 +760,7 @@ impl Proxy {
 
     /// The refusal of bytes the ledger would not pay for.
     fn egress_refused(&self, reason: Reason, host: Option<String>) -> Refused {
-        let status = match reason {
-            Reason::LedgerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::FORBIDDEN,
-        };
+        let status = if reason.is_outage() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::FORBIDDEN };
         Refused { host, ..Refused::new(status, refusal_kind(reason), reason) }
     }
 

@@ -13,6 +13,7 @@ use gatehouse_capability::grant::{GrantLifetime, GrantRequest, MintError};
 use gatehouse_capability::manifest::{ManifestPresence, SignError};
 use gatehouse_capability::session_key::{Namespace, Principal};
 use gatehouse_core::{ErrorCode, PublicError, Reason, Refusal, RefusalKind, is_valid_id, new_id};
+use gatehouse_egress::leases::mentions_placeholder;
 use gatehouse_egress::proxy::PolicySource as _;
 use gatehouse_ledger::{
     LedgerBackend as _, Operation, Registration, RevokeScope, Status, refusal_kind, spend,
@@ -169,8 +170,10 @@ fn forbidden(rid: &RequestId) -> ApiError {
     ApiError::new(ErrorCode::Forbidden, rid)
 }
 
-fn refused(rid: &RequestId, reason: Reason) -> ApiError {
-    with_reason(ErrorCode::Refused, rid, reason)
+/// A refusal: 403, or 503 when it is an outage (worth retrying).
+pub(crate) fn refused(rid: &RequestId, reason: Reason) -> ApiError {
+    let code = if reason.is_outage() { ErrorCode::Unavailable } else { ErrorCode::Refused };
+    with_reason(code, rid, reason)
 }
 
 #[derive(Deserialize)]
@@ -545,8 +548,13 @@ struct RunFetch<'a> {
 }
 
 impl<'a> RunFetch<'a> {
-    /// Opens `grant` and spends one request from it.
-    async fn start(state: &'a AppState, rid: &'a RequestId, grant: Option<&str>) -> Result<Self, ApiError> {
+    /// Opens `grant` and spends one request from it for `fetch`.
+    async fn start(
+        state: &'a AppState,
+        rid: &'a RequestId,
+        grant: Option<&str>,
+        fetch: &gatehouse_egress::fetch::FetchRequest,
+    ) -> Result<Self, ApiError> {
         let (Some(fetcher), Some(ledger)) = (state.fetcher.as_ref(), state.ledger.as_ref()) else {
             return Err(forbidden(rid));
         };
@@ -568,6 +576,15 @@ impl<'a> RunFetch<'a> {
         .await
         {
             Ok(spent) => run.lease_generation = spent.map(|s| s.lease_generation),
+            // A request carrying a placeholder is told what became of its
+            // credential, as at the proxy.
+            Err(reason)
+                if state.door_leases.is_some() && mentions_placeholder(&fetch.headers, &fetch.url) =>
+            {
+                let reason = gatehouse_egress::leases::refused_before_the_leases(reason);
+                run.note(RefusalKind::SecretRefused, reason, None, None, false);
+                return Err(refused(rid, reason));
+            }
             Err(reason) => {
                 run.note(refusal_kind(reason), reason, None, None, false);
                 return Err(refused(rid, reason));
@@ -608,12 +625,7 @@ impl<'a> RunFetch<'a> {
             Ok(injected) => Ok(injected.scrub),
             Err(refusal) => {
                 self.note_lease(refusal.reason, Some(host), refusal.lease_id);
-                let code = if refusal.reason == Reason::LeaseUnavailable {
-                    ErrorCode::Unavailable
-                } else {
-                    ErrorCode::Refused
-                };
-                Err(ApiError(PublicError::new(code, self.rid.0.clone()).with_reason(refusal.reason)))
+                Err(refused(self.rid, refusal.reason))
             }
         }
     }
@@ -629,12 +641,7 @@ impl<'a> RunFetch<'a> {
         let secret =
             source.signing_secret(&self.claims.exec_id, lease_id, &host).await.map_err(|reason| {
                 self.note_lease(reason, Some(host.clone()), Some(lease_id.to_owned()));
-                let code = if reason == Reason::LeaseUnavailable {
-                    ErrorCode::Unavailable
-                } else {
-                    ErrorCode::Refused
-                };
-                ApiError(PublicError::new(code, self.rid.0.clone()).with_reason(reason))
+                refused(self.rid, reason)
             })?;
         let id = new_id("msg");
         let timestamp = self.state.clock.now();
@@ -733,7 +740,7 @@ impl<'a> RunFetch<'a> {
                     | Reason::ContentEncodingInvalid
                     | Reason::ResponseTooLarge => ErrorCode::BadGateway,
                     Reason::HeaderNotAllowed => ErrorCode::BadRequest,
-                    Reason::LedgerUnavailable => ErrorCode::Unavailable,
+                    r if r.is_outage() => ErrorCode::Unavailable,
                     _ => ErrorCode::Refused,
                 };
                 Err(ApiError(PublicError::new(code, self.rid.0.clone()).with_reason(refusal.reason)))
@@ -783,8 +790,8 @@ async fn egress_fetch(
     StrictJson(req): StrictJson<FetchBody>,
 ) -> Result<Json<Value>, ApiError> {
     use base64::Engine as _;
-    let run = RunFetch::start(&state, &rid, req.grant.as_deref()).await?;
     let mut fetch = fetch_request(&rid, &req.method, req.url, req.headers, req.purpose)?;
+    let run = RunFetch::start(&state, &rid, req.grant.as_deref(), &fetch).await?;
     if let Some(b) = &req.body_base64 {
         let body = base64::engine::general_purpose::STANDARD
             .decode(b)
@@ -865,8 +872,8 @@ async fn egress_fetch_raw(
         };
         forward.push((name.to_owned(), value.to_owned()));
     }
-    let run = RunFetch::start(&state, &rid, grant.as_deref()).await?;
     let mut fetch = fetch_request(&rid, &q.method, q.url, forward, q.purpose)?;
+    let run = RunFetch::start(&state, &rid, grant.as_deref(), &fetch).await?;
     let scrub = run.inject(&mut fetch).await?;
     let body = gatehouse_egress::fetch::stream_body(request.into_body());
     let policy = run.policy();

@@ -294,11 +294,10 @@ async fn create_run(
         )
     })?;
     let grant = sealer.mint(&grant_claims).map_err(|e| crate::api::mint_refused(&rid, e))?;
-    ledger.register(&Registration::from(&grant_claims)).await.map_err(|reason| {
-        let code =
-            if reason == Reason::LedgerUnavailable { ErrorCode::Unavailable } else { ErrorCode::Refused };
-        with_reason(code, &rid, reason)
-    })?;
+    ledger
+        .register(&Registration::from(&grant_claims))
+        .await
+        .map_err(|reason| crate::api::refused(&rid, reason))?;
     let new_run = NewRun {
         run_id: run_id.clone(),
         tenant_id: req.tenant_id.clone(),

@@ -59,6 +59,22 @@ impl RedisServer {
         }
     }
 
+    /// Everything the server holds now, as an RDB file written without
+    /// compression, so every stored string is there as it was written: what
+    /// a test searches for data that must never reach Redis.
+    pub fn snapshot(&self) -> Vec<u8> {
+        for command in [&["CONFIG", "SET", "rdbcompression", "no"][..], &["SAVE"]] {
+            let out = Command::new("redis-cli")
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .args(command)
+                .output()
+                .expect("redis-cli is installed (.ci/run installs it)");
+            let reply = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(reply.trim(), "OK", "redis-cli {command:?}");
+        }
+        std::fs::read(self.dir.path().join("dump.rdb")).expect("SAVE wrote dump.rdb")
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }

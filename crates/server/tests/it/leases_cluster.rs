@@ -228,21 +228,60 @@ fn persist(redis: &RedisServer) {
 
 #[test]
 fn redis_down_means_no_injection() {
+    use gatehouse_egress::intercept::InterceptCa;
     let secret = canary("outage");
     let mut redis = RedisServer::start();
     let upstream = Echo::start("127.0.0.1", 0);
+    let upstream_ca = Arc::new(InterceptCa::generate().unwrap());
+    let tls_upstream = crate::intercept::TlsEcho::start(&upstream_ca, "127.0.0.1", 0);
     let tmp = tempfile::tempdir().unwrap();
-    let redis_url = redis.url();
-    let node = start_node(tmp.path(), &private_key_pem(), &[("GATEHOUSE_REDIS_URL", redis_url.as_str())]);
+    let upstream_ca_file = tmp.path().join("upstream-ca.pem");
+    std::fs::write(&upstream_ca_file, upstream_ca.cert_pem()).unwrap();
+    let (redis_url, ports) = (redis.url(), format!("443,{}", tls_upstream.port));
+    let node = start_node(
+        tmp.path(),
+        &private_key_pem(),
+        &[
+            ("GATEHOUSE_REDIS_URL", redis_url.as_str()),
+            ("GATEHOUSE_PROXY_CONNECT_PORTS", ports.as_str()),
+            ("GATEHOUSE_EGRESS_EXTRA_CA_FILE", upstream_ca_file.to_str().unwrap()),
+        ],
+    );
     let target = format!("http://127.0.0.1:{}/repo", upstream.port);
     let credential = create_credential(&node.api, &secret);
     let credential_id = str_of(&credential, "credential_id").to_owned();
-    let (run_id, proxy, _) = new_run(&node.api, &node.proxy);
+    let (run_id, proxy, run) = new_run(&node.api, &node.proxy);
     let placeholder = str_of(&lease(&node.api, &run_id, &credential_id), "placeholder").to_owned();
     let with_placeholder = format!("x-api-key: {placeholder}");
     let out = curl(&["-x", &proxy, "-H", &with_placeholder, &target]);
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     assert!(upstream.last().contains(&format!("x-api-key: {secret}\r\n")), "{}", upstream.last());
+    // The same lease through the fetch API, and in an intercepted tunnel.
+    let fetch = |headers: Value| {
+        api(
+            &node.api,
+            "POST",
+            "/v1/egress/fetch",
+            &json!({"grant": run["grant"], "url": target, "purpose": "git_provider", "headers": headers}),
+        )
+    };
+    let fetched = fetch(json!([["x-api-key", placeholder]]));
+    assert_eq!(fetched["status"], 200, "{fetched}");
+    assert!(upstream.last().contains(&format!("x-api-key: {secret}\r\n")), "{}", upstream.last());
+    let ca_file = tmp.path().join("gatehouse-ca.pem");
+    std::fs::write(&ca_file, str_of(&run, "ca_certificate_pem")).unwrap();
+    let https = format!("https://127.0.0.1:{}/repo", tls_upstream.port);
+    let out = curl(&["-x", &proxy, "--cacert", ca_file.to_str().unwrap(), &https]);
+    assert!(out.contains("HTTP/1.1 200"), "{out}");
+    assert!(
+        tls_upstream.last().contains(&format!("authorization: Bearer {secret}")),
+        "{}",
+        tls_upstream.last()
+    );
+    // What Redis holds (grants' budgets, leases' state) never includes the secret.
+    let held = redis.snapshot();
+    assert!(String::from_utf8_lossy(&held).contains(&run_id), "the snapshot holds the run's records");
+    assert_no_key_material(secret.as_bytes(), &held, "Redis");
 
     // Redis goes away (its data kept on disk): no request gets through,
     // with or without the placeholder.
@@ -260,6 +299,24 @@ fn redis_down_means_no_injection() {
     );
     assert_eq!(upstream.count(), before, "nothing reached the upstream without the ledger");
     assert!(!out.contains(&secret));
+    // The fetch API says the same, and no tunnel opens.
+    let refused = fetch(json!([["x-api-key", placeholder]]));
+    assert_eq!(
+        (refused["error"]["reason"].as_str(), refused["error"]["retryable"].as_bool()),
+        (Some("lease_unavailable"), Some(true)),
+        "{refused}"
+    );
+    let refused = fetch(json!([]));
+    assert_eq!(
+        (refused["error"]["reason"].as_str(), refused["error"]["retryable"].as_bool()),
+        (Some("ledger_unavailable"), Some(true)),
+        "{refused}"
+    );
+    let tls_before = tls_upstream.seen.lock().unwrap().len();
+    let out = curl(&["-x", &proxy, "--cacert", ca_file.to_str().unwrap(), &https]);
+    assert!(out.starts_with("HTTP/1.1 503") && refused_with(&out, "ledger_unavailable"), "{out}");
+    assert_eq!(upstream.count(), before, "nothing reached the upstream without the ledger");
+    assert_eq!(tls_upstream.seen.lock().unwrap().len(), tls_before, "no tunnel without the ledger");
 
     // Redis is back with its data: the same lease injects again.
     redis.restart();
