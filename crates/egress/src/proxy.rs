@@ -325,7 +325,8 @@ impl Refused {
     fn from_decision(d: &Decision) -> Self {
         let reason = d.refusal().unwrap_or(Reason::UpstreamUnreachable);
         Self {
-            status: StatusCode::FORBIDDEN,
+            // A policy that could not be read is an outage, not an answer.
+            status: if reason.is_outage() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::FORBIDDEN },
             reason,
             kind: RefusalKind::EgressRefused,
             rule: d.rule.clone(),

@@ -126,7 +126,7 @@ fn a_store_that_goes_away_fails_closed_and_recovers() {
     let db = TestDatabase::create();
     let upstream = Upstream::start();
     let tmp = tempfile::tempdir().unwrap();
-    let (_server, addr, _) = node(
+    let (_server, addr, proxy_addr) = node(
         tmp.path(),
         &private_key_pem(),
         &[("GATEHOUSE_DATABASE_URL", db.url()), ("GATEHOUSE_STORE_TIMEOUT_MS", "1000")],
@@ -145,6 +145,18 @@ fn a_store_that_goes_away_fails_closed_and_recovers() {
         fetch(&addr, &grant, &url)["error"]["reason"] == "store_unavailable"
     });
     assert!(refused.is_some(), "the door kept letting traffic through without its policy store");
+    // An outage, not an answer: 503 and retryable, through the API and the proxy.
+    assert_eq!(fetch(&addr, &grant, &url)["error"]["retryable"], true);
+    let proxied = std::process::Command::new("curl")
+        .args(["-s", "-S", "--max-time", "10", "-D", "-", "-o", "/dev/null", "-x"])
+        .arg(format!("http://grant:{}@{proxy_addr}", grant.as_str().unwrap()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&proxied.stdout);
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert!(head.contains("x-gatehouse-reason: store_unavailable\r\n"), "{head}");
+    assert!(head.contains("x-gatehouse-retryable: true\r\n"), "{head}");
 
     db.set_reachable(true);
     let back = within(Duration::from_secs(10), || fetch(&addr, &grant, &url)["status"] == 200);
