@@ -64,10 +64,18 @@ impl AuditRecord {
     /// [`chain`](Self::chain), also giving the canonical detail as stored,
     /// which the hash was computed over: the detail is written out once.
     pub fn chain_with_detail(self, prev_seq: i64, prev_hash: &str) -> (AuditEntry, String) {
-        let seq = prev_seq + 1;
+        let (hash, detail) = self.hash_after(prev_seq, prev_hash);
+        (AuditEntry { seq: prev_seq + 1, record: self, prev_hash: prev_hash.to_owned(), hash }, detail)
+    }
+
+    /// The hash this record takes chained after `(prev_seq, prev_hash)`,
+    /// and its canonical detail as stored, without taking the record: a
+    /// writer that stores the record's fields from a borrow need not copy
+    /// the record (and its detail tree) to chain it.
+    pub fn hash_after(&self, prev_seq: i64, prev_hash: &str) -> (String, String) {
         let detail = canonical_detail(&self.detail);
-        let hash = entry_hash_over(seq, &self, &detail, prev_hash);
-        (AuditEntry { seq, record: self, prev_hash: prev_hash.to_owned(), hash }, detail)
+        let hash = entry_hash_over(prev_seq + 1, self, &detail, prev_hash);
+        (hash, detail)
     }
 }
 

@@ -93,26 +93,29 @@ impl WriteTx {
     /// Chains `records` after the head.
     async fn append_audit(&mut self, records: &[AuditRecord]) -> Result<(), StoreError> {
         for chunk in in_fixed_chunks(records) {
+            // Chained from a borrow: a batch of refusals is one record whose
+            // detail lists every refusal, and copying it only to chain it
+            // cost a dozen allocations per refusal.
             let mut entries = Vec::with_capacity(chunk.len());
             for record in chunk {
-                let (entry, detail) = record.clone().chain_with_detail(self.audit_seq, &self.audit_hash);
-                self.audit_seq = entry.seq;
-                self.audit_hash.clone_from(&entry.hash);
-                entries.push((entry, detail));
+                let (hash, detail) = record.hash_after(self.audit_seq, &self.audit_hash);
+                self.audit_seq += 1;
+                let prev_hash = std::mem::replace(&mut self.audit_hash, hash.clone());
+                entries.push((record, self.audit_seq, detail, prev_hash, hash));
             }
             let mut insert = sqlx::QueryBuilder::<Db>::new(
                 "INSERT INTO audit_log (seq, at, actor, action, tenant_id, subject, detail, prev_hash, hash) ",
             );
-            insert.push_values(&entries, |mut row, (entry, detail)| {
-                row.push_bind(entry.seq)
-                    .push_bind(entry.record.at)
-                    .push_bind(entry.record.actor.as_str())
-                    .push_bind(entry.record.action.as_str())
-                    .push_bind(entry.record.tenant_id.as_deref())
-                    .push_bind(entry.record.subject.as_str())
+            insert.push_values(&entries, |mut row, (record, seq, detail, prev_hash, hash)| {
+                row.push_bind(*seq)
+                    .push_bind(record.at)
+                    .push_bind(record.actor.as_str())
+                    .push_bind(record.action.as_str())
+                    .push_bind(record.tenant_id.as_deref())
+                    .push_bind(record.subject.as_str())
                     .push_bind(detail.as_str())
-                    .push_bind(entry.prev_hash.as_str())
-                    .push_bind(entry.hash.as_str());
+                    .push_bind(prev_hash.as_str())
+                    .push_bind(hash.as_str());
             });
             insert.build().execute(self.conn()).await?;
             self.head_moved = true;
