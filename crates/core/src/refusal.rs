@@ -267,6 +267,12 @@ closed_codes! {
         AdminCsrfInvalid => "admin_csrf_invalid",
         /// The policy changed since the form editing it was loaded: nothing was overwritten.
         PolicyStale => "policy_stale",
+        /// A file name is empty, longer than 255 bytes, `.` or `..`, or holds a path separator, a control or a bidirectional formatting character.
+        FileNameInvalid => "file_name_invalid",
+        /// No file or session with this id is visible to the caller (another user's or tenant's is never visible).
+        FileUnknown => "file_unknown",
+        /// The object store did not answer: nothing was stored or read.
+        StorageUnavailable => "storage_unavailable",
     }
 }
 
@@ -282,6 +288,7 @@ impl Reason {
                 | Reason::LeaseUnavailable
                 | Reason::StoreUnavailable
                 | Reason::ScannerUnavailable
+                | Reason::StorageUnavailable
         )
     }
 }
@@ -471,6 +478,9 @@ mod tests {
                 "admin_session_invalid",
                 "admin_csrf_invalid",
                 "policy_stale",
+                "file_name_invalid",
+                "file_unknown",
+                "storage_unavailable",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

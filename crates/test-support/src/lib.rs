@@ -12,6 +12,7 @@ mod clamd_server;
 pub mod leaks;
 mod postgres;
 mod redis_server;
+mod s3_server;
 
 pub use browser::Browser;
 pub use clamd_server::{
@@ -21,6 +22,7 @@ pub use clamd_server::{
 pub use leaks::{assert_no_key_material, assert_no_pem_key};
 pub use postgres::{TestDatabase, admin_url as postgres_admin_url};
 pub use redis_server::RedisServer;
+pub use s3_server::S3Server;
 
 /// A free TCP port on 127.0.0.1 for a server a test starts (bound, checked,
 /// released), from below Linux's ephemeral range (32768-60999).
