@@ -99,7 +99,7 @@ impl RefusalLog {
             c.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(queue) = &self.queue {
-            queue.push(NewEvent::refusal(&refusal));
+            queue.push(NewEvent::from_refusal(refusal));
         }
     }
 

@@ -152,16 +152,22 @@ pub struct NewEvent {
 impl NewEvent {
     /// The event for a refusal.
     pub fn refusal(r: &Refusal) -> Self {
+        Self::from_refusal(r.clone())
+    }
+
+    /// The event for a refusal, taking its strings instead of copying them
+    /// (the door records one per refused request).
+    pub fn from_refusal(r: Refusal) -> Self {
         Self {
             at: r.at,
             kind: r.kind.as_str().to_owned(),
             reason: Some(r.reason.as_str().to_owned()),
-            tenant_id: r.tenant_id.clone(),
-            run_id: r.run_id.clone(),
-            host: r.host.clone(),
-            rule: r.rule.clone(),
-            request_id: r.request_id.clone(),
-            lease_id: r.lease_id.clone(),
+            tenant_id: r.tenant_id,
+            run_id: r.run_id,
+            host: r.host,
+            rule: r.rule,
+            request_id: r.request_id,
+            lease_id: r.lease_id,
             dry_run: r.dry_run,
             refusal: true,
         }
