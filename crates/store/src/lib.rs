@@ -28,6 +28,7 @@
 
 pub mod audit;
 mod error;
+pub mod files;
 pub mod lease;
 mod model;
 
@@ -140,6 +141,7 @@ mod sqlite {
     include!("ops.rs");
     include!("lease_ops.rs");
     include!("admin_ops.rs");
+    include!("file_ops.rs");
 }
 
 mod postgres {
@@ -151,6 +153,7 @@ mod postgres {
     include!("ops.rs");
     include!("lease_ops.rs");
     include!("admin_ops.rs");
+    include!("file_ops.rs");
 }
 
 /// Runs `$op(pool, args...)` on whichever backend the store has, under the
@@ -621,6 +624,52 @@ impl Store {
         page: &PageRequest,
     ) -> Result<Page<DependencyScan>, StoreError> {
         dispatch!(self.scans(tenant_id, repository, pull_request, page))
+    }
+
+    // ---- files ----
+
+    /// Records a file whose object is complete, and audits it. A session's
+    /// file replaces the file of the same name in that session: the replaced
+    /// record is returned, and its object is the caller's to delete.
+    pub async fn record_file(
+        &self,
+        file: &files::StoredFile,
+        actor: &str,
+    ) -> Result<Option<files::StoredFile>, StoreError> {
+        dispatch!(self.record_file(file, actor))
+    }
+
+    /// The file `file_id` of `tenant` (none: a deployment without tenants).
+    /// Another tenant's file is `None`, like a file that does not exist.
+    pub async fn file(
+        &self,
+        tenant: Option<&str>,
+        file_id: &str,
+    ) -> Result<Option<files::StoredFile>, StoreError> {
+        dispatch!(self.file(tenant.unwrap_or(""), file_id))
+    }
+
+    /// One user's session's files, by name; reading them touches the session.
+    pub async fn session_files(
+        &self,
+        tenant: Option<&str>,
+        user_id: &str,
+        session_id: &str,
+        now: UnixTime,
+    ) -> Result<Vec<files::StoredFile>, StoreError> {
+        dispatch!(self.session_files(tenant.unwrap_or(""), user_id, session_id, now))
+    }
+
+    /// Deletes a file's record and audits it; returns it, its object being
+    /// the caller's to delete.
+    pub async fn delete_file(
+        &self,
+        tenant: Option<&str>,
+        file_id: &str,
+        actor: &str,
+        now: UnixTime,
+    ) -> Result<Option<files::StoredFile>, StoreError> {
+        dispatch!(self.delete_file(tenant.unwrap_or(""), file_id, actor, now))
     }
 
     // ---- the audit log ----

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use gatehouse_core::Reason;
+use gatehouse_store::files::StoredFile;
 use gatehouse_store::{
     Credential, DoorLease, LEASE_LIFETIME_SECS, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease, NewRun,
     PageRequest, REFUSAL_SCAN_ROWS, RefusalFilter, Resealed, Run, RunStatus, SchemaState, Store, StoreConfig,
@@ -1277,6 +1278,83 @@ impl Raw {
     }
 }
 
+/// A file record of `tenant`/`user`: a session's (`session`) or an input.
+fn file_record(
+    id: &str,
+    tenant: &str,
+    user: &str,
+    session: Option<&str>,
+    name: &str,
+    now: i64,
+) -> StoredFile {
+    StoredFile {
+        file_id: id.into(),
+        tenant_id: tenant.into(),
+        user_id: user.into(),
+        namespace: "sk1_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into(),
+        session_id: session.map(str::to_owned),
+        resource: session.is_none().then(|| "upload".to_owned()),
+        name: name.into(),
+        bytes: 42,
+        sha256: "ab".repeat(32),
+        verdict: "not_scanned".into(),
+        created_at: now,
+    }
+}
+
+pub async fn files_are_kept_per_tenant_and_a_session_name_is_replaced(f: Fresh) {
+    let s = &f.store;
+    let other = f.another_node().await;
+    let input = file_record("file_in", "t1", "u1", None, "brief.pdf", 1_000);
+    assert_eq!(s.record_file(&input, "worker").await.unwrap(), None);
+    // Only its own tenant resolves it: another tenant's, or none, never.
+    assert_eq!(other.file(Some("t1"), "file_in").await.unwrap(), Some(input.clone()));
+    assert_eq!(s.file(Some("t2"), "file_in").await.unwrap(), None);
+    assert_eq!(s.file(None, "file_in").await.unwrap(), None);
+    let untenanted = file_record("file_none", "", "u1", None, "x", 1_000);
+    s.record_file(&untenanted, "worker").await.unwrap();
+    assert_eq!(s.file(None, "file_none").await.unwrap().map(|f| f.file_id), Some("file_none".into()));
+    assert_eq!(s.file(Some(""), "file_none").await.unwrap().map(|f| f.file_id), Some("file_none".into()));
+    assert_eq!(s.file(Some("t1"), "file_none").await.unwrap(), None);
+
+    // A session's name holds one file: the second upload replaces the first
+    // and says which, whose object the caller deletes.
+    let first = file_record("file_1", "t1", "u1", Some("out-1"), "report.md", 1_100);
+    let second = file_record("file_2", "t1", "u1", Some("out-1"), "report.md", 1_200);
+    let beside = file_record("file_3", "t1", "u1", Some("out-1"), "data.csv", 1_200);
+    assert_eq!(s.record_file(&first, "run:r1").await.unwrap(), None);
+    assert_eq!(other.record_file(&second, "run:r1").await.unwrap(), Some(first.clone()));
+    s.record_file(&beside, "run:r1").await.unwrap();
+    let listed: Vec<String> = s
+        .session_files(Some("t1"), "u1", "out-1", 1_300)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| f.file_id)
+        .collect();
+    assert_eq!(listed, ["file_3", "file_2"], "by name");
+    assert_eq!(s.file(Some("t1"), "file_1").await.unwrap(), None);
+    // Another user's session of the same id, another tenant's: empty.
+    assert!(s.session_files(Some("t1"), "u2", "out-1", 1_300).await.unwrap().is_empty());
+    assert!(s.session_files(Some("t2"), "u1", "out-1", 1_300).await.unwrap().is_empty());
+    // The same name in another user's session is another file.
+    let theirs = file_record("file_4", "t1", "u2", Some("out-1"), "report.md", 1_300);
+    assert_eq!(s.record_file(&theirs, "run:r2").await.unwrap(), None);
+
+    // Deleted once, by its own tenant only.
+    assert_eq!(s.delete_file(Some("t2"), "file_2", "worker", 1_400).await.unwrap(), None);
+    assert_eq!(s.delete_file(Some("t1"), "file_2", "worker", 1_400).await.unwrap(), Some(second));
+    assert_eq!(other.delete_file(Some("t1"), "file_2", "worker", 1_400).await.unwrap(), None);
+
+    let actions: Vec<String> =
+        s.audit_entries(0, 100).await.unwrap().into_iter().map(|e| e.record.action).collect();
+    for action in ["file.store", "file.upload", "file.delete"] {
+        assert!(actions.iter().any(|a| a == action), "{action} in {actions:?}");
+    }
+    assert_eq!(actions.iter().filter(|a| *a == "file.delete").count(), 1);
+    assert_chain_intact(s).await;
+}
+
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -1322,4 +1400,5 @@ conformance!(
     revoking_a_lease_happens_once_across_nodes,
     deleting_a_credential_revokes_its_leases_and_kill_switch_and_emergency_report_leases,
     credentials_rotate_and_rewrap_by_version,
+    files_are_kept_per_tenant_and_a_session_name_is_replaced,
 );

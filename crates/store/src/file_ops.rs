@@ -1,0 +1,152 @@
+// Files' metadata, written once and compiled per backend beside `ops.rs`
+// (same module, same helpers). A row is written after its object is
+// complete; keeping and deleting files are audited in the transaction that
+// writes them.
+
+const FILE_COLUMNS: &str =
+    "file_id, tenant_id, user_id, namespace, session_id, resource, name, bytes, sha256, verdict, created_at";
+
+/// Records `file` (its object complete) and audits it. A session's file
+/// replaces the session's file of the same name, whose record is returned
+/// so its object can be deleted; the session counts as touched.
+pub(crate) async fn record_file(
+    pool: &Pool<Db>,
+    file: &files::StoredFile,
+    actor: &str,
+) -> Result<Option<files::StoredFile>, StoreError> {
+    let mut tx = begin_write(pool).await?;
+    let mut replaced = None;
+    if let Some(session_id) = &file.session_id {
+        replaced = sqlx::query_as::<_, files::StoredFile>(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM files WHERE tenant_id = $1 AND user_id = $2 AND session_id = $3 AND name = $4 \
+             RETURNING {FILE_COLUMNS}"
+        )))
+        .bind(&file.tenant_id)
+        .bind(&file.user_id)
+        .bind(session_id)
+        .bind(&file.name)
+        .fetch_optional(tx.conn())
+        .await?;
+        touch(&mut tx, &file.tenant_id, &file.user_id, session_id, &file.namespace, file.created_at).await?;
+    }
+    sqlx::query(
+        "INSERT INTO files (file_id, tenant_id, user_id, namespace, session_id, resource, name, bytes, sha256, \
+         verdict, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    )
+    .bind(&file.file_id)
+    .bind(&file.tenant_id)
+    .bind(&file.user_id)
+    .bind(&file.namespace)
+    .bind(&file.session_id)
+    .bind(&file.resource)
+    .bind(&file.name)
+    .bind(file.bytes)
+    .bind(&file.sha256)
+    .bind(&file.verdict)
+    .bind(file.created_at)
+    .execute(tx.conn())
+    .await?;
+    let detail = serde_json::json!({"user_id": file.user_id, "session_id": file.session_id,
+        "resource": file.resource, "name": file.name, "bytes": file.bytes, "sha256": file.sha256,
+        "verdict": file.verdict, "replaced": replaced.as_ref().map(|r: &files::StoredFile| &r.file_id)});
+    let action = if file.session_id.is_some() { "file.upload" } else { "file.store" };
+    tx.append_audit(&[audit_record(file.created_at, actor, action, file.tenant(), &file.file_id, detail)])
+        .await?;
+    tx.commit().await?;
+    Ok(replaced)
+}
+
+async fn touch(
+    tx: &mut WriteTx,
+    tenant_id: &str,
+    user_id: &str,
+    session_id: &str,
+    namespace: &str,
+    now: UnixTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO file_sessions (tenant_id, user_id, session_id, namespace, touched_at) \
+         VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (tenant_id, user_id, session_id) DO UPDATE SET touched_at = excluded.touched_at",
+    )
+    .bind(tenant_id)
+    .bind(user_id)
+    .bind(session_id)
+    .bind(namespace)
+    .bind(now)
+    .execute(tx.conn())
+    .await?;
+    Ok(())
+}
+
+/// The file `file_id` of `tenant_id` (`""`: none), if there is one.
+pub(crate) async fn file(
+    pool: &Pool<Db>,
+    tenant_id: &str,
+    file_id: &str,
+) -> Result<Option<files::StoredFile>, StoreError> {
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {FILE_COLUMNS} FROM files WHERE file_id = $1 AND tenant_id = $2")))
+        .bind(file_id)
+        .bind(tenant_id)
+        .fetch_optional(pool)
+        .await?)
+}
+
+/// The files of one user's session, by name; the session counts as touched
+/// when it has any.
+pub(crate) async fn session_files(
+    pool: &Pool<Db>,
+    tenant_id: &str,
+    user_id: &str,
+    session_id: &str,
+    now: UnixTime,
+) -> Result<Vec<files::StoredFile>, StoreError> {
+    let files: Vec<files::StoredFile> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {FILE_COLUMNS} FROM files WHERE tenant_id = $1 AND user_id = $2 AND session_id = $3 ORDER BY name"
+    )))
+    .bind(tenant_id)
+    .bind(user_id)
+    .bind(session_id)
+    .fetch_all(pool)
+    .await?;
+    if !files.is_empty() {
+        // Not audited and not under the control lock: a timestamp only ever
+        // moving forward, which no other change depends on.
+        sqlx::query(
+            "UPDATE file_sessions SET touched_at = $4 \
+             WHERE tenant_id = $1 AND user_id = $2 AND session_id = $3 AND touched_at < $4",
+        )
+        .bind(tenant_id)
+        .bind(user_id)
+        .bind(session_id)
+        .bind(now)
+        .execute(pool)
+        .await?;
+    }
+    Ok(files)
+}
+
+/// Deletes the record of `file_id` of `tenant_id` and audits it; returns it
+/// (its object is the caller's to delete), or `None` if there was none.
+pub(crate) async fn delete_file(
+    pool: &Pool<Db>,
+    tenant_id: &str,
+    file_id: &str,
+    actor: &str,
+    now: UnixTime,
+) -> Result<Option<files::StoredFile>, StoreError> {
+    let mut tx = begin_write(pool).await?;
+    let deleted: Option<files::StoredFile> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM files WHERE file_id = $1 AND tenant_id = $2 RETURNING {FILE_COLUMNS}"
+    )))
+    .bind(file_id)
+    .bind(tenant_id)
+    .fetch_optional(tx.conn())
+    .await?;
+    if let Some(file) = &deleted {
+        let detail = serde_json::json!({"user_id": file.user_id, "name": file.name, "session_id": file.session_id});
+        tx.append_audit(&[audit_record(now, actor, "file.delete", file.tenant(), file_id, detail)]).await?;
+    }
+    tx.commit().await?;
+    Ok(deleted)
+}

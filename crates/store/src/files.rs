@@ -1,0 +1,53 @@
+//! Files' metadata: what the object store holds, whose it is, what it is
+//! called and what the content scanner said of it.
+
+use gatehouse_core::UnixTime;
+
+/// A file's record. Its content is the object `ns/{namespace}/{file_id}`.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct StoredFile {
+    /// Made by gatehouse.
+    pub file_id: String,
+    /// `""` where the deployment has no tenants.
+    pub tenant_id: String,
+    /// The user whose file it is.
+    pub user_id: String,
+    /// The session key whose namespace holds the object.
+    pub namespace: String,
+    /// A session's file (a run's output): its session.
+    pub session_id: Option<String>,
+    /// An input file: the resource it belongs to.
+    pub resource: Option<String>,
+    /// The name its writer gave it (checked by `gatehouse_files::check_name`).
+    pub name: String,
+    /// Its size.
+    pub bytes: i64,
+    /// SHA-256 of its content, lowercase hex.
+    pub sha256: String,
+    /// The content scanner's verdict (`clean`, `not_scanned`, ...).
+    pub verdict: String,
+    /// When it was kept.
+    pub created_at: UnixTime,
+}
+
+impl StoredFile {
+    /// The tenant as callers name it.
+    pub fn tenant(&self) -> Option<&str> {
+        (!self.tenant_id.is_empty()).then_some(self.tenant_id.as_str())
+    }
+}
+
+/// A session that holds files, as the sweeper sees it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct FileSession {
+    /// `""` where the deployment has no tenants.
+    pub tenant_id: String,
+    /// Whose.
+    pub user_id: String,
+    /// Which.
+    pub session_id: String,
+    /// Where its objects are.
+    pub namespace: String,
+    /// Last written or read.
+    pub touched_at: UnixTime,
+}
