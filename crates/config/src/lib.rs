@@ -84,6 +84,10 @@ pub mod names {
     pub const OSV_DB: &str = "GATEHOUSE_OSV_DB";
     /// The OSV API (or a mirror, `gatehouse osv serve`) API dependency scans ask when no offline database is set [https://api.osv.dev].
     pub const OSV_URL: &str = "GATEHOUSE_OSV_URL";
+    /// Where files through grants are kept: `s3://bucket[/prefix]` (with the usual `AWS_*` settings) [the data dir's `objects`].
+    pub const OBJECT_STORE_URL: &str = "GATEHOUSE_OBJECT_STORE_URL";
+    /// A file session untouched (not written or read) this many days is deleted with its files [30].
+    pub const SESSION_TTL_DAYS: &str = "GATEHOUSE_SESSION_TTL_DAYS";
     /// Longest grant lifetime (`exp - iat`) accepted, for runs and for `POST /v1/grants`, in seconds [86400].
     pub const GRANT_MAX_LIFETIME_SECS: &str = "GATEHOUSE_GRANT_MAX_LIFETIME_SECS";
     /// Longest a client may take to send a request's header, in milliseconds [10000].
@@ -215,6 +219,8 @@ pub mod names {
         EVENT_RETENTION_DAYS,
         OSV_DB,
         OSV_URL,
+        OBJECT_STORE_URL,
+        SESSION_TTL_DAYS,
         GRANT_MAX_LIFETIME_SECS,
         HEADER_READ_TIMEOUT_MS,
         IDLE_TIMEOUT_MS,
@@ -446,6 +452,11 @@ pub struct Config {
     pub osv_db: Option<PathBuf>,
     /// The OSV API asked when there is no offline database, without a trailing `/`.
     pub osv_url: String,
+    /// Where files are kept: `s3://bucket[/prefix]`, or `None` for the
+    /// local filesystem under the data directory.
+    pub object_store_url: Option<String>,
+    /// File sessions untouched this many days are swept.
+    pub session_ttl_days: i64,
     /// Longest run lifetime accepted.
     pub grant_max_lifetime_secs: i64,
     /// What each listener allows a connection.
@@ -1331,6 +1342,16 @@ impl Reader<'_> {
         let proxy_public_url = self.http_url(names::PROXY_PUBLIC_URL, &format!("http://{proxy_listen}"));
         let osv_db = self.get(names::OSV_DB).map(|p| PathBuf::from(p.trim()));
         let osv_url = self.http_url(names::OSV_URL, DEFAULT_OSV_URL);
+        let object_store_url = self.get(names::OBJECT_STORE_URL).map(|u| u.trim().to_owned());
+        if object_store_url.as_deref().is_some_and(|u| !u.starts_with("s3://") || u.contains(['@', '?', '#']))
+        {
+            self.problem(
+                names::OBJECT_STORE_URL,
+                "invalid_value",
+                "must be s3://bucket[/prefix], credentials in the AWS_* settings, not the URL",
+            );
+        }
+        let session_ttl_days = self.int(names::SESSION_TTL_DAYS, 30, 1..=3650);
         let ledger_timeout_ms = self.int(names::LEDGER_TIMEOUT_MS, 1000, 10..=60_000);
         let ledger_timeout =
             std::time::Duration::from_millis(u64::try_from(ledger_timeout_ms).unwrap_or(1000));
@@ -1415,6 +1436,8 @@ impl Reader<'_> {
             store_timeout,
             run_heartbeat_timeout_secs,
             event_retention_days,
+            object_store_url,
+            session_ttl_days,
             osv_db,
             osv_url,
             grant_max_lifetime_secs,

@@ -42,6 +42,8 @@ closed_codes! {
         Internal => "internal",
         /// The resource is not in a state that allows this (a run that is not live); see `reason`.
         Conflict => "conflict",
+        /// The body must declare its length (`Content-Length`): an upload is paid for before it is read.
+        LengthRequired => "length_required",
     }
 }
 
@@ -62,6 +64,7 @@ impl ErrorCode {
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::Conflict => 409,
+            ErrorCode::LengthRequired => 411,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::Unavailable => 503,
@@ -88,6 +91,7 @@ impl ErrorCode {
             ErrorCode::BadGateway => "the upstream failed",
             ErrorCode::Internal => "internal error",
             ErrorCode::Conflict => "the resource is not in a state that allows this",
+            ErrorCode::LengthRequired => "the request body must declare its length",
         }
     }
 }
@@ -198,6 +202,7 @@ mod tests {
                 "bad_gateway",
                 "internal",
                 "conflict",
+                "length_required",
             ]
         );
     }

@@ -46,8 +46,9 @@ impl RouteTable {
     }
 }
 
-/// The public routes and the `/v1` ones, before state and layers.
-fn tables() -> (RouteTable, RouteTable) {
+/// The public routes, the `/v1` ones (service token) and the sandbox's
+/// (a run's grant), before state and layers.
+fn tables() -> (RouteTable, RouteTable, RouteTable) {
     let public = RouteTable::new("")
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -65,18 +66,19 @@ fn tables() -> (RouteTable, RouteTable) {
         .route("/egress/fetch/raw", post(egress_fetch_raw))
         .route("/content/scan", post(scan_content))
         .route("/content/scanner", get(scanner_status));
-    (public, crate::control::routes(v1))
+    let sandbox = crate::file_routes::sandbox_routes(RouteTable::new(""));
+    (public, crate::file_routes::routes(crate::control::routes(v1)), sandbox)
 }
 
 /// Every path the router serves, as registered.
 pub fn served_paths() -> Vec<String> {
-    let (public, v1) = tables();
-    public.paths.into_iter().chain(v1.paths).collect()
+    let (public, v1, sandbox) = tables();
+    public.paths.into_iter().chain(v1.paths).chain(sandbox.paths).collect()
 }
 
 /// The full router for this node.
 pub fn router(state: AppState) -> Router {
-    let (public, v1) = tables();
+    let (public, v1, sandbox) = tables();
     let v1 = v1
         .router
         .route_layer(middleware::from_fn_with_state(state.clone(), crate::http::require_service_token));
@@ -84,6 +86,9 @@ pub fn router(state: AppState) -> Router {
     public
         .router
         .nest("/v1", v1)
+        // The sandbox's file routes authenticate with the run's grant, in
+        // the handler, not with a service token.
+        .merge(sandbox.router)
         .merge(pages)
         .fallback(crate::http::not_found)
         .method_not_allowed_fallback(crate::http::method_not_allowed)
@@ -166,7 +171,7 @@ async fn metrics(State(state): State<AppState>, headers: http::HeaderMap) -> Res
         .into_response()
 }
 
-fn forbidden(rid: &RequestId) -> ApiError {
+pub(crate) fn forbidden(rid: &RequestId) -> ApiError {
     ApiError::new(ErrorCode::Forbidden, rid)
 }
 
@@ -319,7 +324,7 @@ pub(crate) fn mint_refused(rid: &RequestId, e: MintError) -> ApiError {
 
 /// Opens a grant token, recording a refusal when it does not open. The
 /// outer error is for nodes that hold no grant secret.
-fn open_token(
+pub(crate) fn open_token(
     state: &AppState,
     rid: &RequestId,
     token: Option<&str>,

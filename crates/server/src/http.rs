@@ -148,6 +148,8 @@ pub fn required_scope(template: &str) -> Scope {
             Scope::Runs
         }
         p if p.contains("/credentials") => Scope::Credentials,
+        // The platform stores its users' input files for their runs.
+        p if p == "/files" || p.contains("/files/") => Scope::Runs,
         p if p.ends_with("/egress-policy") || p.ends_with("/dependency-gate") => Scope::Policies,
         // The worker's pass: it submits pull requests' scans and asks the gate.
         p if p.ends_with("/dependency-scans") || p.ends_with("/gate-checks") => Scope::Runs,

@@ -39,6 +39,7 @@ pub mod credentials;
 mod deps_cli;
 pub mod door_leases;
 pub mod events;
+mod file_routes;
 mod files;
 pub mod http;
 pub mod openapi;

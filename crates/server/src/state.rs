@@ -99,6 +99,8 @@ pub struct Inner {
     pub egress_guard: AddressGuard,
     /// The settings page (worker and all, with its password hash set).
     pub admin: Option<Arc<crate::admin::Admin>>,
+    /// Where files through grants are kept (worker, gateway and all).
+    pub storage: Option<gatehouse_files::Storage>,
 }
 
 impl std::ops::Deref for AppState {
@@ -236,6 +238,16 @@ impl AppState {
             .as_ref()
             .filter(|_| config.role.mints())
             .map(|s| SessionKeyDeriver::new(s, config.tenant_isolation_strict));
+        let storage = match config.role {
+            Role::Worker | Role::Gateway | Role::All => Some(
+                gatehouse_files::Storage::from_setting(
+                    config.object_store_url.as_deref(),
+                    &config.data_dir.join("objects"),
+                )
+                .map_err(|e| format!("GATEHOUSE_OBJECT_STORE_URL: {e}"))?,
+            ),
+            Role::Runner => None,
+        };
         let content = crate::scanner::content_scanner(
             config.clamd.as_ref().map(|(host, port)| (host.as_str(), *port)),
             config.clamd_timeout,
@@ -283,6 +295,7 @@ impl AppState {
                 .clone()
                 .filter(|_| matches!(config.role, Role::Worker | Role::All))
                 .map(|hash| Arc::new(crate::admin::Admin::new(hash, config.listen.ip().is_loopback()))),
+            storage,
             clock,
         })))
     }

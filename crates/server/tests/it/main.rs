@@ -8,6 +8,7 @@ mod browser;
 mod cli;
 mod content;
 mod deps;
+mod files;
 mod intercept;
 mod lease_door;
 mod leases;
