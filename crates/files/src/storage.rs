@@ -115,9 +115,25 @@ impl Storage {
             retry_timeout: std::time::Duration::from_secs(10),
             ..Default::default()
         };
+        // The environment's AWS_* settings, then the caller's over them.
+        let mut given: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("AWS_"))
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .filter(|(k, _)| k.parse::<object_store::aws::AmazonS3ConfigKey>().is_ok())
+            .collect();
+        given.extend(settings.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+        // The storage client never takes HTTP_PROXY and its kin from the
+        // environment, as the door never does: an explicit proxy that
+        // excludes every host turns reqwest's environment proxies off. An
+        // operator who routes storage through a proxy says so for storage
+        // alone (AWS_PROXY_URL, AWS_PROXY_EXCLUDES).
+        if !given.iter().any(|(k, _)| k.ends_with("proxy_url")) {
+            given.push(("proxy_url".into(), "http://0.0.0.0:9".into()));
+            given.push(("proxy_excludes".into(), "*,0.0.0.0/0,::/0".into()));
+        }
         let mut builder =
-            object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket).with_retry(retry);
-        for (key, value) in settings {
+            object_store::aws::AmazonS3Builder::new().with_bucket_name(bucket).with_retry(retry);
+        for (key, value) in &given {
             let key = key.parse().map_err(|_| FileError::Config(format!("unknown S3 setting {key}")))?;
             builder = builder.with_config(key, value);
         }

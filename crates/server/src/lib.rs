@@ -40,6 +40,7 @@ mod deps_cli;
 pub mod door_leases;
 pub mod events;
 mod file_routes;
+pub mod file_sweeper;
 mod files;
 pub mod http;
 pub mod openapi;

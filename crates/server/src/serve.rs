@@ -303,6 +303,9 @@ pub async fn background(state: &AppState, store: gatehouse_store::Store, retenti
     }
     tokio::spawn(state.policies.clone().follow(store.clone()));
     tokio::spawn(sweep_expired_runs(state.clone(), store.clone()));
+    if let Some(storage) = state.storage.clone() {
+        tokio::spawn(crate::file_sweeper::run(state.clone(), store.clone(), storage, state.session_ttl_days));
+    }
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
         loop {

@@ -101,6 +101,8 @@ pub struct Inner {
     pub admin: Option<Arc<crate::admin::Admin>>,
     /// Where files through grants are kept (worker, gateway and all).
     pub storage: Option<gatehouse_files::Storage>,
+    /// File sessions untouched this many days are swept.
+    pub session_ttl_days: i64,
 }
 
 impl std::ops::Deref for AppState {
@@ -296,6 +298,7 @@ impl AppState {
                 .filter(|_| matches!(config.role, Role::Worker | Role::All))
                 .map(|hash| Arc::new(crate::admin::Admin::new(hash, config.listen.ip().is_loopback()))),
             storage,
+            session_ttl_days: config.session_ttl_days,
             clock,
         })))
     }

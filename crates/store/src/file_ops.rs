@@ -150,3 +150,107 @@ pub(crate) async fn delete_file(
     tx.commit().await?;
     Ok(deleted)
 }
+
+/// Takes (or keeps) the maintenance task `name` for `holder` until
+/// `expires_at`, if no other holder's claim is still in force at `now`.
+pub(crate) async fn claim_maintenance(
+    pool: &Pool<Db>,
+    name: &str,
+    holder: &str,
+    now: UnixTime,
+    expires_at: UnixTime,
+) -> Result<bool, StoreError> {
+    let claimed: Option<String> = sqlx::query_scalar(
+        "INSERT INTO maintenance_leases (name, holder, expires_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
+         WHERE maintenance_leases.expires_at <= $4 OR maintenance_leases.holder = excluded.holder \
+         RETURNING holder",
+    )
+    .bind(name)
+    .bind(holder)
+    .bind(expires_at)
+    .bind(now)
+    .fetch_optional(pool)
+    .await?;
+    Ok(claimed.is_some())
+}
+
+/// Sessions untouched since before `cutoff` whose user has no live run (a
+/// live run may hold any of its user's sessions: never swept from under
+/// it), oldest first.
+pub(crate) async fn stale_file_sessions(
+    pool: &Pool<Db>,
+    cutoff: UnixTime,
+    limit: i64,
+) -> Result<Vec<files::FileSession>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT s.tenant_id, s.user_id, s.session_id, s.namespace, s.touched_at FROM file_sessions s \
+         WHERE s.touched_at < $1 AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.status = 'live' \
+         AND r.tenant_id = s.tenant_id AND r.user_id = s.user_id) \
+         ORDER BY s.touched_at LIMIT $2",
+    )
+    .bind(cutoff)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Deletes a stale session's records, if it is still stale and unheld
+/// under the control lock, and audits it; returns the files whose objects
+/// are now the caller's to delete (empty: the session was touched or held
+/// meanwhile, and stays).
+pub(crate) async fn sweep_file_session(
+    pool: &Pool<Db>,
+    session: &files::FileSession,
+    cutoff: UnixTime,
+    actor: &str,
+    now: UnixTime,
+) -> Result<Vec<files::StoredFile>, StoreError> {
+    let mut tx = begin_write(pool).await?;
+    let still: Option<i64> = sqlx::query_scalar(
+        "DELETE FROM file_sessions WHERE tenant_id = $1 AND user_id = $2 AND session_id = $3 \
+         AND touched_at < $4 AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.status = 'live' \
+         AND r.tenant_id = $1 AND r.user_id = $2) RETURNING touched_at",
+    )
+    .bind(&session.tenant_id)
+    .bind(&session.user_id)
+    .bind(&session.session_id)
+    .bind(cutoff)
+    .fetch_optional(tx.conn())
+    .await?;
+    if still.is_none() {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    let swept: Vec<files::StoredFile> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM files WHERE tenant_id = $1 AND user_id = $2 AND session_id = $3 RETURNING {FILE_COLUMNS}"
+    )))
+    .bind(&session.tenant_id)
+    .bind(&session.user_id)
+    .bind(&session.session_id)
+    .fetch_all(tx.conn())
+    .await?;
+    let bytes: i64 = swept.iter().map(|f| f.bytes).sum();
+    let detail = serde_json::json!({"user_id": session.user_id, "touched_at": session.touched_at,
+        "files": swept.iter().map(|f| &f.file_id).collect::<Vec<_>>(), "bytes": bytes});
+    let tenant = (!session.tenant_id.is_empty()).then_some(session.tenant_id.as_str());
+    tx.append_audit(&[audit_record(now, actor, "file_session.swept", tenant, &session.session_id, detail)])
+        .await?;
+    tx.commit().await?;
+    Ok(swept)
+}
+
+/// Which of `file_ids` have a record.
+pub(crate) async fn known_file_ids(pool: &Pool<Db>, file_ids: &[String]) -> Result<Vec<String>, StoreError> {
+    let mut known = Vec::new();
+    for chunk in in_fixed_chunks(file_ids) {
+        let mut query = sqlx::QueryBuilder::<Db>::new("SELECT file_id FROM files WHERE file_id IN (");
+        let mut ids = query.separated(", ");
+        for id in chunk {
+            ids.push_bind(id);
+        }
+        query.push(")");
+        known.extend(query.build_query_scalar::<String>().fetch_all(pool).await?);
+    }
+    Ok(known)
+}

@@ -672,6 +672,50 @@ impl Store {
         dispatch!(self.delete_file(tenant.unwrap_or(""), file_id, actor, now))
     }
 
+    /// Takes (or keeps) the maintenance task `name` for `holder` until
+    /// `expires_at`: `true` when this holder now has it, `false` while
+    /// another holder's claim is in force. One node of a cluster at a time
+    /// does the task; a holder that stops renewing is replaced once its
+    /// claim expires.
+    pub async fn claim_maintenance(
+        &self,
+        name: &str,
+        holder: &str,
+        now: UnixTime,
+        expires_at: UnixTime,
+    ) -> Result<bool, StoreError> {
+        dispatch!(self.claim_maintenance(name, holder, now, expires_at))
+    }
+
+    /// Up to `limit` file sessions untouched since before `cutoff` whose
+    /// user has no live run, oldest first.
+    pub async fn stale_file_sessions(
+        &self,
+        cutoff: UnixTime,
+        limit: i64,
+    ) -> Result<Vec<files::FileSession>, StoreError> {
+        dispatch!(self.stale_file_sessions(cutoff, limit))
+    }
+
+    /// Deletes a stale session's records if it is still stale and unheld,
+    /// and audits it (`file_session.swept`); returns the files whose
+    /// objects the caller deletes next.
+    pub async fn sweep_file_session(
+        &self,
+        session: &files::FileSession,
+        cutoff: UnixTime,
+        actor: &str,
+        now: UnixTime,
+    ) -> Result<Vec<files::StoredFile>, StoreError> {
+        dispatch!(self.sweep_file_session(session, cutoff, actor, now))
+    }
+
+    /// Which of `file_ids` have a record (the rest, in the object store,
+    /// are orphans).
+    pub async fn known_file_ids(&self, file_ids: &[String]) -> Result<Vec<String>, StoreError> {
+        dispatch!(self.known_file_ids(file_ids))
+    }
+
     // ---- the audit log ----
 
     /// Appends audit entries for changes that have no other row here (ledger

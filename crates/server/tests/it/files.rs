@@ -3,6 +3,7 @@
 //! and sessions and writes only its output session, every budget counted.
 
 use axum::body::Body;
+use gatehouse_core::Clock as _;
 use http::Request;
 use serde_json::json;
 
@@ -29,6 +30,18 @@ async fn as_run(node: &Node, grant: &str, method: &str, path: &str, content: &[u
 
 /// A live run of `tenant`/`user` with these scopes; returns its grant.
 async fn run(node: &Node, tenant: &str, user: &str, inputs: &[&str], reads: &[&str], output: &str) -> String {
+    run_and_id(node, tenant, user, inputs, reads, output).await.1
+}
+
+/// [`run`], and the run's id.
+async fn run_and_id(
+    node: &Node,
+    tenant: &str,
+    user: &str,
+    inputs: &[&str],
+    reads: &[&str],
+    output: &str,
+) -> (String, String) {
     let created = call(
         node,
         "/v1/runs",
@@ -38,7 +51,8 @@ async fn run(node: &Node, tenant: &str, user: &str, inputs: &[&str], reads: &[&s
     )
     .await;
     assert_eq!(created.status, 201, "{}", created.text);
-    created.json()["grant"].as_str().unwrap().to_owned()
+    let run = created.json();
+    (run["run_id"].as_str().unwrap().to_owned(), run["grant"].as_str().unwrap().to_owned())
 }
 
 fn reason(reply: &Reply) -> String {
@@ -224,4 +238,160 @@ fn files_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     files
+}
+
+/// curl against a node's API: the answer's status line and body.
+fn curl(args: &[&str]) -> (u16, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-S", "--max-time", "20", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .expect("curl is installed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or_default();
+    (status.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+/// The same life on a real S3-compatible server, through `gatehouse serve`
+/// (which ignores the proxy settings in its environment for its storage
+/// as for everything else), and an S3 outage: refused, nothing recorded.
+#[test]
+fn on_s3_a_run_reads_its_input_and_writes_its_output_and_an_outage_keeps_nothing() {
+    let mut s3 = gatehouse_test_support::S3Server::start();
+    s3.create_bucket("gatehouse-it");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = crate::proxy::door(tmp.path());
+    c.env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
+        .env("GATEHOUSE_OBJECT_STORE_URL", "s3://gatehouse-it/files")
+        .envs(s3.env());
+    let (server, api, _, log) = crate::cli::spawn_server(c);
+    let service = format!("authorization: Bearer {TOKEN}");
+    let (status, stored) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        &service,
+        "--data-binary",
+        "the brief",
+        &format!("http://{api}/v1/files?tenant_id=t1&user_id=u1&resource=r1&name=brief.txt"),
+    ]);
+    if status != 201 {
+        drop(server);
+        panic!("{stored}\n{}", log.join().unwrap());
+    }
+    let file_id =
+        serde_json::from_str::<serde_json::Value>(&stored).unwrap()["file_id"].as_str().unwrap().to_owned();
+    let new_run = |inputs: &[&str], reads: &[&str], output: &str| {
+        let run = crate::proxy::api(
+            &api,
+            "POST",
+            "/v1/runs",
+            &json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "x"}, "input_files": inputs,
+                "read_sessions": reads, "output_session_id": output,
+                "budgets": {"max_upload_bytes": 1000, "max_output_files": 5}}),
+        );
+        format!("authorization: Bearer {}", run["grant"].as_str().unwrap_or_else(|| panic!("{run}")))
+    };
+    let writer = new_run(&[&file_id], &[], "out-1");
+    let (status, body) = curl(&["-H", &writer, &format!("http://{api}/v1/files/{file_id}")]);
+    assert_eq!((status, body.as_str()), (200, "the brief"));
+    let (status, body) = curl(&[
+        "-X",
+        "PUT",
+        "-H",
+        &writer,
+        "--data-binary",
+        "# report",
+        &format!("http://{api}/v1/sessions/out-1/files/report.md"),
+    ]);
+    if status != 201 {
+        drop(server);
+        panic!("{body}\n{}", log.join().unwrap());
+    }
+    let reader = new_run(&[], &["out-1"], "out-2");
+    let (status, body) = curl(&["-H", &reader, &format!("http://{api}/v1/sessions/out-1/files/report.md")]);
+    assert_eq!((status, body.as_str()), (200, "# report"));
+    let keys = s3.keys("gatehouse-it");
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(keys.iter().all(|k| k.starts_with("files/ns/sk1_") && k.contains("/file_")), "{keys:?}");
+
+    // The store goes away: uploads and reads are refused as an outage,
+    // and nothing is recorded as stored.
+    s3.stop();
+    let (status, body) = curl(&[
+        "-X",
+        "PUT",
+        "-H",
+        &writer,
+        "--data-binary",
+        "lost",
+        &format!("http://{api}/v1/sessions/out-1/files/lost.md"),
+    ]);
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("storage_unavailable"), "{body}");
+    let (status, body) = curl(&["-H", &writer, &format!("http://{api}/v1/files/{file_id}")]);
+    assert!(status == 503 && body.contains("storage_unavailable"), "{status} {body}");
+    let (status, body) = curl(&["-H", &reader, &format!("http://{api}/v1/sessions/out-1/files")]);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("report.md") && !body.contains("lost.md"), "{body}");
+}
+
+/// Past the retention a session is deleted with its files, unless its user
+/// has a live run (which may hold it); an object without a record is
+/// removed; a second pass finds nothing; one node at a time holds the lease.
+#[tokio::test]
+async fn the_sweeper_deletes_stale_sessions_and_orphans_but_never_a_held_session() {
+    use gatehouse_files::{ObjectPath, Storage};
+    let node = node().await;
+    let (store, storage): (&gatehouse_store::Store, &Storage) =
+        (node.state.store.as_ref().unwrap(), node.state.storage.as_ref().unwrap());
+    let (ended_run, grant) = run_and_id(&node, "t1", "u1", &[], &[], "out-1").await;
+    let put = as_run(&node, &grant, "PUT", "/v1/sessions/out-1/files/a.txt", b"aaaa").await;
+    assert_eq!(put.status, 201, "{}", put.text);
+    let live = run(&node, "t1", "u2", &[], &[], "out-9").await;
+    assert_eq!(as_run(&node, &live, "PUT", "/v1/sessions/out-9/files/b.txt", b"b").await.status, 201);
+    let ended = call(&node, &format!("/v1/runs/{ended_run}/end"), json!({"outcome": "succeeded"})).await;
+    assert_eq!(ended.status, 200, "{}", ended.text);
+    // An object whose record was never written (a crash between the two).
+    let orphan =
+        ObjectPath::new("sk1_OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO", &gatehouse_core::new_id("file"))
+            .unwrap();
+    let mut upload = storage.begin(&orphan).await.unwrap();
+    upload.write(bytes::Bytes::from_static(b"orphan")).await.unwrap();
+    upload.finish().await.unwrap();
+    let wall = || gatehouse_core::SystemClock.now();
+    let sweep = |now| gatehouse_server::file_sweeper::sweep(store, storage, 30, now, wall());
+    // Younger than the grace (an upload between its object and its
+    // record), it stays; two hours old, it goes.
+    assert_eq!(sweep(node.clock.now()).await.unwrap(), Default::default());
+    let on_disk = node.data.path().join("objects").join(orphan.to_string());
+    let aged =
+        std::process::Command::new("touch").arg("-d").arg("2 hours ago").arg(&on_disk).status().unwrap();
+    assert!(aged.success(), "{}", on_disk.display());
+
+    // Within the retention no session goes.
+    let report = sweep(node.clock.now()).await.unwrap();
+    assert_eq!((report.sessions, report.files, report.orphans), (0, 0, 1));
+    let left = files_under(&node.data.path().join("objects"));
+    assert_eq!(left.len(), 2, "the two kept files, not the orphan: {left:?}");
+
+    node.clock.advance(31 * 86_400);
+    let report = sweep(node.clock.now()).await.unwrap();
+    assert_eq!((report.sessions, report.files, report.bytes, report.orphans), (1, 1, 4, 0));
+    assert!(store.session_files(Some("t1"), "u1", "out-1", node.clock.now()).await.unwrap().is_empty());
+    let held = store.session_files(Some("t1"), "u2", "out-9", node.clock.now()).await.unwrap();
+    assert_eq!(held.len(), 1, "a live run's user keeps their sessions");
+    let left = files_under(&node.data.path().join("objects"));
+    assert_eq!(left.len(), 1, "{left:?}");
+    let again = sweep(node.clock.now()).await.unwrap();
+    assert_eq!(again, Default::default(), "a second pass finds nothing");
+    let audit = get(&node, "/v1/audit?limit=500").await.json().to_string();
+    assert!(audit.contains("file_session.swept"), "{audit}");
+
+    // One node at a time: the lease holds until it expires.
+    let t = node.clock.now();
+    assert!(store.claim_maintenance("file-sweeper-test", "node-a", t, t + 60).await.unwrap());
+    assert!(!store.claim_maintenance("file-sweeper-test", "node-b", t + 30, t + 90).await.unwrap());
+    assert!(store.claim_maintenance("file-sweeper-test", "node-a", t + 30, t + 90).await.unwrap());
+    assert!(store.claim_maintenance("file-sweeper-test", "node-b", t + 90, t + 150).await.unwrap());
 }

@@ -1355,6 +1355,38 @@ pub async fn files_are_kept_per_tenant_and_a_session_name_is_replaced(f: Fresh) 
     assert_chain_intact(s).await;
 }
 
+pub async fn stale_sessions_are_swept_once_and_never_from_under_a_live_run(f: Fresh) {
+    let s = &f.store;
+    let other = f.another_node().await;
+    // One node at a time holds a maintenance task until its claim expires.
+    assert!(s.claim_maintenance("sweeper", "node-a", 1_000, 1_600).await.unwrap());
+    assert!(!other.claim_maintenance("sweeper", "node-b", 1_300, 1_900).await.unwrap());
+    assert!(s.claim_maintenance("sweeper", "node-a", 1_300, 1_900).await.unwrap());
+    assert!(other.claim_maintenance("sweeper", "node-b", 1_900, 2_500).await.unwrap());
+
+    // u1's session, written at 1_000; u1 has a live run: held.
+    s.record_file(&file_record("file_a", "t1", "u1", Some("out-1"), "a.txt", 1_000), "run:r").await.unwrap();
+    let run = s.create_run(&new_run(1, "t1", 1_000), "platform").await.unwrap();
+    assert!(s.stale_file_sessions(5_000, 10).await.unwrap().is_empty(), "held by u1's live run");
+    s.finish_run(&run.run_id, RunStatus::Ended, "succeeded", "platform", 1_100).await.unwrap();
+    let stale = s.stale_file_sessions(5_000, 10).await.unwrap();
+    assert_eq!(stale.iter().map(|x| x.session_id.as_str()).collect::<Vec<_>>(), ["out-1"]);
+    // Touched after the listing: it stays.
+    s.session_files(Some("t1"), "u1", "out-1", 6_000).await.unwrap();
+    assert!(s.sweep_file_session(&stale[0], 5_000, "gatehouse", 6_100).await.unwrap().is_empty());
+    // Stale again later: swept once, by whichever node gets there.
+    let stale = s.stale_file_sessions(9_000, 10).await.unwrap();
+    let swept = s.sweep_file_session(&stale[0], 9_000, "gatehouse", 9_100).await.unwrap();
+    assert_eq!(swept.iter().map(|f| f.file_id.as_str()).collect::<Vec<_>>(), ["file_a"]);
+    assert!(other.sweep_file_session(&stale[0], 9_000, "gatehouse", 9_100).await.unwrap().is_empty());
+    assert_eq!(s.file(Some("t1"), "file_a").await.unwrap(), None);
+    assert!(s.stale_file_sessions(i64::MAX, 10).await.unwrap().is_empty());
+    s.record_file(&file_record("file_b", "t1", "u2", None, "b.txt", 9_200), "worker").await.unwrap();
+    let ids: Vec<String> = ["file_a", "file_b", "file_none"].map(str::to_owned).to_vec();
+    assert_eq!(other.known_file_ids(&ids).await.unwrap(), ["file_b"]);
+    assert_chain_intact(s).await;
+}
+
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -1401,4 +1433,5 @@ conformance!(
     deleting_a_credential_revokes_its_leases_and_kill_switch_and_emergency_report_leases,
     credentials_rotate_and_rewrap_by_version,
     files_are_kept_per_tenant_and_a_session_name_is_replaced,
+    stale_sessions_are_swept_once_and_never_from_under_a_live_run,
 );
