@@ -266,7 +266,14 @@ async fn create_run(
         bad_request(&rid, "claims are not a valid manifest (see the documentation)")
     })?;
     let principal = Principal { tenant_id: Some(req.tenant_id.clone()), user_id: req.user_id.clone() };
-    let session_key = sessions.derive(&principal, &Namespace::Output).map_err(|reason| {
+    // Outputs are always the user's own; a run of a conversation writes and
+    // reads that conversation's namespace, so two conversations of one user
+    // share no session (the seed's limitation).
+    let namespace = match req.conversation_id.as_deref() {
+        Some(conversation) => Namespace::User { conversation: Some(conversation) },
+        None => Namespace::Output,
+    };
+    let session_key = sessions.derive(&principal, &namespace).map_err(|reason| {
         state.refusals.record(RefusalKind::GrantRefused, reason, Some(&req.tenant_id), None, Some(&rid.0));
         with_reason(ErrorCode::Refused, &rid, reason)
     })?;

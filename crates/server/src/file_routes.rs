@@ -293,7 +293,13 @@ async fn list_session(
     let claims = grant_of(&state, &rid, &headers)?;
     spend_for(&state, &rid, &claims, &Operation::ReadSession { session: session_id.clone() }).await?;
     let files = store
-        .session_files(claims.tenant_id.as_deref(), &claims.user_id, &session_id, state.clock.now())
+        .session_files(
+            claims.tenant_id.as_deref(),
+            &claims.user_id,
+            &claims.session_key,
+            &session_id,
+            state.clock.now(),
+        )
         .await
         .map_err(|e| crate::control::store_error(&rid, &e))?;
     Ok(Json(json!({"session_id": session_id, "items": files.iter().map(described).collect::<Vec<_>>()})))
@@ -317,7 +323,13 @@ async fn read_session_file(
     let claims = grant_of(&state, &rid, &headers)?;
     spend_for(&state, &rid, &claims, &Operation::ReadSession { session: p.session_id.clone() }).await?;
     let files = store
-        .session_files(claims.tenant_id.as_deref(), &claims.user_id, &p.session_id, state.clock.now())
+        .session_files(
+            claims.tenant_id.as_deref(),
+            &claims.user_id,
+            &claims.session_key,
+            &p.session_id,
+            state.clock.now(),
+        )
         .await
         .map_err(|e| crate::control::store_error(&rid, &e))?;
     let file = files.into_iter().find(|f| f.name == p.name).ok_or_else(|| unknown(&rid))?;

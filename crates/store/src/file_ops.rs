@@ -18,11 +18,12 @@ pub(crate) async fn record_file(
     let mut replaced = None;
     if let Some(session_id) = &file.session_id {
         replaced = sqlx::query_as::<_, files::StoredFile>(sqlx::AssertSqlSafe(format!(
-            "DELETE FROM files WHERE tenant_id = $1 AND user_id = $2 AND session_id = $3 AND name = $4 \
-             RETURNING {FILE_COLUMNS}"
+            "DELETE FROM files WHERE tenant_id = $1 AND user_id = $2 AND namespace = $3 AND session_id = $4 \
+             AND name = $5 RETURNING {FILE_COLUMNS}"
         )))
         .bind(&file.tenant_id)
         .bind(&file.user_id)
+        .bind(&file.namespace)
         .bind(session_id)
         .bind(&file.name)
         .fetch_optional(tx.conn())
@@ -67,7 +68,7 @@ async fn touch(
     sqlx::query(
         "INSERT INTO file_sessions (tenant_id, user_id, session_id, namespace, touched_at) \
          VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT (tenant_id, user_id, session_id) DO UPDATE SET touched_at = excluded.touched_at",
+         ON CONFLICT (tenant_id, user_id, namespace, session_id) DO UPDATE SET touched_at = excluded.touched_at",
     )
     .bind(tenant_id)
     .bind(user_id)
@@ -92,20 +93,23 @@ pub(crate) async fn file(
         .await?)
 }
 
-/// The files of one user's session, by name; the session counts as touched
-/// when it has any.
+/// The files of one user's session in `namespace`, by name; the session
+/// counts as touched when it has any.
 pub(crate) async fn session_files(
     pool: &Pool<Db>,
     tenant_id: &str,
     user_id: &str,
+    namespace: &str,
     session_id: &str,
     now: UnixTime,
 ) -> Result<Vec<files::StoredFile>, StoreError> {
     let files: Vec<files::StoredFile> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {FILE_COLUMNS} FROM files WHERE tenant_id = $1 AND user_id = $2 AND session_id = $3 ORDER BY name"
+        "SELECT {FILE_COLUMNS} FROM files WHERE tenant_id = $1 AND user_id = $2 AND namespace = $3 \
+         AND session_id = $4 ORDER BY name"
     )))
     .bind(tenant_id)
     .bind(user_id)
+    .bind(namespace)
     .bind(session_id)
     .fetch_all(pool)
     .await?;
@@ -113,11 +117,12 @@ pub(crate) async fn session_files(
         // Not audited and not under the control lock: a timestamp only ever
         // moving forward, which no other change depends on.
         sqlx::query(
-            "UPDATE file_sessions SET touched_at = $4 \
-             WHERE tenant_id = $1 AND user_id = $2 AND session_id = $3 AND touched_at < $4",
+            "UPDATE file_sessions SET touched_at = $5 \
+             WHERE tenant_id = $1 AND user_id = $2 AND namespace = $3 AND session_id = $4 AND touched_at < $5",
         )
         .bind(tenant_id)
         .bind(user_id)
+        .bind(namespace)
         .bind(session_id)
         .bind(now)
         .execute(pool)
@@ -208,12 +213,13 @@ pub(crate) async fn sweep_file_session(
 ) -> Result<Vec<files::StoredFile>, StoreError> {
     let mut tx = begin_write(pool).await?;
     let still: Option<i64> = sqlx::query_scalar(
-        "DELETE FROM file_sessions WHERE tenant_id = $1 AND user_id = $2 AND session_id = $3 \
-         AND touched_at < $4 AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.status = 'live' \
+        "DELETE FROM file_sessions WHERE tenant_id = $1 AND user_id = $2 AND namespace = $3 AND session_id = $4 \
+         AND touched_at < $5 AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.status = 'live' \
          AND r.tenant_id = $1 AND r.user_id = $2) RETURNING touched_at",
     )
     .bind(&session.tenant_id)
     .bind(&session.user_id)
+    .bind(&session.namespace)
     .bind(&session.session_id)
     .bind(cutoff)
     .fetch_optional(tx.conn())
@@ -223,10 +229,12 @@ pub(crate) async fn sweep_file_session(
         return Ok(Vec::new());
     }
     let swept: Vec<files::StoredFile> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "DELETE FROM files WHERE tenant_id = $1 AND user_id = $2 AND session_id = $3 RETURNING {FILE_COLUMNS}"
+        "DELETE FROM files WHERE tenant_id = $1 AND user_id = $2 AND namespace = $3 AND session_id = $4 \
+         RETURNING {FILE_COLUMNS}"
     )))
     .bind(&session.tenant_id)
     .bind(&session.user_id)
+    .bind(&session.namespace)
     .bind(&session.session_id)
     .fetch_all(tx.conn())
     .await?;

@@ -649,15 +649,18 @@ impl Store {
         dispatch!(self.file(tenant.unwrap_or(""), file_id))
     }
 
-    /// One user's session's files, by name; reading them touches the session.
+    /// The files of one user's session in `namespace` (the session key of
+    /// the runs that write and read it: a conversation's runs have their
+    /// own), by name; reading them touches the session.
     pub async fn session_files(
         &self,
         tenant: Option<&str>,
         user_id: &str,
+        namespace: &str,
         session_id: &str,
         now: UnixTime,
     ) -> Result<Vec<files::StoredFile>, StoreError> {
-        dispatch!(self.session_files(tenant.unwrap_or(""), user_id, session_id, now))
+        dispatch!(self.session_files(tenant.unwrap_or(""), user_id, namespace, session_id, now))
     }
 
     /// Deletes a file's record and audits it; returns it, its object being

@@ -28,6 +28,38 @@ async fn as_run(node: &Node, grant: &str, method: &str, path: &str, content: &[u
     send(&node.router, req.body(Body::from(content.to_vec())).unwrap()).await
 }
 
+/// Two conversations of one user share no session: a run of each reads
+/// and writes its conversation's own; a run of neither sees neither.
+#[tokio::test]
+async fn two_conversations_of_one_user_share_no_session() {
+    let node = node().await;
+    let in_conversation = |conversation: Option<&str>, reads: &[&str], output: &str| {
+        let mut body = json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "x"}, "read_sessions": reads,
+            "output_session_id": output, "budgets": {"max_upload_bytes": 100, "max_output_files": 4}});
+        if let Some(c) = conversation {
+            body["conversation_id"] = json!(c);
+        }
+        let node = &node;
+        async move {
+            let created = call(node, "/v1/runs", body).await;
+            assert_eq!(created.status, 201, "{}", created.text);
+            created.json()["grant"].as_str().unwrap().to_owned()
+        }
+    };
+    let a = in_conversation(Some("conv-a"), &[], "out-1").await;
+    assert_eq!(as_run(&node, &a, "PUT", "/v1/sessions/out-1/files/notes.md", b"from a").await.status, 201);
+    let b = in_conversation(Some("conv-b"), &[], "out-1").await;
+    assert_eq!(as_run(&node, &b, "PUT", "/v1/sessions/out-1/files/notes.md", b"from b").await.status, 201);
+    for (conversation, expected) in [(Some("conv-a"), "from a"), (Some("conv-b"), "from b")] {
+        let reader = in_conversation(conversation, &["out-1"], "out-2").await;
+        let read = as_run(&node, &reader, "GET", "/v1/sessions/out-1/files/notes.md", b"").await;
+        assert_eq!((read.status, read.text.as_str()), (200, expected), "{conversation:?}");
+    }
+    let neither = in_conversation(None, &["out-1"], "out-2").await;
+    let listed = as_run(&node, &neither, "GET", "/v1/sessions/out-1/files", b"").await.json();
+    assert_eq!(listed["items"], json!([]), "{listed}");
+}
+
 /// A live run of `tenant`/`user` with these scopes; returns its grant.
 async fn run(node: &Node, tenant: &str, user: &str, inputs: &[&str], reads: &[&str], output: &str) -> String {
     run_and_id(node, tenant, user, inputs, reads, output).await.1
@@ -348,8 +380,11 @@ async fn the_sweeper_deletes_stale_sessions_and_orphans_but_never_a_held_session
     let (ended_run, grant) = run_and_id(&node, "t1", "u1", &[], &[], "out-1").await;
     let put = as_run(&node, &grant, "PUT", "/v1/sessions/out-1/files/a.txt", b"aaaa").await;
     assert_eq!(put.status, 201, "{}", put.text);
+    let swept_id = put.json()["file_id"].as_str().unwrap().to_owned();
     let live = run(&node, "t1", "u2", &[], &[], "out-9").await;
-    assert_eq!(as_run(&node, &live, "PUT", "/v1/sessions/out-9/files/b.txt", b"b").await.status, 201);
+    let put = as_run(&node, &live, "PUT", "/v1/sessions/out-9/files/b.txt", b"b").await;
+    assert_eq!(put.status, 201, "{}", put.text);
+    let held_id = put.json()["file_id"].as_str().unwrap().to_owned();
     let ended = call(&node, &format!("/v1/runs/{ended_run}/end"), json!({"outcome": "succeeded"})).await;
     assert_eq!(ended.status, 200, "{}", ended.text);
     // An object whose record was never written (a crash between the two).
@@ -378,9 +413,11 @@ async fn the_sweeper_deletes_stale_sessions_and_orphans_but_never_a_held_session
     node.clock.advance(31 * 86_400);
     let report = sweep(node.clock.now()).await.unwrap();
     assert_eq!((report.sessions, report.files, report.bytes, report.orphans), (1, 1, 4, 0));
-    assert!(store.session_files(Some("t1"), "u1", "out-1", node.clock.now()).await.unwrap().is_empty());
-    let held = store.session_files(Some("t1"), "u2", "out-9", node.clock.now()).await.unwrap();
-    assert_eq!(held.len(), 1, "a live run's user keeps their sessions");
+    assert_eq!(store.file(Some("t1"), &swept_id).await.unwrap(), None);
+    assert!(
+        store.file(Some("t1"), &held_id).await.unwrap().is_some(),
+        "a live run's user keeps their sessions"
+    );
     let left = files_under(&node.data.path().join("objects"));
     assert_eq!(left.len(), 1, "{left:?}");
     let again = sweep(node.clock.now()).await.unwrap();

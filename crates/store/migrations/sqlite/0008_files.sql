@@ -21,8 +21,10 @@ CREATE TABLE files (
     verdict TEXT NOT NULL,
     created_at INTEGER NOT NULL
 );
--- One file per name in a session: a second upload of a name replaces the first.
-CREATE UNIQUE INDEX files_by_session_name ON files (tenant_id, user_id, session_id, name)
+-- One file per name in a session: a second upload of a name replaces the
+-- first. A session is named within its namespace: two conversations of one
+-- user each have their own session of the same id.
+CREATE UNIQUE INDEX files_by_session_name ON files (tenant_id, user_id, namespace, session_id, name)
     WHERE session_id IS NOT NULL;
 CREATE INDEX files_by_namespace ON files (namespace);
 
@@ -34,6 +36,6 @@ CREATE TABLE file_sessions (
     session_id TEXT NOT NULL,
     namespace TEXT NOT NULL,
     touched_at INTEGER NOT NULL,
-    PRIMARY KEY (tenant_id, user_id, session_id)
+    PRIMARY KEY (tenant_id, user_id, namespace, session_id)
 );
 CREATE INDEX file_sessions_by_touch ON file_sessions (touched_at);

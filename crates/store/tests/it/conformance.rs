@@ -1278,6 +1278,9 @@ impl Raw {
     }
 }
 
+/// The namespace of the test's files.
+const NS: &str = "sk1_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+
 /// A file record of `tenant`/`user`: a session's (`session`) or an input.
 fn file_record(
     id: &str,
@@ -1291,7 +1294,7 @@ fn file_record(
         file_id: id.into(),
         tenant_id: tenant.into(),
         user_id: user.into(),
-        namespace: "sk1_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into(),
+        namespace: NS.into(),
         session_id: session.map(str::to_owned),
         resource: session.is_none().then(|| "upload".to_owned()),
         name: name.into(),
@@ -1326,7 +1329,7 @@ pub async fn files_are_kept_per_tenant_and_a_session_name_is_replaced(f: Fresh) 
     assert_eq!(other.record_file(&second, "run:r1").await.unwrap(), Some(first.clone()));
     s.record_file(&beside, "run:r1").await.unwrap();
     let listed: Vec<String> = s
-        .session_files(Some("t1"), "u1", "out-1", 1_300)
+        .session_files(Some("t1"), "u1", NS, "out-1", 1_300)
         .await
         .unwrap()
         .into_iter()
@@ -1335,8 +1338,16 @@ pub async fn files_are_kept_per_tenant_and_a_session_name_is_replaced(f: Fresh) 
     assert_eq!(listed, ["file_3", "file_2"], "by name");
     assert_eq!(s.file(Some("t1"), "file_1").await.unwrap(), None);
     // Another user's session of the same id, another tenant's: empty.
-    assert!(s.session_files(Some("t1"), "u2", "out-1", 1_300).await.unwrap().is_empty());
-    assert!(s.session_files(Some("t2"), "u1", "out-1", 1_300).await.unwrap().is_empty());
+    assert!(s.session_files(Some("t1"), "u2", NS, "out-1", 1_300).await.unwrap().is_empty());
+    assert!(s.session_files(Some("t2"), "u1", NS, "out-1", 1_300).await.unwrap().is_empty());
+    // The same user's session of the same id in another namespace (another
+    // conversation) is another session, with its own report.md.
+    let elsewhere = StoredFile {
+        namespace: "sk1_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB".into(),
+        ..file_record("file_5", "t1", "u1", Some("out-1"), "report.md", 1_300)
+    };
+    assert_eq!(s.record_file(&elsewhere, "run:r3").await.unwrap(), None, "nothing replaced");
+    assert_eq!(s.session_files(Some("t1"), "u1", NS, "out-1", 1_300).await.unwrap().len(), 2);
     // The same name in another user's session is another file.
     let theirs = file_record("file_4", "t1", "u2", Some("out-1"), "report.md", 1_300);
     assert_eq!(s.record_file(&theirs, "run:r2").await.unwrap(), None);
@@ -1372,7 +1383,7 @@ pub async fn stale_sessions_are_swept_once_and_never_from_under_a_live_run(f: Fr
     let stale = s.stale_file_sessions(5_000, 10).await.unwrap();
     assert_eq!(stale.iter().map(|x| x.session_id.as_str()).collect::<Vec<_>>(), ["out-1"]);
     // Touched after the listing: it stays.
-    s.session_files(Some("t1"), "u1", "out-1", 6_000).await.unwrap();
+    s.session_files(Some("t1"), "u1", NS, "out-1", 6_000).await.unwrap();
     assert!(s.sweep_file_session(&stale[0], 5_000, "gatehouse", 6_100).await.unwrap().is_empty());
     // Stale again later: swept once, by whichever node gets there.
     let stale = s.stale_file_sessions(9_000, 10).await.unwrap();
