@@ -230,16 +230,17 @@ async fn spend_for(
     match spend(ledger, &claims.grant_id, op, state.clock.now(), state.ledger_required).await {
         Ok(_) => Ok(()),
         Err(reason) => {
-            note(state, rid, claims, refusal_kind(reason), reason, None);
+            note(state, rid, of_run(claims), refusal_kind(reason), reason, None);
             Err(refused(rid, reason))
         }
     }
 }
 
+/// Records a refusal of `tenant`'s file operation (of `run`, for a sandbox's).
 fn note(
     state: &AppState,
     rid: &RequestId,
-    claims: &GrantClaims,
+    (tenant, run): (Option<&str>, Option<&str>),
     kind: RefusalKind,
     reason: Reason,
     rule: Option<String>,
@@ -247,8 +248,8 @@ fn note(
     state.refusals.record_refusal(Refusal {
         kind,
         reason,
-        tenant_id: claims.tenant_id.clone(),
-        run_id: Some(claims.exec_id.clone()),
+        tenant_id: tenant.map(str::to_owned),
+        run_id: run.map(str::to_owned),
         request_id: Some(rid.0.clone()),
         host: None,
         rule,
@@ -256,6 +257,11 @@ fn note(
         dry_run: false,
         at: 0,
     });
+}
+
+/// Whose a sandbox's operation is, for its refusals.
+fn of_run(claims: &GrantClaims) -> (Option<&str>, Option<&str>) {
+    (claims.tenant_id.as_deref(), Some(claims.exec_id.as_str()))
 }
 
 /// `GET /v1/files/{file_id}`: an input file the grant names.
@@ -289,19 +295,7 @@ async fn list_session(
     Path(session_id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    let (_, store) = storage_and_store(&state, &rid)?;
-    let claims = grant_of(&state, &rid, &headers)?;
-    spend_for(&state, &rid, &claims, &Operation::ReadSession { session: session_id.clone() }).await?;
-    let files = store
-        .session_files(
-            claims.tenant_id.as_deref(),
-            &claims.user_id,
-            &claims.session_key,
-            &session_id,
-            state.clock.now(),
-        )
-        .await
-        .map_err(|e| crate::control::store_error(&rid, &e))?;
+    let files = session(&state, &rid, &headers, &session_id).await?;
     Ok(Json(json!({"session_id": session_id, "items": files.iter().map(described).collect::<Vec<_>>()})))
 }
 
@@ -319,21 +313,28 @@ async fn read_session_file(
     Path(p): Path<SessionFilePath>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (storage, store) = storage_and_store(&state, &rid)?;
-    let claims = grant_of(&state, &rid, &headers)?;
-    spend_for(&state, &rid, &claims, &Operation::ReadSession { session: p.session_id.clone() }).await?;
-    let files = store
-        .session_files(
-            claims.tenant_id.as_deref(),
-            &claims.user_id,
-            &claims.session_key,
-            &p.session_id,
-            state.clock.now(),
-        )
-        .await
-        .map_err(|e| crate::control::store_error(&rid, &e))?;
+    let files = session(&state, &rid, &headers, &p.session_id).await?;
     let file = files.into_iter().find(|f| f.name == p.name).ok_or_else(|| unknown(&rid))?;
+    let (storage, _) = storage_and_store(&state, &rid)?;
     stream_out(storage, &rid, &file).await
+}
+
+/// The files of a session the bearer's grant may read (a `read_session`
+/// spend): its user's session of that id in the run's namespace.
+async fn session(
+    state: &AppState,
+    rid: &RequestId,
+    headers: &HeaderMap,
+    session_id: &str,
+) -> Result<Vec<StoredFile>, ApiError> {
+    let (_, store) = storage_and_store(state, rid)?;
+    let claims = grant_of(state, rid, headers)?;
+    spend_for(state, rid, &claims, &Operation::ReadSession { session: session_id.to_owned() }).await?;
+    let tenant = claims.tenant_id.as_deref();
+    store
+        .session_files(tenant, &claims.user_id, &claims.session_key, session_id, state.clock.now())
+        .await
+        .map_err(|e| crate::control::store_error(rid, &e))
 }
 
 /// `PUT /v1/sessions/{session_id}/files/{name}`: a file into the run's
@@ -456,21 +457,8 @@ impl NotKept {
         tenant: Option<&str>,
         run: Option<&GrantClaims>,
     ) -> ApiError {
-        let note_it = |kind, reason, rule| match run {
-            Some(claims) => note(state, rid, claims, kind, reason, rule),
-            None => state.refusals.record_refusal(Refusal {
-                kind,
-                reason,
-                tenant_id: tenant.map(str::to_owned),
-                run_id: None,
-                request_id: Some(rid.0.clone()),
-                host: None,
-                rule,
-                lease_id: None,
-                dry_run: false,
-                at: 0,
-            }),
-        };
+        let whose = run.map_or((tenant, None), of_run);
+        let note_it = |kind, reason, rule| note(state, rid, whose, kind, reason, rule);
         match self {
             Self::Cut => {
                 bad_request(rid, "the body was cut off or not its declared length: nothing was kept")
