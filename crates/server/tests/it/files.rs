@@ -432,3 +432,60 @@ async fn the_sweeper_deletes_stale_sessions_and_orphans_but_never_a_held_session
     assert!(store.claim_maintenance("file-sweeper-test", "node-a", t + 30, t + 90).await.unwrap());
     assert!(store.claim_maintenance("file-sweeper-test", "node-b", t + 90, t + 150).await.unwrap());
 }
+
+/// Two uploads of one name at once: both are taken in whole, one replaces
+/// the other, and exactly one object remains for the name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_uploads_of_one_name_at_once_leave_one_whole_file() {
+    let node = node().await;
+    let grant = run(&node, "t1", "u1", &[], &[], "out-1").await;
+    let first = vec![b'1'; 40];
+    let second = vec![b'2'; 40];
+    let (a, b) = tokio::join!(
+        as_run(&node, &grant, "PUT", "/v1/sessions/out-1/files/same.txt", &first),
+        as_run(&node, &grant, "PUT", "/v1/sessions/out-1/files/same.txt", &second),
+    );
+    assert_eq!((a.status, b.status), (201, 201), "{} {}", a.text, b.text);
+    let reader = run(&node, "t1", "u1", &[], &["out-1"], "out-2").await;
+    let listed = as_run(&node, &reader, "GET", "/v1/sessions/out-1/files", b"").await.json();
+    assert_eq!(listed["items"].as_array().map(Vec::len), Some(1), "{listed}");
+    let read = as_run(&node, &reader, "GET", "/v1/sessions/out-1/files/same.txt", b"").await;
+    assert!(read.text == "1".repeat(40) || read.text == "2".repeat(40), "whole, never mixed: {}", read.text);
+    assert_eq!(
+        listed["items"][0]["file_id"],
+        if read.text.starts_with('1') { &a } else { &b }.json()["file_id"]
+    );
+    assert_eq!(
+        files_under(&node.data.path().join("objects")).len(),
+        1,
+        "the replaced upload's object is gone"
+    );
+}
+
+/// With clamd, an upload is kept only when clamd says it is clean: EICAR is
+/// refused (`content_malware`, the signature recorded) and never stored.
+#[tokio::test]
+async fn with_clamd_an_infected_upload_is_never_stored() {
+    use gatehouse_test_support::{ClamdServer, EICAR};
+    let clamd = ClamdServer::start();
+    let port = clamd.port().to_string();
+    let node = node_with(
+        "all",
+        &[
+            (gatehouse_config::names::CLAMD_HOST, "127.0.0.1"),
+            (gatehouse_config::names::CLAMD_PORT, port.as_str()),
+        ],
+    )
+    .await;
+    let grant = run(&node, "t1", "u1", &[], &[], "out-1").await;
+    let clean = as_run(&node, &grant, "PUT", "/v1/sessions/out-1/files/clean.txt", b"just text\n").await;
+    assert_eq!((clean.status, clean.json()["verdict"].as_str()), (201, Some("clean")), "{}", clean.text);
+    let infected = as_run(&node, &grant, "PUT", "/v1/sessions/out-1/files/eicar.txt", EICAR).await;
+    assert_eq!((infected.status, reason(&infected).as_str()), (403, "content_malware"), "{}", infected.text);
+    let refusal = refusals(&node).await.into_iter().find(|r| r["reason"] == "content_malware").unwrap();
+    assert_eq!(refusal["kind"], "content_refused");
+    assert!(refusal["rule"].as_str().is_some_and(|s| s.contains("Eicar")), "{refusal}");
+    let stored = files_under(&node.data.path().join("objects"));
+    assert_eq!(stored.len(), 1, "only the clean file: {stored:?}");
+    assert!(!std::fs::read(&stored[0]).unwrap().windows(8).any(|w| w == &EICAR[..8]));
+}
