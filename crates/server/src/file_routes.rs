@@ -29,7 +29,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::api::{RouteTable, forbidden, refused};
-use crate::http::{ApiError, RequestId, bad_request, bearer, with_reason};
+use crate::http::{ApiError, Caller, RequestId, bad_request, bearer, with_reason};
 use crate::state::AppState;
 
 /// The platform's routes (service token, worker role).
@@ -112,6 +112,7 @@ struct StoreQuery {
 async fn store_input(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<StoreQuery>, axum::extract::rejection::QueryRejection>,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -154,8 +155,7 @@ async fn store_input(
         verdict: verdict.verdict.as_str().to_owned(),
         created_at: state.clock.now(),
     };
-    let caller = "worker";
-    record(store, storage, &rid, &file, caller).await?;
+    record(store, storage, &rid, &file, &caller.name).await?;
     Ok((StatusCode::CREATED, Json(kept(&file))).into_response())
 }
 
@@ -186,11 +186,12 @@ async fn input_metadata(
 async fn delete_input(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     Path(p): Path<TenantPath>,
 ) -> Result<Json<Value>, ApiError> {
     let (storage, store) = storage_and_store(&state, &rid)?;
     let file = store
-        .delete_file(Some(&p.tenant_id), &p.file_id, "worker", state.clock.now())
+        .delete_file(Some(&p.tenant_id), &p.file_id, &caller.name, state.clock.now())
         .await
         .map_err(|e| crate::control::store_error(&rid, &e))?
         .ok_or_else(|| unknown(&rid))?;

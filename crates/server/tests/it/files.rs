@@ -222,6 +222,16 @@ async fn a_run_reads_exactly_its_inputs_and_sessions_and_writes_only_its_output(
     )
     .await;
     assert_eq!(deleted.json(), json!({"deleted": true}));
+    // Who kept and deleted what is in the audit log, by caller and run.
+    let audit = get(&node, "/v1/audit?limit=500").await.json();
+    let entries = audit["items"].as_array().unwrap();
+    let by = |action: &str| entries.iter().find(|e| e["action"] == action).map(|e| e["actor"].clone());
+    assert_eq!(by("file.store"), Some(json!("service")), "{audit}");
+    assert_eq!(by("file.delete"), Some(json!("service")), "{audit}");
+    assert!(
+        by("file.upload").is_some_and(|a| a.as_str().is_some_and(|a| a.starts_with("run:run_"))),
+        "{audit}"
+    );
 }
 
 #[tokio::test]
