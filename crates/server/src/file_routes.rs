@@ -316,8 +316,8 @@ async fn read_session_file(
 ) -> Result<Response, ApiError> {
     let files = session(&state, &rid, &headers, &p.session_id).await?;
     let file = files.into_iter().find(|f| f.name == p.name).ok_or_else(|| unknown(&rid))?;
-    let (storage, _) = storage_and_store(&state, &rid)?;
-    stream_out(storage, &rid, &file).await
+    // `session` found the storage there.
+    stream_out(state.storage.as_ref().ok_or_else(|| forbidden(&rid))?, &rid, &file).await
 }
 
 /// The files of a session the bearer's grant may read (a `read_session`

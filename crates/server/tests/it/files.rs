@@ -306,21 +306,24 @@ fn on_s3_a_run_reads_its_input_and_writes_its_output_and_an_outage_keeps_nothing
     c.env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
         .env("GATEHOUSE_OBJECT_STORE_URL", "s3://gatehouse-it/files")
         .envs(s3.env());
-    let (server, api, _, log) = crate::cli::spawn_server(c);
+    let (server, api, _, mut log) = crate::cli::spawn_server(c);
+    // Sends `content` with `auth`; a status other than `want` fails the
+    // test with the server's log, where the store's own error is.
+    let mut server = Some(server);
+    let mut send_file = |method: &str, auth: &str, content: &str, url: String, want: u16| {
+        let (status, body) = curl(&["-X", method, "-H", auth, "--data-binary", content, &url]);
+        if status != want {
+            drop(server.take());
+            panic!(
+                "{status} {body}\n{}",
+                std::mem::replace(&mut log, std::thread::spawn(String::new)).join().unwrap()
+            );
+        }
+        (status, body)
+    };
     let service = format!("authorization: Bearer {TOKEN}");
-    let (status, stored) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        &service,
-        "--data-binary",
-        "the brief",
-        &format!("http://{api}/v1/files?tenant_id=t1&user_id=u1&resource=r1&name=brief.txt"),
-    ]);
-    if status != 201 {
-        drop(server);
-        panic!("{stored}\n{}", log.join().unwrap());
-    }
+    let url = format!("http://{api}/v1/files?tenant_id=t1&user_id=u1&resource=r1&name=brief.txt");
+    let (_, stored) = send_file("POST", &service, "the brief", url, 201);
     let file_id =
         serde_json::from_str::<serde_json::Value>(&stored).unwrap()["file_id"].as_str().unwrap().to_owned();
     let new_run = |inputs: &[&str], reads: &[&str], output: &str| {
@@ -337,19 +340,7 @@ fn on_s3_a_run_reads_its_input_and_writes_its_output_and_an_outage_keeps_nothing
     let writer = new_run(&[&file_id], &[], "out-1");
     let (status, body) = curl(&["-H", &writer, &format!("http://{api}/v1/files/{file_id}")]);
     assert_eq!((status, body.as_str()), (200, "the brief"));
-    let (status, body) = curl(&[
-        "-X",
-        "PUT",
-        "-H",
-        &writer,
-        "--data-binary",
-        "# report",
-        &format!("http://{api}/v1/sessions/out-1/files/report.md"),
-    ]);
-    if status != 201 {
-        drop(server);
-        panic!("{body}\n{}", log.join().unwrap());
-    }
+    send_file("PUT", &writer, "# report", format!("http://{api}/v1/sessions/out-1/files/report.md"), 201);
     let reader = new_run(&[], &["out-1"], "out-2");
     let (status, body) = curl(&["-H", &reader, &format!("http://{api}/v1/sessions/out-1/files/report.md")]);
     assert_eq!((status, body.as_str()), (200, "# report"));
@@ -360,16 +351,8 @@ fn on_s3_a_run_reads_its_input_and_writes_its_output_and_an_outage_keeps_nothing
     // The store goes away: uploads and reads are refused as an outage,
     // and nothing is recorded as stored.
     s3.stop();
-    let (status, body) = curl(&[
-        "-X",
-        "PUT",
-        "-H",
-        &writer,
-        "--data-binary",
-        "lost",
-        &format!("http://{api}/v1/sessions/out-1/files/lost.md"),
-    ]);
-    assert_eq!(status, 503, "{body}");
+    let (_, body) =
+        send_file("PUT", &writer, "lost", format!("http://{api}/v1/sessions/out-1/files/lost.md"), 503);
     assert!(body.contains("storage_unavailable"), "{body}");
     let (status, body) = curl(&["-H", &writer, &format!("http://{api}/v1/files/{file_id}")]);
     assert!(status == 503 && body.contains("storage_unavailable"), "{status} {body}");
