@@ -1,5 +1,5 @@
-//! Sniffing throughput on 1 MB and 64 MB inputs — plain text, text dense
-//! with harmless base64, and binary — beside a `memchr` pass over the same
+//! Sniffing throughput on 1 MB and 64 MB inputs — plain text, lines ending
+//! in ids, text dense with harmless base64, and binary — beside a `memchr` pass over the same
 //! bytes (the speed of a search for one byte: the floor of any scan that
 //! must look at everything).
 //!
@@ -86,6 +86,13 @@ fn plain_text(len: usize) -> Vec<u8> {
     out
 }
 
+/// Log-like lines that each end in a 16-character token (an id, a hash):
+/// every line starts a candidate run the payload finder must follow and drop.
+fn id_lines(len: usize) -> Vec<u8> {
+    let line = b"the quick brown fox jumps over the lazy dog 0123456789 abcdefghijklmnop\n";
+    line.iter().copied().cycle().take(len).collect()
+}
+
 /// JSON-ish text where most bytes are base64 of random data, some raw and
 /// some wrapped at 76 columns.
 fn base64_dense(len: usize) -> Vec<u8> {
@@ -114,6 +121,7 @@ fn bench(c: &mut Criterion) {
     for (size, label) in SIZES {
         let inputs = [
             ("plain_text", plain_text(size)),
+            ("id_lines", id_lines(size)),
             ("base64_dense", base64_dense(size)),
             ("binary", random(size, 99)),
         ];

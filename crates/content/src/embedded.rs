@@ -311,7 +311,7 @@ enum Mode {
     Escape { in_gap: bool, newline: bool },
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Run {
     len: u64,
     /// Where recent segments begin: (run index, input position). A
@@ -323,6 +323,54 @@ struct Run {
     window: Vec<u8>,
     base: u64,
     pending: VecDeque<Candidate>,
+    /// The run length at which the first pending candidate can be judged.
+    next_due: u64,
+    /// Whether a candidate got past its first check.
+    advanced: bool,
+}
+
+impl Default for Run {
+    fn default() -> Self {
+        Self {
+            len: 0,
+            segments: VecDeque::new(),
+            window: Vec::new(),
+            base: 0,
+            pending: VecDeque::new(),
+            next_due: u64::MAX,
+            advanced: false,
+        }
+    }
+}
+
+impl Run {
+    fn clear(&mut self) {
+        self.len = 0;
+        self.base = 0;
+        self.segments.clear();
+        self.window.clear();
+        self.pending.clear();
+        self.next_due = u64::MAX;
+        self.advanced = false;
+    }
+
+    fn add_pending(&mut self, candidate: Candidate) {
+        self.next_due = self.next_due.min(candidate.due());
+        self.pending.push_back(candidate);
+    }
+}
+
+impl Candidate {
+    /// The run length at which this candidate can be judged at its stage.
+    fn due(&self) -> u64 {
+        let needed = match self.stage {
+            Stage::Prefix => MIN_PAYLOAD_CHARS,
+            Stage::Tar => TAR_CHARS.end as u64,
+            Stage::MzHeader => MZ_HEADER_CHARS,
+            Stage::MzSignature { to, .. } => to,
+        };
+        self.index + needed
+    }
 }
 
 /// Streaming search for base64 payloads in text.
@@ -504,12 +552,14 @@ impl PayloadFinder {
 
     /// Starts a run at `s`, whose first character sits at input position `at`.
     fn start_run_at(&mut self, data: &[u8], s: usize, at: u64) {
-        self.run = Run::default();
+        // Cleared, not replaced: text whose lines end in a long word starts
+        // a run per line, and must not allocate per line.
+        self.run.clear();
         self.mode = Mode::Segment;
         let first = self.short_first_line(data, s as isize);
         self.run.segments.push_back((0, first.as_ref().map_or(at, |(first_at, _)| *first_at)));
         for shift in 0..4 {
-            self.run.pending.push_back(Candidate { index: shift, stage: Stage::Prefix });
+            self.run.add_pending(Candidate { index: shift, stage: Stage::Prefix });
         }
         if let Some((_, chars)) = first {
             self.push(&chars);
@@ -585,7 +635,7 @@ impl PayloadFinder {
             self.run.segments.clear();
         }
         self.run.segments.push_back((self.run.len, at));
-        self.run.pending.push_back(Candidate { index: self.run.len, stage: Stage::Prefix });
+        self.run.add_pending(Candidate { index: self.run.len, stage: Stage::Prefix });
     }
 
     /// Appends the `/` of a JSON `\/` whose slash is at `i`: one character
@@ -613,17 +663,26 @@ impl PayloadFinder {
     }
 
     fn judge_ready(&mut self, complete: bool) {
+        // Most pushes (the words of short lines) leave every candidate short
+        // of what it needs: nothing to look at.
+        if self.run.len < self.run.next_due {
+            if !complete {
+                return;
+            }
+            // The run ends with every candidate still short of its first
+            // check: each is harmless (a candidate past its first check may
+            // still be judged a payload on what it has).
+            if !self.run.advanced {
+                self.run.pending.clear();
+            }
+        }
+        self.run.next_due = u64::MAX;
         let mut k = 0;
         while k < self.run.pending.len() {
             let c = self.run.pending[k];
-            let have = self.run.len.saturating_sub(c.index);
-            let needed = match c.stage {
-                Stage::Prefix => MIN_PAYLOAD_CHARS,
-                Stage::Tar => TAR_CHARS.end as u64,
-                Stage::MzHeader => MZ_HEADER_CHARS,
-                Stage::MzSignature { to, .. } => to,
-            };
-            if have < needed && !complete {
+            let due = c.due();
+            if self.run.len < due && !complete {
+                self.run.next_due = self.run.next_due.min(due);
                 k += 1;
                 continue;
             }
@@ -638,7 +697,9 @@ impl PayloadFinder {
                     self.run.pending.remove(k);
                 }
                 Judged::Need(stage) => {
+                    self.run.advanced = true;
                     self.run.pending[k].stage = stage;
+                    self.run.next_due = self.run.next_due.min(self.run.pending[k].due());
                     k += 1;
                 }
             }
@@ -663,6 +724,8 @@ impl PayloadFinder {
     fn end_run(&mut self) {
         self.judge_ready(true);
         self.run.pending.clear();
+        self.run.next_due = u64::MAX;
+        self.run.advanced = false;
         self.run.window.clear();
         self.mode = Mode::Scan;
     }
