@@ -101,7 +101,8 @@ impl std::fmt::Debug for Clamd {
 }
 
 impl Clamd {
-    /// A client that gives each exchange (connect, send, reply) `timeout` in all.
+    /// A client that gives each step of an exchange (connecting, each chunk
+    /// sent, the reply) `timeout`.
     pub fn new(dialer: Box<dyn Dialer>, timeout: Duration) -> Self {
         Self { dialer, timeout }
     }
@@ -146,37 +147,99 @@ impl Clamd {
 
     /// Scans complete content.
     pub async fn scan_bytes(&self, content: &[u8]) -> Result<ClamdVerdict, ClamdError> {
-        self.scan(content).await
+        let mut stream = self.begin().await?;
+        stream.send(content).await;
+        stream.finish().await
     }
 
     /// Streams content to clamd with `zINSTREAM` and parses the verdict.
-    pub async fn scan<R: AsyncRead + Unpin>(&self, content: R) -> Result<ClamdVerdict, ClamdError> {
-        self.bounded(self.instream(content)).await
-    }
-
-    async fn instream<R: AsyncRead + Unpin>(&self, mut content: R) -> Result<ClamdVerdict, ClamdError> {
-        let mut conn = self.connect().await?;
-        let mut buf = vec![0u8; CHUNK + 4];
-        let sent: io::Result<()> = async {
-            conn.write_all(b"zINSTREAM\0").await?;
-            loop {
-                let n = content.read(&mut buf[4..]).await?;
-                let len = u32::try_from(n).map_err(|_| io::Error::other("chunk too large"))?;
-                buf[..4].copy_from_slice(&len.to_be_bytes());
-                conn.write_all(&buf[..4 + n]).await?;
-                if n == 0 {
-                    return conn.flush().await;
-                }
+    pub async fn scan<R: AsyncRead + Unpin>(&self, mut content: R) -> Result<ClamdVerdict, ClamdError> {
+        let mut stream = self.begin().await?;
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = match self.bounded(async { content.read(&mut buf).await.map_err(broken) }).await {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => return Err(e),
+            };
+            if !stream.send(&buf[..n]).await {
+                break;
             }
         }
-        .await;
-        // clamd stops reading and answers as soon as the stream passes its
-        // limit, so a failed write still has a reply worth reading.
-        let reply = read_reply(&mut conn).await;
-        match (sent, reply) {
-            (_, Ok(reply)) => parse_scan_reply(&reply),
-            (Err(e), Err(_)) => Err(broken(e)),
-            (Ok(()), Err(e)) => Err(e),
+        stream.finish().await
+    }
+
+    /// Opens a `zINSTREAM` scan to be fed as content arrives (an upload's
+    /// bytes, while they are stored): clamd holds the stream, gatehouse
+    /// holds one chunk, whatever the size. Each step (connecting, each
+    /// chunk clamd must take, the reply) is given the timeout on its own,
+    /// so a long upload is not cut off while a stalled clamd still is.
+    pub async fn begin(&self) -> Result<InStream<'_>, ClamdError> {
+        let mut conn = self.bounded(self.connect()).await?;
+        self.bounded(async { conn.write_all(b"zINSTREAM\0").await.map_err(broken) }).await?;
+        Ok(InStream { clamd: self, conn, failed: None })
+    }
+}
+
+/// A `zINSTREAM` scan in progress ([`Clamd::begin`]).
+pub struct InStream<'a> {
+    clamd: &'a Clamd,
+    conn: Box<dyn Stream>,
+    /// Why a chunk could not be sent: clamd stopped reading (past its
+    /// `StreamMaxLength` it answers and closes), broke, or stalled.
+    failed: Option<ClamdError>,
+}
+
+impl std::fmt::Debug for InStream<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InStream").field("clamd", self.clamd).field("failed", &self.failed).finish()
+    }
+}
+
+impl InStream<'_> {
+    /// Sends `content` in `zINSTREAM` chunks. Returns false once clamd no
+    /// longer takes content: its verdict (a refusal) is decided, and
+    /// [`finish`](Self::finish) reads it.
+    pub async fn send(&mut self, content: &[u8]) -> bool {
+        if self.failed.is_some() {
+            return false;
+        }
+        for chunk in content.chunks(CHUNK) {
+            // Nonempty and at most CHUNK bytes: the length fits.
+            let len = u32::try_from(chunk.len()).unwrap_or(u32::MAX).to_be_bytes();
+            let conn = &mut self.conn;
+            let sent = async {
+                conn.write_all(&len).await.map_err(broken)?;
+                conn.write_all(chunk).await.map_err(broken)
+            };
+            if let Err(e) = self.clamd.bounded(sent).await {
+                self.failed = Some(e);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Ends the stream and reads clamd's verdict. After a failed send the
+    /// reply is still read: clamd answers as soon as the stream passes its
+    /// limit, so it says why.
+    pub async fn finish(mut self) -> Result<ClamdVerdict, ClamdError> {
+        let conn = &mut self.conn;
+        if self.failed.is_none() {
+            let end = async {
+                conn.write_all(&[0; 4]).await.map_err(broken)?;
+                conn.flush().await.map_err(broken)
+            };
+            self.failed = self.clamd.bounded(end).await.err();
+        }
+        if self.failed == Some(ClamdError::Timeout) {
+            return Err(ClamdError::Timeout);
+        }
+        let reply = self.clamd.bounded(read_reply(&mut self.conn)).await;
+        match (reply, self.failed) {
+            (Ok(reply), _) => parse_scan_reply(&reply),
+            (Err(_), Some(sent)) => Err(sent),
+            (Err(e), None) => Err(e),
         }
     }
 }

@@ -6,7 +6,7 @@ use gatehouse_core::Reason;
 use serde::Serialize;
 use std::io::Read as _;
 
-use crate::clamd::{Clamd, ClamdVerdict};
+use crate::clamd::{Clamd, ClamdError, ClamdVerdict, InStream};
 use crate::kind::Kind;
 use crate::sniff::{Finding, Sniffer};
 
@@ -73,28 +73,66 @@ impl Verdict {
     }
 }
 
-/// Content on its way to a [`ContentScanner`]: the sniffer, and the bytes
-/// clamd will need once sniffing accepts them (kept only when clamd is
-/// configured, and never beyond the cap).
+/// Content on its way to a [`ContentScanner`]: the sniffer, and, when clamd
+/// is configured, a `zINSTREAM` scan fed the same bytes as they arrive, so
+/// memory stays at one chunk whatever the size, and clamd scans exactly
+/// what was sniffed.
 #[derive(Debug)]
-pub struct Intake {
+pub struct Intake<'a> {
     sniffer: Sniffer,
-    kept: Vec<u8>,
-    keep: bool,
+    clamd: Feed<'a>,
 }
 
-impl Intake {
-    /// Feeds the next chunk. Returns false once the verdict is decided:
-    /// the caller need read no further.
-    pub fn push(&mut self, chunk: &[u8]) -> bool {
+#[derive(Debug)]
+enum Feed<'a> {
+    /// No clamd is configured.
+    Off,
+    /// Not connected yet (nothing has been pushed).
+    Idle(&'a Clamd),
+    Open(InStream<'a>),
+    /// clamd could not be reached: the content is refused.
+    Failed(ClamdError),
+}
+
+impl Intake<'_> {
+    /// Feeds the next chunk. Returns false once the verdict is decided (a
+    /// refusal, by the sniffer or by clamd): the caller need read no further.
+    pub async fn push(&mut self, chunk: &[u8]) -> bool {
         self.sniffer.update(chunk);
         if self.sniffer.decided().is_some() {
             return false;
         }
-        if self.keep {
-            self.kept.extend_from_slice(chunk);
+        match &mut self.clamd {
+            Feed::Off => true,
+            Feed::Idle(clamd) => match clamd.begin().await {
+                Ok(mut stream) => {
+                    let open = stream.send(chunk).await;
+                    self.clamd = Feed::Open(stream);
+                    open
+                }
+                Err(e) => {
+                    self.clamd = Feed::Failed(e);
+                    false
+                }
+            },
+            Feed::Open(stream) => stream.send(chunk).await,
+            Feed::Failed(_) => false,
         }
-        true
+    }
+}
+
+impl Feed<'_> {
+    /// clamd's verdict on what was pushed, when clamd is configured.
+    async fn verdict(self) -> Option<Result<ClamdVerdict, ClamdError>> {
+        Some(match self {
+            Feed::Off => return None,
+            Feed::Idle(clamd) => match clamd.begin().await {
+                Ok(stream) => stream.finish().await,
+                Err(e) => Err(e),
+            },
+            Feed::Open(stream) => stream.finish().await,
+            Feed::Failed(e) => Err(e),
+        })
     }
 }
 
@@ -123,27 +161,49 @@ impl ContentScanner {
     }
 
     /// Starts streamed content: [`Intake::push`] each chunk, then [`conclude`](Self::conclude).
-    pub fn intake(&self) -> Intake {
-        Intake { sniffer: Sniffer::new(self.max_bytes), kept: Vec::new(), keep: self.clamd.is_some() }
+    pub fn intake(&self) -> Intake<'_> {
+        let clamd = self.clamd.as_ref().map_or(Feed::Off, Feed::Idle);
+        Intake { sniffer: Sniffer::new(self.max_bytes), clamd }
     }
 
-    /// The verdict on streamed content.
-    pub async fn conclude(&self, intake: Intake) -> Verdict {
-        self.judge(intake.sniffer, &intake.kept).await
+    /// The verdict on streamed content: sniffing's, then clamd's for what
+    /// sniffing accepted.
+    pub async fn conclude(&self, intake: Intake<'_>) -> Verdict {
+        let Intake { sniffer, clamd } = intake;
+        let bytes = sniffer.len();
+        let finding = sniffer.finish();
+        let mut verdict = Verdict::from_finding(finding, bytes);
+        if !verdict.accepted() {
+            // The clamd connection, if any, is dropped unfinished.
+            return verdict;
+        }
+        match clamd.verdict().await {
+            None => {}
+            Some(Ok(ClamdVerdict::Clean)) => verdict.verdict = VerdictKind::Clean,
+            Some(Ok(ClamdVerdict::Infected(name))) => {
+                verdict.verdict = VerdictKind::Infected;
+                verdict.reason = Some(Reason::ContentMalware);
+                verdict.signature = Some(name);
+            }
+            Some(Err(e)) => {
+                verdict.verdict = VerdictKind::Refused;
+                verdict.reason = Some(e.reason());
+            }
+        }
+        verdict
     }
 
     /// Scans complete content.
     pub async fn scan_bytes(&self, content: &[u8]) -> Verdict {
-        let mut sniffer = Sniffer::new(self.max_bytes);
-        sniffer.update(content);
-        self.judge(sniffer, content).await
+        let mut intake = self.intake();
+        intake.push(content).await;
+        self.conclude(intake).await
     }
 
     /// Scans a file, streaming it: a file over the cap is refused after
-    /// reading just past the cap, never loaded whole. When clamd is
-    /// configured the accepted bytes are kept (at most the cap) so clamd
-    /// scans exactly what was sniffed, not a second read of a file that may
-    /// have changed.
+    /// reading just past the cap, never loaded whole; clamd, when
+    /// configured, is fed the same bytes as the sniffer, not a second read
+    /// of a file that may have changed.
     ///
     /// Reads with blocking I/O — one file after another is what the command
     /// line does, and a thread-pool hop per read would cost more than the
@@ -159,39 +219,10 @@ impl ContentScanner {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            if !intake.push(&buf[..n]) {
+            if !intake.push(&buf[..n]).await {
                 break;
             }
         }
         Ok(self.conclude(intake).await)
-    }
-
-    /// Sniffing's verdict, then clamd's for what sniffing accepted; `content`
-    /// holds the sniffed bytes when clamd is configured.
-    async fn judge(&self, sniffer: Sniffer, content: &[u8]) -> Verdict {
-        let bytes = sniffer.len();
-        let finding = sniffer.finish();
-        if !finding.accepted() {
-            return Verdict::from_finding(finding, bytes);
-        }
-        self.with_clamd(finding, bytes, content).await
-    }
-
-    async fn with_clamd(&self, finding: Finding, bytes: u64, content: &[u8]) -> Verdict {
-        let mut verdict = Verdict::from_finding(finding, bytes);
-        let Some(clamd) = &self.clamd else { return verdict };
-        match clamd.scan_bytes(content).await {
-            Ok(ClamdVerdict::Clean) => verdict.verdict = VerdictKind::Clean,
-            Ok(ClamdVerdict::Infected(name)) => {
-                verdict.verdict = VerdictKind::Infected;
-                verdict.reason = Some(Reason::ContentMalware);
-                verdict.signature = Some(name);
-            }
-            Err(e) => {
-                verdict.verdict = VerdictKind::Refused;
-                verdict.reason = Some(e.reason());
-            }
-        }
-        verdict
     }
 }

@@ -127,3 +127,44 @@ async fn the_scanner_never_calls_text_clean_without_clamd() {
     let v = scanner.scan_file(&path).await.unwrap();
     assert_eq!((v.verdict, v.reason), (VerdictKind::Infected, Some(Reason::ContentMalware)));
 }
+
+/// Streamed content reaches clamd as it arrives, not gathered first: a
+/// signature split across many small pushes is found; a stream past clamd's
+/// limit is refused, and the caller is told to stop reading long before the
+/// end (gatehouse keeps no copy of the content for clamd).
+#[tokio::test]
+async fn an_intake_feeds_clamd_as_the_content_arrives() {
+    let server = ClamdServer::start();
+    let scanner = ContentScanner::new(1 << 30, Some(client(server.addr(), 5000)));
+    let mut intake = scanner.intake();
+    for piece in TEST_MARKER.chunks(7) {
+        assert!(intake.push(piece).await);
+    }
+    let v = scanner.conclude(intake).await;
+    assert_eq!(
+        (v.verdict, v.signature),
+        (VerdictKind::Infected, Some(format!("{TEST_MARKER_SIGNATURE}{UNOFFICIAL_SUFFIX}")))
+    );
+
+    // Nothing pushed: clamd still scans the empty stream.
+    assert_eq!(scanner.conclude(scanner.intake()).await.verdict, VerdictKind::Clean);
+
+    // 64 MiB offered against a 1 MiB StreamMaxLength.
+    let line = b"lorem ipsum dolor sit amet, consectetur adipiscing elit\n";
+    let piece: Vec<u8> = line.iter().copied().cycle().take(64 * 1024).collect();
+    let mut intake = scanner.intake();
+    let mut taken = 0;
+    while taken < 1024 && intake.push(&piece).await {
+        taken += 1;
+    }
+    assert!(taken < 512, "clamd stopped taking the stream, and the caller was told: {taken} pieces");
+    let v = scanner.conclude(intake).await;
+    assert_eq!((v.verdict, v.reason), (VerdictKind::Refused, Some(Reason::ScannerSizeLimit)));
+
+    // A scanner that cannot be reached refuses at the first push.
+    drop(server);
+    let mut intake = scanner.intake();
+    assert!(!intake.push(b"text").await);
+    let v = scanner.conclude(intake).await;
+    assert_eq!((v.verdict, v.reason), (VerdictKind::Refused, Some(Reason::ScannerUnavailable)));
+}

@@ -939,7 +939,7 @@ async fn scan_content(
     let mut frames = body.into_data_stream();
     while let Some(frame) = frames.next().await {
         let frame = frame.map_err(|_| bad_request(&rid, "the body could not be read"))?;
-        if !intake.push(&frame) {
+        if !intake.push(&frame).await {
             break;
         }
     }

@@ -500,7 +500,7 @@ async fn take_in(
             upload.abort().await;
             return Err(NotKept::Cut);
         }
-        if !intake.push(&frame) {
+        if !intake.push(&frame).await {
             // The scanner has decided (a refusal): read no further.
             break;
         }
