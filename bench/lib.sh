@@ -10,7 +10,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-work=$(mktemp -d)
+work=$(mktemp -d ${BENCH_DIR:+-p "$BENCH_DIR"})  # BENCH_DIR: another file system (a tmpfs)
 # nginx workers and squid drop root: let them read and write their files.
 chmod 755 "$work"
 pids=()

@@ -16,11 +16,16 @@ use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt as _};
 use object_store::local::LocalFileSystem;
 use object_store::prefix::PrefixStore;
-use object_store::{ObjectStore, ObjectStoreExt as _, WriteMultipart};
+use object_store::{GetResultPayload, ObjectStore, ObjectStoreExt as _, WriteMultipart};
 use sha2::{Digest as _, Sha256};
 
 use crate::FileError;
 use crate::layout::{ObjectPath, ROOT};
+
+/// Bytes read from a local file per blocking-pool hop: large enough that
+/// the hop costs little beside the copy, small enough that a download holds
+/// a few of them at most.
+const LOCAL_READ_CHUNK: u64 = 1 << 20;
 
 /// How many parts of one upload may be in flight at once: enough to keep
 /// S3 busy while the next part fills, few enough to bound memory.
@@ -70,7 +75,10 @@ impl Storage {
             .map_err(|e| FileError::Config(format!("cannot create {}: {}", root.display(), e.kind())))?;
         let store = LocalFileSystem::new_with_prefix(root)
             .map_err(|e| FileError::Config(format!("cannot use {}: {e}", root.display())))?
-            .with_automatic_cleanup(true);
+            .with_automatic_cleanup(true)
+            // A file is on disk before its record says it is stored: a
+            // crash never leaves a record over a torn or empty object.
+            .with_fsync(true);
         Ok(Self { store: Arc::new(store), described: format!("file://{}", root.display()) })
     }
 
@@ -175,7 +183,14 @@ impl Storage {
     ) -> Result<(u64, BoxStream<'static, Result<Bytes, FileError>>), FileError> {
         let got = self.store.get(&path.to_store_path()).await.map_err(unavailable)?;
         let size = got.meta.size;
-        Ok((size, got.into_stream().map(|chunk| chunk.map_err(unavailable)).boxed()))
+        let chunks = match got.payload {
+            // object_store reads a local file 8 KiB per blocking-pool hop,
+            // which caps a download far below the disk: read it in large
+            // chunks instead.
+            GetResultPayload::File(file, _) => file_chunks(file, size),
+            GetResultPayload::Stream(chunks) => chunks.map(|chunk| chunk.map_err(unavailable)).boxed(),
+        };
+        Ok((size, chunks))
     }
 
     /// Deletes `path`; an object already gone is not an error.
@@ -270,6 +285,36 @@ impl Drop for Upload {
             });
         }
     }
+}
+
+/// The `size` bytes of a local object, `LOCAL_READ_CHUNK` at a time. A file
+/// that ends early (it cannot grow: objects are written once, under a new
+/// name each time) is an error, never a short answer passed off as whole.
+fn file_chunks(file: std::fs::File, size: u64) -> BoxStream<'static, Result<Bytes, FileError>> {
+    futures_util::stream::try_unfold((file, size), |(mut file, remaining)| async move {
+        if remaining == 0 {
+            return Ok(None);
+        }
+        tokio::task::spawn_blocking(move || {
+            use std::io::Read as _;
+            let want = remaining.min(LOCAL_READ_CHUNK);
+            let mut chunk = Vec::with_capacity(usize::try_from(want).unwrap_or(0));
+            match (&mut file).take(want).read_to_end(&mut chunk) {
+                Ok(n) if n as u64 == want => Ok(Some((Bytes::from(chunk), (file, remaining - want)))),
+                Ok(_) => {
+                    tracing::warn!("a local object ended before its recorded size");
+                    Err(FileError::Unavailable)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading a local object");
+                    Err(FileError::Unavailable)
+                }
+            }
+        })
+        .await
+        .unwrap_or(Err(FileError::Unavailable))
+    })
+    .boxed()
 }
 
 fn unavailable(e: object_store::Error) -> FileError {
