@@ -52,11 +52,13 @@ impl ObjectPath {
     }
 
     /// As the object store addresses it.
+    #[cfg(feature = "storage")]
     pub(crate) fn to_store_path(&self) -> object_store::path::Path {
         object_store::path::Path::from_iter([ROOT, &self.namespace, &self.file_id])
     }
 
     /// The prefix under which every object of `session_key` lives.
+    #[cfg(feature = "storage")]
     pub(crate) fn namespace_prefix(session_key: &str) -> Result<object_store::path::Path, FileError> {
         if !is_session_key(session_key) {
             return Err(FileError::PathInvalid);

@@ -19,10 +19,12 @@
 
 pub mod layout;
 pub mod name;
+#[cfg(feature = "storage")]
 pub mod storage;
 
 pub use layout::ObjectPath;
 pub use name::check_name;
+#[cfg(feature = "storage")]
 pub use storage::{Storage, Stored, Upload};
 
 use gatehouse_core::Reason;
