@@ -283,7 +283,7 @@ fn files_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 /// curl against a node's API: the answer's status line and body.
-fn curl(args: &[&str]) -> (u16, String) {
+pub(crate) fn curl(args: &[&str]) -> (u16, String) {
     let out = std::process::Command::new("curl")
         .args(["-s", "-S", "--max-time", "20", "-w", "\n%{http_code}"])
         .args(args)

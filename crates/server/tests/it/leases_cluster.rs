@@ -33,9 +33,9 @@ fn canary(what: &str) -> String {
 }
 
 /// One `gatehouse serve` (role all) process.
-struct Node {
+pub(crate) struct Node {
     server: Server,
-    api: String,
+    pub(crate) api: String,
     proxy: String,
     log: JoinHandle<String>,
 }
@@ -43,7 +43,7 @@ struct Node {
 /// Starts a node with the keys every node of a cluster shares (manifest
 /// key, grant secret, service token, session key secret, credential sealing
 /// key), loopback opened for the upstreams, and `settings` on top.
-fn start_node(dir: &Path, manifest_key: &str, settings: &[(&str, &str)]) -> Node {
+pub(crate) fn start_node(dir: &Path, manifest_key: &str, settings: &[(&str, &str)]) -> Node {
     let mut c = gatehouse(dir);
     c.env("GATEHOUSE_LISTEN", "127.0.0.1:0")
         .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")

@@ -9,6 +9,7 @@ mod cli;
 mod content;
 mod deps;
 mod files;
+mod files_cluster;
 mod intercept;
 mod lease_door;
 mod leases;
