@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Files through grants on the local filesystem: a 1 GiB upload into a run's
 # output session and its download by another run, through one gatehouse
-# (release build, content scanning by sniffing, no clamd), beside a plain
+# (release build, content scanning by sniffing; with CLAMD=1 also by clamd), beside a plain
 # `cp` of the same file on the same disk, in one run. Reports throughput
 # ratios and the gateway's peak memory (VmHWM) against the file's size.
 #
@@ -16,6 +16,7 @@
 #   bash bench/files.sh              # 1 GiB, 3 rounds
 #   SIZE_MIB=256 ROUNDS=5 bash bench/files.sh
 #   BENCH_DIR=/dev/shm ROUNDS=2 bash bench/files.sh   # on a tmpfs: no disk at all
+#   CLAMD=1 bash bench/files.sh      # uploads also scanned by a private clamd
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE_MIB=${SIZE_MIB:-1024}
@@ -29,6 +30,30 @@ cargo build --release --locked --bin gatehouse -q
 bytes=$(stat -c %s "$work/big.txt")
 export GATEHOUSE_CONTENT_MAX_BYTES=$bytes
 CONNECT_PORTS=443  # no upstream here
+if [ "${CLAMD:-0}" = 1 ]; then
+  # A private clamd with a one-signature database (no download): it writes
+  # each stream to its temporary directory and hashes it, as it would with
+  # the full database for a hash signature. Limits raised to the file size.
+  mkdir -p "$work/clamd/db"
+  echo '44d88612fea8a8f36de82e1278abb02f:68:Eicar-Test-Signature' >"$work/clamd/db/bench.hdb"
+  CLAMD_PORT=$(free_port)
+  cat >"$work/clamd/clamd.conf" <<CONF
+Foreground yes
+TCPSocket $CLAMD_PORT
+TCPAddr 127.0.0.1
+DatabaseDirectory $work/clamd/db
+TemporaryDirectory $work/clamd
+PidFile $work/clamd/clamd.pid
+Bytecode no
+StreamMaxLength $((bytes + 1024))
+MaxScanSize $((bytes + 1024))
+MaxFileSize $((bytes + 1024))
+CONF
+  /usr/sbin/clamd --config-file="$work/clamd/clamd.conf" >"$work/clamd/log" 2>&1 & pids+=($!)
+  for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$CLAMD_PORT") 2>/dev/null && break; sleep 0.2; done
+  export CLAMD_HOST=127.0.0.1 CLAMD_PORT GATEHOUSE_CLAMD_TIMEOUT_MS=60000
+  echo "content scanning: sniffing and clamd ($(/usr/sbin/clamd --version))"
+fi
 start_gatehouse cur ./target/release/gatehouse
 pid=${pids[-1]}
 grep VmHWM "/proc/$pid/status" | awk '{print "gateway peak memory before:", $2, "kB"}'
@@ -44,8 +69,9 @@ for round in $(seq "$ROUNDS"); do
   t_cp_sync=$(seconds bash -c "cp '$work/big.txt' '$work/synced-$round.txt' && sync '$work/synced-$round.txt'")
   sync
   writer=$(run_grant '"output_session_id":"out-'"$round"'"')
-  t_up=$(curl -s -o /dev/null -w '%{time_total}' -X PUT -T "$work/big.txt" -H "Authorization: Bearer $writer" \
+  t_up=$(curl -s -o "$work/put.json" -w '%{time_total}' -X PUT -T "$work/big.txt" -H "Authorization: Bearer $writer" \
     "http://127.0.0.1:$cur_API/v1/sessions/out-$round/files/big.txt")
+  python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); print("round", sys.argv[2], "upload verdict:", a.get("verdict") or a)' "$work/put.json" "$round"
   object=$(find "$work/cur-data/objects" -type f -size "${SIZE_MIB}M" -newer "$work/rows" | head -n 1)
   cat "$object" >/dev/null  # both readers below find it in the page cache
   sync
