@@ -1,5 +1,14 @@
-//! Refusals and run events: a log line and a counter for each, and a
-//! durable row in the store, written in batches off the request path.
+//! Refusals and run events: a counter for each, a durable row in the
+//! store, written in batches off the request path, and a log line.
+//!
+//! On a node with a store the log lines are capped at
+//! [`LOG_LINES_PER_SEC`]: every refusal is already in the store, the audit
+//! log and the counters, and a sandbox hammering forbidden hosts must not
+//! be able to flood the operator's log pipeline (nor spend the node's CPU
+//! formatting lines nobody reads). What is held back is counted
+//! (`gatehouse_refusal_log_lines_held_back_total`) and summed up in one line
+//! once the next second begins. A node without a store (a runner) logs
+//! every refusal: there, the line is the record.
 //!
 //! A sandbox hammering forbidden hosts must neither slow allowed traffic nor
 //! exhaust memory, so recording never waits for the store: events go into a
@@ -33,6 +42,40 @@ const RUN_CAP: usize = 100_000;
 const BATCH: usize = 500;
 /// How long the writer lets a burst gather before writing it.
 const LINGER: Duration = Duration::from_millis(20);
+/// Refusal log lines a node with a store writes in one second at most.
+pub const LOG_LINES_PER_SEC: u64 = 100;
+
+/// The per-second allowance of refusal log lines (approximate under
+/// contention, which only moves a line or two across a second's edge).
+#[derive(Default)]
+struct LogAllowance {
+    second: std::sync::atomic::AtomicI64,
+    used: AtomicU64,
+    held_back: AtomicU64,
+    /// Since the start, for the metrics.
+    held_back_total: AtomicU64,
+}
+
+impl LogAllowance {
+    /// Whether a line may be written in second `now`, and, when `now`
+    /// begins a new second, how many were held back before it.
+    fn take(&self, now: i64) -> (bool, u64) {
+        let mut earlier = 0;
+        let second = self.second.load(Ordering::Relaxed);
+        if now != second
+            && self.second.compare_exchange(second, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        {
+            self.used.store(0, Ordering::Relaxed);
+            earlier = self.held_back.swap(0, Ordering::Relaxed);
+        }
+        let allowed = self.used.fetch_add(1, Ordering::Relaxed) < LOG_LINES_PER_SEC;
+        if !allowed {
+            self.held_back.fetch_add(1, Ordering::Relaxed);
+            self.held_back_total.fetch_add(1, Ordering::Relaxed);
+        }
+        (allowed, earlier)
+    }
+}
 
 /// The refusal record of a node: logs, counters, and (with a store) the
 /// durable queue.
@@ -42,13 +85,20 @@ pub struct RefusalLog {
     /// What dry-run policies would have refused: kept apart, since nothing was refused.
     dry_run_counts: Vec<AtomicU64>,
     queue: Option<Arc<EventQueue>>,
+    log_allowance: LogAllowance,
 }
 
 impl RefusalLog {
     /// A log that writes to `queue` (none on a node without a store: a runner).
     pub fn new(clock: Arc<dyn Clock>, queue: Option<Arc<EventQueue>>) -> Self {
         let slots = || (0..RefusalKind::ALL.len() * Reason::ALL.len()).map(|_| AtomicU64::new(0)).collect();
-        Self { clock, counts: slots(), dry_run_counts: slots(), queue }
+        Self {
+            clock,
+            counts: slots(),
+            dry_run_counts: slots(),
+            queue,
+            log_allowance: LogAllowance::default(),
+        }
     }
 
     /// The durable queue, if this node has a store.
@@ -82,18 +132,20 @@ impl RefusalLog {
     /// Records a complete refusal record (its `at` is replaced by now).
     pub fn record_refusal(&self, mut refusal: Refusal) {
         refusal.at = self.clock.now();
-        tracing::warn!(
-            kind = refusal.kind.as_str(),
-            reason = refusal.reason.as_str(),
-            tenant_id = refusal.tenant_id.as_deref().unwrap_or(""),
-            run_id = refusal.run_id.as_deref().unwrap_or(""),
-            request_id = refusal.request_id.as_deref().unwrap_or(""),
-            host = refusal.host.as_deref().unwrap_or(""),
-            rule = refusal.rule.as_deref().unwrap_or(""),
-            dry_run = refusal.dry_run,
-            "{}",
-            if refusal.dry_run { "would refuse (dry run; let through)" } else { "refused" }
-        );
+        if self.queue.is_some() {
+            let (allowed, earlier) = self.log_allowance.take(refusal.at);
+            if earlier > 0 {
+                tracing::warn!(
+                    held_back = earlier,
+                    "refusal log lines held back (over {LOG_LINES_PER_SEC} a second); every refusal is in the store and the counters"
+                );
+            }
+            if allowed {
+                log_refusal(&refusal);
+            }
+        } else {
+            log_refusal(&refusal);
+        }
         let counts = if refusal.dry_run { &self.dry_run_counts } else { &self.counts };
         if let Some(c) = counts.get(Self::slot(refusal.kind, refusal.reason)) {
             c.fetch_add(1, Ordering::Relaxed);
@@ -151,12 +203,33 @@ impl RefusalLog {
             );
             counter_family(
                 out,
+                "gatehouse_refusal_log_lines_held_back_total",
+                "Refusal log lines not written because more than the allowance a second came (each refusal is still stored and counted).",
+                [(String::new(), self.log_allowance.held_back_total.load(Ordering::Relaxed))],
+            );
+            counter_family(
+                out,
                 "gatehouse_event_write_failures_total",
                 "Batches of events the store could not take (they are retried).",
                 [(String::new(), q.write_failures.load(Ordering::Relaxed))],
             );
         }
     }
+}
+
+fn log_refusal(refusal: &Refusal) {
+    tracing::warn!(
+        kind = refusal.kind.as_str(),
+        reason = refusal.reason.as_str(),
+        tenant_id = refusal.tenant_id.as_deref().unwrap_or(""),
+        run_id = refusal.run_id.as_deref().unwrap_or(""),
+        request_id = refusal.request_id.as_deref().unwrap_or(""),
+        host = refusal.host.as_deref().unwrap_or(""),
+        rule = refusal.rule.as_deref().unwrap_or(""),
+        dry_run = refusal.dry_run,
+        "{}",
+        if refusal.dry_run { "would refuse (dry run; let through)" } else { "refused" }
+    );
 }
 
 impl RefusalSink for RefusalLog {
@@ -344,6 +417,40 @@ mod tests {
             dry_run: false,
             refusal: true,
         }
+    }
+
+    #[test]
+    fn log_lines_are_capped_a_second_and_what_was_held_back_is_told() {
+        let allowance = LogAllowance::default();
+        let flood: Vec<(bool, u64)> = (0..LOG_LINES_PER_SEC + 40).map(|_| allowance.take(1000)).collect();
+        assert!(
+            flood[..LOG_LINES_PER_SEC as usize].iter().all(|&(allowed, earlier)| allowed && earlier == 0)
+        );
+        assert!(flood[LOG_LINES_PER_SEC as usize..].iter().all(|&(allowed, _)| !allowed));
+        // The next second: allowed again, and told how many were held back.
+        assert_eq!(allowance.take(1001), (true, 40));
+        assert_eq!(allowance.take(1001), (true, 0));
+        assert_eq!(allowance.held_back_total.load(Ordering::Relaxed), 40);
+    }
+
+    #[test]
+    fn with_a_store_every_refusal_is_counted_and_queued_whatever_is_logged() {
+        let clock: Arc<dyn Clock> = Arc::new(gatehouse_core::ManualClock::new(1000));
+        let log = RefusalLog::new(clock, Some(Arc::new(EventQueue::default())));
+        let n = LOG_LINES_PER_SEC * 3;
+        for _ in 0..n {
+            log.record(RefusalKind::EgressRefused, Reason::PolicyNotAllowed, Some("t1"), Some("run_1"), None);
+        }
+        assert_eq!(log.log_allowance.held_back_total.load(Ordering::Relaxed), n - LOG_LINES_PER_SEC);
+        let queue = log.queue().unwrap();
+        assert_eq!(queue.queued(), n as usize);
+        let mut metrics = String::new();
+        log.render(&mut metrics);
+        assert!(metrics.contains(&format!("reason=\"policy_not_allowed\"}} {n}")), "{metrics}");
+        assert!(
+            metrics
+                .contains(&format!("gatehouse_refusal_log_lines_held_back_total {}", n - LOG_LINES_PER_SEC))
+        );
     }
 
     #[test]
