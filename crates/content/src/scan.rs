@@ -89,6 +89,7 @@ enum Feed<'a> {
     Off,
     /// Not connected yet (nothing has been pushed).
     Idle(&'a Clamd),
+    /// Streaming to clamd.
     Open(InStream<'a>),
     /// clamd could not be reached: the content is refused.
     Failed(ClamdError),

@@ -482,3 +482,65 @@ async fn with_clamd_an_infected_upload_is_never_stored() {
     assert_eq!(stored.len(), 1, "only the clean file: {stored:?}");
     assert!(!std::fs::read(&stored[0]).unwrap().windows(8).any(|w| w == &EICAR[..8]));
 }
+
+/// A client that declares a megabyte, sends a tenth of it and hangs up, over
+/// a real socket to `gatehouse serve`: nothing is listed, nothing is left on
+/// disk (the staged object is removed), and the bytes paid for stay paid.
+#[test]
+fn an_upload_cut_off_mid_stream_leaves_nothing() {
+    use std::io::Write as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut c = crate::proxy::door(tmp.path());
+    c.env("GATEHOUSE_DATA_DIR", &data);
+    let (_server, api, _, _log) = crate::cli::spawn_server(c);
+    let new_run = |reads: &[&str], output: &str| {
+        let run = crate::proxy::api(
+            &api,
+            "POST",
+            "/v1/runs",
+            &json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "x"}, "read_sessions": reads,
+                "output_session_id": output, "budgets": {"max_upload_bytes": 2_000_000, "max_output_files": 5}}),
+        );
+        run["grant"].as_str().unwrap_or_else(|| panic!("{run}")).to_owned()
+    };
+    let writer = new_run(&[], "out-1");
+    let mut conn = std::net::TcpStream::connect(&api).unwrap();
+    write!(
+        conn,
+        "PUT /v1/sessions/out-1/files/big.txt HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {writer}\r\n\
+         content-length: 1000000\r\n\r\n"
+    )
+    .unwrap();
+    conn.write_all(&[b'a'; 100_000]).unwrap();
+    conn.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(conn);
+
+    let reader = format!("authorization: Bearer {}", new_run(&["out-1"], "out-2"));
+    let mut listing = String::new();
+    let gone = crate::plane::within(std::time::Duration::from_secs(5), || {
+        let (status, body) = curl(&["-H", &reader, &format!("http://{api}/v1/sessions/out-1/files")]);
+        listing = body;
+        status == 200 && files_under(&data.join("objects")).is_empty()
+    });
+    assert!(gone.is_some(), "left on disk: {:?}; listed: {listing}", files_under(&data.join("objects")));
+    let listing: serde_json::Value = serde_json::from_str(&listing).unwrap();
+    assert_eq!(listing["items"], json!([]), "nothing half-written is listed");
+    // The declared million was spent before a byte was read: a second
+    // upload of that size no longer fits the budget of two million.
+    let writer = format!("authorization: Bearer {writer}");
+    let again = tmp.path().join("again.txt");
+    std::fs::write(&again, "b".repeat(1_000_001)).unwrap();
+    let (status, body) = curl(&[
+        "-X",
+        "PUT",
+        "-H",
+        &writer,
+        "--data-binary",
+        &format!("@{}", again.display()),
+        &format!("http://{api}/v1/sessions/out-1/files/again.txt"),
+    ]);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("budget_upload_bytes_exhausted"), "{body}");
+}
