@@ -487,6 +487,7 @@ async fn with_clamd_an_infected_upload_is_never_stored() {
 /// a real socket to `gatehouse serve`: nothing is listed, nothing is left on
 /// disk (the staged object is removed), and the bytes paid for stay paid.
 #[test]
+#[allow(clippy::disallowed_methods, reason = "a test client talking to the server under test on loopback")]
 fn an_upload_cut_off_mid_stream_leaves_nothing() {
     use std::io::Write as _;
     let tmp = tempfile::tempdir().unwrap();
