@@ -177,7 +177,7 @@ impl Clamd {
     pub async fn begin(&self) -> Result<InStream<'_>, ClamdError> {
         let mut conn = self.bounded(self.connect()).await?;
         self.bounded(async { conn.write_all(b"zINSTREAM\0").await.map_err(broken) }).await?;
-        Ok(InStream { clamd: self, conn, failed: None })
+        Ok(InStream { clamd: self, conn, failed: None, frame: Vec::with_capacity(CHUNK + 4) })
     }
 }
 
@@ -188,6 +188,8 @@ pub struct InStream<'a> {
     /// Why a chunk could not be sent: clamd stopped reading (past its
     /// `StreamMaxLength` it answers and closes), broke, or stalled.
     failed: Option<ClamdError>,
+    /// One `zINSTREAM` chunk as sent: its length, then its bytes.
+    frame: Vec<u8>,
 }
 
 impl std::fmt::Debug for InStream<'_> {
@@ -205,13 +207,15 @@ impl InStream<'_> {
             return false;
         }
         for chunk in content.chunks(CHUNK) {
+            // The length and the bytes in one write: two would leave a
+            // small segment for Nagle's algorithm to hold back.
             // Nonempty and at most CHUNK bytes: the length fits.
             let len = u32::try_from(chunk.len()).unwrap_or(u32::MAX).to_be_bytes();
-            let conn = &mut self.conn;
-            let sent = async {
-                conn.write_all(&len).await.map_err(broken)?;
-                conn.write_all(chunk).await.map_err(broken)
-            };
+            self.frame.clear();
+            self.frame.extend_from_slice(&len);
+            self.frame.extend_from_slice(chunk);
+            let (conn, frame) = (&mut self.conn, &self.frame);
+            let sent = async { conn.write_all(frame).await.map_err(broken) };
             if let Err(e) = self.clamd.bounded(sent).await {
                 self.failed = Some(e);
                 return false;
