@@ -325,8 +325,6 @@ struct Run {
     pending: VecDeque<Candidate>,
     /// The run length at which the first pending candidate can be judged.
     next_due: u64,
-    /// Whether a candidate got past its first check.
-    advanced: bool,
 }
 
 impl Default for Run {
@@ -338,7 +336,6 @@ impl Default for Run {
             base: 0,
             pending: VecDeque::new(),
             next_due: u64::MAX,
-            advanced: false,
         }
     }
 }
@@ -351,7 +348,6 @@ impl Run {
         self.window.clear();
         self.pending.clear();
         self.next_due = u64::MAX;
-        self.advanced = false;
     }
 
     fn add_pending(&mut self, candidate: Candidate) {
@@ -672,7 +668,7 @@ impl PayloadFinder {
             // The run ends with every candidate still short of its first
             // check: each is harmless (a candidate past its first check may
             // still be judged a payload on what it has).
-            if !self.run.advanced {
+            if self.run.pending.iter().all(|c| matches!(c.stage, Stage::Prefix)) {
                 self.run.pending.clear();
             }
         }
@@ -697,7 +693,6 @@ impl PayloadFinder {
                     self.run.pending.remove(k);
                 }
                 Judged::Need(stage) => {
-                    self.run.advanced = true;
                     self.run.pending[k].stage = stage;
                     self.run.next_due = self.run.next_due.min(self.run.pending[k].due());
                     k += 1;
@@ -723,10 +718,7 @@ impl PayloadFinder {
 
     fn end_run(&mut self) {
         self.judge_ready(true);
-        self.run.pending.clear();
-        self.run.next_due = u64::MAX;
-        self.run.advanced = false;
-        self.run.window.clear();
+        self.run.clear();
         self.mode = Mode::Scan;
     }
 

@@ -103,21 +103,16 @@ impl Intake<'_> {
         if self.sniffer.decided().is_some() {
             return false;
         }
+        if let Feed::Idle(clamd) = self.clamd {
+            self.clamd = match clamd.begin().await {
+                Ok(stream) => Feed::Open(stream),
+                Err(e) => Feed::Failed(e),
+            };
+        }
         match &mut self.clamd {
             Feed::Off => true,
-            Feed::Idle(clamd) => match clamd.begin().await {
-                Ok(mut stream) => {
-                    let open = stream.send(chunk).await;
-                    self.clamd = Feed::Open(stream);
-                    open
-                }
-                Err(e) => {
-                    self.clamd = Feed::Failed(e);
-                    false
-                }
-            },
             Feed::Open(stream) => stream.send(chunk).await,
-            Feed::Failed(_) => false,
+            Feed::Idle(_) | Feed::Failed(_) => false,
         }
     }
 }
