@@ -7,7 +7,7 @@
 //! be able to flood the operator's log pipeline (nor spend the node's CPU
 //! formatting lines nobody reads). What is held back is counted
 //! (`gatehouse_refusal_log_lines_held_back_total`) and summed up in one line
-//! once the next second begins. A node without a store (a runner) logs
+//! by the first refusal of a later second. A node without a store (a runner) logs
 //! every refusal: there, the line is the record.
 //!
 //! A sandbox hammering forbidden hosts must neither slow allowed traffic nor
@@ -75,6 +75,18 @@ impl LogAllowance {
         }
         (allowed, earlier)
     }
+
+    /// [`take`](Self::take), logging what was held back before `now`'s second.
+    fn admit(&self, now: i64) -> bool {
+        let (allowed, earlier) = self.take(now);
+        if earlier > 0 {
+            tracing::warn!(
+                held_back = earlier,
+                "refusal log lines held back (over {LOG_LINES_PER_SEC} a second); every refusal is in the store and the counters"
+            );
+        }
+        allowed
+    }
 }
 
 /// The refusal record of a node: logs, counters, and (with a store) the
@@ -132,18 +144,8 @@ impl RefusalLog {
     /// Records a complete refusal record (its `at` is replaced by now).
     pub fn record_refusal(&self, mut refusal: Refusal) {
         refusal.at = self.clock.now();
-        if self.queue.is_some() {
-            let (allowed, earlier) = self.log_allowance.take(refusal.at);
-            if earlier > 0 {
-                tracing::warn!(
-                    held_back = earlier,
-                    "refusal log lines held back (over {LOG_LINES_PER_SEC} a second); every refusal is in the store and the counters"
-                );
-            }
-            if allowed {
-                log_refusal(&refusal);
-            }
-        } else {
+        // Without a store the line is the record: always written.
+        if self.queue.is_none() || self.log_allowance.admit(refusal.at) {
             log_refusal(&refusal);
         }
         let counts = if refusal.dry_run { &self.dry_run_counts } else { &self.counts };
