@@ -282,6 +282,26 @@ fn files_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// A run of t1/u1 created through the API of a `gatehouse serve` at `api`,
+/// with `max_upload_bytes` and five output files: its grant.
+pub(crate) fn served_run(
+    api: &str,
+    inputs: &[&str],
+    reads: &[&str],
+    output: &str,
+    max_upload_bytes: u64,
+) -> String {
+    let run = crate::proxy::api(
+        api,
+        "POST",
+        "/v1/runs",
+        &json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "x"}, "input_files": inputs,
+            "read_sessions": reads, "output_session_id": output,
+            "budgets": {"max_upload_bytes": max_upload_bytes, "max_output_files": 5}}),
+    );
+    run["grant"].as_str().unwrap_or_else(|| panic!("{run}")).to_owned()
+}
+
 /// curl against a node's API: the answer's status line and body.
 pub(crate) fn curl(args: &[&str]) -> (u16, String) {
     let out = std::process::Command::new("curl")
@@ -327,15 +347,7 @@ fn on_s3_a_run_reads_its_input_and_writes_its_output_and_an_outage_keeps_nothing
     let file_id =
         serde_json::from_str::<serde_json::Value>(&stored).unwrap()["file_id"].as_str().unwrap().to_owned();
     let new_run = |inputs: &[&str], reads: &[&str], output: &str| {
-        let run = crate::proxy::api(
-            &api,
-            "POST",
-            "/v1/runs",
-            &json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "x"}, "input_files": inputs,
-                "read_sessions": reads, "output_session_id": output,
-                "budgets": {"max_upload_bytes": 1000, "max_output_files": 5}}),
-        );
-        format!("authorization: Bearer {}", run["grant"].as_str().unwrap_or_else(|| panic!("{run}")))
+        format!("authorization: Bearer {}", served_run(&api, inputs, reads, output, 1000))
     };
     let writer = new_run(&[&file_id], &[], "out-1");
     let (status, body) = curl(&["-H", &writer, &format!("http://{api}/v1/files/{file_id}")]);
@@ -495,17 +507,8 @@ fn an_upload_cut_off_mid_stream_leaves_nothing() {
     let mut c = crate::proxy::door(tmp.path());
     c.env("GATEHOUSE_DATA_DIR", &data);
     let (_server, api, _, _log) = crate::cli::spawn_server(c);
-    let new_run = |reads: &[&str], output: &str| {
-        let run = crate::proxy::api(
-            &api,
-            "POST",
-            "/v1/runs",
-            &json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "x"}, "read_sessions": reads,
-                "output_session_id": output, "budgets": {"max_upload_bytes": 2_000_000, "max_output_files": 5}}),
-        );
-        run["grant"].as_str().unwrap_or_else(|| panic!("{run}")).to_owned()
-    };
-    let writer = new_run(&[], "out-1");
+    assert!(data.join("objects").is_dir(), "the store is where this test looks");
+    let writer = served_run(&api, &[], &[], "out-1", 2_000_000);
     let mut conn = std::net::TcpStream::connect(&api).unwrap();
     write!(
         conn,
@@ -518,7 +521,7 @@ fn an_upload_cut_off_mid_stream_leaves_nothing() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     drop(conn);
 
-    let reader = format!("authorization: Bearer {}", new_run(&["out-1"], "out-2"));
+    let reader = format!("authorization: Bearer {}", served_run(&api, &[], &["out-1"], "out-2", 2_000_000));
     let mut listing = String::new();
     let gone = crate::plane::within(std::time::Duration::from_secs(5), || {
         let (status, body) = curl(&["-H", &reader, &format!("http://{api}/v1/sessions/out-1/files")]);

@@ -4,26 +4,18 @@
 //! its sandbox calls, and a deletion on one is seen at once by the other.
 
 use gatehouse_test_support::{RedisServer, S3Server, TestDatabase};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::files::curl;
+use crate::files::{curl, served_run};
 use crate::leases_cluster::start_node;
-use crate::proxy::api;
 use crate::support::{TOKEN, private_key_pem};
 
 const BUCKET: &str = "gatehouse-cluster";
 
-/// A run of t1/u1 created on `node`: its grant as an `Authorization` header.
+/// A run of t1/u1 created on `node` (100 upload bytes): its grant as an
+/// `Authorization` header.
 fn run_on(node: &str, inputs: &[&str], reads: &[&str], output: &str) -> String {
-    let run = api(
-        node,
-        "POST",
-        "/v1/runs",
-        &json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "x"}, "input_files": inputs,
-            "read_sessions": reads, "output_session_id": output,
-            "budgets": {"max_upload_bytes": 100, "max_output_files": 5}}),
-    );
-    format!("authorization: Bearer {}", run["grant"].as_str().unwrap_or_else(|| panic!("{run}")))
+    format!("authorization: Bearer {}", served_run(node, inputs, reads, output, 100))
 }
 
 /// Sends `content` to `url` with `auth`: the status and the JSON answer.
