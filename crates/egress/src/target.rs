@@ -130,7 +130,15 @@ pub fn parse_url(raw: &str) -> Result<Target, Reason> {
         p if p.starts_with('?') => format!("/{}", encode_non_ascii(p)),
         p => encode_non_ascii(p),
     };
-    Ok(Target { scheme, host, port, path_and_query })
+    let target = Target { scheme, host, port, path_and_query };
+    // The cap is on what gatehouse sends: percent-encoding and IDNA can make
+    // the canonical URL longer than the raw one (only for non-ASCII input,
+    // or by the `/` added to an empty path at the cap), and a URL accepted
+    // once must parse again to itself.
+    if (!raw.is_ascii() || raw.len() == MAX_URL_BYTES) && target.url().len() > MAX_URL_BYTES {
+        return Err(Reason::UrlMalformed);
+    }
+    Ok(target)
 }
 
 /// Parses `host[:port]` as it appears in a URL authority or a `CONNECT`
@@ -389,6 +397,11 @@ mod tests {
         let at_cap = format!("{base}{}", "a".repeat(MAX_URL_BYTES - base.len()));
         assert_eq!(parse_url(&at_cap).map(|t| t.path_and_query.len()), Ok(MAX_URL_BYTES - base.len() + 1));
         assert_eq!(parse_url(&format!("{at_cap}a")), Err(Reason::UrlMalformed));
+        // Under the cap as sent, over it once percent-encoded: refused, so
+        // nothing longer than the cap is ever forwarded (found by fuzzing).
+        let grows = format!("{base}{}", "\u{fffd}".repeat((MAX_URL_BYTES - base.len()) / 3));
+        assert!(grows.len() <= MAX_URL_BYTES);
+        assert_eq!(parse_url(&grows), Err(Reason::UrlMalformed));
     }
 
     /// Generated URLs: every part drawn from its own grammar, at most one of
