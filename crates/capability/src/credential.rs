@@ -8,12 +8,17 @@
 //! nothing it can open. Only the gateway holds [`SealingKeys`] and opens a
 //! credential for the one outbound request that uses it.
 //!
-//! Wire form (a database column): `ghc1.` + base64url(`kid`(8) ‖ encapsulated
-//! key(32) ‖ ciphertext‖tag). The HPKE `info` is `gatehouse-credential:v1` ‖
+//! Wire form (a database column): `ghc2.` + base64url(`kid`(8) ‖ encapsulated
+//! key(32) ‖ ciphertext‖tag). The HPKE `info` is `gatehouse-credential:v2` ‖
 //! `kid`, so a changed key id cannot open under another key's context, and the
-//! additional authenticated data is the [`CredentialContext`]: a sealed value
+//! additional authenticated data is the [`CredentialContext`]: tenant, id,
+//! version, and the facts that steer the secret — its purpose, its host and
+//! how it is sent (the inject rule, plain HTTP allowed or not). A sealed value
 //! copied into another credential's row, another tenant, or an older version
-//! put back over a newer one does not open. The key id is public and lets a
+//! put back over a newer one does not open; nor does one whose row was edited
+//! to send the secret elsewhere or otherwise, so a database writer cannot
+//! steer a secret it cannot read. `ghc1.` values (sealed before the facts
+//! were bound) are opened only to be re-sealed ([`SealingKeys::rewrap`]). The key id is public and lets a
 //! gateway tell "sealed to a key I do not hold" (`credential_key_unknown`) from
 //! "altered" (`credential_tampered`), and pick the current or previous key
 //! during rotation without trial decryption.
@@ -42,10 +47,15 @@ use zeroize::Zeroizing;
 use crate::encoding::{b64url_decode, b64url_encode};
 use crate::secret::Secret;
 
-/// Sealed credential prefix: `ghc1.` (gatehouse credential, format 1).
-pub const SEALED_PREFIX: &str = "ghc1.";
+/// Sealed credential prefix: `ghc2.` (gatehouse credential, format 2: the
+/// credential's facts bound in).
+pub const SEALED_PREFIX: &str = "ghc2.";
 /// The label the HPKE `info` starts with; the key id follows it.
-pub const SEAL_INFO_LABEL: &[u8] = b"gatehouse-credential:v1";
+pub const SEAL_INFO_LABEL: &[u8] = b"gatehouse-credential:v2";
+/// Format 1's prefix: tenant, id and version bound, nothing else.
+pub const LEGACY_SEALED_PREFIX: &str = "ghc1.";
+/// Format 1's `info` label.
+const LEGACY_SEAL_INFO_LABEL: &[u8] = b"gatehouse-credential:v1";
 /// The HKDF `info` the fingerprint key is derived with.
 pub const FINGERPRINT_INFO: &[u8] = b"gatehouse-credential-fingerprint:v1";
 /// What a fingerprint starts with: it names the construction, so a later one
@@ -88,8 +98,14 @@ pub enum CredentialError {
     )]
     SecretInvalid,
     /// Not the text of a sealed credential.
-    #[error("credential_sealed_malformed: not a ghc1. sealed credential")]
+    #[error("credential_sealed_malformed: not a ghc2. (or ghc1.) sealed credential")]
     Malformed,
+    /// Sealed in format 1, which does not bind the credential's purpose,
+    /// host and rule: it is never used until re-sealed.
+    #[error(
+        "credential_unbound: sealed before its host and rule were bound in; run `gatehouse credentials rewrap`"
+    )]
+    Unbound,
     /// Sealed to a key this node does not hold.
     #[error("credential_key_unknown: the credential is sealed to a key this node does not hold")]
     UnknownKey,
@@ -113,6 +129,7 @@ impl CredentialError {
         match self {
             Self::SecretInvalid => "credential_secret_invalid",
             Self::Malformed => "credential_sealed_malformed",
+            Self::Unbound => "credential_unbound",
             Self::UnknownKey => "credential_key_unknown",
             Self::Tampered => "credential_tampered",
             Self::KeyInvalid => "credential_key_invalid",
@@ -196,17 +213,33 @@ pub struct CredentialContext<'a> {
     pub credential_id: &'a str,
     /// The credential's version; bumped on every rotation.
     pub version: i64,
+    /// What it is for (`git_provider`, `webhook_signing`, ...): a lease's
+    /// purpose must be its credential's.
+    pub purpose: &'a str,
+    /// The one host it may be sent to.
+    pub host: &'a str,
+    /// How it is sent, exactly as stored (the inject rule's JSON text).
+    pub delivery: &'a str,
 }
 
 impl CredentialContext<'_> {
-    /// `len(tenant_id)`(8, big-endian) ‖ `tenant_id` ‖ `len(credential_id)`(8)
-    /// ‖ `credential_id` ‖ `version`(8, big-endian): length prefixes make the
-    /// encoding unambiguous, so (`ab`, `c`) and (`a`, `bc`) differ.
+    /// Each field length-prefixed (8 bytes, big-endian), then the version
+    /// (8, big-endian): tenant, id, purpose, host, delivery. The prefixes make
+    /// the encoding unambiguous, so (`ab`, `c`) and (`a`, `bc`) differ.
     fn aad(&self) -> Vec<u8> {
-        let mut aad = Vec::with_capacity(24 + self.tenant_id.len() + self.credential_id.len());
-        for field in [self.tenant_id.as_bytes(), self.credential_id.as_bytes()] {
+        self.encode(&[self.tenant_id, self.credential_id, self.purpose, self.host, self.delivery])
+    }
+
+    /// Format 1's: tenant and id, then the version.
+    fn legacy_aad(&self) -> Vec<u8> {
+        self.encode(&[self.tenant_id, self.credential_id])
+    }
+
+    fn encode(&self, fields: &[&str]) -> Vec<u8> {
+        let mut aad = Vec::with_capacity(8 + fields.iter().map(|f| 8 + f.len()).sum::<usize>());
+        for field in fields {
             aad.extend_from_slice(&u64::try_from(field.len()).unwrap_or(u64::MAX).to_be_bytes());
-            aad.extend_from_slice(field);
+            aad.extend_from_slice(field.as_bytes());
         }
         aad.extend_from_slice(&self.version.to_be_bytes());
         aad
@@ -364,12 +397,30 @@ impl SealingKeys {
     }
 
     /// Opens `sealed` for the row `context` names, with whichever key its key
-    /// id names.
+    /// id names. A format 1 value is `credential_unbound`: it says nothing
+    /// of where the secret may go, so it is never used as it is.
     pub fn open(
         &self,
         sealed: &SealedSecret,
         context: &CredentialContext<'_>,
     ) -> Result<CredentialSecret, CredentialError> {
+        if sealed.legacy {
+            return Err(CredentialError::Unbound);
+        }
+        self.open_any(sealed, context)
+    }
+
+    /// Opens either format, each under its own `info` and context.
+    fn open_any(
+        &self,
+        sealed: &SealedSecret,
+        context: &CredentialContext<'_>,
+    ) -> Result<CredentialSecret, CredentialError> {
+        let (info_label, aad) = if sealed.legacy {
+            (LEGACY_SEAL_INFO_LABEL, context.legacy_aad())
+        } else {
+            (SEAL_INFO_LABEL, context.aad())
+        };
         let (kid, rest) = sealed.raw.split_at(KID_LEN);
         let key = std::iter::once(&self.current)
             .chain(self.previous.as_ref())
@@ -381,9 +432,9 @@ impl SealingKeys {
             &OpModeR::Base,
             &key.private,
             &enc,
-            &seal_info(&key.public.kid_bytes),
+            &[info_label, &key.public.kid_bytes].concat(),
             ciphertext,
-            &context.aad(),
+            &aad,
         )
         .map(Zeroizing::new)
         // A failed decapsulation (an encapsulated key changed to a low-order
@@ -394,13 +445,16 @@ impl SealingKeys {
 
     /// Opens `sealed` with whichever key matches and seals it again to the
     /// current key, for the same row. Always a fresh encapsulation, even when
-    /// `sealed` already is under the current key.
+    /// `sealed` already is under the current key. A format 1 value is opened
+    /// under format 1's context (tenant, id, version) and sealed in format
+    /// 2, binding the row's purpose, host and delivery as they stand: whoever
+    /// runs the rewrap vouches for them (README says to check them first).
     pub fn rewrap(
         &self,
         sealed: &SealedSecret,
         context: &CredentialContext<'_>,
     ) -> Result<SealedSecret, CredentialError> {
-        let secret = self.open(sealed, context)?;
+        let secret = self.open_any(sealed, context)?;
         seal(&self.current.public, &secret, context)
     }
 }
@@ -411,6 +465,8 @@ pub struct SealedSecret {
     text: String,
     raw: Vec<u8>,
     kid: String,
+    /// Format 1 (`ghc1.`): not bound to the credential's facts.
+    legacy: bool,
 }
 
 impl fmt::Debug for SealedSecret {
@@ -441,18 +497,28 @@ impl SealedSecret {
         if text.len() > MAX_SEALED_TEXT_BYTES {
             return Err(CredentialError::Malformed);
         }
-        let body = text.strip_prefix(SEALED_PREFIX).ok_or(CredentialError::Malformed)?;
+        let (body, legacy) = match text.strip_prefix(SEALED_PREFIX) {
+            Some(body) => (body, false),
+            None => (text.strip_prefix(LEGACY_SEALED_PREFIX).ok_or(CredentialError::Malformed)?, true),
+        };
         let raw = b64url_decode(body).ok_or(CredentialError::Malformed)?;
-        Self::from_raw(raw)
+        Self::from_raw(raw, legacy)
     }
 
-    fn from_raw(raw: Vec<u8>) -> Result<Self, CredentialError> {
+    fn from_raw(raw: Vec<u8>, legacy: bool) -> Result<Self, CredentialError> {
         if !(MIN_SEALED_BYTES..=MAX_SEALED_BYTES).contains(&raw.len()) {
             return Err(CredentialError::Malformed);
         }
-        let text = format!("{SEALED_PREFIX}{}", b64url_encode(&raw));
+        let prefix = if legacy { LEGACY_SEALED_PREFIX } else { SEALED_PREFIX };
+        let text = format!("{prefix}{}", b64url_encode(&raw));
         let kid = b64url_encode(&raw[..KID_LEN]);
-        Ok(Self { text, raw, kid })
+        Ok(Self { text, raw, kid, legacy })
+    }
+
+    /// Sealed in format 1 (`ghc1.`), before the credential's facts were
+    /// bound in: usable only after `gatehouse credentials rewrap`.
+    pub fn is_legacy(&self) -> bool {
+        self.legacy
     }
 
     /// The stored text.
@@ -491,7 +557,7 @@ pub fn seal(
     raw.extend_from_slice(&public.kid_bytes);
     raw.extend_from_slice(&enc.to_bytes());
     raw.extend_from_slice(&ciphertext);
-    SealedSecret::from_raw(raw)
+    SealedSecret::from_raw(raw, false)
 }
 
 /// `gatehouse-credential:v1` ‖ kid.
@@ -697,7 +763,14 @@ mod tests {
     const CANARY: &str = "ghp_CANARY-s3cr3t-T0k3n-xyzzy-4711";
 
     fn ctx<'a>(tenant_id: &'a str, credential_id: &'a str, version: i64) -> CredentialContext<'a> {
-        CredentialContext { tenant_id, credential_id, version }
+        CredentialContext {
+            tenant_id,
+            credential_id,
+            version,
+            purpose: "git_provider",
+            host: "api.github.com",
+            delivery: r#"{"header":"authorization","format":"Bearer {secret}"}"#,
+        }
     }
 
     fn keys(current: SealingKey) -> SealingKeys {
@@ -717,7 +790,7 @@ mod tests {
         let gateway = keys(SealingKey::generate().unwrap());
         let c = ctx("t1", "cred-1", 3);
         let sealed = seal(gateway.current_public(), &canary(), &c).unwrap();
-        assert!(sealed.as_str().starts_with("ghc1."));
+        assert!(sealed.as_str().starts_with("ghc2."));
         assert!(!sealed.as_str().contains(CANARY));
         assert_eq!(sealed.to_string(), sealed.as_str());
         assert_eq!(sealed.kid(), gateway.current_public().kid());
@@ -825,18 +898,18 @@ mod tests {
         let key = SealingKey::generate().unwrap();
         let c = ctx("tenant", "cred", 0x0102_0304_0506_0708);
         let sealed = seal(&key.public_key(), &canary(), &c).unwrap();
-        let raw = b64url_decode(sealed.as_str().strip_prefix("ghc1.").unwrap()).unwrap();
+        let raw = b64url_decode(sealed.as_str().strip_prefix("ghc2.").unwrap()).unwrap();
         let kid = &raw[..8];
         assert_eq!(kid, &Sha256::digest(key.public.bytes)[..8]);
         assert_eq!(b64url_encode(kid), sealed.kid());
         assert_eq!(sealed.kid().len(), 11);
         let mut aad = Vec::new();
-        aad.extend_from_slice(&6u64.to_be_bytes());
-        aad.extend_from_slice(b"tenant");
-        aad.extend_from_slice(&4u64.to_be_bytes());
-        aad.extend_from_slice(b"cred");
+        for field in [c.tenant_id, c.credential_id, c.purpose, c.host, c.delivery] {
+            aad.extend_from_slice(&(field.len() as u64).to_be_bytes());
+            aad.extend_from_slice(field.as_bytes());
+        }
         aad.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
-        let info = [b"gatehouse-credential:v1".as_slice(), kid].concat();
+        let info = [b"gatehouse-credential:v2".as_slice(), kid].concat();
         let enc = HpkeEncappedKey::from_bytes(&raw[8..40]).unwrap();
         let opened = hpke::single_shot_open::<
             hpke::aead::ChaCha20Poly1305,
@@ -849,6 +922,54 @@ mod tests {
     }
 
     #[test]
+    fn a_row_edited_to_send_the_secret_elsewhere_or_otherwise_does_not_open() {
+        let gateway = keys(SealingKey::generate().unwrap());
+        let c = ctx("t1", "cred-1", 1);
+        let sealed = seal(gateway.current_public(), &canary(), &c).unwrap();
+        for edited in [
+            CredentialContext { host: "evil.example", ..c },
+            CredentialContext { host: "api.github.com.", ..c },
+            CredentialContext { purpose: "webhook_signing", ..c },
+            CredentialContext { delivery: r#"{"header":"x-leak","format":"{secret}"}"#, ..c },
+            CredentialContext {
+                delivery: r#"{"header":"authorization","format":"Bearer {secret}","allow_plain_http":true}"#,
+                ..c
+            },
+        ] {
+            assert_eq!(gateway.open(&sealed, &edited).unwrap_err(), CredentialError::Tampered, "{edited:?}");
+            assert_eq!(gateway.rewrap(&sealed, &edited).unwrap_err(), CredentialError::Tampered);
+        }
+    }
+
+    #[test]
+    fn a_format_1_seal_is_never_used_until_rewrapped_into_format_2() {
+        let key = SealingKey::generate().unwrap();
+        let gateway = keys(SealingKey::from_text(&key.to_text()).unwrap());
+        let c = ctx("t1", "cred-1", 2);
+        // Sealed as format 1 was: tenant, id and version in the aad, v1 info.
+        let info = [LEGACY_SEAL_INFO_LABEL, &key.public.kid_bytes].concat();
+        let (enc, ciphertext) = hpke::single_shot_seal_with_rng::<HpkeAead, HpkeKdf, HpkeKem>(
+            &OpModeS::Base,
+            &key.public.key,
+            &info,
+            CANARY.as_bytes(),
+            &c.legacy_aad(),
+            &mut OsRng { failed: false },
+        )
+        .unwrap();
+        let raw = [key.public.kid_bytes.as_slice(), &enc.to_bytes(), &ciphertext].concat();
+        let legacy = SealedSecret::parse(&format!("ghc1.{}", b64url_encode(&raw))).unwrap();
+        assert!(legacy.is_legacy());
+        assert_eq!(gateway.open(&legacy, &c).unwrap_err(), CredentialError::Unbound);
+        let rewrapped = gateway.rewrap(&legacy, &c).unwrap();
+        assert!(rewrapped.as_str().starts_with("ghc2.") && !rewrapped.is_legacy());
+        assert_eq!(gateway.open(&rewrapped, &c).unwrap().expose(), CANARY.as_bytes());
+        // A format 1 value relabelled as format 2 does not open.
+        let relabelled = SealedSecret::parse(&format!("ghc2.{}", b64url_encode(&raw))).unwrap();
+        assert_eq!(gateway.open(&relabelled, &c).unwrap_err(), CredentialError::Tampered);
+    }
+
+    #[test]
     fn parse_is_strict() {
         let gateway = keys(SealingKey::generate().unwrap());
         let c = ctx("t", "c", 1);
@@ -856,23 +977,23 @@ mod tests {
         let body = &sealed.as_str()[5..];
         let mut bad = vec![
             String::new(),
-            "ghc1.".into(),
+            "ghc2.".into(),
             body.into(),
-            format!("ghc2.{body}"),
-            format!("GHC1.{body}"),
+            format!("ghc3.{body}"),
+            format!("GHC2.{body}"),
             format!(" ghc1.{body}"),
-            format!("ghc1.{body} "),
-            format!("ghc1.{body}\n"),
-            format!("ghc1.{body}="),
-            format!("ghc1.{body}=="),
-            format!("ghc1. {body}"),
-            format!("ghc1.{}", b64url_encode(&sealed.raw[..MIN_SEALED_BYTES - 1])),
-            format!("ghc1.{}", b64url_encode(&[0u8; MAX_SEALED_BYTES + 1])),
-            format!("ghc1.{}", "A".repeat(MAX_SEALED_TEXT_BYTES)),
+            format!("ghc2.{body} "),
+            format!("ghc2.{body}\n"),
+            format!("ghc2.{body}="),
+            format!("ghc2.{body}=="),
+            format!("ghc2. {body}"),
+            format!("ghc2.{}", b64url_encode(&sealed.raw[..MIN_SEALED_BYTES - 1])),
+            format!("ghc2.{}", b64url_encode(&[0u8; MAX_SEALED_BYTES + 1])),
+            format!("ghc2.{}", "A".repeat(MAX_SEALED_TEXT_BYTES)),
         ];
         if body.contains(['-', '_']) {
             // The standard alphabet is not base64url.
-            bad.push(format!("ghc1.{}", body.replace('-', "+").replace('_', "/")));
+            bad.push(format!("ghc2.{}", body.replace('-', "+").replace('_', "/")));
         }
         // The same bytes with non-zero trailing bits: when the length is not
         // a multiple of 3 the last character carries bits a lenient decoder
@@ -881,7 +1002,7 @@ mod tests {
         assert_ne!(raw.len() % 3, 0);
         let canonical = b64url_encode(&raw);
         let sloppy = canonical.strip_suffix('A').unwrap();
-        bad.push(format!("ghc1.{sloppy}B"));
+        bad.push(format!("ghc2.{sloppy}B"));
         for text in &bad {
             assert_eq!(SealedSecret::parse(text).unwrap_err(), CredentialError::Malformed, "{text:?}");
         }
@@ -1086,7 +1207,7 @@ mod tests {
         #[test]
         fn parse_never_panics(text in any::<String>()) {
             let _ = SealedSecret::parse(&text);
-            let _ = SealedSecret::parse(&format!("ghc1.{text}"));
+            let _ = SealedSecret::parse(&format!("ghc2.{text}"));
         }
     }
 
@@ -1096,7 +1217,7 @@ mod tests {
         #[test]
         fn any_valid_secret_round_trips(text in arb_secret(), version in any::<i64>()) {
             let gateway = keys(SealingKey::generate().unwrap());
-            let c = CredentialContext { tenant_id: "t", credential_id: "c", version };
+            let c = ctx("t", "c", version);
             let secret = CredentialSecret::new(&text).unwrap();
             prop_assert!(secret.len() <= MAX_SECRET_BYTES);
             let sealed = seal(gateway.current_public(), &secret, &c).unwrap();
@@ -1119,9 +1240,9 @@ mod tests {
             let c = ctx("t", "c", 1);
             for candidate in [
                 text,
-                format!("ghc1.{body}"),
+                format!("ghc2.{body}"),
                 // The right key id in front of garbage reaches the HPKE open.
-                format!("ghc1.{}", b64url_encode(&[kid.as_slice(), &tail].concat())),
+                format!("ghc2.{}", b64url_encode(&[kid.as_slice(), &tail].concat())),
             ] {
                 if let Ok(sealed) = SealedSecret::parse(&candidate) {
                     prop_assert!(gateway.open(&sealed, &c).is_err());

@@ -253,6 +253,10 @@ closed_codes! {
         LeaseUnavailable => "lease_unavailable",
         /// A lease's placeholder is in the URL: a secret never goes into a path or query, which upstreams log.
         LeasePlaceholderInUrl => "lease_placeholder_in_url",
+        /// A lease's placeholder is somewhere other than exactly where its inject rule puts the credential (another header, text around it, a header name, a cookie, the body): refused, so a run cannot slide an upstream's echo over the secret.
+        LeasePlaceholderMisplaced => "lease_placeholder_misplaced",
+        /// A secret would cross the network in clear (`http://`): injected over TLS only, unless the credential allows plain HTTP.
+        LeasePlainHttp => "lease_plain_http",
         /// No credential of this tenant has this id (or it was deleted).
         CredentialUnknown => "credential_unknown",
         /// The credential is stored sealed to a key this gateway does not hold, or its sealed form does not open.
@@ -471,6 +475,8 @@ mod tests {
                 "run_lease_revoked",
                 "lease_unavailable",
                 "lease_placeholder_in_url",
+                "lease_placeholder_misplaced",
+                "lease_plain_http",
                 "credential_unknown",
                 "credential_unreadable",
                 "admin_sign_in_failed",

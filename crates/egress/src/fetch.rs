@@ -40,6 +40,9 @@ pub struct FetchRequest {
     pub body: Bytes,
     /// Ordinary request or webhook delivery.
     pub purpose: Purpose,
+    /// What the answer must be scrubbed of: the secrets injected into this
+    /// request (see [`crate::scrub`]); empty for most requests.
+    pub scrub: crate::scrub::Scrub,
 }
 
 /// The final response.
@@ -148,6 +151,7 @@ impl Fetcher {
         let (response, redirects, host) = self.follow(policy, &req, body, meter, would_refuse).await?;
         let fail = |reason| FetchRefusal::new(reason, Some(&host));
         let (mut parts, body) = response.into_parts();
+        passed_on(&mut parts, &req.scrub).map_err(fail)?;
         let collect = async {
             let wire = self.limits.response_bytes;
             match meter {
@@ -163,6 +167,7 @@ impl Fetcher {
         // The caller gets the bytes the body stands for, held to the cap.
         let body =
             crate::decode::decode_body(&mut parts.headers, body, self.limits.response_bytes).map_err(fail)?;
+        let body = if req.scrub.is_empty() { body } else { req.scrub.body(&body) };
         Ok(FetchResponse { status: parts.status, headers: parts.headers, body, redirects })
     }
 
@@ -185,16 +190,18 @@ impl Fetcher {
         let body = RequestBody::Stream(Some(body.boxed_unsync()));
         let (response, redirects, host) = self.follow(policy, &req, body, Some(meter), would_refuse).await?;
         let (mut parts, body) = response.into_parts();
+        let fail = |reason| FetchRefusal::new(reason, Some(&host));
+        passed_on(&mut parts, &req.scrub).map_err(fail)?;
         let body = Limited::new(meter.clone().metered(body, |_| {}), self.limits.response_bytes);
         let body = crate::decode::decode_stream(&mut parts.headers, body, self.limits.response_bytes)
-            .map_err(|reason| FetchRefusal::new(reason, Some(&host)))?;
+            .map_err(fail)?;
         let body = Deadline { inner: body, deadline: Box::pin(tokio::time::sleep_until(deadline)) };
-        Ok(StreamedResponse {
-            status: parts.status,
-            headers: parts.headers,
-            body: body.boxed_unsync(),
-            redirects,
-        })
+        let body = if req.scrub.is_empty() {
+            body.boxed_unsync()
+        } else {
+            crate::scrub::ScrubBody::new(body, &req.scrub).boxed_unsync()
+        };
+        Ok(StreamedResponse { status: parts.status, headers: parts.headers, body, redirects })
     }
 
     /// Sends `req` hop by hop until an answer that is not a redirect to
@@ -387,12 +394,18 @@ where
         .await
         .map_err(|e| if e.is_parse() { Reason::UpstreamBadResponse } else { Reason::UpstreamUnreachable })?;
     crate::proxy::framing_is_sound(response.headers())?;
-    let (mut parts, body) = response.into_parts();
-    crate::proxy::strip_hop_by_hop(&mut parts.headers);
-    // The caller gets the body itself; a length header would describe
-    // the upstream's framing, not what the caller receives.
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Ok(Response::from_parts(parts, body))
+    Ok(response)
+}
+
+/// The final answer's head as the caller gets it: scrubbed of `scrub`'s
+/// secrets (its codings read before the hop-by-hop headers go), without
+/// hop-by-hop headers, and without a length, which would describe the
+/// upstream's framing, not what the caller receives.
+fn passed_on(head: &mut http::response::Parts, scrub: &crate::scrub::Scrub) -> Result<(), Reason> {
+    scrub.answer(head)?;
+    crate::proxy::strip_hop_by_hop(&mut head.headers);
+    head.headers.remove(header::CONTENT_LENGTH);
+    Ok(())
 }
 
 /// Why a body stopped: over the cap, unpaid, or the upstream's failure.

@@ -25,19 +25,15 @@
 //! dropped.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
-use std::fmt;
-use std::pin::Pin;
-use std::task::{Context, Poll, ready};
 
 use base64::Engine as _;
 use base64::engine::GeneralPurpose;
 use base64::engine::general_purpose::{PAD_INDIFFERENT, STANDARD};
-use bytes::Bytes;
 use gatehouse_core::{Reason, UnixTime};
 use http::{HeaderMap, HeaderName, HeaderValue, header};
-use hyper::body::{Body, Frame, SizeHint};
 use zeroize::Zeroizing;
+
+pub use crate::scrub::{Scrub, ScrubBody, Scrubber};
 
 /// What a rule's format holds where the secret goes.
 const SECRET_MARK: &str = "{secret}";
@@ -172,8 +168,12 @@ pub struct LeaseEntry {
     pub granted_at: UnixTime,
     /// Live or revoked.
     pub state: LeaseState,
-    /// How the credential goes in when the sandbox did not place it.
+    /// How the credential goes in when the sandbox did not place it, and
+    /// the one place a placeholder the sandbox put may stand.
     pub rule: InjectRule,
+    /// The credential may be sent over plain `http://` (a test server, an
+    /// internal host); otherwise it is injected over TLS only.
+    pub allow_plain_http: bool,
 }
 
 impl LeaseEntry {
@@ -247,19 +247,49 @@ impl LeaseRefusal {
 /// 3. The placeholder of a lease for the target host in the path or query
 ///    is `lease_placeholder_in_url`: the door never writes a secret into a
 ///    URL, which upstreams log.
-/// 4. The placeholder of a lease for the target host in the headers: that
-///    lease is injected, if it is live and unexpired (`now < expires_at`);
-///    otherwise `lease_expired`, `lease_revoked`, or `run_not_live` when it
-///    was revoked because its run ended. Placeholders of two different
-///    leases for the target host are `credentials_ambiguous` (no lease
-///    named: two are concerned): refused, never guessed.
+/// 4. The placeholder of a lease for the target host in the headers: it
+///    must stand exactly where the lease's rule puts the credential — the
+///    whole value of the rule's header with the placeholder for `{secret}`
+///    (`Bearer <placeholder>`), or, for a Basic rule, the password of Basic
+///    credentials whose user is the rule's user — and nowhere else (another
+///    header, text around it, a header name, a second copy):
+///    `lease_placeholder_misplaced`. An upstream that echoes a header cut
+///    to a window would otherwise hand back a piece of the secret the run
+///    chose by padding. The lease is injected if it is also live and
+///    unexpired (`now < expires_at`); a dead one says why first:
+///    `lease_expired`, `lease_revoked`, or `run_not_live` when it was
+///    revoked because its run ended. Placeholders of two different leases for the target host
+///    are `credentials_ambiguous` (no lease named: two are concerned):
+///    refused, never guessed.
 /// 5. No placeholder: the newest (by `granted_at`, then `lease_id`) live,
 ///    unexpired lease for the target host is injected, through its rule. If
 ///    the run has leases for the host but none usable, the newest of them
 ///    says why (`lease_expired`, `lease_revoked`, `run_not_live`): the agent
 ///    expected a credential, so the request is not sent without one. With
 ///    no lease for the host at all, nothing is injected.
+/// 6. A lease chosen by 4 or 5 goes only over TLS (`over_tls`), unless its
+///    credential allows plain HTTP: `lease_plain_http`. The run picks the
+///    scheme, so it would otherwise pick the downgrade.
 pub fn examine(
+    headers: &HeaderMap,
+    path_and_query: &str,
+    target_host: &str,
+    over_tls: bool,
+    leases: &[LeaseEntry],
+    now: UnixTime,
+) -> Result<Examined, LeaseRefusal> {
+    let chosen = choose(headers, path_and_query, target_host, leases, now)?;
+    if let Some(lease) = chosen.inject.and_then(|i| leases.get(i))
+        && !over_tls
+        && !lease.allow_plain_http
+    {
+        return Err(LeaseRefusal::new(Reason::LeasePlainHttp, Some(lease), false));
+    }
+    Ok(chosen)
+}
+
+/// Rules 1 to 5 of [`examine`].
+fn choose(
     headers: &HeaderMap,
     path_and_query: &str,
     target_host: &str,
@@ -282,9 +312,13 @@ pub fn examine(
     match (placed.next(), placed.next()) {
         (Some(_), Some(_)) => return Err(LeaseRefusal::new(Reason::CredentialsAmbiguous, None, false)),
         (Some((i, (lease, _))), None) => {
+            // A dead lease says why first: nothing is injected either way.
             return match lease.unusable(now) {
-                None => Ok(Examined { inject: Some(i) }),
                 Some(reason) => Err(LeaseRefusal::new(reason, Some(lease), false)),
+                None if !placed_by_the_rule(headers, lease) => {
+                    Err(LeaseRefusal::new(Reason::LeasePlaceholderMisplaced, Some(lease), false))
+                }
+                None => Ok(Examined { inject: Some(i) }),
             };
         }
         (None, _) => {}
@@ -306,6 +340,31 @@ pub fn examine(
             Err(LeaseRefusal::new(reason, Some(lease), false))
         }
         None => Ok(Examined { inject: None }),
+    }
+}
+
+/// Whether `lease`'s placeholder stands in `headers` exactly once, exactly
+/// where its rule puts the credential (see [`examine`], rule 4).
+fn placed_by_the_rule(headers: &HeaderMap, lease: &LeaseEntry) -> bool {
+    let placeholder = lease.placeholder.as_bytes();
+    let mut places = headers.iter().filter(|(name, value)| {
+        find(name.as_str().as_bytes(), placeholder).is_some()
+            || find(value.as_bytes(), placeholder).is_some()
+            || basic_credentials(value.as_bytes()).is_some_and(|c| find(&c, placeholder).is_some())
+    });
+    let (Some((name, value)), None) = (places.next(), places.next()) else {
+        return false;
+    };
+    match &lease.rule {
+        InjectRule::Header { name: rule_name, format } => {
+            name == rule_name
+                && value.as_bytes() == format.replacen(SECRET_MARK, &lease.placeholder, 1).as_bytes()
+        }
+        InjectRule::Basic { username } => {
+            let expected = [username.as_bytes(), b":", placeholder].concat();
+            name == header::AUTHORIZATION
+                && basic_credentials(value.as_bytes()).is_some_and(|c| c.as_slice() == expected)
+        }
     }
 }
 
@@ -430,7 +489,8 @@ struct Haystacks<'a> {
 
 impl<'a> Haystacks<'a> {
     fn of(headers: &'a HeaderMap, path_and_query: &'a str) -> Self {
-        let values: Vec<&[u8]> = headers.values().map(HeaderValue::as_bytes).collect();
+        let values: Vec<&[u8]> =
+            headers.iter().flat_map(|(name, value)| [name.as_str().as_bytes(), value.as_bytes()]).collect();
         let basic = values.iter().filter_map(|v| basic_credentials(v)).collect();
         let raw = path_and_query.as_bytes();
         let mut url = vec![Cow::Borrowed(raw)];
@@ -498,6 +558,11 @@ fn percent_decode(input: &[u8], plus_as_space: bool) -> Vec<u8> {
     out
 }
 
+/// Whether `needle` occurs in `haystack` (an empty needle occurs nowhere).
+pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    find(haystack, needle).is_some()
+}
+
 /// The first position of `needle` in `haystack`. A plain window search: the
 /// inputs are header-sized and the needles a few dozen bytes; bodies go
 /// through [`Scrubber`] instead.
@@ -523,295 +588,11 @@ fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Zeroizing<Vec<u8>
     out
 }
 
-/// The replacements an answer must pass through: each secret form (as it
-/// was sent) to the placeholder form the sandbox knows. `Debug` prints only
-/// how many pairs there are; the secret forms are zeroized when dropped.
-#[derive(Clone, Default)]
-pub struct Scrub {
-    pairs: Vec<(Zeroizing<Vec<u8>>, Vec<u8>)>,
-}
-
-impl fmt::Debug for Scrub {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Scrub").field("pairs", &self.pairs.len()).finish()
-    }
-}
-
-impl Scrub {
-    /// Adds a pair. An empty secret form would match everywhere and is never
-    /// kept; a secret form already present keeps its first placeholder.
-    fn push(&mut self, secret: &[u8], placeholder: &[u8]) {
-        if secret.is_empty() || self.pairs.iter().any(|(s, _)| s.as_slice() == secret) {
-            return;
-        }
-        self.pairs.push((Zeroizing::new(secret.to_vec()), placeholder.to_vec()));
-    }
-
-    /// Nothing to scrub.
-    pub fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
-    }
-
-    /// The longest secret form, so a stream scrubber knows how much to hold
-    /// back (0 when there is none).
-    pub fn longest(&self) -> usize {
-        self.pairs.iter().map(|(s, _)| s.len()).max().unwrap_or(0)
-    }
-
-    /// Replaces every secret form in every response header value. A value
-    /// that would no longer be a valid header value is replaced by the
-    /// placeholder alone (by an empty value if even that is not valid).
-    /// Header names are not touched: an upstream has no reason to put a
-    /// credential in one, and a name cannot be rewritten in place.
-    pub fn headers(&self, headers: &mut HeaderMap) {
-        if self.is_empty() {
-            return;
-        }
-        for (_, value) in headers.iter_mut() {
-            let bytes = value.as_bytes();
-            let Some((_, placeholder)) = self.pairs.iter().find(|(s, _)| find(bytes, s).is_some()) else {
-                continue;
-            };
-            let mut scrubber = self.stream();
-            let mut scrubbed = scrubber.push(bytes).to_vec();
-            scrubbed.extend_from_slice(&scrubber.finish());
-            *value = HeaderValue::from_bytes(&scrubbed)
-                .or_else(|_| HeaderValue::from_bytes(placeholder))
-                .unwrap_or_else(|_| HeaderValue::from_static(""));
-        }
-    }
-
-    /// A streaming scrubber for a body.
-    pub fn stream(&self) -> Scrubber {
-        let patterns: Vec<Pattern> = self.pairs.iter().map(|(s, p)| Pattern::new(s, p)).collect();
-        Scrubber { longest: self.longest(), patterns, held: Vec::new(), held_at: 0, decided: 0, seen: 0 }
-    }
-}
-
-/// One secret form being looked for in a stream: a Knuth–Morris–Pratt
-/// matcher, so every byte costs amortized constant time per pattern however
-/// the secret repeats itself.
-struct Pattern {
-    secret: Zeroizing<Vec<u8>>,
-    placeholder: Vec<u8>,
-    /// `fail[i]`: the length of the longest proper prefix of
-    /// `secret[..=i]` that is also its suffix.
-    fail: Zeroizing<Vec<usize>>,
-    /// How many bytes of `secret` the stream read so far ends with.
-    state: usize,
-    /// Stream offsets where an occurrence starts, ascending, not yet passed
-    /// by the decided offset. Overlapping occurrences are all here; which
-    /// of them is replaced is decided in [`Scrubber::decide`].
-    starts: VecDeque<u64>,
-}
-
-impl Pattern {
-    fn new(secret: &[u8], placeholder: &[u8]) -> Self {
-        let mut fail = Zeroizing::new(vec![0; secret.len()]);
-        let mut k = 0;
-        for i in 1..secret.len() {
-            while k > 0 && secret[i] != secret[k] {
-                k = fail[k - 1];
-            }
-            if secret[i] == secret[k] {
-                k += 1;
-            }
-            fail[i] = k;
-        }
-        Self {
-            secret: Zeroizing::new(secret.to_vec()),
-            placeholder: placeholder.to_vec(),
-            fail,
-            state: 0,
-            starts: VecDeque::new(),
-        }
-    }
-
-    /// Reads one byte, the stream then being `end` bytes long.
-    fn feed(&mut self, byte: u8, end: u64) {
-        let mut q = self.state;
-        while q > 0 && self.secret.get(q) != Some(&byte) {
-            q = self.fail.get(q - 1).copied().unwrap_or(0);
-        }
-        if self.secret.get(q) == Some(&byte) {
-            q += 1;
-        }
-        if q == self.secret.len() {
-            self.starts.push_back(end - q as u64);
-            q = self.fail.get(q - 1).copied().unwrap_or(0);
-        }
-        self.state = q;
-    }
-}
-
-/// Replaces secret forms in a body that arrives in chunks.
-///
-/// The output is byte-identical to replacing in the whole body at once,
-/// scanning left to right: the leftmost occurrence wins, and among
-/// occurrences at the same offset the longest; replaced bytes are not looked
-/// at again. To find a secret split across chunks it holds back at most
-/// `longest - 1` bytes between chunks (only what could still begin a
-/// secret form), emitted by [`Scrubber::finish`]. Each byte is read once per
-/// pair, so a chunk costs O(chunk × pairs), whatever was held.
-pub struct Scrubber {
-    patterns: Vec<Pattern>,
-    longest: usize,
-    /// The stream's bytes from offset `held_at` on (some already decided).
-    held: Vec<u8>,
-    held_at: u64,
-    /// Every byte before this offset has been written out (as itself or as
-    /// part of a replaced occurrence).
-    decided: u64,
-    /// How many bytes have been pushed.
-    seen: u64,
-}
-
-impl fmt::Debug for Scrubber {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Scrubber")
-            .field("pairs", &self.patterns.len())
-            .field("held", &(self.seen - self.decided))
-            .finish()
-    }
-}
-
-impl Scrubber {
-    /// Reads the next chunk; returns what can be passed on now.
-    pub fn push(&mut self, chunk: &[u8]) -> Bytes {
-        if self.patterns.is_empty() {
-            return Bytes::copy_from_slice(chunk);
-        }
-        let mut out = Vec::with_capacity(chunk.len() + self.held.len());
-        self.held.extend_from_slice(chunk);
-        for &byte in chunk {
-            self.seen += 1;
-            for pattern in &mut self.patterns {
-                pattern.feed(byte, self.seen);
-            }
-            self.decide(&mut out, false);
-        }
-        let done = usize::try_from(self.decided - self.held_at).unwrap_or(self.held.len());
-        self.held.drain(..done.min(self.held.len()));
-        self.held_at = self.decided;
-        out.into()
-    }
-
-    /// Ends the stream: returns the bytes still held, scrubbed.
-    pub fn finish(mut self) -> Bytes {
-        let mut out = Vec::with_capacity(self.held.len());
-        self.decide(&mut out, true);
-        out.into()
-    }
-
-    /// Writes out every offset that can be decided: one where every pattern
-    /// that could start there has been read to its end (or, at the end of
-    /// the stream, every offset left).
-    fn decide(&mut self, out: &mut Vec<u8>, at_end: bool) {
-        while self.decided < self.seen && (at_end || self.decided + self.longest as u64 <= self.seen) {
-            let at = self.decided;
-            let mut best: Option<(usize, usize)> = None;
-            for (k, pattern) in self.patterns.iter_mut().enumerate() {
-                while pattern.starts.front().is_some_and(|&start| start < at) {
-                    pattern.starts.pop_front();
-                }
-                let len = pattern.secret.len();
-                if pattern.starts.front() == Some(&at) && best.is_none_or(|(_, l)| len > l) {
-                    best = Some((k, len));
-                }
-            }
-            match best.and_then(|(k, len)| Some((self.patterns.get(k)?, len))) {
-                Some((pattern, len)) => {
-                    out.extend_from_slice(&pattern.placeholder);
-                    self.decided += len as u64;
-                }
-                None => {
-                    let offset = usize::try_from(at - self.held_at).unwrap_or(usize::MAX);
-                    let Some(&byte) = self.held.get(offset) else { return };
-                    out.push(byte);
-                    self.decided += 1;
-                }
-            }
-        }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A response body with every secret form scrubbed out of its data, by
-    /// a [`Scrubber`] whose held-back tail is emitted at the end of the
-    /// stream. Trailers are dropped: they are rarely used, and scrubbing
-    /// them would need a second pass the body has no place for. The size
-    /// hint is unknown, as scrubbing can change the length.
-    pub struct ScrubBody<B> {
-        #[pin]
-        inner: B,
-        // `None` once the stream has ended (or failed).
-        scrubber: Option<Scrubber>,
-    }
-}
-
-impl<B> ScrubBody<B> {
-    /// `body`, scrubbed of `scrub`'s secret forms.
-    pub fn new(body: B, scrub: &Scrub) -> Self {
-        Self { inner: body, scrubber: Some(scrub.stream()) }
-    }
-}
-
-/// Not the inner body: a buffered one would print the very bytes being
-/// scrubbed.
-impl<B> fmt::Debug for ScrubBody<B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ScrubBody").field("scrubber", &self.scrubber).finish_non_exhaustive()
-    }
-}
-
-impl<B> Body for ScrubBody<B>
-where
-    B: Body<Data = Bytes>,
-{
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        let mut this = self.project();
-        loop {
-            let Some(scrubber) = this.scrubber.as_mut() else { return Poll::Ready(None) };
-            match ready!(this.inner.as_mut().poll_frame(cx)) {
-                Some(Ok(frame)) => {
-                    let Ok(data) = frame.into_data() else { continue };
-                    let out = scrubber.push(&data);
-                    if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(out))));
-                    }
-                }
-                Some(Err(error)) => {
-                    *this.scrubber = None;
-                    return Poll::Ready(Some(Err(error)));
-                }
-                None => {
-                    let tail = this.scrubber.take().map(Scrubber::finish).unwrap_or_default();
-                    return Poll::Ready((!tail.is_empty()).then(|| Ok(Frame::data(tail))));
-                }
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.scrubber.is_none()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scrub::testing::{drain, frames};
     use proptest::prelude::*;
-    use std::task::Waker;
 
     const NOW: UnixTime = 1_800_000_000;
     const HOST: &str = "api.github.com";
@@ -827,6 +608,7 @@ mod tests {
             granted_at,
             state,
             rule: InjectRule::header("authorization", "Bearer {secret}").unwrap(),
+            allow_plain_http: false,
         }
     }
 
@@ -867,100 +649,6 @@ mod tests {
 
     fn percent_encode_all(bytes: &[u8]) -> String {
         bytes.iter().map(|b| format!("%{b:02X}")).collect()
-    }
-
-    /// Everything a scrubber yields for `body` cut into `pieces`.
-    fn scrub_in_pieces(scrub: &Scrub, pieces: &[&[u8]]) -> Vec<u8> {
-        let mut scrubber = scrub.stream();
-        let mut out = Vec::new();
-        for piece in pieces {
-            out.extend_from_slice(&scrubber.push(piece));
-            assert!(scrubber.seen - scrubber.decided < scrub.longest().max(1) as u64, "held too much");
-        }
-        out.extend_from_slice(&scrubber.finish());
-        out
-    }
-
-    /// Whole-buffer replacement, the reference the scrubber must equal:
-    /// left to right, at each offset the longest secret that starts there
-    /// (the first pair among equals), replaced bytes skipped.
-    fn replace_whole(body: &[u8], pairs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < body.len() {
-            let mut best: Option<&(Vec<u8>, Vec<u8>)> = None;
-            for pair in pairs {
-                if !pair.0.is_empty()
-                    && body[i..].starts_with(&pair.0)
-                    && best.is_none_or(|b| pair.0.len() > b.0.len())
-                {
-                    best = Some(pair);
-                }
-            }
-            match best {
-                Some((secret, placeholder)) => {
-                    out.extend_from_slice(placeholder);
-                    i += secret.len();
-                }
-                None => {
-                    out.push(body[i]);
-                    i += 1;
-                }
-            }
-        }
-        out
-    }
-
-    fn scrub_of(pairs: &[(Vec<u8>, Vec<u8>)]) -> Scrub {
-        let mut scrub = Scrub::default();
-        for (secret, placeholder) in pairs {
-            scrub.push(secret, placeholder);
-        }
-        scrub
-    }
-
-    /// A body of these frames, as an upstream would deliver them.
-    struct Frames(VecDeque<Frame<Bytes>>, u64);
-
-    impl Body for Frames {
-        type Data = Bytes;
-        type Error = std::convert::Infallible;
-        fn poll_frame(
-            mut self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-            Poll::Ready(self.0.pop_front().map(Ok))
-        }
-        fn size_hint(&self) -> SizeHint {
-            SizeHint::with_exact(self.1)
-        }
-    }
-
-    fn frames(pieces: &[&[u8]], trailers: bool) -> Frames {
-        let mut all: VecDeque<Frame<Bytes>> =
-            pieces.iter().map(|p| Frame::data(Bytes::copy_from_slice(p))).collect();
-        if trailers {
-            all.push_back(Frame::trailers(headers(&[("x-echo", "ghp_s3cr3t_t0ken_value")])));
-        }
-        let len = pieces.iter().map(|p| p.len() as u64).sum();
-        Frames(all, len)
-    }
-
-    /// Every data frame of a body that is always ready (no trailer may come out).
-    fn drain<B: Body<Data = Bytes> + Unpin>(mut body: B) -> Vec<u8> {
-        let mut cx = Context::from_waker(Waker::noop());
-        let mut out = Vec::new();
-        loop {
-            match Pin::new(&mut body).poll_frame(&mut cx) {
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => out.extend_from_slice(&data),
-                    Err(_) => panic!("a trailer came through"),
-                },
-                Poll::Ready(None) => return out,
-                Poll::Ready(Some(Err(_))) => panic!("the body failed"),
-                Poll::Pending => panic!("the test body is always ready"),
-            }
-        }
     }
 
     #[test]
@@ -1058,62 +746,114 @@ mod tests {
         let mut tie_newer_id = live(4, HOST);
         tie_newer_id.granted_at = NOW - 50;
         let leases = [live(1, HOST), tie_newer_id, tie, live(9, OTHER), expired(8, HOST)];
-        assert_eq!(examine(&HeaderMap::new(), "/user", HOST, &leases, NOW), inject(1));
+        assert_eq!(examine(&HeaderMap::new(), "/user", HOST, true, &leases, NOW), inject(1));
         let plain = headers(&[("accept", "application/json")]);
-        assert_eq!(examine(&plain, "/user?page=2", HOST, &leases[..1], NOW), inject(0));
+        assert_eq!(examine(&plain, "/user?page=2", HOST, true, &leases[..1], NOW), inject(0));
         // No lease for the host: nothing to inject, nothing refused.
-        assert_eq!(examine(&plain, "/", "example.org", &leases, NOW), Ok(Examined { inject: None }));
-        assert_eq!(examine(&plain, "/", HOST, &[], NOW), Ok(Examined { inject: None }));
+        assert_eq!(examine(&plain, "/", "example.org", true, &leases, NOW), Ok(Examined { inject: None }));
+        assert_eq!(examine(&plain, "/", HOST, true, &[], NOW), Ok(Examined { inject: None }));
     }
 
     #[test]
-    fn a_placeholder_in_a_header_picks_its_lease() {
+    fn a_placeholder_is_taken_only_as_the_whole_value_its_rule_writes() {
         let leases = [live(1, HOST), live(2, HOST)];
         let older = &leases[0].placeholder;
-        for value in [format!("Bearer {older}"), format!("token {older}"), format!("x{older}y")] {
-            let request = headers(&[("authorization", &value)]);
-            assert_eq!(examine(&request, "/", HOST, &leases, NOW), inject(0), "{value}");
+        let request = headers(&[("authorization", &format!("Bearer {older}")), ("accept", "*/*")]);
+        assert_eq!(examine(&request, "/", HOST, true, &leases, NOW), inject(0));
+        let misplaced = refused(Reason::LeasePlaceholderMisplaced, Some(&leases[0]), false);
+        // Padding around it, another scheme, another header, a second copy,
+        // a cookie, a header name: an echo of any of them could be cut to a
+        // window of the secret the run chose.
+        for request in [
+            headers(&[("authorization", &format!("token {older}"))]),
+            headers(&[("authorization", &format!("Bearer {older}x"))]),
+            headers(&[("authorization", &format!("Bearer  {older}"))]),
+            headers(&[("authorization", &format!("xBearer {older}"))]),
+            headers(&[("x-api-key", older)]),
+            headers(&[("authorization", &format!("Bearer {older}")), ("x-debug", older)]),
+            headers(&[
+                ("authorization", &format!("Bearer {older}")),
+                ("authorization", &format!("Bearer {older}")),
+            ]),
+            headers(&[("cookie", &format!("session={older}"))]),
+            headers(&[(older.as_str(), "1")]),
+            headers(&[("authorization", &format!("Basic {}", b64(format!("x:{older}"))))]),
+        ] {
+            assert_eq!(examine(&request, "/", HOST, true, &leases, NOW), misplaced, "{request:?}");
         }
-        let custom = headers(&[("x-api-key", older), ("accept", "*/*")]);
-        assert_eq!(examine(&custom, "/", HOST, &leases, NOW), inject(0));
-        // The same placeholder twice is still one lease.
-        let twice = headers(&[("x-a", older), ("x-b", &format!("{older},{older}"))]);
-        assert_eq!(examine(&twice, "/", HOST, &leases, NOW), inject(0));
-        // Header values need not be UTF-8.
+        // Header values need not be UTF-8: still misplaced.
         let mut raw = HeaderMap::new();
-        let mut bytes = b"\xff\xfe ".to_vec();
-        bytes.extend_from_slice(older.as_bytes());
-        raw.insert("x-raw", HeaderValue::from_bytes(&bytes).unwrap());
-        assert_eq!(examine(&raw, "/", HOST, &leases, NOW), inject(0));
+        raw.insert(
+            "authorization",
+            HeaderValue::from_bytes(&[b"\xff Bearer ", older.as_bytes()].concat()).unwrap(),
+        );
+        assert_eq!(examine(&raw, "/", HOST, true, &leases, NOW), misplaced);
+        // A rule naming another header takes the placeholder there, whole.
+        let mut keyed = leases.clone();
+        keyed[0].rule = InjectRule::header("x-api-key", "{secret}").unwrap();
+        let custom = headers(&[("x-api-key", older), ("accept", "*/*")]);
+        assert_eq!(examine(&custom, "/", HOST, true, &keyed, NOW), inject(0));
+        let cookie_rule = InjectRule::header("cookie", "session={secret}").unwrap();
+        keyed[0].rule = cookie_rule;
+        let cookie = headers(&[("cookie", &format!("session={older}"))]);
+        assert_eq!(examine(&cookie, "/", HOST, true, &keyed, NOW), inject(0));
+        let cookie = headers(&[("cookie", &format!("theme=dark; session={older}"))]);
+        assert_eq!(
+            examine(&cookie, "/", HOST, true, &keyed, NOW),
+            refused(Reason::LeasePlaceholderMisplaced, Some(&keyed[0]), false)
+        );
     }
 
     #[test]
-    fn a_placeholder_inside_basic_credentials_is_found_in_either_part() {
-        let leases = [live(1, HOST), live(2, HOST)];
-        let p = &leases[0].placeholder;
+    fn a_placeholder_in_basic_credentials_is_the_password_of_the_rules_user() {
+        let mut leases = [live(1, HOST), live(2, HOST)];
+        leases[0].rule = InjectRule::basic("git").unwrap();
+        let p = &leases[0].placeholder.clone();
         let padded = b64(format!("git:{p}"));
         let unpadded = padded.trim_end_matches('=').to_owned();
         assert_ne!(padded, unpadded, "the example must need padding");
+        for value in [format!("Basic {padded}"), format!("basic {unpadded}"), format!("BASIC   {padded}  ")] {
+            let request = headers(&[("authorization", &value)]);
+            assert_eq!(examine(&request, "/", HOST, true, &leases, NOW), inject(0), "{value}");
+        }
+        let misplaced = refused(Reason::LeasePlaceholderMisplaced, Some(&leases[0]), false);
         for value in [
-            format!("Basic {padded}"),
-            format!("basic {unpadded}"),
-            format!("BASIC   {padded}  "),
             format!("Basic {}", b64(format!("{p}:x-oauth-basic"))),
             format!("Basic {}", b64(format!("{p}:"))),
+            format!("Basic {}", b64(format!("other:{p}"))),
+            format!("Basic {}", b64(format!("git:{p}x"))),
+            format!("Bearer {p}"),
         ] {
             let request = headers(&[("authorization", &value)]);
-            assert_eq!(examine(&request, "/", HOST, &leases, NOW), inject(0), "{value}");
+            assert_eq!(examine(&request, "/", HOST, true, &leases, NOW), misplaced, "{value}");
         }
-        // Any header carrying Basic credentials, not only Authorization.
+        // Basic credentials in another header are found, and misplaced.
         let proxy = headers(&[("proxy-authorization", &format!("Basic {padded}"))]);
-        assert_eq!(examine(&proxy, "/", HOST, &leases, NOW), inject(0));
+        assert_eq!(examine(&proxy, "/", HOST, true, &leases, NOW), misplaced);
+    }
+
+    #[test]
+    fn a_credential_goes_over_tls_unless_its_credential_allows_plain_http() {
+        let mut leases = [live(1, HOST)];
+        let placed = headers(&[("authorization", &format!("Bearer {}", leases[0].placeholder))]);
+        let plain_http = refused(Reason::LeasePlainHttp, Some(&leases[0]), false);
+        assert_eq!(examine(&placed, "/", HOST, false, &leases, NOW), plain_http);
+        assert_eq!(examine(&HeaderMap::new(), "/", HOST, false, &leases, NOW), plain_http);
+        // Nothing to inject: plain HTTP is the policy's business, not this one's.
+        assert_eq!(
+            examine(&HeaderMap::new(), "/", OTHER, false, &leases, NOW),
+            Ok(Examined { inject: None })
+        );
+        leases[0].allow_plain_http = true;
+        assert_eq!(examine(&placed, "/", HOST, false, &leases, NOW), inject(0));
+        assert_eq!(examine(&HeaderMap::new(), "/", HOST, false, &leases, NOW), inject(0));
     }
 
     #[test]
     fn a_placeholder_in_the_url_is_refused_raw_or_percent_encoded() {
         let leases = [live(1, HOST)];
         let p = &leases[0].placeholder;
-        let url = |pq: String| examine(&HeaderMap::new(), &pq, HOST, &leases, NOW);
+        let url = |pq: String| examine(&HeaderMap::new(), &pq, HOST, true, &leases, NOW);
         let in_url = refused(Reason::LeasePlaceholderInUrl, Some(&leases[0]), false);
         assert_eq!(url(format!("/repos?access_token={p}")), in_url);
         assert_eq!(url(format!("/{p}/x")), in_url);
@@ -1123,7 +863,7 @@ mod tests {
         assert_eq!(url(partly), in_url);
         // Even when the header carries it too.
         let both = headers(&[("authorization", &format!("Bearer {p}"))]);
-        assert_eq!(examine(&both, &format!("/?t={p}"), HOST, &leases, NOW), in_url);
+        assert_eq!(examine(&both, &format!("/?t={p}"), HOST, true, &leases, NOW), in_url);
         // Invalid escapes are left as they are: nothing found, nothing broken.
         assert_eq!(url("/?q=%zz%4%".to_owned()), inject(0));
     }
@@ -1134,28 +874,28 @@ mod tests {
         let theirs = &for_other[0].placeholder;
         let leak = refused(Reason::LeaseHostMismatch, Some(&for_other[0]), true);
         let bearer = headers(&[("authorization", &format!("Bearer {theirs}"))]);
-        assert_eq!(examine(&bearer, "/", OTHER, &for_other, NOW), leak);
+        assert_eq!(examine(&bearer, "/", OTHER, true, &for_other, NOW), leak);
         let basic =
             headers(&[("authorization", &format!("Basic {}", b64(format!("x-access-token:{theirs}"))))]);
-        assert_eq!(examine(&basic, "/", OTHER, &for_other, NOW), leak);
+        assert_eq!(examine(&basic, "/", OTHER, true, &for_other, NOW), leak);
         let query = format!("/collect?d={theirs}");
-        assert_eq!(examine(&HeaderMap::new(), &query, OTHER, &for_other, NOW), leak);
+        assert_eq!(examine(&HeaderMap::new(), &query, OTHER, true, &for_other, NOW), leak);
         let encoded = format!("/collect?d={}", percent_encode_all(theirs.as_bytes()));
-        assert_eq!(examine(&HeaderMap::new(), &encoded, OTHER, &for_other, NOW), leak);
+        assert_eq!(examine(&HeaderMap::new(), &encoded, OTHER, true, &for_other, NOW), leak);
         // A host with no lease at all is another host too.
-        assert_eq!(examine(&bearer, "/", "unleased.example", &for_other, NOW), leak);
+        assert_eq!(examine(&bearer, "/", "unleased.example", true, &for_other, NOW), leak);
         // Dead leases still count: it is still a leak attempt.
         for dead in [expired(1, HOST), revoked(1, HOST, false), revoked(1, HOST, true)] {
             let leases = [dead];
             let leak = refused(Reason::LeaseHostMismatch, Some(&leases[0]), true);
-            assert_eq!(examine(&bearer, "/", OTHER, &leases, NOW), leak);
+            assert_eq!(examine(&bearer, "/", OTHER, true, &leases, NOW), leak);
         }
         // Before anything else: even beside the target host's own placeholder.
         let mixed = headers(&[
             ("authorization", &format!("Bearer {}", for_other[1].placeholder)),
             ("x-exfil", theirs),
         ]);
-        assert_eq!(examine(&mixed, "/", OTHER, &for_other, NOW), leak);
+        assert_eq!(examine(&mixed, "/", OTHER, true, &for_other, NOW), leak);
     }
 
     #[test]
@@ -1163,16 +903,16 @@ mod tests {
         let leases = [live(1, HOST)];
         let p = &leases[0].placeholder;
         let bearer = headers(&[("authorization", &format!("Bearer {p}"))]);
-        assert_eq!(examine(&bearer, "/", "api.github.com", &leases, NOW), inject(0));
+        assert_eq!(examine(&bearer, "/", "api.github.com", true, &leases, NOW), inject(0));
         // Normalizing is the caller's job; a host it forgot to normalize is
         // another host, so nothing is injected and a placeholder is a leak.
         for unnormalized in ["API.GitHub.com", "api.github.com."] {
             assert_eq!(
-                examine(&HeaderMap::new(), "/", unnormalized, &leases, NOW),
+                examine(&HeaderMap::new(), "/", unnormalized, true, &leases, NOW),
                 Ok(Examined { inject: None })
             );
             assert_eq!(
-                examine(&bearer, "/", unnormalized, &leases, NOW),
+                examine(&bearer, "/", unnormalized, true, &leases, NOW),
                 refused(Reason::LeaseHostMismatch, Some(&leases[0]), true)
             );
         }
@@ -1185,19 +925,19 @@ mod tests {
         let (front, back) = p.split_at(10);
         let mut request = headers(&[("x-a", front), ("x-b", back)]);
         // Not found: the lease is injected through its rule, not the fragments.
-        assert_eq!(examine(&request, "/", HOST, &leases, NOW), inject(0));
+        assert_eq!(examine(&request, "/", HOST, true, &leases, NOW), inject(0));
         apply(&mut request, &leases[0], SECRET).unwrap();
         assert_eq!(request["x-a"], front);
         assert_eq!(request["x-b"], back);
         assert_eq!(request[header::AUTHORIZATION].as_bytes(), [b"Bearer ".as_slice(), SECRET].concat());
         // Nor across two values of one header.
         let mut split = headers(&[("x-a", front), ("x-a", back)]);
-        assert_eq!(examine(&split, "/", HOST, &leases, NOW), inject(0));
+        assert_eq!(examine(&split, "/", HOST, true, &leases, NOW), inject(0));
         apply(&mut split, &leases[0], SECRET).unwrap();
         let values: Vec<_> = split.get_all("x-a").iter().collect();
         assert_eq!(values, [front, back]);
         // A split placeholder toward another host is not a leak either.
-        assert_eq!(examine(&request, "/", OTHER, &leases, NOW), Ok(Examined { inject: None }));
+        assert_eq!(examine(&request, "/", OTHER, true, &leases, NOW), Ok(Examined { inject: None }));
     }
 
     #[test]
@@ -1212,11 +952,14 @@ mod tests {
             // A live lease for the host beside it does not stand in for it.
             let leases = [dead, live(2, HOST)];
             let request = headers(&[("authorization", &format!("Bearer {}", leases[0].placeholder))]);
-            assert_eq!(examine(&request, "/", HOST, &leases, NOW), refused(reason, Some(&leases[0]), false));
+            assert_eq!(
+                examine(&request, "/", HOST, true, &leases, NOW),
+                refused(reason, Some(&leases[0]), false)
+            );
         }
         let almost = [lease(1, HOST, NOW - 119, LeaseState::Live { expires_at: NOW + 1 })];
         let request = headers(&[("authorization", &format!("Bearer {}", almost[0].placeholder))]);
-        assert_eq!(examine(&request, "/", HOST, &almost, NOW), inject(0));
+        assert_eq!(examine(&request, "/", HOST, true, &almost, NOW), inject(0));
     }
 
     #[test]
@@ -1227,19 +970,19 @@ mod tests {
             ("x-api-key", &leases[1].placeholder),
         ]);
         assert_eq!(
-            examine(&request, "/", HOST, &leases, NOW),
+            examine(&request, "/", HOST, true, &leases, NOW),
             refused(Reason::CredentialsAmbiguous, None, false)
         );
         let one_value = headers(&[("x", &format!("{}{}", leases[1].placeholder, leases[0].placeholder))]);
         assert_eq!(
-            examine(&one_value, "/", HOST, &leases, NOW),
+            examine(&one_value, "/", HOST, true, &leases, NOW),
             refused(Reason::CredentialsAmbiguous, None, false)
         );
         // Ambiguity comes before liveness: which one was meant cannot be told.
         let dead = [expired(1, HOST), live(2, HOST)];
         let request = headers(&[("x-a", &dead[0].placeholder), ("x-b", &dead[1].placeholder)]);
         assert_eq!(
-            examine(&request, "/", HOST, &dead, NOW),
+            examine(&request, "/", HOST, true, &dead, NOW),
             refused(Reason::CredentialsAmbiguous, None, false)
         );
     }
@@ -1249,7 +992,10 @@ mod tests {
         let plain = HeaderMap::new();
         let one = |dead: LeaseEntry, reason| {
             let leases = [dead, live(5, OTHER)];
-            assert_eq!(examine(&plain, "/", HOST, &leases, NOW), refused(reason, Some(&leases[0]), false));
+            assert_eq!(
+                examine(&plain, "/", HOST, true, &leases, NOW),
+                refused(reason, Some(&leases[0]), false)
+            );
         };
         one(expired(1, HOST), Reason::LeaseExpired);
         one(revoked(1, HOST, false), Reason::LeaseRevoked);
@@ -1257,12 +1003,12 @@ mod tests {
         // The newest of them says why.
         let leases = [expired(1, HOST), revoked(2, HOST, true), expired(3, HOST)];
         assert_eq!(
-            examine(&plain, "/", HOST, &leases, NOW),
+            examine(&plain, "/", HOST, true, &leases, NOW),
             refused(Reason::RunNotLive, Some(&leases[1]), false)
         );
         // A live one among them is injected.
         let leases = [expired(1, HOST), live(2, HOST), revoked(3, HOST, false)];
-        assert_eq!(examine(&plain, "/", HOST, &leases, NOW), inject(1));
+        assert_eq!(examine(&plain, "/", HOST, true, &leases, NOW), inject(1));
     }
 
     #[test]
@@ -1280,8 +1026,7 @@ mod tests {
         assert_eq!(values[0].as_bytes(), [b"token ".as_slice(), SECRET].concat());
         assert!(values[0].is_sensitive());
         assert_eq!(request["accept"], "*/*");
-        assert_eq!(scrub.pairs.len(), 1);
-        assert_eq!(scrub.longest(), SECRET.len());
+        assert_eq!(scrub.pairs().len(), 1);
 
         let mut cookie = live(2, HOST);
         cookie.rule = InjectRule::header("cookie", "session={secret}").unwrap();
@@ -1301,21 +1046,21 @@ mod tests {
         let token = value.to_str().unwrap().strip_prefix("Basic ").unwrap();
         assert_eq!(STANDARD.decode(token).unwrap(), [b"x-access-token:".as_slice(), SECRET].concat());
         let known = b64(format!("x-access-token:{}", entry.placeholder));
-        assert_eq!(scrub.pairs.len(), 2);
-        assert_eq!(scrub.pairs[1].0.as_slice(), token.as_bytes());
-        assert_eq!(scrub.pairs[1].1, known.as_bytes());
-        assert_eq!(scrub.longest(), token.len());
+        assert_eq!(scrub.pairs().len(), 2);
+        assert_eq!(scrub.pairs()[1].0.as_slice(), token.as_bytes());
+        assert_eq!(scrub.pairs()[1].1, known.as_bytes());
     }
 
     #[test]
     fn a_placeholder_in_git_basic_credentials_is_replaced_and_reencoded() {
-        let entry = live(1, HOST);
+        let mut entry = live(1, HOST);
+        entry.rule = InjectRule::basic("x-access-token").unwrap();
         let p = &entry.placeholder;
         for sent in [b64(format!("x-access-token:{p}")), b64(format!("x-access-token:{p}")).replace('=', "")]
         {
             let mut request = headers(&[("authorization", &format!("basic {sent}")), ("x-other", "kept")]);
             assert_eq!(
-                examine(&request, "/org/repo.git/info/refs", HOST, std::slice::from_ref(&entry), NOW),
+                examine(&request, "/org/repo.git/info/refs", HOST, true, std::slice::from_ref(&entry), NOW),
                 inject(0)
             );
             let scrub = apply(&mut request, &entry, SECRET).unwrap();
@@ -1328,7 +1073,7 @@ mod tests {
             assert_eq!(request["x-other"], "kept");
             let known = b64(format!("x-access-token:{p}"));
             let pairs: Vec<(&[u8], &[u8])> =
-                scrub.pairs.iter().map(|(s, p)| (s.as_slice(), p.as_slice())).collect();
+                scrub.pairs().iter().map(|(s, p)| (s.as_slice(), p.as_slice())).collect();
             assert_eq!(pairs, [(SECRET, p.as_bytes()), (token.as_bytes(), known.as_bytes())]);
         }
     }
@@ -1359,7 +1104,12 @@ mod tests {
         let basic = format!("Basic {}", b64(format!("grant:{p}")));
         let mut request = headers(&[("host", p), ("proxy-authorization", &basic), ("connection", p)]);
         let original = request.clone();
-        assert_eq!(examine(&request, "/", HOST, std::slice::from_ref(&entry), NOW), inject(0));
+        // The door refuses such a request; if it were ever applied, none of
+        // these headers would take the secret.
+        assert_eq!(
+            examine(&request, "/", HOST, true, std::slice::from_ref(&entry), NOW),
+            refused(Reason::LeasePlaceholderMisplaced, Some(&entry), false)
+        );
         apply(&mut request, &entry, SECRET).unwrap();
         for name in ["host", "proxy-authorization", "connection"] {
             assert_eq!(request[name], original[name], "{name}");
@@ -1450,50 +1200,6 @@ mod tests {
     }
 
     #[test]
-    fn a_scrubbed_body_drops_trailers_and_knows_no_size() {
-        let scrub = scrub_of(&[(b"secret".to_vec(), b"P".to_vec())]);
-        let body = ScrubBody::new(frames(&[b"a sec", b"ret", b"!"], true), &scrub);
-        assert_eq!(frames(&[b"x"], false).size_hint().exact(), Some(1));
-        assert_eq!(body.size_hint().exact(), None);
-        assert!(!body.is_end_stream());
-        assert_eq!(drain(body), b"a P!");
-        // The held-back tail comes out at the end.
-        assert_eq!(drain(ScrubBody::new(frames(&[b"a sec"], false), &scrub)), b"a sec");
-        assert_eq!(drain(ScrubBody::new(frames(&[], false), &scrub)), b"");
-        // Nothing to scrub: the body passes as it is.
-        assert_eq!(drain(ScrubBody::new(frames(&[b"a sec", b"ret"], false), &Scrub::default())), b"a secret");
-    }
-
-    #[test]
-    fn a_scrubbed_value_that_is_no_longer_a_header_value_becomes_the_placeholder() {
-        let mut answer = headers(&[("x-a", "left secret right")]);
-        scrub_of(&[(b"secret".to_vec(), b"bad\nplaceholder".to_vec())]).headers(&mut answer);
-        assert_eq!(answer["x-a"], "");
-        let mut answer = headers(&[("x-a", "left secret right"), ("x-b", "nothing")]);
-        scrub_of(&[(b"secret".to_vec(), b"P".to_vec())]).headers(&mut answer);
-        assert_eq!(
-            (answer["x-a"].to_str().unwrap(), answer["x-b"].to_str().unwrap()),
-            ("left P right", "nothing")
-        );
-    }
-
-    #[test]
-    fn the_scrubber_prefers_the_leftmost_then_the_longest() {
-        let aaa = scrub_of(&[(b"aaa".to_vec(), b"X".to_vec())]);
-        assert_eq!(scrub_in_pieces(&aaa, &[b"aaaaaaa"]), b"XXa");
-        assert_eq!(scrub_in_pieces(&aaa, &[b"a", b"a", b"a", b"a", b"a", b"a", b"a"]), b"XXa");
-        let prefix = scrub_of(&[(b"ab".to_vec(), b"1".to_vec()), (b"abc".to_vec(), b"2".to_vec())]);
-        assert_eq!(scrub_in_pieces(&prefix, &[b"abcab", b"ab", b"c"]), b"212");
-        assert_eq!(scrub_in_pieces(&prefix, &[b"abab", b"c"]), b"12");
-        assert_eq!(scrub_in_pieces(&prefix, &[b"ab"]), b"1");
-        let overlap = scrub_of(&[(b"bc".to_vec(), b"1".to_vec()), (b"abcd".to_vec(), b"2".to_vec())]);
-        assert_eq!(scrub_in_pieces(&overlap, &[b"abc", b"d", b"abce"]), b"2a1e");
-        // A placeholder is not scrubbed again, even if it holds the secret.
-        let recursive = scrub_of(&[(b"s".to_vec(), b"ss".to_vec())]);
-        assert_eq!(scrub_in_pieces(&recursive, &[b"asa"]), b"assa");
-    }
-
-    #[test]
     fn nothing_prints_a_secret() {
         let mut entry = live(1, HOST);
         let secret_text = std::str::from_utf8(SECRET).unwrap();
@@ -1517,13 +1223,11 @@ mod tests {
                 format!("{rule_added:?}"),
                 format!("{entry:?}"),
                 format!("{body:?}"),
-                format!("{:?}", Pattern::new(SECRET, b"p").placeholder),
             ] {
                 assert!(!printed.contains(secret_text), "{printed}");
                 assert!(!printed.contains(&b64(format!("x-access-token:{secret_text}"))), "{printed}");
             }
         }
-        assert_eq!(format!("{:?}", scrub_of(&[(SECRET.to_vec(), b"p".to_vec())])), "Scrub { pairs: 1 }");
     }
 
     #[test]
@@ -1598,31 +1302,6 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
         #[test]
-        fn the_scrubber_equals_a_whole_buffer_replace(
-            pairs in prop::collection::vec(
-                (
-                    prop::collection::vec(prop::sample::select(b"ab".to_vec()), 1..6),
-                    prop::collection::vec(prop::sample::select(b"XY".to_vec()), 0..4),
-                ),
-                1..5,
-            ),
-            body in prop::collection::vec(prop::sample::select(b"aab".to_vec()), 0..160),
-            cuts in prop::collection::vec(0usize..160, 0..24),
-        ) {
-            let scrub = scrub_of(&pairs);
-            let expected = replace_whole(&body, &pairs);
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(body.len())).collect();
-            cuts.push(0);
-            cuts.push(body.len());
-            cuts.sort_unstable();
-            let pieces: Vec<&[u8]> = cuts.windows(2).map(|w| &body[w[0]..w[1]]).collect();
-            prop_assert_eq!(&scrub_in_pieces(&scrub, &pieces), &expected);
-            let bytewise: Vec<&[u8]> = body.chunks(1).collect();
-            prop_assert_eq!(&scrub_in_pieces(&scrub, &bytewise), &expected);
-            prop_assert_eq!(&scrub_in_pieces(&scrub, &[&body]), &expected);
-        }
-
-        #[test]
         fn examine_and_apply_never_panic(
             mut request in request_headers(),
             path in prop::collection::vec(fragment(), 0..4),
@@ -1632,7 +1311,7 @@ mod tests {
         ) {
             let path = String::from_utf8_lossy(&path.concat()).into_owned();
             let _ = carries_secret(&request, &path, &secret);
-            match examine(&request, &path, target, &leases, NOW) {
+            match examine(&request, &path, target, true, &leases, NOW) {
                 Ok(Examined { inject: Some(i) }) => {
                     let lease = &leases[i];
                     prop_assert_eq!(lease.host.as_str(), target);

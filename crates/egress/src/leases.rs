@@ -56,8 +56,10 @@ pub struct RunLeases {
     pub generation: u64,
     /// The leases (webhook signing leases are not injected and not here).
     pub entries: Vec<LeaseEntry>,
-    /// Each entry's secret, `None` when its credential is gone or does not open.
-    pub secrets: Vec<Option<LocallySealed>>,
+    /// Each entry's secret, or why it cannot be used: its credential is gone
+    /// or does not open (`credential_unreadable`), or the lease does not
+    /// match its credential's sealed facts (`lease_unavailable`).
+    pub secrets: Vec<Result<LocallySealed, Reason>>,
     /// The key `secrets` are sealed under.
     pub seal: Arc<LocalSeal>,
 }
@@ -74,7 +76,7 @@ impl std::fmt::Debug for RunLeases {
 impl RunLeases {
     /// The secret of entry `i`, opened for one request.
     pub fn secret(&self, i: usize) -> Result<CredentialSecret, Reason> {
-        let sealed = self.secrets.get(i).and_then(Option::as_ref).ok_or(Reason::CredentialUnreadable)?;
+        let sealed = self.secrets.get(i).ok_or(Reason::CredentialUnreadable)?.as_ref().map_err(|r| *r)?;
         self.seal.open(sealed).map_err(|_| Reason::CredentialUnreadable)
     }
 }
@@ -118,40 +120,71 @@ pub struct OfRun<'a> {
     pub generation: Option<u64>,
 }
 
-/// Applies the lease rules (see the module docs) to a request of `run`
-/// toward `host`.
+/// The request the lease rules are applied to.
+#[derive(Debug)]
+pub struct Outbound<'a> {
+    /// Its headers, where the credential goes in.
+    pub headers: &'a mut HeaderMap,
+    /// Its path and query.
+    pub path_and_query: &'a str,
+    /// The host it goes to, normalized as [`crate::target`] normalizes.
+    pub host: &'a str,
+    /// It goes over TLS (`https://`, or inside an intercepted tunnel).
+    pub over_tls: bool,
+    /// Its body, when it is in hand (the fetch API's); a streamed body is
+    /// not looked at.
+    pub body: Option<&'a [u8]>,
+}
+
+/// Applies the lease rules (see the module docs) to a request of `run`.
 pub async fn at_the_door(
     source: &dyn LeaseSource,
     run: OfRun<'_>,
-    headers: &mut HeaderMap,
-    path_and_query: &str,
-    host: &str,
+    request: Outbound<'_>,
     now: UnixTime,
 ) -> Result<Injected, LeaseRefusal> {
     let refuse = |reason| LeaseRefusal { reason, lease_id: None, revoke: false };
     let OfRun { grant_id, run_id, generation } = run;
+    let Outbound { headers, path_and_query, host, over_tls, body } = request;
     let generation = match generation {
-        None if mentions_placeholder(headers, path_and_query) => {
+        None if mentions_placeholder(headers, path_and_query)
+            || body.is_some_and(|b| inject::contains(b, PLACEHOLDER_PREFIX.as_bytes())) =>
+        {
             return Err(refuse(Reason::LeaseUnavailable));
         }
         None | Some(0) => return Ok(Injected::default()),
         Some(g) => g,
     };
     let leases = source.leases(run_id, generation).await.map_err(|_| refuse(Reason::LeaseUnavailable))?;
-    let verdict = inject::examine(headers, path_and_query, host, &leases.entries, now).and_then(|examined| {
-        // A raw secret of another host's lease: sent here, it leaks.
-        for (i, entry) in leases.entries.iter().enumerate().filter(|(_, e)| e.host != host) {
-            let Ok(secret) = leases.secret(i) else { continue };
-            if inject::carries_secret(headers, path_and_query, secret.expose()) {
+    let verdict =
+        inject::examine(headers, path_and_query, host, over_tls, &leases.entries, now).and_then(|examined| {
+            // A raw secret of another host's lease: sent here, it leaks.
+            for (i, entry) in leases.entries.iter().enumerate().filter(|(_, e)| e.host != host) {
+                let Ok(secret) = leases.secret(i) else { continue };
+                let in_body = body.is_some_and(|b| inject::contains(b, secret.expose()));
+                if in_body || inject::carries_secret(headers, path_and_query, secret.expose()) {
+                    return Err(LeaseRefusal {
+                        reason: Reason::LeaseHostMismatch,
+                        lease_id: Some(entry.lease_id.clone()),
+                        revoke: true,
+                    });
+                }
+            }
+            // A placeholder in the body is never replaced, and never where a
+            // rule puts a credential.
+            if let Some(entry) = leases
+                .entries
+                .iter()
+                .find(|e| body.is_some_and(|b| inject::contains(b, e.placeholder.as_bytes())))
+            {
                 return Err(LeaseRefusal {
-                    reason: Reason::LeaseHostMismatch,
+                    reason: Reason::LeasePlaceholderMisplaced,
                     lease_id: Some(entry.lease_id.clone()),
-                    revoke: true,
+                    revoke: false,
                 });
             }
-        }
-        Ok(examined)
-    });
+            Ok(examined)
+        });
     let examined = match verdict {
         Ok(examined) => examined,
         Err(refusal) => {
@@ -169,5 +202,7 @@ pub async fn at_the_door(
         |reason| LeaseRefusal { reason, lease_id: Some(entry.lease_id.clone()), revoke: false };
     let secret = leases.secret(i).map_err(lease_refusal)?;
     let scrub = inject::apply(headers, entry, secret.expose()).map_err(lease_refusal)?;
+    // The answer must come back as sent to be scrubbed of the secret.
+    headers.insert(http::header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
     Ok(Injected { lease_id: Some(entry.lease_id.clone()), scrub })
 }

@@ -32,6 +32,7 @@ pub mod policy;
 pub mod pool;
 pub mod proxy;
 pub mod resolve;
+pub mod scrub;
 pub mod service;
 pub mod sni;
 pub mod special;

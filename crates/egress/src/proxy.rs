@@ -46,7 +46,7 @@ use tokio::sync::Notify;
 use crate::connect::connect_pinned;
 use crate::decision::{Decision, Purpose, decide_target_resolving};
 use crate::leases::{
-    Injected, LeaseSource, OfRun, at_the_door, mentions_placeholder, refused_before_the_leases,
+    Injected, LeaseSource, OfRun, Outbound, at_the_door, mentions_placeholder, refused_before_the_leases,
 };
 use crate::meter::EgressMeter;
 use crate::policy::{Policy, PolicyError};
@@ -645,19 +645,19 @@ impl Proxy {
             (Some(leases), Some(name)) if lease_generation != Some(0) => at_the_door(
                 leases.as_ref(),
                 OfRun { grant_id: &grant.grant_id, run_id: &grant.exec_id, generation: lease_generation },
-                &mut parts.headers,
-                &target.path_and_query,
-                name,
+                Outbound {
+                    headers: &mut parts.headers,
+                    path_and_query: &target.path_and_query,
+                    host: name,
+                    over_tls: target.scheme == Scheme::Https,
+                    body: None,
+                },
                 self.clock.now(),
             )
             .await
             .map_err(|refusal| Refused::lease(refusal, host.clone()))?,
             _ => Injected::default(),
         };
-        if !injected.scrub.is_empty() {
-            // The response must come back readable to be scrubbed of the secret.
-            parts.headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
-        }
         let authority = if target.port == target.scheme.default_port() {
             target.host.to_string()
         } else {
@@ -734,18 +734,10 @@ impl Proxy {
             meter.pay(n).await.map_err(|reason| self.egress_refused(reason, host.clone()))?;
         }
         let (mut parts, body) = response.into_parts();
-        strip_hop_by_hop(&mut parts.headers);
+        // Before the hop-by-hop headers go: the transfer codings are read too.
         let scrub = injected.scrub;
-        if !scrub.is_empty() {
-            // An encoded body could hide the secret from the scrubber: the
-            // request asked for identity, so anything else is refused.
-            if parts.headers.get(header::CONTENT_ENCODING).is_some_and(|v| v.as_bytes() != b"identity") {
-                return Err(fail(Reason::ContentEncodingInvalid));
-            }
-            scrub.headers(&mut parts.headers);
-            // Scrubbing may change the length.
-            parts.headers.remove(header::CONTENT_LENGTH);
-        }
+        scrub.answer(&mut parts).map_err(fail)?;
+        strip_hop_by_hop(&mut parts.headers);
         self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
         let deadline = started + self.limits.request_duration;
         let body = PooledBody::new(body, upstream, (self.pool.clone(), key), deadline);

@@ -43,6 +43,7 @@ async fn fetch(
         headers: http::HeaderMap::new(),
         body: bytes::Bytes::new(),
         purpose: Purpose::Request,
+        scrub: Default::default(),
     };
     fetcher.fetch(Ok(&Policy::open()), req).await
 }

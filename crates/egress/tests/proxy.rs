@@ -922,6 +922,7 @@ fn get(url: &str, purpose: Purpose) -> FetchRequest {
         headers: http::HeaderMap::new(),
         body: "payload".into(),
         purpose,
+        scrub: Default::default(),
     }
 }
 

@@ -599,18 +599,21 @@ impl<'a> RunFetch<'a> {
     }
 
     /// The run's leases applied to the request (see `gatehouse_egress::leases`):
-    /// its credential put in, or the request refused. Redirects stay on the
-    /// origin, so the credential never follows one elsewhere.
+    /// its credential put in (and the answer to be scrubbed of it), or the
+    /// request refused. Redirects stay on the origin, so the credential never
+    /// follows one elsewhere. `body_in_hand`: the request's body is
+    /// `fetch.body` (not streamed), and is looked at too.
     async fn inject(
         &self,
         fetch: &mut gatehouse_egress::fetch::FetchRequest,
-    ) -> Result<gatehouse_egress::inject::Scrub, ApiError> {
+        body_in_hand: bool,
+    ) -> Result<(), ApiError> {
         let Some(source) = self.state.door_leases.as_ref() else {
-            return Ok(gatehouse_egress::inject::Scrub::default());
+            return Ok(());
         };
         // A URL that does not parse is refused by the fetch itself.
         let Ok(target) = gatehouse_egress::parse_url(&fetch.url) else {
-            return Ok(gatehouse_egress::inject::Scrub::default());
+            return Ok(());
         };
         let host = target.host.to_string();
         let run = gatehouse_egress::leases::OfRun {
@@ -618,16 +621,20 @@ impl<'a> RunFetch<'a> {
             run_id: &self.claims.exec_id,
             generation: self.lease_generation,
         };
-        let at_the_door = gatehouse_egress::leases::at_the_door(
-            source.as_ref(),
-            run,
-            &mut fetch.headers,
-            &target.path_and_query,
-            &host,
-            self.state.clock.now(),
-        );
+        let outbound = gatehouse_egress::leases::Outbound {
+            headers: &mut fetch.headers,
+            path_and_query: &target.path_and_query,
+            host: &host,
+            over_tls: target.scheme == gatehouse_egress::Scheme::Https,
+            body: body_in_hand.then_some(&fetch.body[..]),
+        };
+        let at_the_door =
+            gatehouse_egress::leases::at_the_door(source.as_ref(), run, outbound, self.state.clock.now());
         match at_the_door.await {
-            Ok(injected) => Ok(injected.scrub),
+            Ok(injected) => {
+                fetch.scrub = injected.scrub;
+                Ok(())
+            }
             Err(refusal) => {
                 self.note_lease(refusal.reason, Some(host), refusal.lease_id);
                 Err(refused(self.rid, refusal.reason))
@@ -643,8 +650,10 @@ impl<'a> RunFetch<'a> {
     ) -> Result<(), ApiError> {
         let source = self.state.door_leases.as_ref().ok_or_else(|| forbidden(self.rid))?;
         let host = gatehouse_egress::parse_url(&fetch.url).map(|t| t.host.to_string()).unwrap_or_default();
-        let secret =
-            source.signing_secret(&self.claims.exec_id, lease_id, &host).await.map_err(|reason| {
+        let secret = source
+            .signing_secret(&self.claims.exec_id, self.claims.tenant_id.as_deref(), lease_id, &host)
+            .await
+            .map_err(|reason| {
                 self.note_lease(reason, Some(host.clone()), Some(lease_id.to_owned()));
                 refused(self.rid, reason)
             })?;
@@ -783,6 +792,7 @@ fn fetch_request(
         headers: map,
         body: bytes::Bytes::new(),
         purpose,
+        scrub: Default::default(),
     })
 }
 
@@ -803,7 +813,7 @@ async fn egress_fetch(
             .map_err(|_| bad_request(&rid, "body_base64 is not base64"))?;
         fetch.body = body.into();
     }
-    let scrub = run.inject(&mut fetch).await?;
+    run.inject(&mut fetch, true).await?;
     if let Some(lease_id) = &req.sign_with {
         if req.purpose != FetchPurpose::Webhook || !is_valid_id(lease_id) {
             return Err(bad_request(&rid, "sign_with is a webhook signing lease id, for purpose webhook"));
@@ -814,16 +824,7 @@ async fn egress_fetch(
     let mut would_refuse = Vec::new();
     let fetched =
         run.fetcher.fetch_for_run(policy.as_deref(), fetch, Some(&run.meter), &mut would_refuse).await;
-    let mut response = run.finish(req.purpose, would_refuse, fetched)?;
-    if !scrub.is_empty() {
-        // The caller gets the answer decoded, so the secret is findable here.
-        scrub.headers(&mut response.headers);
-        response.headers.remove(http::header::CONTENT_LENGTH);
-        let mut scrubber = scrub.stream();
-        let mut body = scrubber.push(&response.body).to_vec();
-        body.extend_from_slice(&scrubber.finish());
-        response.body = body.into();
-    }
+    let response = run.finish(req.purpose, would_refuse, fetched)?;
     let headers: Vec<(String, String)> = response
         .headers
         .iter()
@@ -879,20 +880,14 @@ async fn egress_fetch_raw(
     }
     let mut fetch = fetch_request(&rid, &q.method, q.url, forward, q.purpose)?;
     let run = RunFetch::start(&state, &rid, grant.as_deref(), &fetch).await?;
-    let scrub = run.inject(&mut fetch).await?;
+    run.inject(&mut fetch, false).await?;
     let body = gatehouse_egress::fetch::stream_body(request.into_body());
     let policy = run.policy();
     let mut would_refuse = Vec::new();
     let fetched =
         run.fetcher.fetch_streamed(policy.as_deref(), fetch, body, &run.meter, &mut would_refuse).await;
-    let mut answer = run.finish(q.purpose, would_refuse, fetched)?;
-    let body = if scrub.is_empty() {
-        axum::body::Body::new(answer.body)
-    } else {
-        scrub.headers(&mut answer.headers);
-        axum::body::Body::new(gatehouse_egress::inject::ScrubBody::new(answer.body, &scrub))
-    };
-    let mut response = Response::new(body);
+    let answer = run.finish(q.purpose, would_refuse, fetched)?;
+    let mut response = Response::new(axum::body::Body::new(answer.body));
     *response.status_mut() = answer.status;
     let out = response.headers_mut();
     for (name, value) in &answer.headers {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use ed25519_dalek::pkcs8::{DecodePrivateKey as _, DecodePublicKey as _};
 use ed25519_dalek::{SigningKey, VerifyingKey};
-use gatehouse_capability::{CredentialContext, CredentialError, SealedSecret, SealingKeys};
+use gatehouse_capability::{CredentialError, SealedSecret, SealingKeys};
 use gatehouse_config::{MapSource, Role, Source as _, embedded_files, names};
 use gatehouse_core::{Clock as _, SystemClock};
 use gatehouse_store::{Checkpoint, Credential, PageRequest, Resealed, Store, StoreConfig};
@@ -313,19 +313,15 @@ async fn rewrap_all(store: &Store, keys: &SealingKeys) -> Result<Rewrapped, Stri
 /// On the current key: its row says so, and so does its seal.
 fn is_current(credential: &Credential, current: &str) -> bool {
     credential.key_id == current
-        && SealedSecret::parse(&credential.sealed).is_ok_and(|sealed| sealed.kid() == current)
+        && SealedSecret::parse(&credential.sealed)
+            .is_ok_and(|sealed| sealed.kid() == current && !sealed.is_legacy())
 }
 
 /// The credential's secret sealed again to the current key, for the same row
 /// and version; the secret itself never leaves `SealingKeys::rewrap`.
 fn rewrap_one(keys: &SealingKeys, credential: &Credential) -> Result<Resealed, CredentialError> {
     let sealed = SealedSecret::parse(&credential.sealed)?;
-    let context = CredentialContext {
-        tenant_id: &credential.tenant_id,
-        credential_id: &credential.credential_id,
-        version: credential.version,
-    };
-    let resealed = keys.rewrap(&sealed, &context)?;
+    let resealed = keys.rewrap(&sealed, &credential.sealing_context())?;
     Ok(Resealed {
         credential_id: credential.credential_id.clone(),
         version: credential.version,

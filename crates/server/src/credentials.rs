@@ -63,6 +63,10 @@ pub(crate) struct CreateCredential {
     host: String,
     #[serde(default)]
     inject: Option<InjectSpec>,
+    /// The secret may go over plain `http://` (a test server, an internal
+    /// host); by default it is injected over TLS only.
+    #[serde(default)]
+    allow_plain_http: bool,
     secret: SecretText,
 }
 
@@ -72,10 +76,21 @@ pub(crate) struct RotateSecret {
     secret: SecretText,
 }
 
-/// The injection rule stored with a credential, as JSON text, and the rule
-/// it reads back as.
-pub fn inject_rule(stored: &str) -> Option<InjectRule> {
-    serde_json::from_str::<InjectSpec>(stored).ok()?.rule().ok()
+/// How a stored credential is sent (its `inject` column, JSON text): the
+/// rule it reads back as, and whether plain HTTP is allowed.
+pub fn delivery(stored: &str) -> Option<(InjectRule, bool)> {
+    let (spec, allow_plain_http) = stored_delivery(stored)?;
+    Some((spec.rule().ok()?, allow_plain_http))
+}
+
+fn stored_delivery(stored: &str) -> Option<(InjectSpec, bool)> {
+    let mut fields: serde_json::Map<String, Value> = serde_json::from_str(stored).ok()?;
+    let allow_plain_http = match fields.remove("allow_plain_http") {
+        None => false,
+        Some(Value::Bool(allowed)) => allowed,
+        Some(_) => return None,
+    };
+    Some((serde_json::from_value(Value::Object(fields)).ok()?, allow_plain_http))
 }
 
 const INJECT_SHAPE: &str = "inject is {\"header\", \"format\"} or {\"basic_username\"}";
@@ -130,7 +145,8 @@ fn credential_json(c: &Credential) -> Value {
         "name": c.name,
         "purpose": c.purpose,
         "host": c.host,
-        "inject": serde_json::from_str::<Value>(&c.inject).unwrap_or(Value::Null),
+        "inject": stored_delivery(&c.inject).map_or(Value::Null, |(spec, _)| spec.stored()),
+        "allow_plain_http": stored_delivery(&c.inject).is_some_and(|(_, allowed)| allowed),
         "fingerprint": c.fingerprint,
         "key_id": c.key_id,
         "version": c.version,
@@ -160,13 +176,12 @@ fn credential_secret(rid: &RequestId, text: &SecretText) -> Result<CredentialSec
         .map_err(|_| bad_request(rid, "secret must be 1-4096 bytes without control characters"))
 }
 
-/// Seals `secret` for the credential's row at `version`, with its fingerprint.
+/// Seals `secret` for the credential row `context` names (its facts bound
+/// in), with its fingerprint.
 fn sealed_for(
     state: &AppState,
     rid: &RequestId,
-    tenant_id: &str,
-    credential_id: &str,
-    version: i64,
+    context: &CredentialContext<'_>,
     secret: &CredentialSecret,
 ) -> Result<(String, String, String), ApiError> {
     let (Some(public), Some(fingerprints)) =
@@ -174,8 +189,7 @@ fn sealed_for(
     else {
         return Err(ApiError::new(ErrorCode::Forbidden, rid));
     };
-    let context = CredentialContext { tenant_id, credential_id, version };
-    let sealed = seal(public, secret, &context).map_err(|e| {
+    let sealed = seal(public, secret, context).map_err(|e| {
         tracing::error!(request_id = %rid.0, code = e.code(), "a credential could not be sealed");
         ApiError::new(ErrorCode::Internal, rid)
     })?;
@@ -208,28 +222,32 @@ pub(crate) async fn create_credential(
         (_, None) => return Err(bad_request(&rid, INJECT_SHAPE)),
         (_, Some(spec)) => {
             spec.rule().map_err(|why| bad_request(&rid, why))?;
-            spec.stored()
+            let mut stored = spec.stored();
+            if req.allow_plain_http {
+                stored["allow_plain_http"] = Value::Bool(true);
+            }
+            stored
         }
     };
     let secret = credential_secret(&rid, &req.secret)?;
-    let credential_id = new_id("cred");
-    let (sealed, key_id, fingerprint) = sealed_for(&state, &rid, &tenant_id, &credential_id, 1, &secret)?;
-    drop(secret);
     let now = state.clock.now();
-    let credential = Credential {
-        credential_id,
+    let mut credential = Credential {
+        credential_id: new_id("cred"),
         tenant_id,
         name: req.name,
         purpose: req.purpose,
         host,
         inject: inject.to_string(),
-        sealed,
-        key_id,
+        sealed: String::new(),
+        key_id: String::new(),
         version: 1,
-        fingerprint,
+        fingerprint: String::new(),
         created_at: now,
         updated_at: now,
     };
+    (credential.sealed, credential.key_id, credential.fingerprint) =
+        sealed_for(&state, &rid, &credential.sealing_context(), &secret)?;
+    drop(secret);
     let created = store.create_credential(&credential, &caller.name).await.map_err(|e| match e {
         gatehouse_store::StoreError::Conflict => {
             bad_request(&rid, "the tenant already has a credential of this name")
@@ -316,8 +334,8 @@ pub(crate) async fn rotate_credential(
     };
     let secret = credential_secret(&rid, &req.secret)?;
     let version = current.version + 1;
-    let (sealed, key_id, fingerprint) =
-        sealed_for(&state, &rid, &tenant_id, &credential_id, version, &secret)?;
+    let context = CredentialContext { version, ..current.sealing_context() };
+    let (sealed, key_id, fingerprint) = sealed_for(&state, &rid, &context, &secret)?;
     drop(secret);
     let rotation = Resealed {
         credential_id: credential_id.clone(),

@@ -8,10 +8,11 @@
 //! even a bump that never reached the ledger is in force within seconds.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use gatehouse_capability::credential::{CredentialContext, SealedSecret};
+use gatehouse_capability::credential::{CredentialError, SealedSecret};
 use gatehouse_capability::{LocalSeal, SealingKeys};
 use gatehouse_core::{Clock, Reason};
 use gatehouse_egress::inject::{InjectRule, LeaseEntry, LeaseState, placeholder_for};
@@ -35,6 +36,7 @@ pub struct DoorLeases {
     events: Arc<RefusalLog>,
     clock: Arc<dyn Clock>,
     cache: Mutex<HashMap<String, (Instant, Arc<RunLeases>)>>,
+    tampered: AtomicU64,
 }
 
 impl DoorLeases {
@@ -47,7 +49,16 @@ impl DoorLeases {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, String> {
         let seal = LocalSeal::new().map_err(|_| "the OS random generator failed".to_owned())?;
-        Ok(Self { store, keys, seal: Arc::new(seal), ledger, events, clock, cache: Mutex::default() })
+        Ok(Self {
+            store,
+            keys,
+            seal: Arc::new(seal),
+            ledger,
+            events,
+            clock,
+            cache: Mutex::default(),
+            tampered: AtomicU64::new(0),
+        })
     }
 
     fn cached(&self, run_id: &str, generation: u64) -> Option<Arc<RunLeases>> {
@@ -73,7 +84,10 @@ impl DoorLeases {
 
     /// One lease as the door sees it, with its secret sealed locally.
     /// Webhook signing leases sign deliveries and are never injected.
-    fn entry(&self, door: &DoorLease) -> Option<(LeaseEntry, Option<gatehouse_capability::LocallySealed>)> {
+    fn entry(
+        &self,
+        door: &DoorLease,
+    ) -> Option<(LeaseEntry, Result<gatehouse_capability::LocallySealed, Reason>)> {
         let lease = &door.lease;
         if lease.purpose == "webhook_signing" {
             return None;
@@ -85,16 +99,29 @@ impl DoorLeases {
                 LeaseState::Revoked { run_ended: lease.revoke_reason.as_deref() == Some("run_ended") }
             }
         };
-        let rule = door.credential.as_ref().and_then(|c| crate::credentials::inject_rule(&c.inject));
-        let secret = match (&state, door.credential.as_ref(), &rule) {
+        let delivery = door.credential.as_ref().and_then(|c| crate::credentials::delivery(&c.inject));
+        let secret = match (&state, door.credential.as_ref(), &delivery) {
             (LeaseState::Live { .. }, Some(credential), Some(_)) => {
-                self.open(credential).map(|secret| self.seal.seal(&secret))
+                // The credential's host and purpose are sealed facts; the
+                // lease row is not, so it must agree with them.
+                if lease.host != credential.host || lease.purpose != credential.purpose {
+                    self.tampering(
+                        &credential.credential_id,
+                        "a lease's host or purpose is not its credential's",
+                    );
+                    Err(Reason::LeaseUnavailable)
+                } else {
+                    self.open(credential)
+                        .map(|secret| self.seal.seal(&secret))
+                        .ok_or(Reason::CredentialUnreadable)
+                }
             }
-            _ => None,
+            _ => Err(Reason::CredentialUnreadable),
         };
         // A rule that does not read leaves the lease uninjectable (its
         // secret is absent, so using it is `credential_unreadable`).
-        let rule = rule.or_else(|| InjectRule::basic("gatehouse").ok())?;
+        let (rule, allow_plain_http) =
+            delivery.or_else(|| Some((InjectRule::basic("gatehouse").ok()?, false)))?;
         let entry = LeaseEntry {
             lease_id: lease.lease_id.clone(),
             placeholder: placeholder_for(&lease.lease_id)?,
@@ -102,26 +129,43 @@ impl DoorLeases {
             granted_at: lease.created_at,
             state,
             rule,
+            allow_plain_http,
         };
         Some((entry, secret))
     }
 
-    /// A stored credential's secret, opened with this gateway's keys.
+    /// A stored credential's secret, opened with this gateway's keys for
+    /// its row's facts as they stand: a row edited to send the secret
+    /// elsewhere or otherwise does not open (`credential_tampered`), and
+    /// that is counted and logged as tampering.
     fn open(&self, credential: &Credential) -> Option<gatehouse_capability::CredentialSecret> {
-        let context = CredentialContext {
-            tenant_id: &credential.tenant_id,
-            credential_id: &credential.credential_id,
-            version: credential.version,
-        };
-        let opened = SealedSecret::parse(&credential.sealed).and_then(|s| self.keys.open(&s, &context));
+        let opened = SealedSecret::parse(&credential.sealed)
+            .and_then(|s| self.keys.open(&s, &credential.sealing_context()));
         match opened {
             Ok(secret) => Some(secret),
+            Err(CredentialError::Tampered) => {
+                self.tampering(&credential.credential_id, "its sealed secret does not open for its row");
+                None
+            }
             Err(e) => {
                 tracing::error!(credential_id = %credential.credential_id, code = e.code(),
                     "a stored credential does not open with this gateway's keys");
                 None
             }
         }
+    }
+
+    /// A row that does not match what was sealed: someone wrote the store
+    /// behind the API's back. Counted, logged; the lease is unavailable.
+    fn tampering(&self, credential_id: &str, what: &'static str) {
+        self.tampered.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(credential_id, what, "credential store tampering: a lease is refused");
+    }
+
+    /// How many times a lease or credential row was found not to match its
+    /// credential's sealed facts.
+    pub fn tampered(&self) -> u64 {
+        self.tampered.load(Ordering::Relaxed)
     }
 }
 
@@ -132,12 +176,17 @@ impl DoorLeases {
     pub async fn signing_secret(
         &self,
         run_id: &str,
+        tenant_id: Option<&str>,
         lease_id: &str,
         host: &str,
     ) -> Result<gatehouse_capability::CredentialSecret, Reason> {
         let now = self.clock.now();
         let leases = self.store.door_leases(run_id, now).await.map_err(|_| Reason::LeaseUnavailable)?;
         let door = leases.iter().find(|d| d.lease.lease_id == lease_id).ok_or(Reason::LeaseRevoked)?;
+        // The grant names the run and tenant; the lease row must be theirs.
+        if door.lease.run_id != run_id || tenant_id.is_some_and(|t| t != door.lease.tenant_id) {
+            return Err(Reason::LeaseRevoked);
+        }
         match door.lease.status {
             LeaseStatus::Live => {}
             LeaseStatus::Expired => return Err(Reason::LeaseExpired),
@@ -153,6 +202,13 @@ impl DoorLeases {
             return Err(Reason::LeaseHostMismatch);
         }
         let credential = door.credential.as_ref().ok_or(Reason::CredentialUnknown)?;
+        if door.lease.host != credential.host
+            || door.lease.purpose != credential.purpose
+            || door.lease.tenant_id != credential.tenant_id
+        {
+            self.tampering(&credential.credential_id, "a signing lease is not its credential's");
+            return Err(Reason::LeaseUnavailable);
+        }
         self.open(credential).ok_or(Reason::CredentialUnreadable)
     }
 }

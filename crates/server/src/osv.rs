@@ -32,6 +32,7 @@ impl EgressTransport {
             headers,
             body: Bytes::from(body),
             purpose: gatehouse_egress::Purpose::Request,
+            scrub: Default::default(),
         };
         match self.fetcher.fetch(Ok(&self.policy), request).await {
             Ok(r) => Ok(Response { status: r.status.as_u16(), body: r.body.to_vec() }),

@@ -322,7 +322,8 @@ pub struct Credential {
     pub purpose: String,
     /// The one host it may be sent to (normalized).
     pub host: String,
-    /// The injection rule as JSON text.
+    /// How it is sent, as JSON text: the injection rule (`header` and
+    /// `format`, or `basic_username`) and, when set, `allow_plain_http`.
     pub inject: String,
     /// The sealed secret (`ghc1.…`), bound to tenant, id and version.
     pub sealed: String,
@@ -336,6 +337,22 @@ pub struct Credential {
     pub created_at: UnixTime,
     /// When its secret last changed (or was re-sealed).
     pub updated_at: UnixTime,
+}
+
+impl Credential {
+    /// What its sealed secret is bound to: the row (tenant, id, version) and
+    /// the facts that steer the secret (purpose, host, how it is sent). A
+    /// row edited behind the API's back no longer opens.
+    pub fn sealing_context(&self) -> gatehouse_capability::credential::CredentialContext<'_> {
+        gatehouse_capability::credential::CredentialContext {
+            tenant_id: &self.tenant_id,
+            credential_id: &self.credential_id,
+            version: self.version,
+            purpose: &self.purpose,
+            host: &self.host,
+            delivery: &self.inject,
+        }
+    }
 }
 
 /// A new sealing of a credential's secret: by a rotation (a new secret, one

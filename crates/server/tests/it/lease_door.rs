@@ -17,7 +17,7 @@ async fn credential(node: &Node, name: &str, host: &str, secret: &str) -> Value 
         node,
         "/v1/tenants/t1/credentials",
         json!({"name": name, "purpose": "git_provider", "host": host,
-            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "secret": secret}),
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "allow_plain_http": true, "secret": secret}),
     )
     .await;
     assert_eq!(created.status, 201, "{}", created.text);
@@ -92,7 +92,8 @@ async fn a_lease_expires_at_the_proxy_while_its_run_lives_on() {
     let sent = upstream.count();
     let out = sandbox_curl(&["-x", &via, &target]).await;
     assert!(refused(&out, 403, "lease_expired"), "{out}");
-    let out = sandbox_curl(&["-x", &via, "-H", &format!("x-api-key: {placeholder}"), &target]).await;
+    let out =
+        sandbox_curl(&["-x", &via, "-H", &format!("authorization: Bearer {placeholder}"), &target]).await;
     assert!(refused(&out, 403, "lease_expired"), "{out}");
     assert_eq!(upstream.count(), sent, "nothing went out without its credential");
     assert!(!out.contains(SECRET));
@@ -154,9 +155,9 @@ async fn at_the_door_hosts_compare_normalized_and_a_split_placeholder_is_never_a
     }
     assert!(dns.was_asked("lease.test"), "the sandbox reached the host by name");
     let url = format!("http://lease.TEST.:{port}/c");
-    let out = sandbox_curl(&["-x", &via, "-H", &format!("x-api-key: {placeholder}"), &url]).await;
+    let out = sandbox_curl(&["-x", &via, "-H", &format!("authorization: Bearer {placeholder}"), &url]).await;
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
-    assert!(upstream.last().contains(&format!("x-api-key: {SECRET}\r\n")), "{}", upstream.last());
+    assert!(upstream.last().contains(&format!("authorization: Bearer {SECRET}\r\n")), "{}", upstream.last());
 
     // A placeholder in two halves, in two headers: neither half is touched;
     // the lease's rule gives the credential as if none were there.
@@ -210,11 +211,14 @@ async fn at_the_door_hosts_compare_normalized_and_a_split_placeholder_is_never_a
     .json();
     assert_eq!(deleted, json!({"deleted": true, "revoked": {"leases": 1}}));
     let sent = (upstream.count(), other.count());
-    let out = sandbox_curl(&["-x", &via2, "-H", &format!("x-api-key: {placeholder2}"), &url]).await;
+    let out =
+        sandbox_curl(&["-x", &via2, "-H", &format!("authorization: Bearer {placeholder2}"), &url]).await;
     assert!(refused(&out, 403, "lease_revoked"), "{out}");
     let out = sandbox_curl(&["-x", &via2, &url]).await;
     assert!(refused(&out, 403, "lease_revoked"), "the host's requests say why: {out}");
-    let out = sandbox_curl(&["-x", &via2, "-H", &format!("x-api-key: {placeholder2}"), &elsewhere]).await;
+    let out =
+        sandbox_curl(&["-x", &via2, "-H", &format!("authorization: Bearer {placeholder2}"), &elsewhere])
+            .await;
     assert!(refused(&out, 403, "lease_host_mismatch"), "{out}");
     assert_eq!((upstream.count(), other.count()), sent, "nothing went out for a deleted credential");
 

@@ -122,7 +122,7 @@ fn a_lease_injects_for_its_one_host_and_the_secret_never_leaks() {
         "POST",
         "/v1/tenants/t1/credentials",
         json!({"name": "github", "purpose": "git_provider", "host": "127.0.0.1",
-            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "secret": CANARY}),
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "allow_plain_http": true, "secret": CANARY}),
     );
     let credential_id =
         credential["credential_id"].as_str().unwrap_or_else(|| panic!("{credential}")).to_owned();
@@ -145,9 +145,9 @@ fn a_lease_injects_for_its_one_host_and_the_secret_never_leaks() {
         "{seen_by_sandbox}"
     );
     // The placeholder where the sandbox put it (an SDK's own header).
-    let out = curl(&["-x", &proxy, "-H", &format!("x-api-key: {placeholder}"), &target]);
-    assert!(lease_host.last().contains(&format!("x-api-key: {CANARY}")), "{}", lease_host.last());
-    assert!(out.contains(&format!("x-api-key: {placeholder}")), "{out}");
+    let out = curl(&["-x", &proxy, "-H", &format!("authorization: Bearer {placeholder}"), &target]);
+    assert!(lease_host.last().contains(&format!("authorization: Bearer {CANARY}")), "{}", lease_host.last());
+    assert!(out.contains(&format!("authorization: Bearer {placeholder}")), "{out}");
     seen_by_sandbox.push_str(&out);
 
     // A placeholder in the URL is refused, not retryable.
@@ -190,14 +190,14 @@ fn a_lease_injects_for_its_one_host_and_the_secret_never_leaks() {
     let revoked =
         call("POST", &format!("/v1/leases/{}/revoke", granted["lease_id"].as_str().unwrap()), json!({}));
     assert_eq!(revoked["revoked"], 1, "{revoked}");
-    let out = curl(&["-x", &proxy2, "-H", &format!("x-api-key: {placeholder2}"), &target]);
+    let out = curl(&["-x", &proxy2, "-H", &format!("authorization: Bearer {placeholder2}"), &target]);
     assert!(out.contains("x-gatehouse-reason: lease_revoked"), "{out}");
     let (run3, proxy3) = new_run(&api_addr, &proxy_addr);
     let granted = lease(&api_addr, &run3, &credential_id, "127.0.0.1");
     let placeholder3 = granted["placeholder"].as_str().unwrap().to_owned();
     let ended = call("POST", &format!("/v1/runs/{run3}/end"), json!({"outcome": "succeeded"}));
     assert_eq!(ended["revoked"], json!({"grants": 1, "leases": 1}), "{ended}");
-    let out = curl(&["-x", &proxy3, "-H", &format!("x-api-key: {placeholder3}"), &target]);
+    let out = curl(&["-x", &proxy3, "-H", &format!("authorization: Bearer {placeholder3}"), &target]);
     assert!(out.contains("x-gatehouse-reason: run_not_live"), "{out}");
 
     // Leases of other tenants' credentials and of wrong hosts or purposes are refused.
@@ -215,7 +215,7 @@ fn a_lease_injects_for_its_one_host_and_the_secret_never_leaks() {
         "POST",
         "/v1/tenants/t2/credentials",
         json!({"name": "github", "purpose": "git_provider", "host": "127.0.0.1",
-            "inject": {"basic_username": "x-access-token"}, "secret": "t2-secret-value"}),
+            "inject": {"basic_username": "x-access-token"}, "allow_plain_http": true, "secret": "t2-secret-value"}),
     );
     let not_ours = lease(&api_addr, &run4, theirs["credential_id"].as_str().unwrap(), "127.0.0.1");
     assert_eq!(not_ours["error"]["reason"], "credential_unknown", "{not_ours}");
@@ -224,7 +224,7 @@ fn a_lease_injects_for_its_one_host_and_the_secret_never_leaks() {
         "POST",
         "/v1/tenants/t1/credentials",
         json!({"name": "gh-named", "purpose": "git_provider", "host": "GitHub.COM.",
-            "inject": {"basic_username": "x-access-token"}, "secret": "named-secret-value"}),
+            "inject": {"basic_username": "x-access-token"}, "allow_plain_http": true, "secret": "named-secret-value"}),
     );
     assert_eq!(named["host"], "github.com", "{named}");
     let same = lease(&api_addr, &run4, named["credential_id"].as_str().unwrap(), "github.COM.");
@@ -318,7 +318,7 @@ fn the_fetch_api_injects_scrubs_and_signs_webhooks_with_leases() {
         "POST",
         "/v1/tenants/t1/credentials",
         &json!({"name": "mcp", "purpose": "mcp_server", "host": "127.0.0.1",
-            "inject": {"header": "Authorization", "format": "token {secret}"}, "secret": CANARY}),
+            "inject": {"header": "Authorization", "format": "token {secret}"}, "allow_plain_http": true, "secret": CANARY}),
     );
     let signing = api(
         &api_addr,
@@ -350,14 +350,17 @@ fn the_fetch_api_injects_scrubs_and_signs_webhooks_with_leases() {
         &api_addr,
         "POST",
         "/v1/egress/fetch",
-        &json!({"grant": grant, "url": url, "purpose": "mcp", "headers": [["x-token", placeholder]]}),
+        &json!({"grant": grant, "url": url, "purpose": "mcp", "headers": [["authorization", format!("token {placeholder}")]]}),
     );
     assert_eq!(fetched["status"], 200, "{fetched}");
-    assert!(upstream.last().contains(&format!("x-token: {CANARY}")), "{}", upstream.last());
+    assert!(upstream.last().contains(&format!("authorization: token {CANARY}")), "{}", upstream.last());
     let body =
         base64::engine::general_purpose::STANDARD.decode(fetched["body_base64"].as_str().unwrap()).unwrap();
     let body = String::from_utf8(body).unwrap();
-    assert!(body.contains(&format!("x-token: {placeholder}")) && !body.contains(CANARY), "{body}");
+    assert!(
+        body.contains(&format!("authorization: token {placeholder}")) && !body.contains(CANARY),
+        "{body}"
+    );
     assert!(!fetched.to_string().contains(CANARY), "{fetched}");
 
     // A signed delivery: the receiver checks the signature with the secret;

@@ -82,7 +82,7 @@ fn create_credential(api_addr: &str, secret: &str) -> Value {
         "POST",
         "/v1/tenants/t1/credentials",
         &json!({"name": "github", "purpose": "git_provider", "host": "127.0.0.1",
-            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "secret": secret}),
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "allow_plain_http": true, "secret": secret}),
     )
 }
 
@@ -149,16 +149,16 @@ fn leases_hold_across_two_nodes_on_postgres_and_redis() {
     assert!(out.contains(&format!("authorization: Bearer {placeholder}")), "the echoed body too: {out}");
     assert!(!out.contains(&secret), "the sandbox saw the secret");
     // The placeholder where the sandbox put it.
-    let out = curl(&["-x", &run1_via_b, "-H", &format!("x-api-key: {placeholder}"), &target]);
+    let out = curl(&["-x", &run1_via_b, "-H", &format!("authorization: Bearer {placeholder}"), &target]);
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
-    assert!(upstream.last().contains(&format!("x-api-key: {secret}\r\n")), "{}", upstream.last());
+    assert!(upstream.last().contains(&format!("authorization: Bearer {secret}\r\n")), "{}", upstream.last());
     assert!(!out.contains(&secret), "the sandbox saw the secret");
 
     // Revoked on A: in force on B when the call returns (no wait, no retry).
     let revoked = api(&a.api, "POST", &format!("/v1/leases/{lease_id}/revoke"), &json!({}));
     assert_eq!(revoked, json!({"revoked": 1}));
     let before = upstream.count();
-    let out = curl(&["-x", &run1_via_b, "-H", &format!("x-api-key: {placeholder}"), &target]);
+    let out = curl(&["-x", &run1_via_b, "-H", &format!("authorization: Bearer {placeholder}"), &target]);
     assert!(out.starts_with("HTTP/1.1 403") && refused_with(&out, "lease_revoked"), "{out}");
     assert!(out.contains("x-gatehouse-retryable: false"), "{out}");
     let out = curl(&["-x", &run1_via_b, &target]);
@@ -197,7 +197,7 @@ fn leases_hold_across_two_nodes_on_postgres_and_redis() {
     assert_eq!(ended["revoked"], json!({"grants": 1, "leases": 1}), "{ended}");
     let run2_via_a = run2_via_b.replace(&b.proxy, &a.proxy);
     let before = upstream.count();
-    let out = curl(&["-x", &run2_via_a, "-H", &format!("x-api-key: {placeholder2}"), &target]);
+    let out = curl(&["-x", &run2_via_a, "-H", &format!("authorization: Bearer {placeholder2}"), &target]);
     assert!(refused_with(&out, "run_not_live"), "{out}");
     assert_eq!(upstream.count(), before, "nothing reached the upstream for an ended run");
 
@@ -252,10 +252,10 @@ fn redis_down_means_no_injection() {
     let credential_id = str_of(&credential, "credential_id").to_owned();
     let (run_id, proxy, run) = new_run(&node.api, &node.proxy);
     let placeholder = str_of(&lease(&node.api, &run_id, &credential_id), "placeholder").to_owned();
-    let with_placeholder = format!("x-api-key: {placeholder}");
+    let with_placeholder = format!("authorization: Bearer {placeholder}");
     let out = curl(&["-x", &proxy, "-H", &with_placeholder, &target]);
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
-    assert!(upstream.last().contains(&format!("x-api-key: {secret}\r\n")), "{}", upstream.last());
+    assert!(upstream.last().contains(&format!("authorization: Bearer {secret}\r\n")), "{}", upstream.last());
     // The same lease through the fetch API, and in an intercepted tunnel.
     let fetch = |headers: Value| {
         api(
@@ -265,9 +265,9 @@ fn redis_down_means_no_injection() {
             &json!({"grant": run["grant"], "url": target, "purpose": "git_provider", "headers": headers}),
         )
     };
-    let fetched = fetch(json!([["x-api-key", placeholder]]));
+    let fetched = fetch(json!([["authorization", format!("Bearer {placeholder}")]]));
     assert_eq!(fetched["status"], 200, "{fetched}");
-    assert!(upstream.last().contains(&format!("x-api-key: {secret}\r\n")), "{}", upstream.last());
+    assert!(upstream.last().contains(&format!("authorization: Bearer {secret}\r\n")), "{}", upstream.last());
     let ca_file = tmp.path().join("gatehouse-ca.pem");
     std::fs::write(&ca_file, str_of(&run, "ca_certificate_pem")).unwrap();
     let https = format!("https://127.0.0.1:{}/repo", tls_upstream.port);
@@ -300,7 +300,7 @@ fn redis_down_means_no_injection() {
     assert_eq!(upstream.count(), before, "nothing reached the upstream without the ledger");
     assert!(!out.contains(&secret));
     // The fetch API says the same, and no tunnel opens.
-    let refused = fetch(json!([["x-api-key", placeholder]]));
+    let refused = fetch(json!([["authorization", format!("Bearer {placeholder}")]]));
     assert_eq!(
         (refused["error"]["reason"].as_str(), refused["error"]["retryable"].as_bool()),
         (Some("lease_unavailable"), Some(true)),
@@ -324,7 +324,7 @@ fn redis_down_means_no_injection() {
         curl(&["-x", &proxy, "-H", &with_placeholder, &target]).starts_with("HTTP/1.1 200")
     });
     assert!(back.is_some(), "the lease did not work again when Redis came back");
-    assert!(upstream.last().contains(&format!("x-api-key: {secret}\r\n")), "{}", upstream.last());
+    assert!(upstream.last().contains(&format!("authorization: Bearer {secret}\r\n")), "{}", upstream.last());
     let out = curl(&["-x", &proxy, &target]);
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     assert!(upstream.last().contains(&format!("authorization: Bearer {secret}\r\n")), "{}", upstream.last());
@@ -345,9 +345,9 @@ fn redis_down_means_no_injection() {
     assert_eq!(upstream.count(), before, "nothing reached the upstream for a grant the ledger lost");
     let (fresh_run, fresh_proxy, _) = new_run(&node.api, &node.proxy);
     let fresh = str_of(&lease(&node.api, &fresh_run, &credential_id), "placeholder").to_owned();
-    let out = curl(&["-x", &fresh_proxy, "-H", &format!("x-api-key: {fresh}"), &target]);
+    let out = curl(&["-x", &fresh_proxy, "-H", &format!("authorization: Bearer {fresh}"), &target]);
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
-    assert!(upstream.last().contains(&format!("x-api-key: {secret}\r\n")), "{}", upstream.last());
+    assert!(upstream.last().contains(&format!("authorization: Bearer {secret}\r\n")), "{}", upstream.last());
 }
 
 /// `pg_dump` on PATH, else PostgreSQL 15's own; never skipped.
@@ -391,7 +391,7 @@ fn the_canary_is_in_no_postgres_row_json_log_answer_or_metric() {
         "POST",
         "/v1/tenants/t1/credentials",
         json!({"name": "github", "purpose": "git_provider", "host": "127.0.0.1",
-            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "secret": secret}),
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "allow_plain_http": true, "secret": secret}),
     );
     let credential_id = str_of(&credential, "credential_id").to_owned();
     let (run_id, proxy, run) = new_run(&node.api, &node.proxy);
@@ -407,8 +407,8 @@ fn the_canary_is_in_no_postgres_row_json_log_answer_or_metric() {
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     assert!(upstream.last().contains(&format!("authorization: Bearer {secret}\r\n")), "{}", upstream.last());
     seen_by_sandbox.push_str(&out);
-    let out = curl(&["-x", &proxy, "-H", &format!("x-api-key: {placeholder}"), &target]);
-    assert!(upstream.last().contains(&format!("x-api-key: {secret}\r\n")), "{}", upstream.last());
+    let out = curl(&["-x", &proxy, "-H", &format!("authorization: Bearer {placeholder}"), &target]);
+    assert!(upstream.last().contains(&format!("authorization: Bearer {secret}\r\n")), "{}", upstream.last());
     seen_by_sandbox.push_str(&out);
 
     // The leak: the placeholder toward another host.

@@ -4,7 +4,7 @@
 
 use std::process::{Command, Output};
 
-use gatehouse_capability::{CredentialContext, SealedSecret, SealingKey, SealingKeys};
+use gatehouse_capability::{SealedSecret, SealingKey, SealingKeys};
 use gatehouse_config::names;
 use gatehouse_store::{Credential, PageRequest, Store, StoreConfig};
 use serde_json::{Value, json};
@@ -49,9 +49,7 @@ async fn rows(url: &str) -> Vec<Credential> {
 
 fn opened(keys: &SealingKeys, c: &Credential) -> Result<String, String> {
     let sealed = SealedSecret::parse(&c.sealed).map_err(|e| e.to_string())?;
-    let context =
-        CredentialContext { tenant_id: &c.tenant_id, credential_id: &c.credential_id, version: c.version };
-    let secret = keys.open(&sealed, &context).map_err(|e| e.code().to_owned())?;
+    let secret = keys.open(&sealed, &c.sealing_context()).map_err(|e| e.code().to_owned())?;
     Ok(String::from_utf8(secret.expose().to_vec()).unwrap())
 }
 
@@ -62,7 +60,7 @@ fn assert_quiet(output: &str, sealed: &[String], keys: &[&str]) {
     }
     for value in sealed {
         assert!(!output.contains(value.as_str()), "a sealed value was printed: {output}");
-        let body = value.trim_start_matches("ghc1.");
+        let body = value.trim_start_matches("ghc2.");
         assert!(!output.contains(&body[..24]), "part of a sealed value was printed: {output}");
     }
     for key in keys {
