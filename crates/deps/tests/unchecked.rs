@@ -232,9 +232,10 @@ fn versions_are_read_as_osv_dev_reads_them() {
     // npm and crates.io: a missing minor or patch is 0, a leading v tolerated.
     assert_eq!(compare(Ecosystem::Npm, "1.2", "1.2.0").unwrap(), Equal);
     assert_eq!(compare(Ecosystem::CratesIo, "v0.9.4", "0.9.4").unwrap(), Equal);
-    // Build metadata and PEP 440 local labels: kept, ignored for ordering.
+    // Build metadata: kept, ignored for ordering. PEP 440 local labels:
+    // ordered as PEP 440 orders them, ignored by a bound that has none.
     assert_eq!(compare(Ecosystem::Npm, "2.1.6+git", "2.1.6").unwrap(), Equal);
-    assert_eq!(compare(Ecosystem::PyPI, "2.3.1+cpu", "2.3.1").unwrap(), Equal);
+    assert_eq!(compare(Ecosystem::PyPI, "2.3.1+cpu", "2.3.1").unwrap(), Greater);
     let tf = Package::new(Ecosystem::PyPI, "tensorflow", "2.3.1+cpu");
     let index = Index::new(vec![advisory("osv/PyPI/PYSEC-2021-150.json")]);
     assert_eq!(index.evaluate(&tf).affected.len(), 1, "2.3.1+cpu is 2.3.1 for the range");
