@@ -633,6 +633,27 @@ impl Index {
             .collect()
     }
 
+    /// The advisories (not withdrawn) with an `affected[]` entry for
+    /// `package` whose `versions` list holds its version exactly: equal as
+    /// strings once both are trimmed, nothing looser. All that can be said of
+    /// a version its ecosystem's scheme cannot read (a legacy PyPI version
+    /// such as `0.9-eevee`), whose ranges cannot be evaluated; sorted by id.
+    pub fn listing_version(&self, package: &Package) -> Vec<&Advisory> {
+        let name = same_name_key(package.ecosystem, &package.name);
+        let Some(group) = self.by_name[eco_index(package.ecosystem)].get(&*name) else {
+            return Vec::new();
+        };
+        let mut out: Vec<&Advisory> = Vec::new();
+        for entry in &group.entries {
+            let advisory = &self.advisories[entry.advisory as usize];
+            // Entries of one advisory are adjacent: `last` is enough to dedup.
+            if out.last().is_none_or(|a| a.id != advisory.id) && lists_version(advisory, package) {
+                out.push(advisory);
+            }
+        }
+        out
+    }
+
     /// The advisories held (withdrawn ones included), sorted by id, one per id.
     pub fn advisories(&self) -> &[Advisory] {
         &self.advisories
@@ -756,7 +777,7 @@ impl Index {
             };
         }
         if !entry.versions.is_empty() || !entry.unparsed_versions.is_empty() {
-            if entry.unparsed_versions.iter().any(|v| **v == *query.raw) {
+            if entry.unparsed_versions.iter().any(|v| v.trim() == query.raw.trim()) {
                 return Ok(true);
             }
             match query.position(Scheme::of(query.ecosystem)) {
@@ -772,7 +793,7 @@ impl Index {
                 }
                 Err(_) => {
                     let listed = &self.advisories[entry.advisory as usize].affected[entry.affected as usize];
-                    if listed.versions.iter().any(|v| *v == query.raw) {
+                    if listed.versions.iter().any(|v| v.trim() == query.raw.trim()) {
                         return Ok(true);
                     }
                 }
@@ -848,6 +869,23 @@ impl<'a> Query<'a> {
         });
         slot.as_ref().map(|p| *p)
     }
+}
+
+/// Whether `advisory` (not withdrawn) lists `package`'s exact version in the
+/// `versions` of an `affected[]` entry for the package: equal as strings
+/// once both are trimmed. What [`Index::listing_version`] asks of each
+/// advisory, for one fetched on its own (the OSV API's answers).
+pub fn lists_version(advisory: &Advisory, package: &Package) -> bool {
+    let version = package.version.trim();
+    let name = same_name_key(package.ecosystem, &package.name);
+    !version.is_empty()
+        && !advisory.is_withdrawn()
+        && advisory.affected.iter().any(|a| {
+            a.package.as_ref().is_some_and(|p| {
+                ecosystem_from_osv(&p.ecosystem) == Some(package.ecosystem)
+                    && same_name_key(package.ecosystem, &p.name) == name
+            }) && a.versions.iter().any(|v| v.trim() == version)
+        })
 }
 
 /// The `fixed` versions that would end `package`'s exposure to `advisory`:
