@@ -17,7 +17,17 @@
 //! - A withdrawn advisory never matches.
 //! - A version equal to one of an entry's `versions` is affected: equal as a
 //!   string, or equal in the ecosystem's ordering (PEP 440 `1.0` is `1.0.0`;
-//!   Go's `v1.2.3` is OSV's `1.2.3`).
+//!   Go's `v1.2.3` is OSV's `1.2.3`). A version that does not parse in its
+//!   ecosystem's scheme is still matched against `versions` as a string
+//!   (trimmed), so a legacy PyPI version such as `0.9-eevee` finds the
+//!   advisories that list it; its ranges cannot be read (an
+//!   [`MatchErrorCode::InvalidPackageVersion`] error, as before).
+//! - PEP 440's local labels: a bound or listed version without one is
+//!   compared with the package's public version (`1.0+ubuntu1` is `1.0`
+//!   for `last_affected: 1.0` and for a listed `1.0`), as PEP 440 matches a
+//!   specifier without a label; one with a label is compared with the whole
+//!   version (`1.0+ubuntu1 < 1.0+ubuntu2`). Either way the version is
+//!   compared the way PEP 440 orders versions (see [`crate::version`]).
 //! - `SEMVER` ranges order by SemVer 2.0 precedence, `ECOSYSTEM` ranges by
 //!   the ecosystem's own order (see [`crate::version`]). Events are sorted by
 //!   version, `introduced: "0"` lowest, and walked as the pseudo-code does:
@@ -199,9 +209,16 @@ impl<P: Ord> CompiledRange<P> {
     /// unreadable event that could fire last agrees with the readable
     /// answer; an unreadable `limit` adds "not affected" (the version may be
     /// above it) unless a readable limit is already above the version.
-    fn contains(&self, v: &P) -> Result<bool, &Unreadable> {
+    ///
+    /// `at` orders a bound against the version: `at(bound)` is
+    /// `bound.cmp(version)`, with the version read as that bound needs it
+    /// (its public version for a PEP 440 bound without a local label). The
+    /// bounds that come out at or below the version are always a prefix of
+    /// the sorted events: a bound below one that is at or below the version
+    /// is at or below it too, label or not.
+    fn contains(&self, at: impl Fn(&P) -> Ordering) -> Result<bool, &Unreadable> {
         let unreadable_limit = self.unreadable.iter().any(|u| u.kind.is_none());
-        let below_a_limit = self.limits.iter().any(|l| l > v);
+        let below_a_limit = self.limits.iter().any(|l| at(l) == Ordering::Greater);
         let before_limits = if (self.limits.is_empty() && !unreadable_limit) || below_a_limit {
             Some(true)
         } else if unreadable_limit {
@@ -217,7 +234,7 @@ impl<P: Ord> CompiledRange<P> {
         // relative to `v` (below or at) and its place in the advisory's list.
         let mut last_change: Option<(Ordering, u32)> = None;
         for (bound, kind, index) in &self.events {
-            let ord = bound.cmp(v);
+            let ord = at(bound);
             if ord == Ordering::Greater {
                 // Every later event is at or above this one: none can fire.
                 break;
@@ -360,6 +377,16 @@ impl Table {
             Err(i) => 2 * i + 1,
         };
         u32::try_from(slot).unwrap_or(INFINITY - 1)
+    }
+
+    /// True if `position` is a table entry with a PEP 440 local label.
+    fn has_local(&self, position: u32) -> bool {
+        position.is_multiple_of(2)
+            && position != ZERO
+            && usize::try_from(position / 2 - 1)
+                .ok()
+                .and_then(|i| self.sorted.get(i))
+                .is_some_and(Version::has_local)
     }
 
     fn bound(&self, b: Bound) -> u32 {
@@ -606,6 +633,27 @@ impl Index {
             .collect()
     }
 
+    /// The advisories (not withdrawn) with an `affected[]` entry for
+    /// `package` whose `versions` list holds its version exactly: equal as
+    /// strings once both are trimmed, nothing looser. All that can be said of
+    /// a version its ecosystem's scheme cannot read (a legacy PyPI version
+    /// such as `0.9-eevee`), whose ranges cannot be evaluated; sorted by id.
+    pub fn listing_version(&self, package: &Package) -> Vec<&Advisory> {
+        let name = same_name_key(package.ecosystem, &package.name);
+        let Some(group) = self.by_name[eco_index(package.ecosystem)].get(&*name) else {
+            return Vec::new();
+        };
+        let mut out: Vec<&Advisory> = Vec::new();
+        for entry in &group.entries {
+            let advisory = &self.advisories[entry.advisory as usize];
+            // Entries of one advisory are adjacent: `last` is enough to dedup.
+            if out.last().is_none_or(|a| a.id != advisory.id) && lists_version(advisory, package) {
+                out.push(advisory);
+            }
+        }
+        out
+    }
+
     /// The advisories held (withdrawn ones included), sorted by id, one per id.
     pub fn advisories(&self) -> &[Advisory] {
         &self.advisories
@@ -729,18 +777,23 @@ impl Index {
             };
         }
         if !entry.versions.is_empty() || !entry.unparsed_versions.is_empty() {
-            if entry.unparsed_versions.iter().any(|v| **v == *query.raw) {
+            if entry.unparsed_versions.iter().any(|v| v.trim() == query.raw.trim()) {
                 return Ok(true);
             }
             match query.position(Scheme::of(query.ecosystem)) {
                 Ok(at) => {
-                    if entry.versions.binary_search(&at).is_ok() {
+                    // The whole version, or its public version for a listed
+                    // version without a local label (the public version's
+                    // position is a table entry only if that entry has none).
+                    if entry.versions.binary_search(&at.full).is_ok()
+                        || entry.versions.binary_search(&at.public).is_ok()
+                    {
                         return Ok(true);
                     }
                 }
                 Err(_) => {
                     let listed = &self.advisories[entry.advisory as usize].affected[entry.affected as usize];
-                    if listed.versions.iter().any(|v| *v == query.raw) {
+                    if listed.versions.iter().any(|v| v.trim() == query.raw.trim()) {
                         return Ok(true);
                     }
                 }
@@ -753,7 +806,10 @@ impl Index {
                     broken.get_or_insert_with(|| b.clone());
                 }
                 Compiled::Range(r) => match query.position(r.scheme) {
-                    Ok(at) => match r.contains(&at) {
+                    Ok(at) => match r.contains(|b| {
+                        let table = &query.group.tables[r.scheme.index()];
+                        b.cmp(if table.has_local(*b) { &at.full } else { &at.public })
+                    }) {
                         Ok(true) => return Ok(true),
                         Ok(false) => {}
                         Err(u) => {
@@ -787,7 +843,15 @@ struct Query<'a> {
     commit: Option<&'a str>,
     ecosystem: Ecosystem,
     group: &'a Group,
-    slots: [Option<Result<u32, VersionError>>; Scheme::COUNT],
+    slots: [Option<Result<Placed, VersionError>>; Scheme::COUNT],
+}
+
+/// A package version's positions in a table: the whole version's, and its
+/// public version's (the same but for a PEP 440 version with a local label).
+#[derive(Debug, Clone, Copy)]
+struct Placed {
+    full: u32,
+    public: u32,
 }
 
 impl<'a> Query<'a> {
@@ -795,12 +859,33 @@ impl<'a> Query<'a> {
         Self { raw, commit: None, ecosystem, group, slots: Default::default() }
     }
 
-    fn position(&mut self, scheme: Scheme) -> Result<u32, &VersionError> {
+    fn position(&mut self, scheme: Scheme) -> Result<Placed, &VersionError> {
         let (raw, group) = (self.raw, self.group);
-        let slot = self.slots[scheme.index()]
-            .get_or_insert_with(|| scheme.parse(raw).map(|v| group.tables[scheme.index()].position(&v)));
+        let slot = self.slots[scheme.index()].get_or_insert_with(|| {
+            scheme.parse(raw).map(|v| {
+                let table = &group.tables[scheme.index()];
+                Placed { full: table.position(&v), public: table.position(&v.public()) }
+            })
+        });
         slot.as_ref().map(|p| *p)
     }
+}
+
+/// Whether `advisory` (not withdrawn) lists `package`'s exact version in the
+/// `versions` of an `affected[]` entry for the package: equal as strings
+/// once both are trimmed. What [`Index::listing_version`] asks of each
+/// advisory, for one fetched on its own (the OSV API's answers).
+pub fn lists_version(advisory: &Advisory, package: &Package) -> bool {
+    let version = package.version.trim();
+    let name = same_name_key(package.ecosystem, &package.name);
+    !version.is_empty()
+        && !advisory.is_withdrawn()
+        && advisory.affected.iter().any(|a| {
+            a.package.as_ref().is_some_and(|p| {
+                ecosystem_from_osv(&p.ecosystem) == Some(package.ecosystem)
+                    && same_name_key(package.ecosystem, &p.name) == name
+            }) && a.versions.iter().any(|v| v.trim() == version)
+        })
 }
 
 /// The `fixed` versions that would end `package`'s exposure to `advisory`:
@@ -811,7 +896,7 @@ impl<'a> Query<'a> {
 /// that cannot be evaluated are skipped: [`Index::affecting`] reports them.
 pub fn fixed_versions(advisory: &Advisory, package: &Package) -> Vec<String> {
     let name = same_name_key(package.ecosystem, &package.name);
-    let mut parsed: [Option<Option<Bound>>; Scheme::COUNT] = Default::default();
+    let mut parsed: [Option<Option<Version>>; Scheme::COUNT] = Default::default();
     let mut found: Vec<(Version, &str)> = Vec::new();
     for affected in &advisory.affected {
         let Some(p) = &affected.package else { continue };
@@ -825,15 +910,22 @@ pub fn fixed_versions(advisory: &Advisory, package: &Package) -> Vec<String> {
             else {
                 continue;
             };
-            let v = parsed[r.scheme.index()]
-                .get_or_insert_with(|| r.scheme.parse(&package.version).ok().map(Bound::At));
-            let Some(v) = v else { continue };
-            if !matches!(r.contains(v), Ok(true)) {
+            let v = parsed[r.scheme.index()].get_or_insert_with(|| r.scheme.parse(&package.version).ok());
+            let Some(v) = v.as_ref() else { continue };
+            let public = v.public();
+            // As the index compares: a bound without a local label against
+            // the public version.
+            let at = |b: &Bound| match b {
+                Bound::Zero => Ordering::Less,
+                Bound::Infinity => Ordering::Greater,
+                Bound::At(x) => x.cmp(if x.has_local() { v } else { &public }),
+            };
+            if !matches!(r.contains(at), Ok(true)) {
                 continue;
             }
             for (bound, kind, i) in &r.events {
                 if let (Kind::Fixed, Bound::At(fixed)) = (kind, bound)
-                    && bound > v
+                    && at(bound) == Ordering::Greater
                 {
                     found.push((fixed.clone(), range.events[*i as usize].version()));
                 }

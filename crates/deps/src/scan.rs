@@ -8,7 +8,9 @@
 //! the scan could not be completed, and then the gate blocks (unless off).
 //!
 //! Nothing unchecked passes: a package whose version cannot be read in its
-//! ecosystem's scheme (`package_unreadable_version`), or that has no version
+//! ecosystem's scheme (`package_unreadable_version`: its ranges cannot be
+//! checked, but the advisories that list that exact version in
+//! `affected[].versions` are still findings), or that has no version
 //! and no commit to check it by (`package_no_version`), is an error naming
 //! the package and why; so is a git dependency with a commit and no
 //! version when asking the OSV API, which is asked by version only. Offline,
@@ -24,7 +26,7 @@ use serde::Serialize;
 
 use crate::gate::{self, GateDecision, GateMode};
 use crate::lockfile::{ParseError, Parsed};
-use crate::matching::{Index, fixed_versions};
+use crate::matching::{Index, fixed_versions, lists_version};
 use crate::osv::{self, Advisory};
 use crate::osv_client::{OsvClient, Transport};
 use crate::package::Package;
@@ -196,9 +198,13 @@ fn same_name(package: &Package, osv_name: &str) -> bool {
     }
 }
 
+/// The code of a version its ecosystem's scheme cannot read.
+const UNREADABLE_VERSION: &str = "package_unreadable_version";
+
 /// Why `package` cannot be checked by its version, if it cannot: no version
 /// (a commit can still decide: `commit_ok`), or one its ecosystem's scheme
-/// does not read.
+/// does not read ([`UNREADABLE_VERSION`]: only advisories that list the
+/// exact version can be found for it).
 fn uncheckable(package: &Package, commit_ok: bool) -> Option<ScanError> {
     let who = format!("{}/{}", package.ecosystem, crate::lockfile::short_text(&package.name));
     if package.version.is_empty() {
@@ -218,8 +224,10 @@ fn uncheckable(package: &Package, commit_ok: bool) -> Option<ScanError> {
     }
     let scheme = crate::version::Scheme::of(package.ecosystem);
     scheme.parse(&package.version).err().map(|e| ScanError {
-        code: "package_unreadable_version".into(),
-        message: format!("{who}: {e}; it cannot be checked"),
+        code: UNREADABLE_VERSION.into(),
+        message: format!(
+            "{who}: {e}; its version ranges cannot be checked (only advisories listing this exact version are reported)"
+        ),
     })
 }
 
@@ -229,6 +237,9 @@ pub fn findings_offline(index: &Index, packages: &[Package]) -> (Vec<Finding>, V
     let mut errors = Vec::new();
     for package in packages {
         if let Some(e) = uncheckable(package, true) {
+            if e.code == UNREADABLE_VERSION {
+                findings.extend(index.listing_version(package).into_iter().map(|a| finding(a, package)));
+            }
             errors.push(e);
             continue;
         }
@@ -248,26 +259,38 @@ pub fn findings_offline(index: &Index, packages: &[Package]) -> (Vec<Finding>, V
 /// that can be asked neither by version nor by commit is an error of its
 /// own, and any failure of the lookup itself fails it whole (no findings,
 /// one error). A git dependency without a version is asked by its commit.
+/// A version its scheme cannot read is an error too, and is still asked:
+/// of OSV's answers for it, only the advisories that list that exact version
+/// are findings (as offline).
 pub async fn findings_online<T: Transport>(
     client: &OsvClient<T>,
     packages: &[Package],
 ) -> (Vec<Finding>, Vec<ScanError>) {
     let mut errors = Vec::new();
-    let checkable: Vec<Package> = packages
-        .iter()
-        .filter(|p| match uncheckable(p, true) {
+    // Beside each package asked: whether only advisories listing its exact
+    // version count.
+    let mut checkable: Vec<Package> = Vec::new();
+    let mut exact_only: Vec<bool> = Vec::new();
+    for p in packages {
+        match uncheckable(p, true) {
             Some(e) => {
+                let unreadable = e.code == UNREADABLE_VERSION;
                 errors.push(e);
-                false
+                if unreadable {
+                    checkable.push(p.clone());
+                    exact_only.push(true);
+                }
             }
-            None => true,
-        })
-        .cloned()
-        .collect();
+            None => {
+                checkable.push(p.clone());
+                exact_only.push(false);
+            }
+        }
+    }
     if checkable.is_empty() {
         return (Vec::new(), errors);
     }
-    match lookup(client, &checkable).await {
+    match lookup(client, &checkable, &exact_only).await {
         Ok(findings) => (findings, errors),
         Err(e) => {
             errors.push(e);
@@ -277,9 +300,12 @@ pub async fn findings_online<T: Transport>(
 }
 
 /// The ids OSV says affect each version, each advisory fetched once.
+/// Where `exact_only[i]`, only advisories that list `packages[i]`'s exact
+/// version are kept.
 async fn lookup<T: Transport>(
     client: &OsvClient<T>,
     packages: &[Package],
+    exact_only: &[bool],
 ) -> Result<Vec<Finding>, ScanError> {
     let osv_error =
         |e: crate::osv_client::OsvError| ScanError { code: e.code().to_owned(), message: e.to_string() };
@@ -301,9 +327,10 @@ async fn lookup<T: Transport>(
         advisories.insert(id, advisory);
     }
     let mut findings = Vec::new();
-    for (package, ids) in packages.iter().zip(&ids) {
+    for ((package, ids), &exact_only) in packages.iter().zip(&ids).zip(exact_only) {
         for id in ids {
-            if let Some(a) = advisories.get(id).filter(|a| !a.is_withdrawn()) {
+            let kept = |a: &&Advisory| !a.is_withdrawn() && (!exact_only || lists_version(a, package));
+            if let Some(a) = advisories.get(id).filter(kept) {
                 findings.push(finding(a, package));
             }
         }

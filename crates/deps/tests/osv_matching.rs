@@ -73,12 +73,12 @@ fn one(id: &str, ecosystem: &str, name: &str, ranges: serde_json::Value) -> Advi
 #[test]
 fn loads_every_fixture_in_path_order() {
     let advisories = osv::load_dir(&fixtures()).unwrap();
-    assert_eq!(advisories.len(), 32);
+    assert_eq!(advisories.len(), 34);
     // Go/ < PyPI/ < RubyGems/ < crates.io/ < npm/ (byte order of the paths).
     assert_eq!(advisories[0].id, "GO-2022-0755");
-    assert_eq!(advisories[31].id, "GHSA-wc69-rhjr-hc9g");
+    assert_eq!(advisories[33].id, "GHSA-wc69-rhjr-hc9g");
     let index = index();
-    assert_eq!(index.len(), 32);
+    assert_eq!(index.len(), 34);
     assert_eq!(index.withdrawn(), 3);
     assert_eq!(index.duplicates(), 0);
     // GitHub Actions:word-wrap and NuGet:Moment.js.
@@ -330,6 +330,85 @@ fn pypi_versions_only_and_withdrawn() {
     check(PyPI, "gratient", "0.6", &[]);
     // PYSEC-2022-15: loguru, withdrawn.
     check(PyPI, "loguru", "0.5.3", &[]);
+}
+
+/// PEP 440 orders `1.0+ubuntu1` above `1.0`, but a specifier without a
+/// local label ignores the candidate's ("Version matching", "Inclusive
+/// ordered comparison"): a bound or listed version with no label is
+/// compared with the package's public version, one with a label with the
+/// whole version.
+#[test]
+fn local_versions_match_as_their_public_version() {
+    let index = Index::new(vec![
+        one(
+            "LA-1",
+            "PyPI",
+            "a",
+            json!([{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"last_affected": "1.0"}]}]),
+        ),
+        one(
+            "FX-1",
+            "PyPI",
+            "b",
+            json!([{"type": "ECOSYSTEM", "events": [{"introduced": "1.0"}, {"fixed": "2.0"}]}]),
+        ),
+        one(
+            "LO-1",
+            "PyPI",
+            "c",
+            json!([{"type": "ECOSYSTEM", "events": [{"introduced": "1.0+ubuntu2"}, {"fixed": "1.0+ubuntu5"}]}]),
+        ),
+        advisory(json!({
+            "id": "VS-1", "modified": "2024-01-01T00:00:00Z",
+            "affected": [{"package": {"ecosystem": "PyPI", "name": "d"}, "versions": ["1.0", "1.1+vendor"]}]
+        })),
+        one(
+            "MX-1",
+            "PyPI",
+            "e",
+            json!([{"type": "ECOSYSTEM", "events": [{"introduced": "1.0"}, {"fixed": "1.0+fix"}]}]),
+        ),
+    ]);
+    // last_affected 1.0: a build of 1.0 is 1.0.
+    check_in(&index, PyPI, "a", "1.0+ubuntu1", &["LA-1"]);
+    check_in(&index, PyPI, "a", "1.0.post1+ubuntu1", &[]);
+    check_in(&index, PyPI, "a", "1.0a1+x", &["LA-1"]);
+    // introduced 1.0, fixed 2.0: 2.0+x is a build of the fix.
+    check_in(&index, PyPI, "b", "1.0+x", &["FX-1"]);
+    check_in(&index, PyPI, "b", "2.0+x", &[]);
+    check_in(&index, PyPI, "b", "2.0.dev1+x", &["FX-1"]);
+    // Bounds with labels compare whole versions.
+    check_in(&index, PyPI, "c", "1.0", &[]);
+    check_in(&index, PyPI, "c", "1.0+ubuntu1", &[]);
+    check_in(&index, PyPI, "c", "1.0+ubuntu2", &["LO-1"]);
+    check_in(&index, PyPI, "c", "1.0+ubuntu4.9", &["LO-1"]);
+    check_in(&index, PyPI, "c", "1.0+ubuntu5", &[]);
+    check_in(&index, PyPI, "c", "1.0+ubuntu10", &[]);
+    check_in(&index, PyPI, "c", "1.0.post1", &[]);
+    // Listed versions: `1.0` lists every build of 1.0, `1.1+vendor` only itself.
+    check_in(&index, PyPI, "d", "1.0+anything", &["VS-1"]);
+    check_in(&index, PyPI, "d", "1.0.0", &["VS-1"]);
+    check_in(&index, PyPI, "d", "1.1+vendor", &["VS-1"]);
+    check_in(&index, PyPI, "d", "1.1", &[]);
+    check_in(&index, PyPI, "d", "1.1+other", &[]);
+    // Mixed: introduced 1.0 (any build of it), fixed at the build 1.0+fix.
+    check_in(&index, PyPI, "e", "1.0", &["MX-1"]);
+    check_in(&index, PyPI, "e", "1.0+a", &["MX-1"]);
+    check_in(&index, PyPI, "e", "1.0+fix", &[]);
+    check_in(&index, PyPI, "e", "1.0+fix.1", &[]);
+    check_in(&index, PyPI, "e", "1.0.post1", &[]);
+    // fixed_versions reads ranges the same way.
+    let b = index.get("FX-1").unwrap();
+    assert_eq!(fixed_versions(b, &Package::new(PyPI, "b", "1.0+x")), ["2.0"]);
+    assert!(fixed_versions(b, &Package::new(PyPI, "b", "2.0+x")).is_empty());
+    let e = index.get("MX-1").unwrap();
+    assert_eq!(fixed_versions(e, &Package::new(PyPI, "e", "1.0+a")), ["1.0+fix"]);
+    assert!(fixed_versions(index.get("LO-1").unwrap(), &Package::new(PyPI, "c", "1.0+ubuntu5")).is_empty());
+}
+
+#[track_caller]
+fn check_in(index: &Index, eco: Ecosystem, name: &str, version: &str, want: &[&str]) {
+    assert_eq!(ids(index, eco, name, version), want, "{eco}/{name}@{version}");
 }
 
 #[test]
@@ -875,13 +954,167 @@ fn pep440_examples() {
     equal(Scheme::Pep440, &["1.0.post1", "1.0-1", "1.0post1", "1.0.rev1", "1.0-r1"]);
     equal(Scheme::Pep440, &["1.0.dev0", "1.0.dev", "1.0-dev0"]);
     equal(Scheme::Pep440, &["1.0+ubuntu-1", "1.0+ubuntu.1", "1.0+ubuntu_1"]);
-    // Local labels are ignored for ordering, as PEP 440 ignores them when
-    // matching a specifier: `1.0+abc.5` is a build of 1.0 (PEP 440 would sort
-    // them 1.0 < 1.0+abc.5 < 1.0+abc.7 < 1.0+5, and miss `last_affected: 1.0`).
-    equal(Scheme::Pep440, &["1.0", "1.0+abc.5", "1.0+abc.7", "1.0+5"]);
+    // Local versions sort above their public version (PEP 440, "Local
+    // version identifiers"); matching ignores the label where a bound has
+    // none (see `local_versions_match_as_their_public_version`).
+    ascending(Scheme::Pep440, &["1.0", "1.0+abc.5", "1.0+abc.7", "1.0+5", "1.0.post1"]);
     for bad in ["", "1.0-n653", "2019-09-12", "abc", "1.0+", "1..0"] {
         assert!(Scheme::Pep440.parse(bad).is_err(), "{bad:?}");
     }
+}
+
+fn pep440_fixture(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pep440").join(name);
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn fixture_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
+/// packaging's `VERSIONS` list (tests/test_version.py): every version
+/// strictly below the next, every one equal to itself and to its own
+/// normalized spelling.
+#[test]
+fn pep440_orders_packagings_versions_list() {
+    let text = pep440_fixture("packaging-versions.txt");
+    let list: Vec<&str> = fixture_lines(&text).collect();
+    assert_eq!(list.len(), 92);
+    let mut wrong = Vec::new();
+    for pair in list.windows(2) {
+        let (a, b) = (parse(Scheme::Pep440, pair[0]), parse(Scheme::Pep440, pair[1]));
+        if a.cmp(&b) != Ordering::Less || b.cmp(&a) != Ordering::Greater {
+            wrong.push(format!("{} < {}: got {:?}", pair[0], pair[1], a.cmp(&b)));
+        }
+    }
+    assert!(wrong.is_empty(), "{} pairs out of order:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+/// packaging's normalization cases (test_normalized_versions): each
+/// spelling equals its normalized form, and both hash alike.
+#[test]
+fn pep440_normalizes_as_packaging_does() {
+    let text = pep440_fixture("packaging-normalized.txt");
+    let mut pairs: Vec<(String, String)> = fixture_lines(&text)
+        .map(|l| {
+            let (a, b) = l.split_once(' ').unwrap();
+            (a.to_owned(), b.to_owned())
+        })
+        .collect();
+    assert_eq!(pairs.len(), 100);
+    // The two with whitespace around them (Python's `\s`: Unicode white
+    // space, U+202F and U+2029 among it).
+    pairs.push(("   v1.0\t\n".to_owned(), "1.0".to_owned()));
+    pairs.push(("\u{202f}1.0\t\u{2029}\n ".to_owned(), "1.0".to_owned()));
+    for (spelling, normalized) in &pairs {
+        let (a, b) = (parse(Scheme::Pep440, spelling), parse(Scheme::Pep440, normalized));
+        assert_eq!(a, b, "{spelling:?} is {normalized:?}");
+        assert_eq!(hash_of(&a), hash_of(&b), "{spelling:?}");
+    }
+    // packaging's invalid versions stay invalid.
+    for bad in [
+        "french toast",
+        "1.0+a+",
+        "1.0++",
+        "1.0+_foobar",
+        "1.0+foo&asd",
+        "1.0+1+1",
+        "1. 0",
+        "1 .0",
+        "1. 0a1",
+        "1 .0a1",
+        "1.0 a1",
+        "1.0a 1",
+        "\u{660}\u{661}\u{662}.\u{663}\u{664}\u{665}.\u{666}\u{667}\u{668}\u{669}",
+        ".",
+        "..",
+        "1..0",
+        "1.0.",
+        ".1.0",
+        "1..2.3",
+        "1.0+\u{130}",
+    ] {
+        assert!(Scheme::Pep440.parse(bad).is_err(), "{bad:?}");
+    }
+}
+
+/// Hand-written `A < B` / `A = B` / `A > B` lines from PEP 440 (the format
+/// of osv-scalibr's `pypi-versions.txt`), each checked against packaging.
+#[test]
+fn pep440_pairs_from_the_pep() {
+    let text = pep440_fixture("pypi-pairs.txt");
+    let mut wrong = Vec::new();
+    let mut count = 0;
+    for line in fixture_lines(&text) {
+        let parts: Vec<&str> = line.split(' ').collect();
+        let [a, op, b] = parts[..] else { panic!("{line:?}") };
+        let want = match op {
+            "<" => Ordering::Less,
+            "=" => Ordering::Equal,
+            ">" => Ordering::Greater,
+            _ => panic!("{line:?}"),
+        };
+        let (x, y) = (parse(Scheme::Pep440, a), parse(Scheme::Pep440, b));
+        if x.cmp(&y) != want || y.cmp(&x) != want.reverse() || (x == y) != (want == Ordering::Equal) {
+            wrong.push(format!("{line}: got {:?}", x.cmp(&y)));
+        }
+        count += 1;
+    }
+    assert_eq!(count, 108);
+    assert!(wrong.is_empty(), "{} pairs wrong:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+/// 4,000 random spellings from a PEP 440 grammar (epochs, `v`, leading
+/// zeros, every pre/post/dev spelling and separator, implicit post-releases,
+/// local labels, numbers past 64 bits), sorted by packaging.version.Version:
+/// see `tests/fixtures/pep440/generate.py`. Each line is one version (its
+/// spellings equal), strictly below the next line's.
+///
+/// The one known difference: `pep440_rs` holds numbers in 64 bits, so a
+/// spelling with a number above `u64::MAX` is refused (an unreadable
+/// version: the scan says so and blocks), never misordered. Every other
+/// spelling reads and orders as packaging orders it.
+#[test]
+fn pep440_agrees_with_packaging_on_generated_versions() {
+    let text = pep440_fixture("pep440-sorted.txt");
+    let lines: Vec<Vec<&str>> = fixture_lines(&text).map(|l| l.split(' ').collect()).collect();
+    assert!(lines.len() > 3500, "{}", lines.len());
+    let mut wrong = Vec::new();
+    let (mut compared, mut refused) = (0, 0);
+    let mut previous: Option<(Version, &str)> = None;
+    for line in &lines {
+        let mut versions: Vec<(Version, &str)> = Vec::new();
+        for s in line {
+            match Scheme::Pep440.parse(s) {
+                Ok(v) => versions.push((v, s)),
+                Err(_) if has_number_past_u64(s) => refused += 1,
+                Err(e) => wrong.push(format!("packaging reads {s:?}: {e}")),
+            }
+        }
+        let Some((first, first_s)) = versions.first().cloned() else { continue };
+        for (v, s) in &versions[1..] {
+            if *v != first || hash_of(v) != hash_of(&first) {
+                wrong.push(format!("{s} = {first_s}"));
+            }
+        }
+        if let Some((p, ps)) = &previous
+            && p.cmp(&first) != Ordering::Less
+        {
+            wrong.push(format!("{ps} < {first_s}: got {:?}", p.cmp(&first)));
+        }
+        compared += versions.len();
+        previous = Some((first, first_s));
+    }
+    assert!(wrong.is_empty(), "{} disagreements:\n{}", wrong.len(), wrong.join("\n"));
+    assert!(compared > 3800 && refused > 0 && refused < 200, "{compared} compared, {refused} refused");
+}
+
+/// A run of digits whose value is above `u64::MAX`.
+fn has_number_past_u64(s: &str) -> bool {
+    s.split(|c: char| !c.is_ascii_digit()).any(|run| {
+        let digits = run.trim_start_matches('0');
+        digits.len() > 20 || (digits.len() == 20 && digits > "18446744073709551615")
+    })
 }
 
 #[test]

@@ -739,6 +739,77 @@ fn requirements_includes_read_from_disk_stay_under_their_root() {
     assert_exactly(&parse_repo(&repo, "x==1\n", None).unwrap(), &[("x", "1")]);
 }
 
+/// An include that climbs out of the root's directory and comes straight
+/// back in (`./../pip/other.txt` from a lockfile in `pip/`) names a file
+/// inside the root: judged on the path resolved lexically against the
+/// including file's directory, it is read. One that lands anywhere else
+/// stays refused, with the same error as any include outside.
+#[test]
+fn requirements_includes_that_climb_out_and_back_in_are_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pip = tmp.path().join("pip");
+    let made = std::fs::create_dir_all(pip.join("sub"))
+        .and_then(|()| std::fs::create_dir(tmp.path().join("pip2")))
+        .and_then(|()| std::fs::write(pip.join("other.txt"), "other==1\n"))
+        .and_then(|()| std::fs::write(pip.join("sub/deep.txt"), "-r ../../pip/other.txt\ndeep==1\n"))
+        .and_then(|()| std::fs::write(tmp.path().join("pip2/other.txt"), "stolen==1\n"))
+        .and_then(|()| std::fs::write(tmp.path().join("secret.txt"), "stolen==1\n"));
+    made.unwrap();
+
+    // From disk: up and back into the root, from the top-level file and from
+    // an included file one level down.
+    let p = parse_repo(&pip, "-r ./../pip/other.txt\nmain==1\n", None).unwrap();
+    assert_exactly(&p, &[("main", "1"), ("other", "1")]);
+    let p = parse_repo(&pip, "-r sub/deep.txt\n", None).unwrap();
+    assert_exactly(&p, &[("deep", "1"), ("other", "1")]);
+    // The same, with the root given above the lockfile's directory.
+    let p = parse_repo(&pip.join("sub"), "-r ./../../pip/other.txt\n", Some(&pip)).unwrap();
+    assert_exactly(&p, &[("other", "1")]);
+    // Escaping: a sibling whose name starts like the root's, the directory
+    // above, a detour through the root that ends outside it.
+    let refused = parse_repo(&pip, "-r ./../pip2/other.txt\n", None).unwrap_err();
+    assert_err(&refused, ParseErrorCode::IncludeOutsideRoot, Some(1));
+    for written in
+        ["../secret.txt", "./../pip/../secret.txt", "../pip/sub/../../secret.txt", "../../pip/other.txt"]
+    {
+        let e = parse_repo(&pip, &format!("ok==1\n-r {written}\n"), None).unwrap_err();
+        assert_err(&e, ParseErrorCode::IncludeOutsideRoot, Some(2));
+        assert_eq!(e.message, refused.message, "{written}: one and the same refusal");
+        assert!(!e.to_string().contains("secret") && !e.to_string().contains("pip2"), "{e}");
+    }
+
+    // osv-scanner's cyclic fixture: cyclic-r-complex-2.txt includes
+    // `./../pip/cyclic-r-complex-1.txt` from a directory named `pip`.
+    let peer = fixtures().join("requirements/peer-osv-scanner/pip");
+    let bytes = std::fs::read(peer.join("cyclic-r-complex-1.txt")).unwrap();
+    let p = parse_file(&peer.join("cyclic-r-complex-1.txt"), &bytes, None).unwrap();
+    assert_exactly(&p, &[("cyclic-r-complex", "1"), ("cyclic-r-complex", "2"), ("cyclic-r-complex", "3")]);
+
+    // Through the callback, the root is the top-level file's directory as
+    // named: the include comes back into `pip/` and is asked for by its
+    // resolved name; without a directory in the name it cannot come back.
+    let list = [("other.txt", "other==1\n")];
+    let mut asked = Vec::new();
+    let p =
+        parse_with("pip/requirements.txt", b"-r ./../pip/other.txt\n", Some(&mut files(&list, &mut asked)))
+            .unwrap();
+    assert_exactly(&p, &[("other", "1")]);
+    assert_eq!(asked, ["other.txt"]);
+    let mut asked = Vec::new();
+    let e =
+        parse_with("pip/requirements.txt", b"-r ./../pip2/other.txt\n", Some(&mut files(&list, &mut asked)))
+            .unwrap_err();
+    assert_err(&e, ParseErrorCode::IncludeOutsideRoot, Some(1));
+    let e = parse_with("requirements.txt", b"-r ./../pip/other.txt\n", Some(&mut files(&list, &mut asked)))
+        .unwrap_err();
+    assert_err(&e, ParseErrorCode::IncludeOutsideRoot, Some(1));
+    // Resolved, a name is checked again: this one is a drive (`C:x`).
+    let e = parse_with("pip/requirements.txt", b"-r ../pip/C:x\n", Some(&mut files(&list, &mut asked)))
+        .unwrap_err();
+    assert_err(&e, ParseErrorCode::IncludeOutsideRoot, Some(1));
+    assert!(asked.is_empty(), "{asked:?}");
+}
+
 // ---------------------------------------------------------------- poetry.lock
 
 #[test]
@@ -1656,8 +1727,13 @@ proptest! {
 
     /// Includes of arbitrary names, nested: the callback is only ever asked
     /// for names inside the lockfile's tree, and every other one is refused.
+    /// With the top-level file in a directory named `a`, names that climb
+    /// out and come back in through `a` are asked for by their resolved name.
     #[test]
-    fn includes_never_reach_outside(names in proptest::collection::vec("[a./\\\\:]{1,10}", 1..5)) {
+    fn includes_never_reach_outside(
+        names in proptest::collection::vec("[a./\\\\:]{1,10}", 1..5),
+        file in prop::sample::select(vec!["requirements.txt", "a/requirements.txt", "a/a/requirements.txt"]),
+    ) {
         let line = |n: &str| format!("-r '{n}'\n");
         let top: String = names.iter().map(|n| line(n)).collect();
         let mut asked = Vec::new();
@@ -1666,7 +1742,7 @@ proptest! {
             // Every included file includes the next name, so names join up.
             Ok(names.iter().skip(asked.len() % names.len()).take(1).map(|n| line(n)).collect())
         };
-        let result = parse_with("requirements.txt", top.as_bytes(), Some(&mut read));
+        let result = parse_with(file, top.as_bytes(), Some(&mut read));
         for name in &asked {
             prop_assert!(stays_inside(name), "asked for {name:?}");
         }

@@ -145,6 +145,55 @@ fn what_cannot_be_checked_makes_the_scan_incomplete() {
     assert!(report.gate.tripped, "an incomplete scan blocks");
 }
 
+/// Legacy (pre-PEP 440) PyPI versions such as paramiko's `0.9-eevee` cannot
+/// be placed in a range, but OSV lists them in `affected[].versions`: the
+/// advisories that list the exact version are findings, and the version is
+/// still reported unreadable (the ranges were not checked), so the scan is
+/// incomplete and blocks while saying what it found.
+#[test]
+fn a_legacy_pypi_version_finds_the_advisories_that_list_it() {
+    // PYSEC-2008-8: paramiko, ECOSYSTEM [0, 1.7.2) and versions ["0.1-bulbasaur",
+    // ..., "0.9-eevee", ...]. PYSEC-2015-24: ipython, GIT and ECOSYSTEM
+    // [0, 3.2.2), versions [..., "0.7.4.svn.r2010", ...].
+    let index =
+        Index::new(vec![advisory("osv/PyPI/PYSEC-2008-8.json"), advisory("osv/PyPI/PYSEC-2015-24.json")]);
+    let text = "paramiko==0.9-eevee\nipython==0.7.4.svn.r2010\nparamiko==0.9-notlisted\n";
+    let parsed = parse("requirements.txt", text.as_bytes()).unwrap();
+    assert!(has(&parsed, "paramiko", "0.9-eevee", None), "{:?}", triples(&parsed));
+    assert!(has(&parsed, "ipython", "0.7.4.svn.r2010", None), "{:?}", triples(&parsed));
+    let (findings, errors) = scan::findings_offline(&index, &parsed.packages);
+    let mut found: Vec<(&str, &str, &str)> = findings
+        .iter()
+        .map(|f| (f.id.as_str(), f.package.name.as_str(), f.package.version.as_str()))
+        .collect();
+    found.sort_unstable();
+    assert_eq!(
+        found,
+        [("PYSEC-2008-8", "paramiko", "0.9-eevee"), ("PYSEC-2015-24", "ipython", "0.7.4.svn.r2010")]
+    );
+    // Every legacy version is still unreadable, the listed ones too, and
+    // nothing else is reported for them (no error per advisory).
+    assert_eq!(codes(&errors), ["package_unreadable_version"; 3], "{errors:?}");
+    for version in ["0.9-eevee", "0.7.4.svn.r2010", "0.9-notlisted"] {
+        assert_eq!(errors.iter().filter(|e| e.message.contains(version)).count(), 1, "{version}: {errors:?}");
+    }
+    let report = scan::report(findings, errors, parsed.packages.len(), None, GateMode::Critical);
+    assert_eq!(report.status, "error");
+    assert!(report.gate.tripped, "the ranges were not checked: the scan blocks");
+    assert_eq!(report.findings.len(), 2, "and says what it found");
+
+    // String equality after trimming, nothing looser; withdrawn advisories never.
+    let eevee = |v: &str| Package::new(Ecosystem::PyPI, "Paramiko", v);
+    for (version, hits) in [(" 0.9-eevee\t", 1), ("0.9-EEVEE", 0), ("0.9-eevee.0", 0), ("0.9_eevee", 0)] {
+        let (f, e) = scan::findings_offline(&index, &[eevee(version)]);
+        assert_eq!((f.len(), codes(&e)), (hits, vec!["package_unreadable_version"]), "{version:?}");
+    }
+    let mut withdrawn = advisory("osv/PyPI/PYSEC-2008-8.json");
+    withdrawn.withdrawn = Some("2024-01-01T00:00:00Z".to_owned());
+    let (f, e) = scan::findings_offline(&Index::new(vec![withdrawn]), &[eevee("0.9-eevee")]);
+    assert_eq!((f.len(), codes(&e)), (0, vec!["package_unreadable_version"]));
+}
+
 fn codes_to_errors(codes: &[&str]) -> Vec<ScanError> {
     codes.iter().map(|c| ScanError { code: (*c).to_owned(), message: String::new() }).collect()
 }
@@ -212,6 +261,51 @@ async fn online_a_git_dependency_without_a_version_is_asked_by_its_commit() {
     }
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn online_a_legacy_pypi_version_finds_the_advisories_that_list_it() {
+    use gatehouse_deps::osv_client::{ClientConfig, OsvClient, Response, Transport, TransportFuture};
+    /// Answers every query with PYSEC-2008-8 (which lists paramiko 0.9-eevee)
+    /// and PYSEC-2015-24 (ipython), and serves both advisories.
+    struct Osv;
+    impl Transport for &Osv {
+        fn post_json<'a>(&'a self, _: &'a str, body: Vec<u8>) -> TransportFuture<'a> {
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let n = body["queries"].as_array().unwrap().len();
+            let hit = serde_json::json!({"vulns": [{"id": "PYSEC-2008-8"}, {"id": "PYSEC-2015-24"}]});
+            let answer = serde_json::json!({"results": vec![hit; n]});
+            Box::pin(async move { Ok(Response { status: 200, body: serde_json::to_vec(&answer).unwrap() }) })
+        }
+        fn get<'a>(&'a self, url: &'a str) -> TransportFuture<'a> {
+            let id = url.rsplit('/').next().unwrap().to_owned();
+            Box::pin(async move {
+                let body = fixture_bytes(&format!("osv/PyPI/{id}.json"));
+                Ok(Response { status: 200, body })
+            })
+        }
+    }
+    let client = OsvClient::new(&Osv, ClientConfig { attempts: 1, ..ClientConfig::default() });
+    let asked = [
+        Package::new(Ecosystem::PyPI, "paramiko", "0.9-eevee"),
+        Package::new(Ecosystem::PyPI, "paramiko", "0.9-notlisted"),
+        Package::new(Ecosystem::PyPI, "paramiko", "1.7.1"),
+    ];
+    let (findings, errors) = scan::findings_online(&client, &asked).await;
+    let found: BTreeSet<(&str, &str)> =
+        findings.iter().map(|f| (f.id.as_str(), f.package.version.as_str())).collect();
+    // The legacy version: only what lists it exactly (not ipython's advisory,
+    // nor an answer for a version it does not list); a readable version: what
+    // OSV answers, as before.
+    assert_eq!(
+        found,
+        BTreeSet::from([
+            ("PYSEC-2008-8", "0.9-eevee"),
+            ("PYSEC-2008-8", "1.7.1"),
+            ("PYSEC-2015-24", "1.7.1"),
+        ])
+    );
+    assert_eq!(codes(&errors), ["package_unreadable_version"; 2], "{errors:?}");
+}
+
 // ------------------------------------------------------------------ versions
 
 #[test]
@@ -232,9 +326,10 @@ fn versions_are_read_as_osv_dev_reads_them() {
     // npm and crates.io: a missing minor or patch is 0, a leading v tolerated.
     assert_eq!(compare(Ecosystem::Npm, "1.2", "1.2.0").unwrap(), Equal);
     assert_eq!(compare(Ecosystem::CratesIo, "v0.9.4", "0.9.4").unwrap(), Equal);
-    // Build metadata and PEP 440 local labels: kept, ignored for ordering.
+    // Build metadata: kept, ignored for ordering. PEP 440 local labels:
+    // ordered as PEP 440 orders them, ignored by a bound that has none.
     assert_eq!(compare(Ecosystem::Npm, "2.1.6+git", "2.1.6").unwrap(), Equal);
-    assert_eq!(compare(Ecosystem::PyPI, "2.3.1+cpu", "2.3.1").unwrap(), Equal);
+    assert_eq!(compare(Ecosystem::PyPI, "2.3.1+cpu", "2.3.1").unwrap(), Greater);
     let tf = Package::new(Ecosystem::PyPI, "tensorflow", "2.3.1+cpu");
     let index = Index::new(vec![advisory("osv/PyPI/PYSEC-2021-150.json")]);
     assert_eq!(index.evaluate(&tf).affected.len(), 1, "2.3.1+cpu is 2.3.1 for the range");

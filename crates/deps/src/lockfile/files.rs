@@ -20,8 +20,11 @@ const MAX_SYMLINKS: usize = 40;
 /// is `include_outside_root`, with the same error whether or not its target
 /// exists, and nothing outside the root is ever opened or looked at:
 ///
-/// - absolute paths, URLs and `..` above the root are refused as written,
-///   before the disk is touched (see [`parse_with`](super::parse_with));
+/// - absolute paths, URLs and paths that lead out of the root, resolved
+///   lexically against the root's canonical path, are refused as written,
+///   before the disk is touched (see [`parse_with`](super::parse_with)); one
+///   that climbs above the root and comes straight back in through the
+///   root's own name (`./../pip/other.txt` from `pip/`) is read;
 /// - the rest is resolved one component at a time from the root's canonical
 ///   path, following symbolic links by hand: a link whose target leaves the
 ///   root (an absolute target elsewhere, or `..` above the root, even one
@@ -70,7 +73,10 @@ pub fn parse_file(path: &Path, bytes: &[u8], root: Option<&Path>) -> Result<Pars
         let target = resolve_inside(root, &within, name)?;
         read_text(&target).map_err(IncludeError::Failed)
     };
-    super::parse_within(&file, bytes, Some(&mut reader), &within_text)
+    // The root's canonical path (when it is UTF-8): what an include that
+    // climbs above the root may come back in through, read lexically.
+    let root_text = root.as_ref().ok().and_then(|r| r.to_str()).map(str::to_owned);
+    super::parse_within(&file, bytes, Some(&mut reader), root_text.as_deref(), &within_text)
 }
 
 /// The real path of `name` (relative to the directory `within` below

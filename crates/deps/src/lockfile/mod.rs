@@ -430,11 +430,16 @@ fn sniff(text: &str) -> Option<Format> {
 /// include is an error.
 ///
 /// Includes are confined to the lockfile's own directory tree: one written
-/// as an absolute path or a URL, or whose path climbs above that directory
-/// with `..`, is refused with `include_outside_root` without calling
-/// `includes`, and the error names no path. `includes` is trusted with the
-/// rest; for files on disk use [`parse_file`], which also refuses symbolic
-/// links that lead out of the tree.
+/// as an absolute path or a URL, or whose path, resolved lexically against
+/// the including file's directory, leads out of that tree, is refused with
+/// `include_outside_root` without calling `includes`, and the error names
+/// no path. The tree is the directory of `file_name` as named: an include
+/// that climbs out of it and back in through its name
+/// (`./../pip/other.txt` from `pip/requirements.txt`) is asked for by its
+/// resolved name (`other.txt`); for a bare `file_name` the directory's name
+/// is unknown, so any climb above it is refused. `includes` is trusted with
+/// the rest; for files on disk use [`parse_file`], which also refuses
+/// symbolic links that lead out of the tree.
 pub fn parse_with(
     file_name: &str,
     bytes: &[u8],
@@ -443,18 +448,23 @@ pub fn parse_with(
     match includes {
         Some(read) => {
             let mut reader = |name: &str| read(name).map_err(IncludeError::Failed);
-            parse_within(file_name, bytes, Some(&mut reader), "")
+            parse_within(file_name, bytes, Some(&mut reader), None, "")
         }
-        None => parse_within(file_name, bytes, None, ""),
+        None => parse_within(file_name, bytes, None, None, ""),
     }
 }
 
 /// [`parse_with`] with the parser's own include reader; `within` is the
 /// lockfile's directory relative to the include root (`""`, or ending in `/`).
+///
+/// `root` is the include root's own path, when the caller knows it better
+/// than `file_name` tells (a canonical path): what an include that climbs
+/// above the root is resolved against; `None` takes `file_name`'s directory.
 pub(crate) fn parse_within(
     file_name: &str,
     bytes: &[u8],
     includes: Option<&mut Reader<'_>>,
+    root: Option<&str>,
     within: &str,
 ) -> Result<Parsed, ParseError> {
     if bytes.len() > MAX_LOCKFILE_BYTES {
@@ -484,7 +494,7 @@ pub(crate) fn parse_within(
         Format::YarnV1 => yarn::parse_v1(&src),
         Format::YarnBerry => yarn::parse_berry(&src),
         Format::Pnpm => pnpm::parse(&src),
-        Format::Requirements => requirements::parse(&src, includes, within),
+        Format::Requirements => requirements::parse(&src, includes, root, within),
         Format::Poetry => poetry::parse(&src),
         Format::GoSum => gosum::parse(&src),
         Format::GoMod => gomod::parse(&src),

@@ -57,11 +57,19 @@
 //! directory and everything below it, unless the caller names a root above
 //! it (see [`parse_file`](super::parse_file)). An include written as an
 //! absolute path (`/x`, `\\x`, `C:x`), as a URL (`https://...`, `file:...`),
-//! or whose path climbs above the root with `..` (read lexically, from the
-//! including file's directory) is `include_outside_root` at its line, and the
-//! callback is not called; so is one the callback reports as outside (a
-//! symbolic link leading out, found by [`parse_file`](super::parse_file)).
+//! or whose path leads out of the root is `include_outside_root` at its line,
+//! and the callback is not called; so is one the callback reports as outside
+//! (a symbolic link leading out, found by [`parse_file`](super::parse_file)).
 //! That error names no path and is the same whether the target exists or not.
+//! A path is judged once resolved lexically (`.` dropped, `name/..`
+//! removed) against the including file's directory: one that climbs above
+//! the root and comes straight back in through the root's own name
+//! (`./../pip/other.txt` in `pip/requirements.txt`) is inside, and the
+//! callback is asked for it by its resolved name (`other.txt`, relative to
+//! the top-level file as always). That needs the root's name: the caller's
+//! (a canonical path, from [`parse_file`](super::parse_file)), or else the
+//! top-level file's directory as its name gives it; when neither names it
+//! (`requirements.txt` alone), any climb above the root is refused.
 //!
 //! Without a callback, or when it fails, the include is `include_failed` at
 //! its line. Nesting deeper than
@@ -89,16 +97,21 @@ const OUTSIDE_ROOT: &str = "an include outside the include root (the lockfile's 
 
 /// Parses a requirements file. `within` is the top-level file's directory
 /// relative to the include root (`""` when they are the same, otherwise
-/// ending in `/`): how far `..` may climb.
+/// ending in `/`): how far `..` may climb. `root` is the include root's own
+/// path when the caller knows it (else the top-level file's directory, as
+/// named): what a path that climbs above the root may come back in through.
 pub(crate) fn parse(
     src: &Source<'_>,
     includes: Option<&mut Reader<'_>>,
+    root: Option<&str>,
     within: &str,
 ) -> Result<Parsed, ParseError> {
     let root_dir = dir_of(src.file).to_owned();
+    let root_path = lexical_parts(root.unwrap_or(&root_dir)).into_iter().map(str::to_owned).collect();
     let mut state = State {
         includes,
         within: within.to_owned(),
+        root_path,
         out: Collector::default(),
         seen: BTreeSet::new(),
         stack: Vec::new(),
@@ -119,6 +132,9 @@ struct State<'i, 'c> {
     includes: Option<&'i mut Reader<'c>>,
     /// The top-level file's directory below the include root.
     within: String,
+    /// The include root's own path, lexically normalized (empty when not
+    /// known).
+    root_path: Vec<String>,
     out: Collector,
     /// Files read: (normalized path, content, read as constraints).
     seen: BTreeSet<(String, String, bool)>,
@@ -331,9 +347,20 @@ impl State<'_, '_> {
         let name = if dir.is_empty() { written.to_owned() } else { join(dir, written) };
         // Past leading `./` too: `./C:x` is `C:x` once joined, `./https://x` a URL.
         let absolute = |s: &str| is_absolute(s) || is_absolute(past_dot_slashes(s));
-        if absolute(written) || absolute(&name) || escapes(&format!("{}{name}", self.within)) {
+        if absolute(written) || absolute(&name) {
             return skip(self, outside());
         }
+        // Above the root: inside only if it comes straight back in, and then
+        // asked for by its resolved name.
+        let name = if escapes(&format!("{}{name}", self.within)) {
+            // Resolved, it is checked again: `..\\a\\c:x` from `a/` is `c:x`.
+            match back_inside(&self.root_path, &self.within, &name) {
+                Some(resolved) if !absolute(&resolved) => resolved,
+                _ => return skip(self, outside()),
+            }
+        } else {
+            name
+        };
         let shown = excerpt(written, 200);
         if depth >= MAX_INCLUDE_DEPTH {
             return Err(fail(format!("{shown}: includes nest deeper than {MAX_INCLUDE_DEPTH}")));
@@ -487,6 +514,58 @@ fn escapes(path: &str) -> bool {
         }
     }
     false
+}
+
+/// A path's components, lexically normalized: `/` and `\\` separate, `.`
+/// and empty components are dropped, `name/..` is removed; a leading `..`
+/// of a relative path stays, and `..` at the top of an absolute one is
+/// dropped (it stays at `/`). An absolute path's first component is `/`.
+fn lexical_parts(path: &str) -> Vec<&str> {
+    let absolute = path.starts_with(['/', '\\']);
+    let mut parts: Vec<&str> = if absolute { vec!["/"] } else { Vec::new() };
+    for part in path.split(['/', '\\']) {
+        match part {
+            "" | "." => {}
+            ".." => match parts.last() {
+                Some(&p) if p != ".." && p != "/" => {
+                    parts.pop();
+                }
+                Some(&"/") => {}
+                _ => parts.push(".."),
+            },
+            _ => parts.push(part),
+        }
+    }
+    parts
+}
+
+/// An include `name` (relative to the top-level file, which is `within`
+/// below the root) that climbs above the root: resolved lexically against
+/// the root's own path `root`, the name of the same file relative to the
+/// top-level file without climbing above the root, if it lands inside the
+/// root (below it, not on it); `None` otherwise, or when the root's path is
+/// not known.
+fn back_inside(root: &[String], within: &str, name: &str) -> Option<String> {
+    if root.is_empty() {
+        return None;
+    }
+    let root_text = root.join("/");
+    let path = format!("{root_text}/{within}{name}");
+    let full = lexical_parts(&path);
+    // `root` is normalized: a prefix of the normalized full path when the
+    // path is inside it (an absolute root's "/" joins to "//", read as "/").
+    let inside = full.len() > root.len() && full.iter().zip(root).all(|(a, b)| a == b);
+    // Below a relative root that starts with `..`, a further `..` is above it.
+    let below: Vec<&str> = full.get(root.len()..).unwrap_or_default().to_vec();
+    if !inside || below.contains(&"..") {
+        return None;
+    }
+    // Relative to the top-level file's directory (`within` below the root).
+    let within = lexical_parts(within);
+    let common = within.iter().zip(&below).take_while(|(a, b)| a == b).count();
+    let mut out: Vec<&str> = vec![".."; within.len() - common];
+    out.extend(&below[common..]);
+    Some(out.join("/"))
 }
 
 /// `s` without its leading `./` (or `.\\`) segments.
@@ -727,6 +806,27 @@ fn clause(s: &str) -> Option<Clause<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn includes_above_the_root_come_back_in_only_through_its_name() {
+        assert_eq!(lexical_parts("./a/../b//c/."), ["b", "c"]);
+        assert_eq!(lexical_parts("../a/../../b"), ["..", "..", "b"]);
+        assert_eq!(lexical_parts("/../a\\b/.."), ["/", "a"]);
+        let root = |p: &str| lexical_parts(p).into_iter().map(str::to_owned).collect::<Vec<_>>();
+        let pip = root("/srv/repo/pip");
+        assert_eq!(back_inside(&pip, "", "../pip/other.txt").as_deref(), Some("other.txt"));
+        assert_eq!(back_inside(&pip, "", "sub/../../pip/x/y.txt").as_deref(), Some("x/y.txt"));
+        assert_eq!(back_inside(&pip, "", "../pip2/other.txt"), None);
+        assert_eq!(back_inside(&pip, "", "../pip"), None, "the root itself is no file");
+        assert_eq!(back_inside(&pip, "", "../../repo/pip/../x.txt"), None);
+        // `within`: the answer is relative to the top-level file's directory.
+        assert_eq!(back_inside(&pip, "a/b/", "../../../pip/a/x.txt").as_deref(), Some("../x.txt"));
+        assert_eq!(back_inside(&pip, "a/b/", "../../../pip/c/x.txt").as_deref(), Some("../../c/x.txt"));
+        // A root whose name is not known, or that is only `..`s.
+        assert_eq!(back_inside(&[], "", "../pip/x.txt"), None);
+        assert_eq!(back_inside(&root("../"), "", "../x.txt"), None);
+        assert_eq!(back_inside(&root("../pip/"), "", "../pip/x.txt").as_deref(), Some("x.txt"));
+    }
 
     #[test]
     fn joins_like_pip() {
