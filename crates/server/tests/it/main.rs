@@ -8,6 +8,7 @@ mod browser;
 mod cli;
 mod content;
 mod deps;
+mod echoes;
 mod files;
 mod files_cluster;
 mod intercept;

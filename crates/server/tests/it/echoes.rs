@@ -1,0 +1,273 @@
+//! A hostile upstream tries to hand a lease's secret back to the run, at
+//! every door the run has (the plain proxy, `/v1/egress/fetch`,
+//! `/v1/egress/fetch/raw`): compressed echoes, a header echoed cut to a
+//! window the run slides a byte at a time, the secret in the reason phrase
+//! and in a header's name. And the run tries to place the placeholder where
+//! an echo could be cut, and to send the secret over plain HTTP.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::TcpListener;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::proxy::{api, start_logging};
+use crate::support::TOKEN;
+
+const SECRET: &str = "ghp_Q7x2Lm9Vt4Rk8Wz3Np6Yb1Hc5Jd0Fs";
+/// What a hostile body carries so the test can tell it got through.
+const MARKER: &str = "hostile-body-marker";
+
+/// An upstream that answers each path with one way of echoing the request's
+/// `authorization` value back.
+struct Hostile {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Hostile {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut head = String::new();
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                            break;
+                        }
+                        head.push_str(&line);
+                    }
+                    log.lock().unwrap().push(head.clone());
+                    let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
+                    let auth = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("authorization: "))
+                        .unwrap_or("none")
+                        .to_owned();
+                    let mut stream = stream;
+                    let _ = stream.write_all(&Self::answer(&path, &auth));
+                });
+            }
+        });
+        Self { port, seen }
+    }
+
+    fn answer(path: &str, auth: &str) -> Vec<u8> {
+        let plain = |extra: &str, body: &str| {
+            format!(
+                "HTTP/1.1 200 OK\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+        };
+        let answer = match path.trim_start_matches('/').split('/').collect::<Vec<_>>().as_slice() {
+            // `authorization` cut to [from, from + len), in a header and the body.
+            ["window", from, len] => {
+                let (from, len): (usize, usize) = (from.parse().unwrap(), len.parse().unwrap());
+                let window = auth.get(from..(from + len).min(auth.len())).unwrap_or("");
+                plain(&format!("x-window: {window}\r\n"), &format!("window={window}"))
+            }
+            ["reason"] => {
+                let name = auth.rsplit(' ').next().unwrap_or("x").to_ascii_lowercase();
+                let body = "denied";
+                format!(
+                    "HTTP/1.1 401 bad token {auth}\r\n{name}: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            }
+            ["content-coding"] => format!(
+                "HTTP/1.1 200 OK\r\ncontent-encoding: identity\r\ncontent-encoding: gzip\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{MARKER}",
+                MARKER.len()
+            ),
+            ["transfer-coding"] => format!(
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\nconnection: close\r\n\r\n{:x}\r\n{MARKER}\r\n0\r\n\r\n",
+                MARKER.len()
+            ),
+            _ => plain("", "ok"),
+        };
+        answer.into_bytes()
+    }
+
+    fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    fn last(&self) -> String {
+        self.seen.lock().unwrap().last().cloned().unwrap_or_default()
+    }
+}
+
+/// Whether `text` holds any 8 consecutive bytes of the secret.
+fn holds_a_window(text: &str) -> bool {
+    SECRET.as_bytes().windows(8).any(|w| text.as_bytes().windows(8).any(|t| t == w))
+}
+
+/// The three doors, each answering as the run would see it: the status
+/// line, headers and body as text (the fetch API's JSON answer as it is).
+struct Doors<'a> {
+    api: &'a str,
+    proxy: String,
+    grant: String,
+}
+
+impl Doors<'_> {
+    fn proxy(&self, url: &str, headers: &[String]) -> String {
+        let mut command = Command::new("curl");
+        command.args(["-s", "-S", "--max-time", "10", "-D", "-", "-x", &self.proxy]);
+        for header in headers {
+            command.args(["-H", header]);
+        }
+        String::from_utf8_lossy(&command.arg(url).output().unwrap().stdout).into_owned()
+    }
+
+    fn fetch(&self, url: &str, headers: &[String]) -> String {
+        let pairs: Vec<Value> = headers
+            .iter()
+            .map(|h| {
+                let (name, value) = h.split_once(": ").unwrap();
+                json!([name, value])
+            })
+            .collect();
+        let answer = api(
+            self.api,
+            "POST",
+            "/v1/egress/fetch",
+            &json!({"grant": self.grant, "url": url, "purpose": "git_provider", "headers": pairs}),
+        );
+        let body = answer["body_base64"]
+            .as_str()
+            .map(|b| base64::engine::general_purpose::STANDARD.decode(b).unwrap())
+            .unwrap_or_default();
+        format!("{answer}\n{}", String::from_utf8_lossy(&body))
+    }
+
+    fn raw(&self, url: &str, headers: &[String]) -> String {
+        let mut command = Command::new("curl");
+        command.args(["-s", "-S", "--max-time", "10", "-D", "-", "-X", "POST"]);
+        command.args(["-H", &format!("authorization: Bearer {TOKEN}")]);
+        command.args(["-H", &format!("x-gatehouse-grant: {}", self.grant)]);
+        for header in headers {
+            command.args(["-H", &format!("x-gatehouse-header: {header}")]);
+        }
+        let query =
+            format!("url={}&purpose=git_provider&method=GET", url.replace(':', "%3A").replace('/', "%2F"));
+        let api = self.api;
+        let out = command.arg(format!("http://{api}/v1/egress/fetch/raw?{query}")).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn all(&self, url: &str, headers: &[String]) -> [(&'static str, String); 3] {
+        [
+            ("proxy", self.proxy(url, headers)),
+            ("fetch", self.fetch(url, headers)),
+            ("raw", self.raw(url, headers)),
+        ]
+    }
+}
+
+fn credential(api_addr: &str, name: &str, allow_plain_http: bool) -> String {
+    let created = api(
+        api_addr,
+        "POST",
+        "/v1/tenants/t1/credentials",
+        &json!({"name": name, "purpose": "git_provider", "host": "127.0.0.1",
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"},
+            "allow_plain_http": allow_plain_http, "secret": SECRET}),
+    );
+    assert_eq!(created["allow_plain_http"], allow_plain_http, "{created}");
+    created["credential_id"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned()
+}
+
+/// A run holding a lease on `credential_id`: its doors and its placeholder.
+fn run_with_lease<'a>(api_addr: &'a str, proxy_addr: &str, credential_id: &str) -> (Doors<'a>, String) {
+    let run = api(
+        api_addr,
+        "POST",
+        "/v1/runs",
+        &json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "print(1)"},
+            "input_files": [], "read_sessions": [], "budgets": {"max_requests": 1000, "max_egress_bytes": 10_000_000}}),
+    );
+    let run_id = run["run_id"].as_str().unwrap_or_else(|| panic!("{run}"));
+    let grant = run["grant"].as_str().unwrap().to_owned();
+    let lease = api(
+        api_addr,
+        "POST",
+        &format!("/v1/runs/{run_id}/leases"),
+        &json!({"credential_id": credential_id, "purpose": "git_provider", "host": "127.0.0.1"}),
+    );
+    let placeholder = lease["placeholder"].as_str().unwrap_or_else(|| panic!("{lease}")).to_owned();
+    let proxy = format!("http://grant:{grant}@{proxy_addr}");
+    (Doors { api: api_addr, proxy, grant }, placeholder)
+}
+
+#[test]
+fn no_echo_hands_the_secret_back_at_any_door() {
+    let upstream = Hostile::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, api_addr, proxy_addr, _log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
+    let credential_id = credential(&api_addr, "echoed", true);
+    let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &credential_id);
+    let bearer = vec![format!("authorization: Bearer {placeholder}")];
+    let at = |path: &str| format!("http://127.0.0.1:{}/{path}", upstream.port);
+
+    // The whole value echoed comes back as the placeholder.
+    for (door, out) in doors.all(&at("window/0/200"), &bearer) {
+        assert!(upstream.last().contains(&format!("authorization: Bearer {SECRET}")), "{door}");
+        assert!(out.contains(&placeholder) && !holds_a_window(&out), "{door}: {out}");
+    }
+    // The echo cut to a window the run slides a byte at a time: no eight
+    // consecutive bytes of the secret ever come back.
+    for from in 0..=SECRET.len() {
+        for len in [8, 9, 31] {
+            for (door, out) in doors.all(&at(&format!("window/{}/{len}", 7 + from)), &bearer) {
+                assert!(!holds_a_window(&out), "{door} window {from}+{len}: {out}");
+            }
+        }
+    }
+    // The reason phrase and a header named after the token.
+    for (door, out) in doors.all(&at("reason"), &bearer) {
+        assert!(!holds_a_window(&out) && !holds_a_window(&out.to_ascii_lowercase()), "{door}: {out}");
+    }
+    // Compressed answers: refused, nothing of the body passed on.
+    for (path, doors_refusing) in
+        [("content-coding", ["proxy", "fetch", "raw"]), ("transfer-coding", ["proxy", "fetch", "raw"])]
+    {
+        for (door, out) in doors.all(&at(path), &bearer) {
+            assert!(doors_refusing.contains(&door));
+            assert!(out.contains("content_encoding_invalid"), "{door} {path}: {out}");
+            assert!(!out.contains(MARKER), "{door} {path}: {out}");
+        }
+    }
+
+    // A placeholder anywhere but where the rule puts it: refused, nothing sent.
+    let sent = upstream.count();
+    for headers in [
+        vec![format!("authorization: Bearer {placeholder}"), format!("x-debug: {placeholder}")],
+        vec![format!("authorization: Bearer {placeholder}xxxx")],
+        vec![format!("x-api-key: {placeholder}")],
+        vec![format!("cookie: s={placeholder}")],
+    ] {
+        for (door, out) in doors.all(&at("window/0/200"), &headers) {
+            assert!(out.contains("lease_placeholder_misplaced"), "{door} {headers:?}: {out}");
+        }
+    }
+    assert_eq!(upstream.count(), sent, "nothing went out for a misplaced placeholder");
+
+    // A credential that does not allow plain HTTP is injected over TLS only.
+    let tls_only = credential(&api_addr, "tls-only", false);
+    let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &tls_only);
+    for headers in [vec![format!("authorization: Bearer {placeholder}")], vec![]] {
+        for (door, out) in doors.all(&at("window/0/200"), &headers) {
+            assert!(out.contains("lease_plain_http"), "{door}: {out}");
+        }
+    }
+    assert_eq!(upstream.count(), sent, "nothing went out in clear");
+}
