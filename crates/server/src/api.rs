@@ -166,7 +166,11 @@ async fn metrics(State(state): State<AppState>, headers: http::HeaderMap) -> Res
     }
     (
         [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(&state.refusals, state.proxy.as_deref().map(|p| &p.stats)),
+        state.metrics.render(
+            &state.refusals,
+            state.proxy.as_deref().map(|p| &p.stats),
+            state.door_leases.as_deref(),
+        ),
     )
         .into_response()
 }

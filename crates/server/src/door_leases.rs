@@ -111,9 +111,7 @@ impl DoorLeases {
                     );
                     Err(Reason::LeaseUnavailable)
                 } else {
-                    self.open(credential)
-                        .map(|secret| self.seal.seal(&secret))
-                        .ok_or(Reason::CredentialUnreadable)
+                    self.open(credential).map(|secret| self.seal.seal(&secret))
                 }
             }
             _ => Err(Reason::CredentialUnreadable),
@@ -138,21 +136,18 @@ impl DoorLeases {
     /// its row's facts as they stand: a row edited to send the secret
     /// elsewhere or otherwise does not open (`credential_tampered`), and
     /// that is counted and logged as tampering.
-    fn open(&self, credential: &Credential) -> Option<gatehouse_capability::CredentialSecret> {
+    fn open(&self, credential: &Credential) -> Result<gatehouse_capability::CredentialSecret, Reason> {
         let opened = SealedSecret::parse(&credential.sealed)
             .and_then(|s| self.keys.open(&s, &credential.sealing_context()));
-        match opened {
-            Ok(secret) => Some(secret),
-            Err(CredentialError::Tampered) => {
+        opened.map_err(|e| {
+            if e == CredentialError::Tampered {
                 self.tampering(&credential.credential_id, "its sealed secret does not open for its row");
-                None
+                return Reason::LeaseUnavailable;
             }
-            Err(e) => {
-                tracing::error!(credential_id = %credential.credential_id, code = e.code(),
-                    "a stored credential does not open with this gateway's keys");
-                None
-            }
-        }
+            tracing::error!(credential_id = %credential.credential_id, code = e.code(),
+                "a stored credential does not open with this gateway's keys");
+            Reason::CredentialUnreadable
+        })
     }
 
     /// A row that does not match what was sealed: someone wrote the store
@@ -209,7 +204,7 @@ impl DoorLeases {
             self.tampering(&credential.credential_id, "a signing lease is not its credential's");
             return Err(Reason::LeaseUnavailable);
         }
-        self.open(credential).ok_or(Reason::CredentialUnreadable)
+        self.open(credential)
     }
 }
 

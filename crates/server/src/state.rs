@@ -416,7 +416,12 @@ impl Metrics {
     }
 
     /// Prometheus text exposition of every counter.
-    pub fn render(&self, refusals: &RefusalLog, proxy: Option<&ProxyStats>) -> String {
+    pub fn render(
+        &self,
+        refusals: &RefusalLog,
+        proxy: Option<&ProxyStats>,
+        door_leases: Option<&crate::door_leases::DoorLeases>,
+    ) -> String {
         let mut out = String::new();
         let classes = self
             .by_class
@@ -491,6 +496,12 @@ impl Metrics {
                 c.open.load(Ordering::Relaxed)
             );
         }
+        counter_family(
+            &mut out,
+            "gatehouse_credential_tampering_total",
+            "Lease or credential rows found not to match their credential's sealed facts (the store was written behind the API's back); each such lease is refused.",
+            [(String::new(), door_leases.map_or(0, crate::door_leases::DoorLeases::tampered))],
+        );
         refusals.render(&mut out);
         out
     }

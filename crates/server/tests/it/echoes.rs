@@ -187,7 +187,12 @@ fn credential(api_addr: &str, name: &str, allow_plain_http: bool) -> String {
 }
 
 /// A run holding a lease on `credential_id`: its doors and its placeholder.
-fn run_with_lease<'a>(api_addr: &'a str, proxy_addr: &str, credential_id: &str) -> (Doors<'a>, String) {
+fn run_with_lease<'a>(
+    api_addr: &'a str,
+    proxy_addr: &str,
+    credential_id: &str,
+    host: &str,
+) -> (Doors<'a>, String) {
     let run = api(
         api_addr,
         "POST",
@@ -201,7 +206,7 @@ fn run_with_lease<'a>(api_addr: &'a str, proxy_addr: &str, credential_id: &str) 
         api_addr,
         "POST",
         &format!("/v1/runs/{run_id}/leases"),
-        &json!({"credential_id": credential_id, "purpose": "git_provider", "host": "127.0.0.1"}),
+        &json!({"credential_id": credential_id, "purpose": "git_provider", "host": host}),
     );
     let placeholder = lease["placeholder"].as_str().unwrap_or_else(|| panic!("{lease}")).to_owned();
     let proxy = format!("http://grant:{grant}@{proxy_addr}");
@@ -214,7 +219,7 @@ fn no_echo_hands_the_secret_back_at_any_door() {
     let tmp = tempfile::tempdir().unwrap();
     let (_server, api_addr, proxy_addr, _log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
     let credential_id = credential(&api_addr, "echoed", true);
-    let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &credential_id);
+    let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &credential_id, "127.0.0.1");
     let bearer = vec![format!("authorization: Bearer {placeholder}")];
     let at = |path: &str| format!("http://127.0.0.1:{}/{path}", upstream.port);
 
@@ -263,11 +268,76 @@ fn no_echo_hands_the_secret_back_at_any_door() {
 
     // A credential that does not allow plain HTTP is injected over TLS only.
     let tls_only = credential(&api_addr, "tls-only", false);
-    let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &tls_only);
+    let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &tls_only, "127.0.0.1");
     for headers in [vec![format!("authorization: Bearer {placeholder}")], vec![]] {
         for (door, out) in doors.all(&at("window/0/200"), &headers) {
             assert!(out.contains("lease_plain_http"), "{door}: {out}");
         }
     }
     assert_eq!(upstream.count(), sent, "nothing went out in clear");
+}
+
+/// Runs `sql` on the node's SQLite store, behind its back.
+fn edit_store(dir: &std::path::Path, sql: &str) {
+    let url = format!("sqlite://{}", dir.join("gatehouse-data/gatehouse.db").display());
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use sqlx::Connection as _;
+        let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut db).await.unwrap();
+        assert!(done.rows_affected() > 0, "{sql}");
+    });
+}
+
+#[test]
+fn a_store_row_edited_to_steer_a_secret_gets_nothing() {
+    let upstream = Hostile::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, api_addr, proxy_addr, _log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
+    let credential_id = credential(&api_addr, "steered", true);
+    let at = |host: &str| format!("http://{host}:{}/window/0/200", upstream.port);
+    let tampering = || {
+        let metrics =
+            crate::cli::http(&api_addr, "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("gatehouse_credential_tampering_total "))
+            .unwrap_or_else(|| panic!("{metrics}"))
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert_eq!(tampering(), 0);
+
+    // A lease row pointed at another host: its credential's sealed host disagrees.
+    let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &credential_id, "127.0.0.1");
+    edit_store(
+        tmp.path(),
+        "UPDATE leases SET host = '127.0.0.2' WHERE credential_id IN (SELECT credential_id FROM credentials WHERE name = 'steered')",
+    );
+    let bearer = vec![format!("authorization: Bearer {placeholder}")];
+    for headers in [bearer.clone(), vec![]] {
+        for (door, out) in doors.all(&at("127.0.0.2"), &headers) {
+            assert!(out.contains("lease_unavailable"), "{door}: {out}");
+        }
+    }
+    assert_eq!(upstream.count(), 0, "nothing reached the steered host");
+    assert!(tampering() > 0);
+
+    // The credential row pointed there too: the sealed secret no longer opens.
+    edit_store(tmp.path(), "UPDATE credentials SET host = '127.0.0.2' WHERE name = 'steered'");
+    let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &credential_id, "127.0.0.2");
+    let before = tampering();
+    for (door, out) in doors.all(&at("127.0.0.2"), &[format!("authorization: Bearer {placeholder}")]) {
+        assert!(out.contains("lease_unavailable"), "{door}: {out}");
+    }
+    // Or its inject rule rewritten to put the secret in a header the upstream echoes.
+    edit_store(
+        tmp.path(),
+        "UPDATE credentials SET host = '127.0.0.1', inject = '{\"header\":\"x-echo-me\",\"format\":\"{secret}\",\"allow_plain_http\":true}' WHERE name = 'steered'",
+    );
+    let (doors, _) = run_with_lease(&api_addr, &proxy_addr, &credential_id, "127.0.0.1");
+    for (door, out) in doors.all(&at("127.0.0.1"), &[]) {
+        assert!(out.contains("lease_unavailable"), "{door}: {out}");
+    }
+    assert_eq!(upstream.count(), 0, "nothing went out with a steered secret");
+    assert!(tampering() > before);
 }
