@@ -21,3 +21,4 @@ mod rewrap;
 mod runs;
 mod scans;
 mod support;
+mod tenants;
