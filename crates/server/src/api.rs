@@ -281,6 +281,8 @@ async fn mint_grant(
         // An exec id that is a run names that run's tenant.
         crate::tenancy::reach_run(&state, &rid, &caller, &req.exec_id).await?;
     }
+    // A tenant whose kill switch is engaged gets no grant, as it gets no run.
+    crate::control::refuse_kill_switched(&state, &rid, req.tenant_id.as_deref(), Some(&req.exec_id)).await?;
     let principal = Principal { tenant_id: req.tenant_id.clone(), user_id: req.user_id.clone() };
     let session_key = sessions.derive(&principal, &Namespace::Output).map_err(|reason| {
         state.refusals.record(RefusalKind::GrantRefused, reason, None, Some(&req.exec_id), Some(&rid.0));
@@ -320,6 +322,10 @@ async fn mint_grant(
             }
         }
     }
+    // Checked again once registered: a switch engaged since the first check
+    // is seen here, or its second revocation marker (written after the
+    // switch is stored) comes after this registration and revokes it.
+    crate::control::minted(&state, &rid, &caller, &claims).await?;
     Ok(Json(json!({"token": token, "grant_id": claims.grant_id, "exp": claims.exp})))
 }
 

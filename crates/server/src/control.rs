@@ -943,7 +943,87 @@ async fn audit_narrowed(
 /// How much of the audit chain one narrowed page reads at most.
 const AUDIT_SCAN_ENTRIES: usize = 10_000;
 
-// ---- what content scans attach to ----
+// ---- tenants' kill switch on grants, and what scans attach to ----
+
+/// `403 tenant_kill_switch` (recorded) when `tenant`'s kill switch is
+/// engaged. A store that cannot say is `store_unavailable`: no grant is
+/// minted on a guess.
+pub(crate) async fn refuse_kill_switched(
+    state: &AppState,
+    rid: &RequestId,
+    tenant: Option<&str>,
+    exec_id: Option<&str>,
+) -> Result<(), ApiError> {
+    let (Some(tenant), Some(store)) = (tenant, state.store.as_ref()) else { return Ok(()) };
+    let settings = store.tenant(tenant).await.map_err(|e| store_error(rid, &e))?;
+    if settings.is_some_and(|t| t.kill_switch) {
+        state.refusals.record(
+            RefusalKind::GrantRefused,
+            Reason::TenantKillSwitch,
+            Some(tenant),
+            exec_id,
+            Some(&rid.0),
+        );
+        return Err(with_reason(ErrorCode::Refused, rid, Reason::TenantKillSwitch));
+    }
+    Ok(())
+}
+
+/// After a grant minted by `POST /v1/grants` is registered: its tenant's
+/// kill switch checked again (engaged meanwhile: the grant is revoked and
+/// refused), then the mint audited (`grant.mint`: ids and a summary of its
+/// scope, never the token). A mint that cannot be audited is revoked and
+/// refused: no grant is handed out unrecorded.
+pub(crate) async fn minted(
+    state: &AppState,
+    rid: &RequestId,
+    caller: &Caller,
+    claims: &gatehouse_capability::GrantClaims,
+) -> Result<(), ApiError> {
+    let Some(store) = state.store.as_ref() else { return Ok(()) };
+    let tenant = claims.tenant_id.as_deref();
+    let revoke_it = || async {
+        if let Some(ledger) = state.ledger.as_ref()
+            && ledger.revoke(&RevokeScope::Grant(claims.grant_id.clone())).await.is_err()
+        {
+            tracing::error!(request_id = %rid.0, grant_id = %claims.grant_id,
+                "a refused grant could not be revoked; it expires at its exp");
+        }
+    };
+    if let Err(refused) = refuse_kill_switched(state, rid, tenant, Some(&claims.exec_id)).await {
+        revoke_it().await;
+        return Err(refused);
+    }
+    let record = AuditRecord {
+        at: state.clock.now(),
+        actor: caller.name.clone(),
+        action: "grant.mint".into(),
+        tenant_id: claims.tenant_id.clone(),
+        subject: claims.grant_id.clone(),
+        detail: json!({
+            "grant_id": claims.grant_id,
+            "tenant_id": claims.tenant_id,
+            "exec_id": claims.exec_id,
+            "user_id": claims.user_id,
+            "exp": claims.exp,
+            "scope": {
+                "input_files": claims.input_files.len(),
+                "read_sessions": claims.read_sessions.len(),
+                "output_session_id": claims.output_session_id,
+                "max_requests": claims.max_requests,
+                "max_upload_bytes": claims.max_upload_bytes,
+                "max_output_files": claims.max_output_files,
+                "max_egress_bytes": claims.max_egress_bytes,
+            },
+        }),
+    };
+    if let Err(e) = store.audit(&[record]).await {
+        tracing::error!(request_id = %rid.0, code = e.code(), "a grant mint could not be audited; revoked");
+        revoke_it().await;
+        return Err(store_error(rid, &e));
+    }
+    Ok(())
+}
 
 /// The tenant and run a content scan's refusal is recorded under. A
 /// tenant named must be one the caller may act on; a run named must be of

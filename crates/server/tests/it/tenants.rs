@@ -472,3 +472,98 @@ async fn global_operations_need_an_unbound_admin() {
     let r = request(&node, TOKEN, "post", "/v1/emergency-revoke", "{}").await;
     assert_eq!((r.status, r.json()["revoked"]["runs"].as_u64()), (200, Some(1)), "{}", r.text);
 }
+
+/// `POST /v1/grants` for a tenant whose kill switch is engaged is refused
+/// as `POST /v1/runs` is; every mint is audited without its token. The
+/// other ways out of a kill-switched tenant stay shut: its run's leases,
+/// files and grant.
+#[tokio::test]
+async fn a_kill_switched_tenant_gets_no_grant_and_every_mint_is_audited() {
+    let (node, _dir) = tenants_node().await;
+    let own = things(&node, "t1").await;
+    let grant = json!({"exec_id": "e-1", "tenant_id": "t1", "user_id": "u1", "input_files": ["f1"],
+        "read_sessions": ["s1", "s2"], "output_session_id": "out-1", "max_requests": 7});
+    let minted = call(&node, "/v1/grants", grant.clone()).await;
+    assert_eq!(minted.status, 200, "{}", minted.text);
+    let minted = minted.json();
+    let token = minted["token"].as_str().unwrap();
+    let audit = get(&node, "/v1/audit?limit=500").await;
+    assert!(!audit.text.contains(token), "no token in the audit log");
+    let entry = audit.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "grant.mint")
+        .cloned()
+        .expect("the mint is audited");
+    assert_eq!((entry["tenant_id"].as_str(), entry["actor"].as_str()), (Some("t1"), Some("service")));
+    assert_eq!(entry["subject"], minted["grant_id"]);
+    assert_eq!(entry["detail"]["exec_id"], "e-1");
+    assert_eq!(entry["detail"]["grant_id"], minted["grant_id"]);
+    assert_eq!(
+        entry["detail"]["scope"],
+        json!({"input_files": 1, "read_sessions": 2, "output_session_id": "out-1", "max_requests": 7,
+            "max_upload_bytes": entry["detail"]["scope"]["max_upload_bytes"],
+            "max_output_files": entry["detail"]["scope"]["max_output_files"],
+            "max_egress_bytes": entry["detail"]["scope"]["max_egress_bytes"]})
+    );
+
+    let r = call(&node, "/v1/tenants/t1/kill-switch", json!({"engaged": true})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let mut second = grant.clone();
+    second["exec_id"] = json!("e-2");
+    let refused = call(&node, "/v1/grants", second.clone()).await;
+    assert_eq!(refused.status, 403, "{}", refused.text);
+    assert_eq!(refused.json()["error"]["reason"], "tenant_kill_switch");
+    let kinds = get(&node, "/v1/refusals?reason=tenant_kill_switch").await.json();
+    assert_eq!(kinds["items"][0]["tenant_id"], "t1");
+    assert_eq!(kinds["items"][0]["kind"], "grant_refused");
+    // Another tenant is not held by t1's switch.
+    let mut elsewhere = second.clone();
+    elsewhere["tenant_id"] = json!("t2");
+    assert_eq!(call(&node, "/v1/grants", elsewhere).await.status, 200);
+
+    // The run was killed: no lease, no heartbeat, its grant spends nothing,
+    // its files are not read, and the grant minted before is revoked.
+    let lease = call(
+        &node,
+        &format!("/v1/runs/{}/leases", own.run_id),
+        json!({"credential_id": own.credential_id, "purpose": "git_provider", "host": "api.example"}),
+    )
+    .await;
+    assert_eq!((lease.status, reason(&lease).as_deref()), (409, Some("run_not_live")), "{}", lease.text);
+    let beat = call(&node, &format!("/v1/runs/{}/heartbeat", own.run_id), json!({})).await;
+    assert_eq!(beat.status, 409, "{}", beat.text);
+    for token in [own.grant.as_str(), token] {
+        let spent =
+            call(&node, "/v1/grants/consume", json!({"token": token, "operation": {"kind": "request"}}))
+                .await
+                .json();
+        assert_eq!(spent["allowed"], false, "{spent}");
+    }
+    let read = send(
+        &node.router,
+        Request::get(format!("/v1/files/{}", own.file_id))
+            .header("authorization", format!("Bearer {}", own.grant))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(read.status, 403, "{}", read.text);
+    assert_eq!(
+        get(&node, &format!("/v1/runs/{}", own.run_id)).await.json()["leases"][0]["status"],
+        "revoked"
+    );
+
+    // Released, grants are minted again.
+    call(&node, "/v1/tenants/t1/kill-switch", json!({"engaged": false})).await;
+    let again = call(&node, "/v1/grants", second).await;
+    assert_eq!(again.status, 200, "{}", again.text);
+    let mints = get(&node, "/v1/audit?limit=500").await.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "grant.mint")
+        .count();
+    assert_eq!(mints, 3, "every mint, and only mints that happened");
+}
