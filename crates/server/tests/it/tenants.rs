@@ -550,6 +550,13 @@ async fn a_kill_switched_tenant_gets_no_grant_and_every_mint_is_audited() {
     )
     .await;
     assert_eq!(read.status, 403, "{}", read.text);
+    let fetch = call(
+        &node,
+        "/v1/egress/fetch",
+        json!({"grant": own.grant, "url": "http://api.example/", "purpose": "runtime"}),
+    )
+    .await;
+    assert_eq!((fetch.status, reason(&fetch).as_deref()), (403, Some("grant_revoked")), "{}", fetch.text);
     assert_eq!(
         get(&node, &format!("/v1/runs/{}", own.run_id)).await.json()["leases"][0]["status"],
         "revoked"
