@@ -333,3 +333,71 @@ async fn carried_grant(
         .and_then(|v| v.get("grant").and_then(serde_json::Value::as_str).map(str::to_owned));
     Ok((token, axum::body::Body::from(bytes)))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+    use super::*;
+
+    /// A list of one tenant's sequence numbers as the store pages it: below
+    /// the cursor, newest first, and (like the refusals' bounded walk) a
+    /// read of at most `scan` numbers, which may end a page early with a
+    /// cursor at its floor.
+    fn read_one(seqs: &[i64], page: &PageRequest, scan: usize) -> Page<i64> {
+        let before = page.cursor.as_deref().map_or(i64::MAX, |c| c.parse().unwrap());
+        let below: Vec<i64> = seqs.iter().copied().filter(|s| *s < before).collect();
+        let walked = &below[..below.len().min(scan)];
+        let limit = usize::try_from(page.limit).unwrap();
+        if walked.len() > limit {
+            return Page {
+                items: walked[..limit].to_vec(),
+                next_cursor: Some(walked[limit - 1].to_string()),
+            };
+        }
+        let floor = (below.len() > walked.len()).then(|| walked.last().map_or(before, |s| *s).to_string());
+        Page { items: walked.to_vec(), next_cursor: floor }
+    }
+
+    /// Paging through the merge of several tenants' lists yields each item
+    /// once, newest first, whatever the page size and however early a
+    /// tenant's read stops.
+    #[tokio::test]
+    async fn merged_pages_hold_every_item_once_in_order() {
+        let rid = RequestId("req".into());
+        let lists: Vec<Vec<i64>> =
+            vec![vec![97, 60, 59, 58, 20, 3], vec![99, 98, 61, 40, 39, 38, 37, 2, 1], vec![], vec![50]];
+        let mut everything: Vec<i64> = lists.concat();
+        everything.sort_unstable_by(|a, b| b.cmp(a));
+        for limit in 1..=7 {
+            for scan in [1, 2, 3, 100] {
+                let mut seen = Vec::new();
+                let mut cursor = None;
+                for _ in 0..100 {
+                    let page = PageRequest { limit, cursor: cursor.clone() };
+                    let filters = (0..lists.len()).map(|i| Some(i.to_string())).collect();
+                    let got = merged(
+                        &rid,
+                        filters,
+                        &page,
+                        |s: &i64| *s,
+                        |tenant, page| {
+                            let i: usize = tenant.unwrap().parse().unwrap();
+                            let list = lists[i].clone();
+                            async move { Ok(read_one(&list, &page, scan)) }
+                        },
+                    )
+                    .await
+                    .unwrap();
+                    assert!(got.items.len() <= usize::try_from(limit).unwrap());
+                    seen.extend(got.items);
+                    match got.next_cursor {
+                        Some(next) => cursor = Some(next),
+                        None => break,
+                    }
+                }
+                assert_eq!(seen, everything, "limit {limit}, scan {scan}");
+            }
+        }
+    }
+}
