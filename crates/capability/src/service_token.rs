@@ -101,11 +101,13 @@ impl Scope {
     }
 }
 
-/// One named caller: its scopes and its token's digest.
+/// One named caller: its scopes, the tenants it is bound to (none: every
+/// tenant) and its token's digest.
 #[derive(Clone)]
 pub struct CallerToken {
     name: String,
     scopes: Vec<Scope>,
+    tenants: Option<Vec<String>>,
     digest: [u8; 32],
 }
 
@@ -114,6 +116,7 @@ impl std::fmt::Debug for CallerToken {
         f.debug_struct("CallerToken")
             .field("name", &self.name)
             .field("scopes", &self.scopes)
+            .field("tenants", &self.tenants)
             .finish_non_exhaustive()
     }
 }
@@ -131,7 +134,14 @@ impl CallerToken {
             let (hi, lo) = (digit(pair[0])?, digit(pair[1])?);
             digest[i] = u8::try_from(hi * 16 + lo).ok()?;
         }
-        Some(Self { name: name.to_owned(), scopes, digest })
+        Some(Self { name: name.to_owned(), scopes, tenants: None, digest })
+    }
+
+    /// The same caller bound to `tenants`: it acts on those tenants only.
+    #[must_use]
+    pub fn bound_to(mut self, tenants: Vec<String>) -> Self {
+        self.tenants = Some(tenants);
+        self
     }
 
     /// The lowercase hex SHA-256 of `token`, as a caller file records it.
@@ -147,6 +157,11 @@ impl CallerToken {
     /// The caller's scopes.
     pub fn scopes(&self) -> &[Scope] {
         &self.scopes
+    }
+
+    /// The tenants the caller is bound to; `None`: every tenant.
+    pub fn tenants(&self) -> Option<&[String]> {
+        self.tenants.as_deref()
     }
 }
 
@@ -200,6 +215,12 @@ mod tests {
         assert_eq!(callers.identify(runner).unwrap().name(), "runner");
         assert_eq!(callers.identify(runner).unwrap().scopes(), [Scope::ManifestsVerify]);
         assert_eq!(callers.identify(worker).unwrap().name(), "worker");
+        assert_eq!(callers.identify(runner).unwrap().tenants(), None, "unbound unless told");
+        let bound = CallerToken::from_digest_hex("b", vec![Scope::Runs], &CallerToken::digest_hex(worker))
+            .unwrap()
+            .bound_to(vec!["t1".into()]);
+        assert_eq!(bound.tenants(), Some(&["t1".to_owned()][..]));
+        assert!(format!("{bound:?}").contains("t1") && !format!("{bound:?}").contains("digest"));
         assert!(callers.identify(&runner[1..]).is_none());
         assert!(callers.identify("").is_none());
         for bad in ["", "ab", &"g".repeat(64), &"A".repeat(64)] {

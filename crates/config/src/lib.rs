@@ -52,7 +52,8 @@ pub mod names {
     /// Refuse requests without a tenant [true].
     pub const TENANT_ISOLATION_STRICT: &str = "CODEAPI_TENANT_ISOLATION_STRICT";
     /// A TOML file of named caller tokens with scopes (`[[caller]] name,
-    /// scopes, token_sha256`); with it, the service token is optional.
+    /// scopes, token_sha256`, optionally `tenants` to bind the caller to
+    /// those tenants); with it, the service token is optional.
     pub const CALLERS_FILE: &str = "GATEHOUSE_CALLERS_FILE";
     /// `service_token` [default] or `none`.
     pub const AUTH_PROVIDER: &str = "CODEAPI_AUTH_PROVIDER";
@@ -859,7 +860,8 @@ impl Reader<'_> {
     /// A secret from `NAME` or `NAME_FILE` (never both), or, in embedded mode,
     /// from the data directory.
     /// Reads `GATEHOUSE_CALLERS_FILE`: every entry needs a unique name (an
-    /// id), known scopes and a 64-digit lowercase hex SHA-256 of its token.
+    /// id), known scopes and a 64-digit lowercase hex SHA-256 of its token,
+    /// and may bind the caller to `tenants` (a non-empty list of distinct ids).
     fn callers(&mut self) -> Callers {
         let Some(path) = self.get(names::CALLERS_FILE).map(|p| p.trim().to_owned()) else {
             return Callers::default();
@@ -901,23 +903,39 @@ impl Reader<'_> {
                     list.iter().map(|v| v.as_str().and_then(Scope::parse)).collect::<Option<Vec<_>>>()
                 })
                 .unwrap_or(None);
-            let known = entry
-                .as_table()
-                .is_some_and(|t| t.keys().all(|k| ["name", "scopes", "token_sha256"].contains(&k.as_str())));
+            // `tenants`, when present, binds the caller: a non-empty list
+            // of distinct tenant ids. Absent: every tenant.
+            let tenants: Option<Option<Vec<String>>> = field("tenants").map(|v| {
+                let list = v.as_array()?;
+                let ids: Vec<String> = list
+                    .iter()
+                    .map(|t| t.as_str().filter(|t| gatehouse_core::is_valid_id(t)).map(str::to_owned))
+                    .collect::<Option<_>>()?;
+                let distinct = ids.iter().collect::<std::collections::BTreeSet<_>>().len() == ids.len();
+                (!ids.is_empty() && distinct).then_some(ids)
+            });
+            let known = entry.as_table().is_some_and(|t| {
+                t.keys().all(|k| ["name", "scopes", "token_sha256", "tenants"].contains(&k.as_str()))
+            });
             let valid_name = !name.is_empty()
                 && name.len() <= 64
                 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
                 && name != "service"
                 && !callers.iter().any(|c| c.name() == name);
-            match (scopes, CallerToken::from_digest_hex(name, Vec::new(), digest)) {
-                (Some(scopes), Some(_)) if valid_name && known => {
+            match (scopes, CallerToken::from_digest_hex(name, Vec::new(), digest), tenants) {
+                (Some(scopes), Some(_), None) if valid_name && known => {
                     callers.extend(CallerToken::from_digest_hex(name, scopes, digest));
+                }
+                (Some(scopes), Some(_), Some(Some(tenants))) if valid_name && known => {
+                    callers.extend(
+                        CallerToken::from_digest_hex(name, scopes, digest).map(|c| c.bound_to(tenants)),
+                    );
                 }
                 _ => self.problem(
                     names::CALLERS_FILE,
                     "invalid_value",
                     format!(
-                        "caller {}: needs a unique name of [A-Za-z0-9_-] (not \"service\"), scopes from {:?}, and token_sha256 (64 lowercase hex digits), nothing else",
+                        "caller {}: needs a unique name of [A-Za-z0-9_-] (not \"service\"), scopes from {:?}, token_sha256 (64 lowercase hex digits), optionally tenants (a non-empty list of distinct tenant ids), nothing else",
                         i + 1,
                         Scope::ALL.map(Scope::as_str)
                     ),

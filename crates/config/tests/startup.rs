@@ -460,6 +460,33 @@ fn a_caller_file_replaces_the_shared_token_and_every_bad_entry_is_named() {
         .with(names::CALLERS_FILE, good.to_str().unwrap());
     let c = load(&src, None).unwrap();
     assert!(c.service_token.is_none() && !c.callers.is_empty() && c.service_auth_required());
+    let runner = c.callers.identify("runner-token-0123456789abcdefghijklmnopqrstuvwxyz").unwrap();
+    assert_eq!(runner.tenants(), None, "a caller without tenants acts on every tenant");
+
+    // `tenants` binds a caller; an empty, repeated or malformed list is refused.
+    let bound = dir.path().join("bound.toml");
+    std::fs::write(
+        &bound,
+        format!(
+            "[[caller]]\nname = \"platform-b\"\nscopes = [\"runs\"]\ntenants = [\"t1\", \"t2\"]\ntoken_sha256 = \"{digest}\"\n"
+        ),
+    )
+    .unwrap();
+    let c = load(&worker().with(names::CALLERS_FILE, bound.to_str().unwrap()), None).unwrap();
+    let b = c.callers.identify("runner-token-0123456789abcdefghijklmnopqrstuvwxyz").unwrap();
+    assert_eq!(b.tenants(), Some(&["t1".to_owned(), "t2".to_owned()][..]));
+    for tenants in ["[]", "[\"t1\", \"t1\"]", "[\"a b\"]", "\"t1\"", "[1]"] {
+        let file = dir.path().join("tenants.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "[[caller]]\nname = \"b\"\nscopes = [\"runs\"]\ntenants = {tenants}\ntoken_sha256 = \"{digest}\"\n"
+            ),
+        )
+        .unwrap();
+        let p = problems(&worker().with(names::CALLERS_FILE, file.to_str().unwrap()));
+        assert!(has(&p, names::CALLERS_FILE, "invalid_value"), "tenants = {tenants}: {p:?}");
+    }
 
     let bad = dir.path().join("bad.toml");
     std::fs::write(

@@ -277,6 +277,8 @@ closed_codes! {
         FileUnknown => "file_unknown",
         /// The object store did not answer: nothing was stored or read.
         StorageUnavailable => "storage_unavailable",
+        /// The caller is bound to tenants, and the request names or reaches another one (by its path, body or query, or a run, lease, grant, file, scan or credential of it), or acts on every tenant at once.
+        TenantNotAllowed => "tenant_not_allowed",
     }
 }
 
@@ -487,6 +489,7 @@ mod tests {
                 "file_name_invalid",
                 "file_unknown",
                 "storage_unavailable",
+                "tenant_not_allowed",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

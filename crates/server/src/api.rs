@@ -197,11 +197,13 @@ struct SignRequest {
 async fn sign_manifest(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     StrictJson(req): StrictJson<SignRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let signer = state.signer.as_ref().ok_or_else(|| forbidden(&rid))?;
     let tenant = req.claims.get("tenant_id").and_then(Value::as_str).map(str::to_owned);
     let exec = req.claims.get("exec_id").and_then(Value::as_str).map(str::to_owned);
+    crate::tenancy::require(&state, &rid, &caller, tenant.as_deref())?;
     if state.tenant_isolation_strict && tenant.is_none() {
         state.refusals.record(
             RefusalKind::ManifestRefused,
@@ -244,12 +246,17 @@ struct VerifyRequest {
 async fn verify_manifest(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     StrictJson(req): StrictJson<VerifyRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let verifier = state.verifier.as_ref().ok_or_else(|| forbidden(&rid))?;
     let outcome = BodyDigest::of_value(&req.body).map_err(|_| Reason::ManifestBodyInvalid).and_then(|body| {
         verifier.check_request(req.token.as_deref(), &body, state.clock.now(), state.require_manifest)
     });
+    if let Ok(ManifestPresence::Signed(m)) = &outcome {
+        // A manifest of a tenant the caller may not act on is not its to run.
+        crate::tenancy::require(&state, &rid, &caller, m.claims.tenant_id.as_deref())?;
+    }
     Ok(Json(match outcome {
         Ok(ManifestPresence::Signed(m)) => json!({"valid": true, "alg": m.alg, "claims": m.claims}),
         Ok(ManifestPresence::Unsigned) => {
@@ -267,11 +274,19 @@ async fn verify_manifest(
 async fn mint_grant(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     StrictJson(req): StrictJson<GrantRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let (Some(sealer), Some(sessions)) = (state.sealer.as_ref(), state.sessions.as_ref()) else {
         return Err(forbidden(&rid));
     };
+    crate::tenancy::require(&state, &rid, &caller, req.tenant_id.as_deref())?;
+    if is_valid_id(&req.exec_id) && caller.tenants.is_some() {
+        // An exec id that is a run names that run's tenant.
+        crate::tenancy::reach_run(&state, &rid, &caller, &req.exec_id).await?;
+    }
+    // A tenant whose kill switch is engaged gets no grant, as it gets no run.
+    crate::control::refuse_kill_switched(&state, &rid, req.tenant_id.as_deref(), Some(&req.exec_id)).await?;
     let principal = Principal { tenant_id: req.tenant_id.clone(), user_id: req.user_id.clone() };
     let session_key = sessions.derive(&principal, &Namespace::Output).map_err(|reason| {
         state.refusals.record(RefusalKind::GrantRefused, reason, None, Some(&req.exec_id), Some(&rid.0));
@@ -311,6 +326,10 @@ async fn mint_grant(
             }
         }
     }
+    // Checked again once registered: a switch engaged since the first check
+    // is seen here, or its second revocation marker (written after the
+    // switch is stored) comes after this registration and revokes it.
+    crate::control::minted(&state, &rid, &caller, &claims).await?;
     Ok(Json(json!({"token": token, "grant_id": claims.grant_id, "exp": claims.exp})))
 }
 
@@ -349,12 +368,14 @@ struct OpenRequest {
 async fn open_grant(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     StrictJson(req): StrictJson<OpenRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let claims = match open_token(&state, &rid, req.token.as_deref())? {
         Ok(claims) => claims,
         Err(reason) => return Ok(Json(json!({"valid": false, "reason": reason}))),
     };
+    crate::tenancy::require(&state, &rid, &caller, claims.tenant_id.as_deref())?;
     let record = match state.ledger.as_ref() {
         Some(ledger) => ledger.get(&claims.grant_id).await,
         None => Ok(None),
@@ -395,6 +416,7 @@ struct ConsumeRequest {
 async fn consume_grant(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     StrictJson(req): StrictJson<ConsumeRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let ledger = state.ledger.as_ref().ok_or_else(|| forbidden(&rid))?;
@@ -402,6 +424,7 @@ async fn consume_grant(
         Ok(claims) => claims,
         Err(reason) => return Ok(Json(json!({"allowed": false, "reason": reason}))),
     };
+    crate::tenancy::require(&state, &rid, &caller, claims.tenant_id.as_deref())?;
     let now = state.clock.now();
     match spend(ledger, &claims.grant_id, &req.operation, now, state.ledger_required).await {
         Ok(remaining) => {
@@ -474,6 +497,18 @@ async fn revoke_grants(
         (None, None, true) => RevokeScope::All,
         _ => return Err(bad_request(&rid, "give exactly one of exec_id, tenant_id or \"all\": true")),
     };
+    match &scope {
+        // A bound caller revokes a run's grants only for a run of its own
+        // tenants (an exec id that is no run may be any tenant's).
+        RevokeScope::Exec(exec) if caller.tenants.is_some() => {
+            if crate::tenancy::reach_run(&state, &rid, &caller, exec).await?.is_none() {
+                return Err(crate::tenancy::not_allowed(&state, &rid, &caller, None));
+            }
+        }
+        RevokeScope::Tenant(tenant) => crate::tenancy::require(&state, &rid, &caller, Some(tenant))?,
+        RevokeScope::All => crate::tenancy::require_global(&state, &rid, &caller)?,
+        RevokeScope::Exec(_) | RevokeScope::Grant(_) => {}
+    }
     revoke(&state, &rid, &caller, scope).await
 }
 
@@ -913,9 +948,9 @@ fn check_ids(rid: &RequestId, ids: [&Option<String>; 2]) -> Result<(), ApiError>
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ScanQuery {
-    tenant_id: Option<String>,
-    run_id: Option<String>,
+pub(crate) struct ScanQuery {
+    pub(crate) tenant_id: Option<String>,
+    pub(crate) run_id: Option<String>,
 }
 
 /// `POST /v1/content/scan`: the body is the content itself, streamed
@@ -925,6 +960,7 @@ struct ScanQuery {
 async fn scan_content(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<ScanQuery>, QueryRejection>,
     body: axum::body::Body,
 ) -> Result<Json<Value>, ApiError> {
@@ -933,6 +969,7 @@ async fn scan_content(
         return Err(bad_request(&rid, "the query may hold tenant_id and run_id only"));
     };
     check_ids(&rid, [&query.tenant_id, &query.run_id])?;
+    let (tenant_id, run_id) = crate::control::scan_attachment(&state, &rid, &caller, query).await?;
     let scanner = &state.content;
     let mut intake = scanner.intake();
     let mut frames = body.into_data_stream();
@@ -948,8 +985,8 @@ async fn scan_content(
         state.refusals.record_refusal(Refusal {
             kind: RefusalKind::ContentRefused,
             reason,
-            tenant_id: query.tenant_id,
-            run_id: query.run_id,
+            tenant_id,
+            run_id,
             request_id: Some(rid.0.clone()),
             host: None,
             rule: verdict.signature.clone(),

@@ -215,6 +215,7 @@ async fn create_run(
     if ids.into_iter().flatten().any(|id| !is_valid_id(id)) {
         return Err(bad_request(&rid, "ids are 1-128 characters of [A-Za-z0-9._:-], and not . or .."));
     }
+    crate::tenancy::require(&state, &rid, &caller, Some(&req.tenant_id))?;
     let ttl = req.ttl_secs.unwrap_or(state.grant_ttl_secs);
     if !(1..=state.grant_max_lifetime_secs).contains(&ttl) {
         return Err(bad_request(
@@ -414,6 +415,7 @@ struct RunsQuery {
 async fn list_runs(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<RunsQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Ok(Query(q)) = query else {
@@ -428,10 +430,19 @@ async fn list_runs(
         Some(None) => return Err(bad_request(&rid, "status is live, ended, cancelled, killed or expired")),
     };
     let page = page(&rid, q.limit, q.cursor)?;
-    let runs = store(&state, &rid)?
-        .runs(q.tenant_id.as_deref(), status, &page)
-        .await
-        .map_err(|e| store_error(&rid, &e))?;
+    let store = store(&state, &rid)?;
+    let tenants = crate::tenancy::narrowed(&state, &rid, &caller, q.tenant_id)?;
+    let rid_ref = &rid;
+    let runs = crate::tenancy::merged(
+        rid_ref,
+        tenants,
+        &page,
+        |r: &Run| r.run_id.clone(),
+        |tenant, page| async move {
+            store.runs(tenant.as_deref(), status, &page).await.map_err(|e| store_error(rid_ref, &e))
+        },
+    )
+    .await?;
     Ok(list_json(runs))
 }
 
@@ -835,6 +846,7 @@ async fn emergency_revoke(
     Extension(caller): Extension<Caller>,
     StrictJson(req): StrictJson<EmergencyRequest>,
 ) -> Result<Json<Value>, ApiError> {
+    crate::tenancy::require_global(&state, &rid, &caller)?;
     check_text(&rid, req.reason.as_deref())?;
     let revoked = revoke_everything(&state, &rid, req.reason.as_deref(), &caller.name).await?;
     Ok(Json(json!({"revoked": revoked.json()})))
@@ -886,6 +898,172 @@ pub async fn audit_revocation(state: &AppState, caller: &Caller, scope: &RevokeS
     }
 }
 
+/// Entries of the audit log after `after` that `caller` may read (those of
+/// its tenants, and its own actions), at most `limit`, reading at most
+/// [`AUDIT_SCAN_ENTRIES`] of the chain: a page that stops there may hold
+/// fewer, with a cursor to read on from (`None`: the end of the chain).
+async fn audit_narrowed(
+    store: &Store,
+    rid: &RequestId,
+    caller: &Caller,
+    mut after: i64,
+    limit: u32,
+) -> Result<(Vec<gatehouse_store::AuditEntry>, Option<i64>), ApiError> {
+    let wanted = usize::try_from(limit).unwrap_or(usize::MAX);
+    let own = |actor: &str| {
+        actor == caller.name
+            || actor.strip_prefix(caller.name.as_str()).is_some_and(|rest| rest.starts_with(':'))
+    };
+    let mut kept = Vec::new();
+    let mut read = 0;
+    loop {
+        let chunk = store.audit_entries(after, 500).await.map_err(|e| store_error(rid, &e))?;
+        let full = chunk.len() == 500;
+        for entry in chunk {
+            read += 1;
+            after = entry.seq;
+            let record = &entry.record;
+            let theirs = record.tenant_id.as_deref().is_some_and(|t| caller.may_act_on(Some(t)));
+            if theirs || own(&record.actor) {
+                kept.push(entry);
+                if kept.len() == wanted {
+                    return Ok((kept, Some(after)));
+                }
+            }
+        }
+        if !full {
+            return Ok((kept, None));
+        }
+        if read >= AUDIT_SCAN_ENTRIES {
+            return Ok((kept, Some(after)));
+        }
+    }
+}
+
+/// How much of the audit chain one narrowed page reads at most.
+const AUDIT_SCAN_ENTRIES: usize = 10_000;
+
+// ---- tenants' kill switch on grants, and what scans attach to ----
+
+/// `403 tenant_kill_switch` (recorded) when `tenant`'s kill switch is
+/// engaged. A store that cannot say is `store_unavailable`: no grant is
+/// minted on a guess.
+pub(crate) async fn refuse_kill_switched(
+    state: &AppState,
+    rid: &RequestId,
+    tenant: Option<&str>,
+    exec_id: Option<&str>,
+) -> Result<(), ApiError> {
+    let (Some(tenant), Some(store)) = (tenant, state.store.as_ref()) else { return Ok(()) };
+    let settings = store.tenant(tenant).await.map_err(|e| store_error(rid, &e))?;
+    if settings.is_some_and(|t| t.kill_switch) {
+        state.refusals.record(
+            RefusalKind::GrantRefused,
+            Reason::TenantKillSwitch,
+            Some(tenant),
+            exec_id,
+            Some(&rid.0),
+        );
+        return Err(with_reason(ErrorCode::Refused, rid, Reason::TenantKillSwitch));
+    }
+    Ok(())
+}
+
+/// After a grant minted by `POST /v1/grants` is registered: its tenant's
+/// kill switch checked again (engaged meanwhile: the grant is revoked and
+/// refused), then the mint audited (`grant.mint`: ids and a summary of its
+/// scope, never the token). A mint that cannot be audited is revoked and
+/// refused: no grant is handed out unrecorded.
+pub(crate) async fn minted(
+    state: &AppState,
+    rid: &RequestId,
+    caller: &Caller,
+    claims: &gatehouse_capability::GrantClaims,
+) -> Result<(), ApiError> {
+    let Some(store) = state.store.as_ref() else { return Ok(()) };
+    let tenant = claims.tenant_id.as_deref();
+    let revoke_it = || async {
+        if let Some(ledger) = state.ledger.as_ref()
+            && ledger.revoke(&RevokeScope::Grant(claims.grant_id.clone())).await.is_err()
+        {
+            tracing::error!(request_id = %rid.0, grant_id = %claims.grant_id,
+                "a refused grant could not be revoked; it expires at its exp");
+        }
+    };
+    if let Err(refused) = refuse_kill_switched(state, rid, tenant, Some(&claims.exec_id)).await {
+        revoke_it().await;
+        return Err(refused);
+    }
+    let record = AuditRecord {
+        at: state.clock.now(),
+        actor: caller.name.clone(),
+        action: "grant.mint".into(),
+        tenant_id: claims.tenant_id.clone(),
+        subject: claims.grant_id.clone(),
+        detail: json!({
+            "grant_id": claims.grant_id,
+            "tenant_id": claims.tenant_id,
+            "exec_id": claims.exec_id,
+            "user_id": claims.user_id,
+            "exp": claims.exp,
+            "scope": {
+                "input_files": claims.input_files.len(),
+                "read_sessions": claims.read_sessions.len(),
+                "output_session_id": claims.output_session_id,
+                "max_requests": claims.max_requests,
+                "max_upload_bytes": claims.max_upload_bytes,
+                "max_output_files": claims.max_output_files,
+                "max_egress_bytes": claims.max_egress_bytes,
+            },
+        }),
+    };
+    if let Err(e) = store.audit(&[record]).await {
+        tracing::error!(request_id = %rid.0, code = e.code(), "a grant mint could not be audited; revoked");
+        revoke_it().await;
+        return Err(store_error(rid, &e));
+    }
+    Ok(())
+}
+
+/// The tenant and run a content scan's refusal is recorded under. A
+/// tenant named must be one the caller may act on; a run named must be of
+/// such a tenant (and of the tenant named, if both are), and the refusal
+/// becomes one of its events only while it is live: otherwise it is kept
+/// for the tenant alone.
+pub(crate) async fn scan_attachment(
+    state: &AppState,
+    rid: &RequestId,
+    caller: &Caller,
+    query: crate::api::ScanQuery,
+) -> Result<(Option<String>, Option<String>), ApiError> {
+    let Some(run_id) = query.run_id else {
+        if let Some(tenant) = &query.tenant_id {
+            crate::tenancy::require(state, rid, caller, Some(tenant))?;
+        }
+        return Ok((query.tenant_id, None));
+    };
+    let run = match state.store.as_ref() {
+        Some(_) => crate::tenancy::reach_run(state, rid, caller, &run_id).await?,
+        None => None,
+    };
+    match run {
+        Some(run) if query.tenant_id.as_ref().is_some_and(|t| *t != run.tenant_id) => {
+            Err(bad_request(rid, "run_id is not a run of tenant_id"))
+        }
+        Some(run) if run.status == RunStatus::Live => Ok((Some(run.tenant_id), Some(run.run_id))),
+        Some(run) => Ok((Some(run.tenant_id), None)),
+        None => {
+            if let Some(tenant) = &query.tenant_id {
+                crate::tenancy::require(state, rid, caller, Some(tenant))?;
+            } else if caller.tenants.is_some() {
+                // An unknown run names no tenant of the caller's.
+                return Err(crate::tenancy::not_allowed(state, rid, caller, None));
+            }
+            Ok((query.tenant_id, None))
+        }
+    }
+}
+
 // ---- the record ----
 
 #[derive(Deserialize)]
@@ -914,6 +1092,7 @@ struct RefusalQuery {
 async fn list_refusals(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<RefusalQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Ok(Query(q)) = query else {
@@ -939,16 +1118,28 @@ async fn list_refusals(
     }
     let page = page(&rid, q.limit, q.cursor)?;
     let store = store(&state, &rid)?;
+    let tenants = crate::tenancy::narrowed(&state, &rid, &caller, q.tenant_id)?;
     flush(&state).await;
     let filter = RefusalFilter {
-        tenant_id: q.tenant_id,
+        tenant_id: None,
         run_id: q.run_id,
         kind: q.kind,
         reason: q.reason,
         since: q.since,
         host: q.host,
     };
-    let found = store.refusals(&filter, &page).await.map_err(|e| store_error(&rid, &e))?;
+    let rid_ref = &rid;
+    let found = crate::tenancy::merged(
+        rid_ref,
+        tenants,
+        &page,
+        |e: &gatehouse_store::Event| e.seq,
+        |tenant_id, page| {
+            let filter = RefusalFilter { tenant_id, ..filter.clone() };
+            async move { store.refusals(&filter, &page).await.map_err(|e| store_error(rid_ref, &e)) }
+        },
+    )
+    .await?;
     let items: Vec<Value> = found
         .items
         .iter()
@@ -976,6 +1167,7 @@ struct AuditQuery {
 async fn list_audit(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<AuditQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Ok(Query(q)) = query else {
@@ -987,8 +1179,14 @@ async fn list_audit(
     }
     let store = store(&state, &rid)?;
     flush(&state).await;
-    let entries =
-        store.audit_entries(q.after.unwrap_or(0), limit).await.map_err(|e| store_error(&rid, &e))?;
-    let next = entries.last().map(|e| e.seq.to_string()).filter(|_| entries.len() == limit as usize);
-    Ok(Json(json!({"items": entries, "next_cursor": next})))
+    let after = q.after.unwrap_or(0);
+    if caller.acts_globally() {
+        let entries = store.audit_entries(after, limit).await.map_err(|e| store_error(&rid, &e))?;
+        let next = entries.last().map(|e| e.seq.to_string()).filter(|_| entries.len() == limit as usize);
+        return Ok(Json(json!({"items": entries, "next_cursor": next})));
+    }
+    // Anyone else reads the entries of its tenants (and its own actions),
+    // a bounded stretch of the chain per page.
+    let (entries, next) = audit_narrowed(store, &rid, &caller, after, limit).await?;
+    Ok(Json(json!({"items": entries, "next_cursor": next.map(|seq| seq.to_string())})))
 }

@@ -556,6 +556,7 @@ pub(crate) struct LeasesQuery {
 pub(crate) async fn list_leases(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<LeasesQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     serving(&state, &rid)?;
@@ -575,12 +576,22 @@ pub(crate) async fn list_leases(
         Some(None) => return Err(bad_request(&rid, "status is live, expired or revoked")),
     };
     let page = page(&rid, q.limit, q.cursor)?;
-    let filter =
-        LeaseFilter { tenant_id: q.tenant_id, run_id: q.run_id, status, credential_id: q.credential_id };
-    let listed = store(&state, &rid)?
-        .leases(&filter, &page, state.clock.now())
-        .await
-        .map_err(|e| store_error(&rid, &e))?;
+    let store = store(&state, &rid)?;
+    let tenants = crate::tenancy::narrowed(&state, &rid, &caller, q.tenant_id)?;
+    let filter = LeaseFilter { tenant_id: None, run_id: q.run_id, status, credential_id: q.credential_id };
+    let now = state.clock.now();
+    let rid_ref = &rid;
+    let listed = crate::tenancy::merged(
+        rid_ref,
+        tenants,
+        &page,
+        |l: &Lease| l.lease_id.clone(),
+        |tenant_id, page| {
+            let filter = LeaseFilter { tenant_id, ..filter.clone() };
+            async move { store.leases(&filter, &page, now).await.map_err(|e| store_error(rid_ref, &e)) }
+        },
+    )
+    .await?;
     let items: Vec<Value> = listed.items.iter().map(lease_json).collect();
     Ok(list_json(gatehouse_store::Page { items, next_cursor: listed.next_cursor }))
 }

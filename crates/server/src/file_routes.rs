@@ -129,6 +129,7 @@ async fn store_input(
         return Err(bad_request(&rid, "user_id, resource, tenant_id and conversation_id are ids"));
     }
     check_name(&q.name).map_err(|e| file_error(&rid, &e))?;
+    crate::tenancy::require(&state, &rid, &caller, q.tenant_id.as_deref())?;
     let principal = Principal { tenant_id: q.tenant_id.clone(), user_id: q.user_id.clone() };
     let namespace =
         shared(&q.resource).unwrap_or(Namespace::User { conversation: q.conversation_id.as_deref() });

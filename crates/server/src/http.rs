@@ -125,11 +125,50 @@ pub async fn request_context(State(state): State<AppState>, mut req: Request, ne
 
 /// Who made a `/v1` call, as the audit log names them: a named caller,
 /// `service` for the holder of the internal service token, `anonymous`
-/// where authentication is explicitly off.
+/// where authentication is explicitly off; and which tenants it acts on.
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// The caller's name.
     pub name: String,
+    /// The tenants it may act on: `None` for every tenant (the service
+    /// token, a named caller without `tenants`, authentication off).
+    pub tenants: Option<std::sync::Arc<[String]>>,
+    /// Whether it holds scope `admin`.
+    pub admin: bool,
+}
+
+impl Caller {
+    /// A caller that acts on every tenant with every scope.
+    pub fn unbound(name: &str) -> Self {
+        Self { name: name.to_owned(), tenants: None, admin: true }
+    }
+
+    /// A named caller as its caller file entry says.
+    pub fn named(caller: &gatehouse_capability::CallerToken) -> Self {
+        Self {
+            name: caller.name().to_owned(),
+            tenants: caller.tenants().map(std::sync::Arc::from),
+            admin: caller.scopes().contains(&Scope::Admin),
+        }
+    }
+
+    /// Whether the caller may act on `tenant`. The one rule: an unbound
+    /// caller acts on every tenant (and on requests naming none); a bound
+    /// caller only on its own tenants, never on a request naming none.
+    pub fn may_act_on(&self, tenant: Option<&str>) -> bool {
+        match (&self.tenants, tenant) {
+            (None, _) => true,
+            (Some(own), Some(tenant)) => own.iter().any(|t| t == tenant),
+            (Some(_), None) => false,
+        }
+    }
+
+    /// Whether the caller may act on every tenant at once (emergency
+    /// revoke, revoking every grant, the whole audit log): unbound, with
+    /// scope `admin`.
+    pub fn acts_globally(&self) -> bool {
+        self.tenants.is_none() && self.admin
+    }
 }
 
 /// The scope a `/v1` route needs, by its route template. Anything not
@@ -161,7 +200,7 @@ pub fn required_scope(template: &str) -> Scope {
 /// named caller's token, which must carry the route's scope.
 pub async fn require_service_token(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     if state.service_token.is_none() && state.callers.is_empty() {
-        req.extensions_mut().insert(Caller { name: "anonymous".into() });
+        req.extensions_mut().insert(Caller::unbound("anonymous"));
         return next.run(req).await;
     }
     let request_id = request_id_of(&req);
@@ -173,7 +212,7 @@ pub async fn require_service_token(State(state): State<AppState>, mut req: Reque
         _ if second.is_some() => Reason::CredentialsAmbiguous,
         None => Reason::ServiceTokenMissing,
         Some(token) if state.service_token.as_ref().is_some_and(|t| t.verify(token)) => {
-            req.extensions_mut().insert(Caller { name: "service".into() });
+            req.extensions_mut().insert(Caller::unbound("service"));
             return next.run(req).await;
         }
         Some(token) => match state.callers.identify(token) {
@@ -182,7 +221,14 @@ pub async fn require_service_token(State(state): State<AppState>, mut req: Reque
                 let template = req.extensions().get::<MatchedPath>().map_or("", MatchedPath::as_str);
                 let needed = required_scope(template);
                 if caller.scopes().contains(&needed) {
-                    req.extensions_mut().insert(Caller { name: caller.name().to_owned() });
+                    let caller = Caller::named(caller);
+                    // A caller bound to tenants passes only where the
+                    // route's tenant rule lets it.
+                    let mut req = match crate::tenancy::gate(&state, &caller, req).await {
+                        Ok(req) => req,
+                        Err(refused) => return refused.into_response(),
+                    };
+                    req.extensions_mut().insert(caller);
                     return next.run(req).await;
                 }
                 tracing::warn!(request_id = %request_id.0, caller = caller.name(), scope = needed.as_str(),

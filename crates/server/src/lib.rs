@@ -50,3 +50,4 @@ pub mod scanner;
 pub mod scans;
 pub mod serve;
 pub mod state;
+pub mod tenancy;

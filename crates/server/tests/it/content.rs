@@ -54,8 +54,31 @@ async fn without_a_scanner_text_is_not_scanned_and_binaries_are_refused_and_reco
     let reply = send(&node.router, scan_request(b"{\"a\": 1}".to_vec(), "?tenant_id=t-1&run_id=run-7")).await;
     assert_eq!(reply.json()["verdict"], "not_scanned");
     let zip = std::fs::read(sample("zip-text.zip")).unwrap();
-    let reply = send(&node.router, scan_request(zip, "?tenant_id=t-1&run_id=run-7")).await;
+    // No run run-7 exists: the refusal is the tenant's, attached to no run.
+    let reply = send(&node.router, scan_request(zip.clone(), "?tenant_id=t-1&run_id=run-7")).await;
     assert_eq!(reply.json()["reason"], "content_archive");
+    // A live run's refusal is one of its events; a run that ended takes none.
+    let run = crate::support::call(
+        &node,
+        "/v1/runs",
+        serde_json::json!({"tenant_id": "t-1", "user_id": "u1", "body": {}}),
+    )
+    .await
+    .json();
+    let run_id = run["run_id"].as_str().unwrap();
+    let reply = send(&node.router, scan_request(zip.clone(), &format!("?run_id={run_id}"))).await;
+    assert_eq!(reply.json()["reason"], "content_archive");
+    let other =
+        send(&node.router, scan_request(zip.clone(), &format!("?tenant_id=t-2&run_id={run_id}"))).await;
+    assert_eq!(other.status, 400, "a run of another tenant than the one named: {}", other.text);
+    crate::support::call(&node, &format!("/v1/runs/{run_id}/end"), serde_json::json!({"outcome": "failed"}))
+        .await;
+    let reply = send(&node.router, scan_request(zip, &format!("?tenant_id=t-1&run_id={run_id}"))).await;
+    assert_eq!(reply.json()["reason"], "content_archive");
+    let events = crate::support::get(&node, &format!("/v1/runs/{run_id}/events")).await.json();
+    let refused: Vec<&Value> =
+        events["items"].as_array().unwrap().iter().filter(|e| e["kind"] == "content_refused").collect();
+    assert_eq!(refused.len(), 1, "only the scan while the run was live: {events}");
 
     let refusals = send(
         &node.router,
@@ -68,13 +91,14 @@ async fn without_a_scanner_text_is_not_scanned_and_binaries_are_refused_and_reco
     .json();
     let list = refusals["items"].as_array().unwrap();
     assert!(list.iter().any(|r| r["kind"] == "content_refused" && r["reason"] == "content_executable"));
-    assert!(
-        list.iter()
-            .any(|r| r["reason"] == "content_archive" && r["tenant_id"] == "t-1" && r["run_id"] == "run-7")
-    );
+    let archives: Vec<&Value> = list.iter().filter(|r| r["reason"] == "content_archive").collect();
+    assert_eq!(archives.len(), 3, "{archives:?}");
+    assert!(archives.iter().all(|r| r["tenant_id"] == "t-1"), "{archives:?}");
+    assert_eq!(archives.iter().filter(|r| r["run_id"] == run_id).count(), 1, "{archives:?}");
+    assert!(archives.iter().all(|r| r["run_id"] != "run-7"), "no event of a run that does not exist");
 
     let metrics = send(&node.router, Request::get("/metrics").body(Body::empty()).unwrap()).await.text;
-    assert!(metrics.contains("gatehouse_content_scans_total{verdict=\"refused\"} 2"), "{metrics}");
+    assert!(metrics.contains("gatehouse_content_scans_total{verdict=\"refused\"} 4"), "{metrics}");
     assert!(metrics.contains("gatehouse_content_scans_total{verdict=\"not_scanned\"} 2"), "{metrics}");
 }
 

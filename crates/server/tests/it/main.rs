@@ -22,3 +22,4 @@ mod rewrap;
 mod runs;
 mod scans;
 mod support;
+mod tenants;
