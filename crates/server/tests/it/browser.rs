@@ -293,7 +293,7 @@ async fn a_person_allows_a_refused_host_revokes_a_lease_and_kills_a_run() {
         "/v1/tenants/t1/credentials",
         json!({"name": format!("{HOSTILE} deploy key"), "purpose": "git_provider", "host": "api.needed.test",
             "inject": {"header": "Authorization", "format": "Bearer {secret}"},
-            "secret": "browser-test-secret-5e1f0a"}),
+            "allow_plain_http": true, "secret": "browser-test-secret-5e1f0a"}),
     );
     let credential_id = credential["credential_id"].as_str().unwrap_or_else(|| panic!("{credential}"));
     let lease = plane.call(

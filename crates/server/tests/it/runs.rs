@@ -443,7 +443,7 @@ async fn every_way_a_run_stops_reports_the_leases_it_revoked() {
         &node,
         "/v1/tenants/t1/credentials",
         json!({"name": "gh", "purpose": "git_provider", "host": "api.example",
-            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "secret": "s3cret-value-123"}),
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "allow_plain_http": true, "secret": "s3cret-value-123"}),
     )
     .await;
     assert_eq!(credential.status, 201, "{}", credential.text);
@@ -503,7 +503,7 @@ async fn an_unrenewed_lease_expires_at_the_door_while_its_run_lives_on() {
         &node,
         "/v1/tenants/t1/credentials",
         json!({"name": "gh", "purpose": "git_provider", "host": "127.0.0.1",
-            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "secret": "s3cret-value-123"}),
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "allow_plain_http": true, "secret": "s3cret-value-123"}),
     )
     .await
     .json();
