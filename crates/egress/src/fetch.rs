@@ -43,6 +43,30 @@ pub struct FetchRequest {
     /// What the answer must be scrubbed of: the secrets injected into this
     /// request (see [`crate::scrub`]); empty for most requests.
     pub scrub: crate::scrub::Scrub,
+    /// Asked right before each hop goes out, after its name is resolved
+    /// and decided: a request carrying a secret checks its lease is still
+    /// usable then, however long resolving took.
+    pub last_check: Option<LastCheck>,
+}
+
+/// A check made right before a hop is sent; an error refuses it.
+#[derive(Clone)]
+pub struct LastCheck(Arc<dyn Fn() -> LastCheckFuture + Send + Sync>);
+
+/// What a [`LastCheck`] answers with.
+pub type LastCheckFuture = std::pin::Pin<Box<dyn Future<Output = Result<(), Reason>> + Send>>;
+
+impl LastCheck {
+    /// A check made by calling `check`.
+    pub fn new(check: impl Fn() -> LastCheckFuture + Send + Sync + 'static) -> Self {
+        Self(Arc::new(check))
+    }
+}
+
+impl std::fmt::Debug for LastCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LastCheck")
+    }
 }
 
 /// The final response.
@@ -81,6 +105,7 @@ struct Hop<'a> {
     purpose: Purpose,
     method: &'a Method,
     headers: &'a HeaderMap,
+    last_check: Option<&'a LastCheck>,
 }
 
 /// Makes requests through the door.
@@ -221,7 +246,13 @@ impl Fetcher {
         let mut method = req.method.clone();
         let mut headers = req.headers.clone();
         for redirects in 0..=MAX_REDIRECTS {
-            let hop = Hop { target: &target, purpose: req.purpose, method: &method, headers: &headers };
+            let hop = Hop {
+                target: &target,
+                purpose: req.purpose,
+                method: &method,
+                headers: &headers,
+                last_check: req.last_check.as_ref(),
+            };
             let Some(hop_body) =
                 body.for_hop(meter).await.map_err(|r| FetchRefusal::new(r, Some(&target.host)))?
             else {
@@ -262,7 +293,7 @@ impl Fetcher {
     async fn one_hop(
         &self,
         policy: Result<&Policy, &PolicyError>,
-        Hop { target, purpose, method, headers }: Hop<'_>,
+        Hop { target, purpose, method, headers, last_check }: Hop<'_>,
         body: HopBody,
         would_refuse: &mut Vec<FetchRefusal>,
     ) -> Result<Response<Incoming>, FetchRefusal> {
@@ -287,6 +318,9 @@ impl Fetcher {
             });
         }
         let fail = |reason| FetchRefusal::new(reason, Some(&target.host));
+        if let Some(check) = last_check {
+            (check.0)().await.map_err(fail)?;
+        }
         let stream =
             connect_pinned(&decision, &self.guard, self.limits.connect_timeout).await.map_err(fail)?;
 

@@ -188,6 +188,12 @@ impl LeaseEntry {
     }
 }
 
+/// Whether `lease` can be used at `now`, or why not (`lease_expired`,
+/// `lease_revoked`, `run_not_live`).
+pub fn usable(lease: &LeaseEntry, now: UnixTime) -> Result<(), Reason> {
+    lease.unusable(now).map_or(Ok(()), Err)
+}
+
 /// The placeholder of a lease id `lease_<32 hex>`: `gatehouse_lease_<32 hex>`;
 /// `None` for any other id form (uppercase hex included: ids are minted
 /// lowercase, and one lease must have exactly one placeholder).

@@ -46,6 +46,10 @@ pub trait LeaseSource: Send + Sync + 'static {
     /// A lease's placeholder or secret was sent toward another host:
     /// revoke it everywhere before the request is answered.
     fn leaked<'a>(&'a self, lease_id: &'a str, grant_id: &'a str) -> LeaseFuture<'a, ()>;
+
+    /// The grant's lease generation now, read from the ledger (not a
+    /// cache): what the door checks right before a secret goes in.
+    fn current_generation<'a>(&'a self, grant_id: &'a str) -> LeaseFuture<'a, Result<u64, Reason>>;
 }
 
 /// A run's leases, with their credentials' secrets sealed under this
@@ -106,6 +110,8 @@ pub struct Injected {
     pub lease_id: Option<String>,
     /// What its response must be scrubbed of.
     pub scrub: Scrub,
+    /// The lease generation the injection was decided at.
+    pub generation: u64,
 }
 
 /// Whose request it is: the run, its grant, and the lease generation its
@@ -200,9 +206,38 @@ pub async fn at_the_door(
     let entry = leases.entries.get(i).ok_or_else(|| refuse(Reason::CredentialUnreadable))?;
     let lease_refusal =
         |reason| LeaseRefusal { reason, lease_id: Some(entry.lease_id.clone()), revoke: false };
+    still_usable(source, run.grant_id, run_id, &entry.lease_id, generation, now)
+        .await
+        .map_err(lease_refusal)?;
     let secret = leases.secret(i).map_err(lease_refusal)?;
     let scrub = inject::apply(headers, entry, secret.expose()).map_err(lease_refusal)?;
     // The answer must come back as sent to be scrubbed of the secret.
     headers.insert(http::header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
-    Ok(Injected { lease_id: Some(entry.lease_id.clone()), scrub })
+    Ok(Injected { lease_id: Some(entry.lease_id.clone()), scrub, generation })
+}
+
+/// Whether `entry`, chosen from the leases read at `generation` (which may
+/// be the spend's, taken before the name was resolved, or a read up to two
+/// seconds old), is still usable right before its secret goes in: the
+/// ledger's current generation is read, and if anything changed the leases
+/// are read again at it. So a revocation that has returned is never
+/// followed by an injection, however long resolving took.
+///
+/// The fetch API resolves after the credential is in, so it calls this
+/// again from the fetcher's last check ([`crate::fetch::LastCheck`]).
+pub async fn still_usable(
+    source: &dyn LeaseSource,
+    grant_id: &str,
+    run_id: &str,
+    lease_id: &str,
+    generation: u64,
+    now: UnixTime,
+) -> Result<(), Reason> {
+    let current = source.current_generation(grant_id).await.map_err(|_| Reason::LeaseUnavailable)?;
+    if current <= generation {
+        return Ok(());
+    }
+    let fresh = source.leases(run_id, current).await.map_err(|_| Reason::LeaseUnavailable)?;
+    let lease = fresh.entries.iter().find(|e| e.lease_id == lease_id).ok_or(Reason::LeaseRevoked)?;
+    inject::usable(lease, now)
 }

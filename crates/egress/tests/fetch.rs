@@ -44,6 +44,7 @@ async fn fetch(
         body: bytes::Bytes::new(),
         purpose: Purpose::Request,
         scrub: Default::default(),
+        last_check: None,
     };
     fetcher.fetch(Ok(&Policy::open()), req).await
 }

@@ -923,6 +923,7 @@ fn get(url: &str, purpose: Purpose) -> FetchRequest {
         body: "payload".into(),
         purpose,
         scrub: Default::default(),
+        last_check: None,
     }
 }
 

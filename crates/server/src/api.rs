@@ -671,6 +671,9 @@ impl<'a> RunFetch<'a> {
             gatehouse_egress::leases::at_the_door(source.as_ref(), run, outbound, self.state.clock.now());
         match at_the_door.await {
             Ok(injected) => {
+                if let Some(lease_id) = injected.lease_id {
+                    fetch.last_check = Some(self.lease_still_usable(lease_id, injected.generation));
+                }
                 fetch.scrub = injected.scrub;
                 Ok(())
             }
@@ -679,6 +682,33 @@ impl<'a> RunFetch<'a> {
                 Err(refused(self.rid, refusal.reason))
             }
         }
+    }
+
+    /// The fetcher's last check for a request carrying `lease_id`'s secret:
+    /// the fetch resolves its name after the credential went in, so the
+    /// lease is checked again right before each hop goes out. A refusal
+    /// there is recorded as the lease's.
+    fn lease_still_usable(&self, lease_id: String, generation: u64) -> gatehouse_egress::fetch::LastCheck {
+        let state = self.state.clone();
+        let grant_id = self.claims.grant_id.clone();
+        let run_id = self.claims.exec_id.clone();
+        gatehouse_egress::fetch::LastCheck::new(move || {
+            let (state, grant_id, run_id, lease_id) =
+                (state.clone(), grant_id.clone(), run_id.clone(), lease_id.clone());
+            Box::pin(async move {
+                let Some(source) = state.door_leases.as_ref() else { return Ok(()) };
+                let now = state.clock.now();
+                gatehouse_egress::leases::still_usable(
+                    source.as_ref(),
+                    &grant_id,
+                    &run_id,
+                    &lease_id,
+                    generation,
+                    now,
+                )
+                .await
+            })
+        })
     }
 
     /// Signs a webhook delivery with the run's signing lease `lease_id`.
@@ -832,6 +862,7 @@ fn fetch_request(
         body: bytes::Bytes::new(),
         purpose,
         scrub: Default::default(),
+        last_check: None,
     })
 }
 

@@ -33,6 +33,7 @@ impl EgressTransport {
             body: Bytes::from(body),
             purpose: gatehouse_egress::Purpose::Request,
             scrub: Default::default(),
+            last_check: None,
         };
         match self.fetcher.fetch(Ok(&self.policy), request).await {
             Ok(r) => Ok(Response { status: r.status.as_u16(), body: r.body.to_vec() }),

@@ -228,3 +228,73 @@ async fn at_the_door_hosts_compare_normalized_and_a_split_placeholder_is_never_a
         assert!(!text.contains(secret), "a refusal holds a secret");
     }
 }
+
+/// A revocation that has returned is never followed by an injection: the
+/// run's request spends its grant and is held in name resolution (a DNS
+/// responder on a barrier); the lease is revoked and the revocation
+/// returns; then the name resolves. The door reads the lease generation
+/// again right before injecting, and refuses. Through the proxy and
+/// through the fetch API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_that_returned_is_never_followed_by_an_injection() {
+    const SECRET: &str = "canary-held-in-dns-7a1c9e3f";
+    let upstream = Echo::start("127.0.0.1", 0);
+    let dns = Dns::start();
+    let resolver = format!("127.0.0.1:{}", dns.port);
+    let node = node_with(
+        "all",
+        &[(names::EGRESS_ALLOW_RANGES, "127.0.0.0/8"), (names::DNS_SERVERS, resolver.as_str())],
+    )
+    .await;
+    let proxy = serve_proxy(&node).await;
+    let port = upstream.port;
+    for (door, host) in [("proxy", "held.test"), ("fetch", "held-fetch.test")] {
+        let github = credential(&node, door, host, SECRET).await;
+        let (run_id, via) = run(&node, proxy).await;
+        let granted = lease(&node, &run_id, &github, host).await;
+        let placeholder = granted["placeholder"].as_str().unwrap().to_owned();
+        let lease_id = granted["lease_id"].as_str().unwrap().to_owned();
+        // Warm the door's view of the run's leases, so nothing but the
+        // generation can tell it of the revocation.
+        let url = format!("http://{host}:{port}/");
+        let bearer = format!("authorization: Bearer {placeholder}");
+        // (A request to an address needs no lookup and gets no credential.)
+        let warm = sandbox_curl(&["-x", &via, &format!("http://127.0.0.1:{port}/")]).await;
+        assert!(warm.starts_with("HTTP/1.1 200"), "{warm}");
+
+        dns.hold();
+        let sent = upstream.count();
+        let request = match door {
+            "proxy" => {
+                let (via, bearer, url) = (via.clone(), bearer.clone(), url.clone());
+                tokio::spawn(async move { sandbox_curl(&["-x", &via, "-H", &bearer, &url]).await })
+            }
+            _ => {
+                let grant = via.trim_start_matches("http://grant:").split('@').next().unwrap().to_owned();
+                let node_router = node.router.clone();
+                let body = json!({"grant": grant, "url": url, "purpose": "git_provider",
+                    "headers": [["authorization", format!("Bearer {placeholder}")]]});
+                tokio::spawn(async move {
+                    let request = http::Request::post("/v1/egress/fetch")
+                        .header("authorization", format!("Bearer {TOKEN}"))
+                        .header("content-type", "application/json")
+                        .body(axum::body::Body::from(body.to_string()))
+                        .unwrap();
+                    send(&node_router, request).await.text
+                })
+            }
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !dns.was_asked(host) {
+            assert!(std::time::Instant::now() < deadline, "{door}: the request never reached DNS");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let revoked = call(&node, &format!("/v1/leases/{lease_id}/revoke"), json!({})).await;
+        assert_eq!(revoked.status, 200, "{}", revoked.text);
+        dns.release();
+        let out = request.await.unwrap();
+        assert!(out.contains("lease_revoked"), "{door}: {out}");
+        assert_eq!(upstream.count(), sent, "{door}: nothing went out after the revocation returned");
+        assert!(!upstream.last().contains(SECRET), "{door}");
+    }
+}

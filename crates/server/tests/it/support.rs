@@ -222,6 +222,8 @@ impl std::io::Write for LogBuffer {
 pub struct Dns {
     pub port: u16,
     asked: Arc<Mutex<Vec<String>>>,
+    /// While set, queries are read and logged but not answered.
+    held: Arc<(Mutex<bool>, std::sync::Condvar)>,
 }
 
 impl Dns {
@@ -231,6 +233,8 @@ impl Dns {
         let port = socket.local_addr().unwrap().port();
         let asked = Arc::new(Mutex::new(Vec::new()));
         let log = asked.clone();
+        let held = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let barrier = held.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 512];
             while let Ok((n, peer)) = socket.recv_from(&mut buf) {
@@ -257,10 +261,24 @@ impl Dns {
                 if qtype == 1 {
                     r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1]);
                 }
+                let (lock, released) = &*barrier;
+                let _held = released.wait_while(lock.lock().unwrap(), |held| *held).unwrap();
                 let _ = socket.send_to(&r, peer);
             }
         });
-        Self { port, asked }
+        Self { port, asked, held }
+    }
+
+    /// Holds every answer until [`Dns::release`]: a lookup in flight stays
+    /// in flight.
+    pub fn hold(&self) {
+        *self.held.0.lock().unwrap() = true;
+    }
+
+    /// Answers what was held, and everything after.
+    pub fn release(&self) {
+        *self.held.0.lock().unwrap() = false;
+        self.held.1.notify_all();
     }
 
     pub fn was_asked(&self, name: &str) -> bool {
