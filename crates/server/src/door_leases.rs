@@ -7,7 +7,7 @@
 //! seconds old; the age bound is a second line behind the generation, so
 //! even a bump that never reached the ledger is in force within seconds.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use gatehouse_capability::{LocalSeal, SealingKeys};
 use gatehouse_core::{Clock, Reason};
 use gatehouse_egress::inject::{InjectRule, LeaseEntry, LeaseState, placeholder_for};
 use gatehouse_egress::leases::{LeaseFuture, LeaseSource, RunLeases};
-use gatehouse_ledger::{Ledger, LedgerBackend as _};
+use gatehouse_ledger::{Ledger, LedgerBackend as _, RevokeScope};
 use gatehouse_store::{Credential, DoorLease, LeaseStatus, NewEvent, Store};
 
 use crate::events::RefusalLog;
@@ -37,6 +37,11 @@ pub struct DoorLeases {
     clock: Arc<dyn Clock>,
     cache: Mutex<HashMap<String, (Instant, Arc<RunLeases>)>>,
     tampered: AtomicU64,
+    /// Leaked leases whose revocation the store has not recorded yet:
+    /// revoked here all the same, and retried until recorded.
+    unrecorded: Arc<Mutex<HashSet<String>>>,
+    /// A task is retrying `unrecorded`.
+    retrying: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl DoorLeases {
@@ -58,6 +63,8 @@ impl DoorLeases {
             clock,
             cache: Mutex::default(),
             tampered: AtomicU64::new(0),
+            unrecorded: Arc::default(),
+            retrying: Arc::default(),
         })
     }
 
@@ -92,7 +99,11 @@ impl DoorLeases {
         if lease.purpose == "webhook_signing" {
             return None;
         }
+        let unrecorded =
+            self.unrecorded.lock().unwrap_or_else(PoisonError::into_inner).contains(&lease.lease_id);
         let state = match lease.status {
+            // A leak's revocation the store has not recorded yet.
+            _ if unrecorded => LeaseState::Revoked { run_ended: false },
             // `examine` itself holds a lapsed lease to its expiry.
             LeaseStatus::Live | LeaseStatus::Expired => LeaseState::Live { expires_at: lease.expires_at },
             LeaseStatus::Revoked => {
@@ -164,7 +175,54 @@ impl DoorLeases {
     }
 }
 
+/// Records a leaked lease's revocation in the store, with its run event:
+/// the run's id when the lease changed, `None` when it was revoked already,
+/// the store's error code when nothing was recorded.
+async fn record_leak(
+    store: &Store,
+    events: &RefusalLog,
+    lease_id: &str,
+    now: gatehouse_core::UnixTime,
+) -> Result<Option<String>, &'static str> {
+    match store.revoke_lease(lease_id, "leaked", "gatehouse", now).await {
+        Ok(Some(lease)) => {
+            events.record_event(NewEvent::lease_event(&lease, "lease_revoked", Some("leaked"), now));
+            Ok(Some(lease.run_id))
+        }
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.code()),
+    }
+}
+
 impl DoorLeases {
+    /// Retries the unrecorded leak revocations every second until the store
+    /// has them all; one task at a time.
+    fn retry_unrecorded(&self) {
+        if self.retrying.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (store, events, clock) = (self.store.clone(), self.events.clone(), self.clock.clone());
+        let (unrecorded, retrying) = (self.unrecorded.clone(), self.retrying.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let pending: Vec<String> =
+                    unrecorded.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect();
+                for lease_id in pending {
+                    if record_leak(&store, &events, &lease_id, clock.now()).await.is_ok() {
+                        tracing::info!(lease_id, "a leaked lease's revocation is recorded");
+                        unrecorded.lock().unwrap_or_else(PoisonError::into_inner).remove(&lease_id);
+                    }
+                }
+                let left = unrecorded.lock().unwrap_or_else(PoisonError::into_inner);
+                if left.is_empty() {
+                    retrying.store(false, Ordering::Release);
+                    return;
+                }
+            }
+        });
+    }
+
     /// The secret of a webhook signing lease of `run_id` for a delivery to
     /// `host`, read fresh from the store: the lease must be the run's, live,
     /// for webhook signing, and for this host.
@@ -243,18 +301,28 @@ impl LeaseSource for DoorLeases {
     fn leaked<'a>(&'a self, lease_id: &'a str, grant_id: &'a str) -> LeaseFuture<'a, ()> {
         Box::pin(async move {
             let now = self.clock.now();
-            match self.store.revoke_lease(lease_id, "leaked", "gatehouse", now).await {
-                Ok(Some(lease)) => {
-                    self.forget(&lease.run_id);
-                    self.events.record_event(NewEvent::lease_event(
-                        &lease,
-                        "lease_revoked",
-                        Some("leaked"),
-                        now,
-                    ));
-                }
+            match record_leak(&self.store, &self.events, lease_id, now).await {
+                Ok(Some(run_id)) => self.forget(&run_id),
                 Ok(None) => {}
-                Err(e) => tracing::error!(lease_id, code = e.code(), "a leaked lease could not be revoked"),
+                Err(code) => {
+                    // Refused until recorded: this node holds the lease
+                    // revoked and retries; every node refuses the run's
+                    // grant, which the ledger keeps across restarts.
+                    tracing::error!(
+                        lease_id,
+                        code,
+                        "a leaked lease's revocation was not recorded: its grant is revoked and the store retried"
+                    );
+                    self.unrecorded
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(lease_id.to_owned());
+                    self.cache.lock().unwrap_or_else(PoisonError::into_inner).clear();
+                    if self.ledger.revoke(&RevokeScope::Grant(grant_id.to_owned())).await.is_err() {
+                        tracing::error!(lease_id, "a leaking run's grant could not be revoked in the ledger");
+                    }
+                    self.retry_unrecorded();
+                }
             }
             if self.ledger.bump_lease_generation(grant_id).await.is_err() {
                 tracing::error!(lease_id, "the other nodes could not be told of a leaked lease's revocation");

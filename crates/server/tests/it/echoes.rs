@@ -341,3 +341,62 @@ fn a_store_row_edited_to_steer_a_secret_gets_nothing() {
     assert_eq!(upstream.count(), 0, "nothing went out with a steered secret");
     assert!(tampering() > before);
 }
+
+/// A leak whose revocation the store cannot record at once is refused all
+/// the same: the lease is held revoked on the node and the run's grant is
+/// revoked in the ledger; once the store takes writes again the revocation
+/// is recorded.
+#[test]
+fn a_leaks_revocation_holds_while_the_store_cannot_record_it() {
+    let upstream = Hostile::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, api_addr, proxy_addr, _log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
+    let credential_id = credential(&api_addr, "leaky", true);
+    let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &credential_id, "127.0.0.1");
+    let bearer = vec![format!("authorization: Bearer {placeholder}")];
+    let at = |host: &str| format!("http://{host}:{}/window/0/200", upstream.port);
+    assert!(doors.proxy(&at("127.0.0.1"), &bearer).starts_with("HTTP/1.1 200"));
+    let sent = upstream.count();
+
+    // The store takes no lease writes (reads still work).
+    edit_store_allowing_none(
+        tmp.path(),
+        "CREATE TRIGGER no_lease_writes BEFORE UPDATE ON leases BEGIN SELECT RAISE(ABORT, 'down'); END",
+    );
+    let leak = doors.proxy(&at("127.0.0.2"), &bearer);
+    assert!(leak.contains("lease_host_mismatch"), "{leak}");
+    for (door, out) in doors.all(&at("127.0.0.1"), &bearer) {
+        assert!(!out.contains("HTTP/1.1 200") && !out.contains("\"status\":200"), "{door}: {out}");
+    }
+    assert_eq!(upstream.count(), sent, "nothing went out after the leak");
+
+    // The store takes writes again: the revocation is recorded.
+    edit_store_allowing_none(tmp.path(), "DROP TRIGGER no_lease_writes");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let listed = api(&api_addr, "GET", "/v1/leases?tenant_id=t1", &Value::Null);
+        let lease = listed["items"].as_array().and_then(|items| {
+            items
+                .iter()
+                .find(|l| {
+                    l["placeholder"] == placeholder.as_str() || l["credential_id"] == credential_id.as_str()
+                })
+                .cloned()
+        });
+        if lease.as_ref().is_some_and(|l| l["status"] == "revoked") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the revocation was never recorded: {listed}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// As [`edit_store`], for a statement that changes no row.
+fn edit_store_allowing_none(dir: &std::path::Path, sql: &str) {
+    let url = format!("sqlite://{}", dir.join("gatehouse-data/gatehouse.db").display());
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use sqlx::Connection as _;
+        let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut db).await.unwrap();
+    });
+}
