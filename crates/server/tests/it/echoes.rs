@@ -277,27 +277,67 @@ fn no_echo_hands_the_secret_back_at_any_door() {
     assert_eq!(upstream.count(), sent, "nothing went out in clear");
 }
 
-/// Runs `sql` on the node's SQLite store, behind its back.
-fn edit_store(dir: &std::path::Path, sql: &str) {
-    let url = format!("sqlite://{}", dir.join("gatehouse-data/gatehouse.db").display());
-    tokio::runtime::Runtime::new().unwrap().block_on(async {
-        use sqlx::Connection as _;
-        let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut db).await.unwrap();
-        assert!(done.rows_affected() > 0, "{sql}");
-    });
+/// Where a node keeps its state, for tests that write it behind its back.
+enum Backend {
+    Sqlite(std::path::PathBuf),
+    Postgres(gatehouse_test_support::TestDatabase),
+}
+
+impl Backend {
+    /// Runs `sql` on the node's store, behind its back; it must change rows.
+    fn edit(&self, sql: &str) {
+        assert!(self.execute(sql) > 0, "{sql}");
+    }
+
+    /// Runs `sql`; how many rows it changed.
+    fn execute(&self, sql: &str) -> u64 {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            use sqlx::Connection as _;
+            match self {
+                Backend::Sqlite(dir) => {
+                    let url = format!("sqlite://{}", dir.join("gatehouse-data/gatehouse.db").display());
+                    let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+                    sqlx::query(sql).execute(&mut db).await.unwrap().rows_affected()
+                }
+                Backend::Postgres(database) => {
+                    let mut db = sqlx::PgConnection::connect(database.url()).await.unwrap();
+                    sqlx::query(sql).execute(&mut db).await.unwrap().rows_affected()
+                }
+            }
+        })
+    }
 }
 
 #[test]
-fn a_store_row_edited_to_steer_a_secret_gets_nothing() {
-    let upstream = Hostile::start();
+fn a_store_row_edited_to_steer_a_secret_gets_nothing_on_sqlite() {
     let tmp = tempfile::tempdir().unwrap();
     let (_server, api_addr, proxy_addr, _log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
-    let credential_id = credential(&api_addr, "steered", true);
+    steering_gets_nothing(&Backend::Sqlite(tmp.path().to_owned()), &api_addr, &proxy_addr);
+}
+
+#[test]
+fn a_store_row_edited_to_steer_a_secret_gets_nothing_on_postgres() {
+    let db = gatehouse_test_support::TestDatabase::create();
+    let tmp = tempfile::tempdir().unwrap();
+    let node = crate::leases_cluster::start_node(
+        tmp.path(),
+        &crate::support::private_key_pem(),
+        &[("GATEHOUSE_DATABASE_URL", db.url())],
+    );
+    let (api_addr, proxy_addr) = (node.api.clone(), node.proxy.clone());
+    steering_gets_nothing(&Backend::Postgres(db), &api_addr, &proxy_addr);
+}
+
+/// A lease row, then a credential's host, then its rule, edited in the
+/// store to steer the secret: each is refused and counted as tampering.
+fn steering_gets_nothing(store: &Backend, api_addr: &str, proxy_addr: &str) {
+    let upstream = Hostile::start();
+    let credential_id = credential(api_addr, "steered", true);
     let at = |host: &str| format!("http://{host}:{}/window/0/200", upstream.port);
     let tampering = || {
         let metrics =
-            crate::cli::http(&api_addr, "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+            crate::cli::http(api_addr, "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
         metrics
             .lines()
             .find_map(|l| l.strip_prefix("gatehouse_credential_tampering_total "))
@@ -308,11 +348,8 @@ fn a_store_row_edited_to_steer_a_secret_gets_nothing() {
     assert_eq!(tampering(), 0);
 
     // A lease row pointed at another host: its credential's sealed host disagrees.
-    let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &credential_id, "127.0.0.1");
-    edit_store(
-        tmp.path(),
-        "UPDATE leases SET host = '127.0.0.2' WHERE credential_id IN (SELECT credential_id FROM credentials WHERE name = 'steered')",
-    );
+    let (doors, placeholder) = run_with_lease(api_addr, proxy_addr, &credential_id, "127.0.0.1");
+    store.edit("UPDATE leases SET host = '127.0.0.2' WHERE credential_id IN (SELECT credential_id FROM credentials WHERE name = 'steered')");
     let bearer = vec![format!("authorization: Bearer {placeholder}")];
     for headers in [bearer.clone(), vec![]] {
         for (door, out) in doors.all(&at("127.0.0.2"), &headers) {
@@ -323,18 +360,15 @@ fn a_store_row_edited_to_steer_a_secret_gets_nothing() {
     assert!(tampering() > 0);
 
     // The credential row pointed there too: the sealed secret no longer opens.
-    edit_store(tmp.path(), "UPDATE credentials SET host = '127.0.0.2' WHERE name = 'steered'");
-    let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &credential_id, "127.0.0.2");
+    store.edit("UPDATE credentials SET host = '127.0.0.2' WHERE name = 'steered'");
+    let (doors, placeholder) = run_with_lease(api_addr, proxy_addr, &credential_id, "127.0.0.2");
     let before = tampering();
     for (door, out) in doors.all(&at("127.0.0.2"), &[format!("authorization: Bearer {placeholder}")]) {
         assert!(out.contains("lease_unavailable"), "{door}: {out}");
     }
     // Or its inject rule rewritten to put the secret in a header the upstream echoes.
-    edit_store(
-        tmp.path(),
-        "UPDATE credentials SET host = '127.0.0.1', inject = '{\"header\":\"x-echo-me\",\"format\":\"{secret}\",\"allow_plain_http\":true}' WHERE name = 'steered'",
-    );
-    let (doors, _) = run_with_lease(&api_addr, &proxy_addr, &credential_id, "127.0.0.1");
+    store.edit("UPDATE credentials SET host = '127.0.0.1', inject = '{\"header\":\"x-echo-me\",\"format\":\"{secret}\",\"allow_plain_http\":true}' WHERE name = 'steered'");
+    let (doors, _) = run_with_lease(api_addr, proxy_addr, &credential_id, "127.0.0.1");
     for (door, out) in doors.all(&at("127.0.0.1"), &[]) {
         assert!(out.contains("lease_unavailable"), "{door}: {out}");
     }
@@ -359,8 +393,8 @@ fn a_leaks_revocation_holds_while_the_store_cannot_record_it() {
     let sent = upstream.count();
 
     // The store takes no lease writes (reads still work).
-    edit_store_allowing_none(
-        tmp.path(),
+    let store = Backend::Sqlite(tmp.path().to_owned());
+    store.execute(
         "CREATE TRIGGER no_lease_writes BEFORE UPDATE ON leases BEGIN SELECT RAISE(ABORT, 'down'); END",
     );
     let leak = doors.proxy(&at("127.0.0.2"), &bearer);
@@ -371,7 +405,7 @@ fn a_leaks_revocation_holds_while_the_store_cannot_record_it() {
     assert_eq!(upstream.count(), sent, "nothing went out after the leak");
 
     // The store takes writes again: the revocation is recorded.
-    edit_store_allowing_none(tmp.path(), "DROP TRIGGER no_lease_writes");
+    store.execute("DROP TRIGGER no_lease_writes");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let listed = api(&api_addr, "GET", "/v1/leases?tenant_id=t1", &Value::Null);
@@ -389,14 +423,4 @@ fn a_leaks_revocation_holds_while_the_store_cannot_record_it() {
         assert!(std::time::Instant::now() < deadline, "the revocation was never recorded: {listed}");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-}
-
-/// As [`edit_store`], for a statement that changes no row.
-fn edit_store_allowing_none(dir: &std::path::Path, sql: &str) {
-    let url = format!("sqlite://{}", dir.join("gatehouse-data/gatehouse.db").display());
-    tokio::runtime::Runtime::new().unwrap().block_on(async {
-        use sqlx::Connection as _;
-        let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut db).await.unwrap();
-    });
 }

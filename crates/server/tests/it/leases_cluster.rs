@@ -36,7 +36,7 @@ fn canary(what: &str) -> String {
 pub(crate) struct Node {
     server: Server,
     pub(crate) api: String,
-    proxy: String,
+    pub(crate) proxy: String,
     log: JoinHandle<String>,
 }
 
