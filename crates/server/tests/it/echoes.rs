@@ -47,21 +47,18 @@ impl Hostile {
                         head.push_str(&line);
                     }
                     log.lock().unwrap().push(head.clone());
-                    let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
-                    let auth = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("authorization: "))
-                        .unwrap_or("none")
-                        .to_owned();
                     let mut stream = stream;
-                    let _ = stream.write_all(&Self::answer(&path, &auth));
+                    let _ = stream.write_all(&Self::answer(&head));
                 });
             }
         });
         Self { port, seen }
     }
 
-    fn answer(path: &str, auth: &str) -> Vec<u8> {
+    /// The answer to a request with this head.
+    fn answer(head: &str) -> Vec<u8> {
+        let path = head.split(' ').nth(1).unwrap_or("/");
+        let auth = head.lines().find_map(|l| l.strip_prefix("authorization: ")).unwrap_or("none");
         let plain = |extra: &str, body: &str| {
             format!(
                 "HTTP/1.1 200 OK\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -116,6 +113,8 @@ struct Doors<'a> {
     api: &'a str,
     proxy: String,
     grant: String,
+    /// The interception CA the run was given, for its trust store.
+    ca_pem: String,
 }
 
 impl Doors<'_> {
@@ -210,7 +209,8 @@ fn run_with_lease<'a>(
     );
     let placeholder = lease["placeholder"].as_str().unwrap_or_else(|| panic!("{lease}")).to_owned();
     let proxy = format!("http://grant:{grant}@{proxy_addr}");
-    (Doors { api: api_addr, proxy, grant }, placeholder)
+    let ca_pem = run["ca_certificate_pem"].as_str().unwrap_or_default().to_owned();
+    (Doors { api: api_addr, proxy, grant, ca_pem }, placeholder)
 }
 
 #[test]
@@ -423,4 +423,50 @@ fn a_leaks_revocation_holds_while_the_store_cannot_record_it() {
         assert!(std::time::Instant::now() < deadline, "the revocation was never recorded: {listed}");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
+}
+
+/// The same hostile answers inside a tunnel gatehouse terminates for the
+/// lease's host: the door's exchange is the plain proxy's, over TLS.
+#[test]
+fn no_echo_hands_the_secret_back_inside_an_intercepted_tunnel() {
+    let upstream_ca = std::sync::Arc::new(gatehouse_egress::intercept::InterceptCa::generate().unwrap());
+    let upstream = crate::intercept::TlsEcho::answering(&upstream_ca, "127.0.0.1", 0, Hostile::answer);
+    let tmp = tempfile::tempdir().unwrap();
+    let upstream_ca_file = tmp.path().join("upstream-ca.pem");
+    std::fs::write(&upstream_ca_file, upstream_ca.cert_pem()).unwrap();
+    let (_server, api_addr, proxy_addr, _log) =
+        crate::intercept::start(tmp.path(), &upstream_ca_file, &[upstream.port]);
+    let credential_id = credential(&api_addr, "tunnelled", false);
+    let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &credential_id, "127.0.0.1");
+    let run_ca = tmp.path().join("run-ca.pem");
+    std::fs::write(&run_ca, doors.ca_pem.as_bytes()).unwrap();
+    let tunnel = |path: &str, headers: &[String]| {
+        let mut command = Command::new("curl");
+        command.args(["-s", "-S", "--max-time", "10", "-D", "-", "-x", &doors.proxy, "--cacert"]);
+        command.arg(&run_ca);
+        for header in headers {
+            command.args(["-H", header]);
+        }
+        let url = format!("https://127.0.0.1:{}/{path}", upstream.port);
+        let out = command.arg(url).output().unwrap();
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    };
+    let bearer = vec![format!("authorization: Bearer {placeholder}")];
+    let whole = tunnel("window/0/200", &bearer);
+    assert!(upstream.last().contains(&format!("authorization: Bearer {SECRET}")), "{}", upstream.last());
+    assert!(whole.contains(&placeholder) && !holds_a_window(&whole), "{whole}");
+    for from in 0..=SECRET.len() {
+        let out = tunnel(&format!("window/{}/9", 7 + from), &bearer);
+        assert!(out.starts_with("HTTP/1.1 200") && !holds_a_window(&out), "window {from}: {out}");
+    }
+    let out = tunnel("reason", &bearer);
+    assert!(!holds_a_window(&out) && !holds_a_window(&out.to_ascii_lowercase()), "{out}");
+    for path in ["content-coding", "transfer-coding"] {
+        let out = tunnel(path, &bearer);
+        assert!(out.contains("content_encoding_invalid") && !out.contains(MARKER), "{path}: {out}");
+    }
+    let sent = upstream.seen.lock().unwrap().len();
+    let out = tunnel("window/0/200", &[format!("x-api-key: {placeholder}")]);
+    assert!(out.contains("lease_placeholder_misplaced"), "{out}");
+    assert_eq!(upstream.seen.lock().unwrap().len(), sent, "nothing went out for a misplaced placeholder");
 }

@@ -26,6 +26,19 @@ pub(crate) struct TlsEcho {
 
 impl TlsEcho {
     pub(crate) fn start(ca: &Arc<InterceptCa>, ip: &str, port: u16) -> Self {
+        Self::answering(ca, ip, port, |head| {
+            format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{head}", head.len()).into_bytes()
+        })
+    }
+
+    /// As [`TlsEcho::start`], answering each request head with `answer(head)`.
+    pub(crate) fn answering(
+        ca: &Arc<InterceptCa>,
+        ip: &str,
+        port: u16,
+        answer: impl Fn(&str) -> Vec<u8> + Send + Sync + 'static,
+    ) -> Self {
+        let answer = Arc::new(answer);
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let (config, _) = Leaves::new(ca.clone(), 4).server_config(ip).unwrap();
@@ -36,7 +49,7 @@ impl TlsEcho {
         runtime.spawn(async move {
             let acceptor = tokio_rustls::TlsAcceptor::from(config);
             while let Ok((tcp, _)) = listener.accept().await {
-                let (acceptor, log) = (acceptor.clone(), log.clone());
+                let (acceptor, log, answer) = (acceptor.clone(), log.clone(), answer.clone());
                 tokio::spawn(async move {
                     let Ok(mut tls) = acceptor.accept(tcp).await else { return };
                     let mut buf = Vec::new();
@@ -51,9 +64,7 @@ impl TlsEcho {
                             let head = String::from_utf8_lossy(&buf[..end + 4]).into_owned();
                             buf.drain(..end + 4);
                             log.lock().unwrap().push(head.clone());
-                            let answer =
-                                format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{head}", head.len());
-                            if tls.write_all(answer.as_bytes()).await.is_err() {
+                            if tls.write_all(&answer(&head)).await.is_err() {
                                 return;
                             }
                         }
@@ -83,7 +94,7 @@ fn text(out: &Output) -> String {
 
 /// A gateway (role all) trusting `upstream_ca` for upstreams, with
 /// `CONNECT` open to `ports`; its API and proxy addresses, and its log.
-fn start(
+pub(crate) fn start(
     dir: &std::path::Path,
     upstream_ca: &std::path::Path,
     ports: &[u16],
