@@ -423,10 +423,13 @@ where
         .await
         .map_err(|_| Reason::UpstreamUnreachable)?;
     tokio::spawn(connection);
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| if e.is_parse() { Reason::UpstreamBadResponse } else { Reason::UpstreamUnreachable })?;
+    let response =
+        sender.send_request(request).await.map_err(|e| match crate::leases::refused_in_body(&e) {
+            // The caller's body was refused midway (a placeholder in it).
+            Some(reason) => reason,
+            None if e.is_parse() => Reason::UpstreamBadResponse,
+            None => Reason::UpstreamUnreachable,
+        })?;
     crate::proxy::framing_is_sound(response.headers())?;
     Ok(response)
 }

@@ -27,6 +27,7 @@ use gatehouse_core::{Reason, UnixTime};
 use http::HeaderMap;
 
 use crate::inject::{self, LeaseEntry, LeaseRefusal, Scrub};
+use crate::meter::EgressRefused;
 
 /// What every placeholder begins with ([`inject::placeholder_for`]).
 pub const PLACEHOLDER_PREFIX: &str = "gatehouse_lease_";
@@ -112,6 +113,83 @@ pub struct Injected {
     pub scrub: Scrub,
     /// The lease generation the injection was decided at.
     pub generation: u64,
+    /// The run's placeholders, which a streamed request body must not
+    /// carry ([`WatchedBody`]); empty when the run holds no lease.
+    pub watch: Vec<String>,
+}
+
+/// A request body that ends in an error — `lease_placeholder_misplaced`, as
+/// an [`EgressRefused`] — at the first chunk in which one of the run's
+/// placeholders appears (across chunk boundaries too), before that chunk
+/// moves. A placeholder is never replaced in a body, so the upstream would
+/// get nothing of the secret anyway; the request is refused all the same,
+/// as in headers, and the upstream never receives it whole.
+pub struct WatchedBody<B> {
+    inner: B,
+    placeholders: Vec<String>,
+    /// The end of what passed: where a placeholder cut by a chunk boundary begins.
+    tail: Vec<u8>,
+}
+
+impl<B> WatchedBody<B> {
+    /// `body`, watched for `placeholders`.
+    pub fn new(body: B, placeholders: Vec<String>) -> Self {
+        Self { inner: body, placeholders, tail: Vec::new() }
+    }
+}
+
+impl<B> hyper::body::Body for WatchedBody<B>
+where
+    B: hyper::body::Body<Data = bytes::Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Data = bytes::Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        let frame = match std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+            Some(Ok(frame)) => frame,
+            Some(Err(e)) => return std::task::Poll::Ready(Some(Err(e.into()))),
+            None => return std::task::Poll::Ready(None),
+        };
+        if let Some(data) = frame.data_ref() {
+            let longest = this.placeholders.iter().map(String::len).max().unwrap_or(0);
+            let mut seen = std::mem::take(&mut this.tail);
+            seen.extend_from_slice(data);
+            if this.placeholders.iter().any(|p| inject::contains(&seen, p.as_bytes())) {
+                let refused = EgressRefused(Reason::LeasePlaceholderMisplaced);
+                return std::task::Poll::Ready(Some(Err(Box::new(refused))));
+            }
+            let keep = longest.saturating_sub(1).min(seen.len());
+            this.tail = seen.split_off(seen.len() - keep);
+        }
+        std::task::Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The reason a request body that ended in an error gives, if it is one of
+/// the door's own ([`EgressRefused`]) anywhere in `error`'s sources.
+pub fn refused_in_body(error: &(dyn std::error::Error + 'static)) -> Option<Reason> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(EgressRefused(reason)) = e.downcast_ref::<EgressRefused>() {
+            return Some(*reason);
+        }
+        next = e.source();
+    }
+    None
 }
 
 /// Whose request it is: the run, its grant, and the lease generation its
@@ -162,6 +240,7 @@ pub async fn at_the_door(
         Some(g) => g,
     };
     let leases = source.leases(run_id, generation).await.map_err(|_| refuse(Reason::LeaseUnavailable))?;
+    let watch: Vec<String> = leases.entries.iter().map(|e| e.placeholder.clone()).collect();
     let verdict =
         inject::examine(headers, path_and_query, host, over_tls, &leases.entries, now).and_then(|examined| {
             // A raw secret of another host's lease: sent here, it leaks.
@@ -201,7 +280,7 @@ pub async fn at_the_door(
         }
     };
     let Some(i) = examined.inject else {
-        return Ok(Injected::default());
+        return Ok(Injected { watch, ..Injected::default() });
     };
     let entry = leases.entries.get(i).ok_or_else(|| refuse(Reason::CredentialUnreadable))?;
     let lease_refusal =
@@ -213,7 +292,7 @@ pub async fn at_the_door(
     let scrub = inject::apply(headers, entry, secret.expose()).map_err(lease_refusal)?;
     // The answer must come back as sent to be scrubbed of the secret.
     headers.insert(http::header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
-    Ok(Injected { lease_id: Some(entry.lease_id.clone()), scrub, generation })
+    Ok(Injected { lease_id: Some(entry.lease_id.clone()), scrub, generation, watch })
 }
 
 /// Whether `entry`, chosen from the leases read at `generation` (which may
@@ -240,4 +319,38 @@ pub async fn still_usable(
     let fresh = source.leases(run_id, current).await.map_err(|_| Reason::LeaseUnavailable)?;
     let lease = fresh.entries.iter().find(|e| e.lease_id == lease_id).ok_or(Reason::LeaseRevoked)?;
     inject::usable(lease, now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scrub::testing::frames;
+    use http_body_util::BodyExt as _;
+
+    /// What a watched body of `pieces` yields: its bytes, or the reason it ended.
+    fn watched(pieces: &[&[u8]]) -> Result<Vec<u8>, Reason> {
+        let placeholder = "gatehouse_lease_0123456789abcdef0123456789abcdef".to_owned();
+        let body = WatchedBody::new(frames(pieces, false), vec![placeholder]);
+        let collected = block_on(body.collect());
+        collected
+            .map(|c| c.to_bytes().to_vec())
+            .map_err(|e| refused_in_body(e.as_ref()).unwrap_or(Reason::UpstreamUnreachable))
+    }
+
+    fn block_on<F: Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(future)
+    }
+
+    #[test]
+    fn a_watched_body_ends_at_a_placeholder_even_cut_across_frames() {
+        assert_eq!(watched(&[b"plain ", b"bytes"]), Ok(b"plain bytes".to_vec()));
+        let misplaced = Err(Reason::LeasePlaceholderMisplaced);
+        assert_eq!(watched(&[b"x gatehouse_lease_0123456789abcdef0123456789abcdef y"]), misplaced);
+        assert_eq!(watched(&[b"x gatehouse_lea", b"se_0123456789abcdef", b"0123456789abcdef y"]), misplaced);
+        let one_byte_frames: Vec<&[u8]> =
+            b"..gatehouse_lease_0123456789abcdef0123456789abcdef..".chunks(1).collect();
+        assert_eq!(watched(&one_byte_frames), misplaced);
+        // Another lease's id, or a prefix alone, is not this run's placeholder.
+        assert!(watched(&[b"gatehouse_lease_ffff", b"gatehouse_lease_"]).is_ok());
+    }
 }

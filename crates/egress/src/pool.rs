@@ -41,7 +41,11 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 /// The request body the proxy forwards (the client's, capped).
-pub type UpstreamBody = Either<Limited<Incoming>, Metered<Limited<Incoming>>>;
+pub type UpstreamBody = Either<Limited<SandboxBody>, Metered<Limited<SandboxBody>>>;
+
+/// A sandbox's request body: as it came, or watched for the run's
+/// placeholders when the run holds leases.
+pub type SandboxBody = Either<Incoming, crate::leases::WatchedBody<Incoming>>;
 
 /// How many idle connections are kept, and for how long.
 #[derive(Debug, Clone)]

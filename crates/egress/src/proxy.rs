@@ -46,7 +46,8 @@ use tokio::sync::Notify;
 use crate::connect::connect_pinned;
 use crate::decision::{Decision, Purpose, decide_target_resolving};
 use crate::leases::{
-    Injected, LeaseSource, OfRun, Outbound, at_the_door, mentions_placeholder, refused_before_the_leases,
+    Injected, LeaseSource, OfRun, Outbound, WatchedBody, at_the_door, mentions_placeholder,
+    refused_before_the_leases, refused_in_body,
 };
 use crate::meter::EgressMeter;
 use crate::policy::{Policy, PolicyError};
@@ -640,7 +641,7 @@ impl Proxy {
         let target = decision.target.clone().ok_or_else(|| fail(Reason::UpstreamUnreachable))?;
         let (mut parts, body) = req.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        let injected = match (&self.leases, &host) {
+        let mut injected = match (&self.leases, &host) {
             // Generation 0: the run never held a lease, the common case.
             (Some(leases), Some(name)) if lease_generation != Some(0) => at_the_door(
                 leases.as_ref(),
@@ -687,6 +688,10 @@ impl Proxy {
         // without a length is paid frame by frame, and cut off at the cap.
         let meter = self.meter(grant);
         let declared = body.size_hint().exact();
+        let body = match injected.watch.is_empty() {
+            true => Either::Left(body),
+            false => Either::Right(WatchedBody::new(body, std::mem::take(&mut injected.watch))),
+        };
         let body = Limited::new(body, self.limits.request_bytes);
         let body = match declared {
             Some(n) => {
@@ -717,6 +722,15 @@ impl Proxy {
                     // An answer hyper could not parse (conflicting lengths,
                     // a broken head) is the upstream's fault, said so.
                     _ if e.error().is_parse() => return Err(fail(Reason::UpstreamBadResponse)),
+                    // The run's body carried a placeholder: cut off before it moved.
+                    _ if refused_in_body(e.error()) == Some(Reason::LeasePlaceholderMisplaced) => {
+                        let refusal = crate::inject::LeaseRefusal {
+                            reason: Reason::LeasePlaceholderMisplaced,
+                            lease_id: None,
+                            revoke: false,
+                        };
+                        return Err(Refused::lease(refusal, host.clone()));
+                    }
                     _ => return Err(fail(Reason::UpstreamUnreachable)),
                 },
                 Err(_) => return Err(fail(Reason::UpstreamTimeout)),

@@ -642,17 +642,20 @@ impl<'a> RunFetch<'a> {
     /// request refused. Redirects stay on the origin, so the credential never
     /// follows one elsewhere. `body_in_hand`: the request's body is
     /// `fetch.body` (not streamed), and is looked at too.
+    ///
+    /// Returns the run's placeholders, which a streamed body is watched for
+    /// (`gatehouse_egress::leases::WatchedBody`).
     async fn inject(
         &self,
         fetch: &mut gatehouse_egress::fetch::FetchRequest,
         body_in_hand: bool,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Vec<String>, ApiError> {
         let Some(source) = self.state.door_leases.as_ref() else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         // A URL that does not parse is refused by the fetch itself.
         let Ok(target) = gatehouse_egress::parse_url(&fetch.url) else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let host = target.host.to_string();
         let run = gatehouse_egress::leases::OfRun {
@@ -675,7 +678,7 @@ impl<'a> RunFetch<'a> {
                     fetch.last_check = Some(self.lease_still_usable(lease_id, injected.generation));
                 }
                 fetch.scrub = injected.scrub;
-                Ok(())
+                Ok(injected.watch)
             }
             Err(refusal) => {
                 self.note_lease(refusal.reason, Some(host), refusal.lease_id);
@@ -950,8 +953,14 @@ async fn egress_fetch_raw(
     }
     let mut fetch = fetch_request(&rid, &q.method, q.url, forward, q.purpose)?;
     let run = RunFetch::start(&state, &rid, grant.as_deref(), &fetch).await?;
-    run.inject(&mut fetch, false).await?;
-    let body = gatehouse_egress::fetch::stream_body(request.into_body());
+    let watch = run.inject(&mut fetch, false).await?;
+    let body = match watch.is_empty() {
+        true => gatehouse_egress::fetch::stream_body(request.into_body()),
+        false => gatehouse_egress::fetch::stream_body(gatehouse_egress::leases::WatchedBody::new(
+            request.into_body(),
+            watch,
+        )),
+    };
     let policy = run.policy();
     let mut would_refuse = Vec::new();
     let fetched =

@@ -25,6 +25,8 @@ const MARKER: &str = "hostile-body-marker";
 struct Hostile {
     port: u16,
     seen: Arc<Mutex<Vec<String>>>,
+    /// The length of each request body read whole.
+    bodies: Arc<Mutex<Vec<usize>>>,
 }
 
 impl Hostile {
@@ -33,9 +35,11 @@ impl Hostile {
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let whole = bodies.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let log = log.clone();
+                let (log, whole) = (log.clone(), whole.clone());
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
                     let mut head = String::new();
@@ -47,12 +51,23 @@ impl Hostile {
                         head.push_str(&line);
                     }
                     log.lock().unwrap().push(head.clone());
+                    let length = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length: "))
+                        .and_then(|n| n.trim().parse::<usize>().ok());
+                    if let Some(length) = length {
+                        let mut body = vec![0; length];
+                        if std::io::Read::read_exact(&mut reader, &mut body).is_err() {
+                            return;
+                        }
+                        whole.lock().unwrap().push(length);
+                    }
                     let mut stream = stream;
                     let _ = stream.write_all(&Self::answer(&head));
                 });
             }
         });
-        Self { port, seen }
+        Self { port, seen, bodies }
     }
 
     /// The answer to a request with this head.
@@ -265,6 +280,47 @@ fn no_echo_hands_the_secret_back_at_any_door() {
         }
     }
     assert_eq!(upstream.count(), sent, "nothing went out for a misplaced placeholder");
+
+    // In a body: the fetch API's body in hand is refused before anything
+    // moves; a streamed one (proxy, raw) is cut off before the placeholder
+    // does, so the upstream never gets the request whole.
+    let mut body = vec![b'x'; 1 << 20];
+    body.splice(700_000..700_000, placeholder.bytes());
+    let body_file = tmp.path().join("body");
+    std::fs::write(&body_file, &body).unwrap();
+    let data = format!("@{}", body_file.display());
+    let proxied = Command::new("curl")
+        .args(["-s", "-S", "--max-time", "10", "-D", "-", "-x", &doors.proxy, "-H", &bearer[0]])
+        .args(["-H", "expect:", "--data-binary", &data, &at("window/0/200")])
+        .output()
+        .unwrap();
+    let proxied = String::from_utf8_lossy(&proxied.stdout).into_owned();
+    assert!(proxied.contains("lease_placeholder_misplaced"), "{proxied}");
+    let fetched = api(
+        &api_addr,
+        "POST",
+        "/v1/egress/fetch",
+        &json!({"grant": doors.grant, "url": at("window/0/200"), "method": "POST", "purpose": "git_provider",
+            "headers": [["authorization", format!("Bearer {placeholder}")]],
+            "body_base64": base64::engine::general_purpose::STANDARD.encode(&body[690_000..710_000])}),
+    );
+    assert_eq!(fetched["error"]["reason"], "lease_placeholder_misplaced", "{fetched}");
+    let raw = Command::new("curl")
+        .args(["-s", "-S", "--max-time", "10", "-D", "-", "-X", "POST", "-H", "expect:"])
+        .args(["-H", &format!("authorization: Bearer {TOKEN}")])
+        .args(["-H", &format!("x-gatehouse-grant: {}", doors.grant)])
+        .args(["-H", &format!("x-gatehouse-header: authorization: Bearer {placeholder}")])
+        .args(["--data-binary", &data])
+        .arg(format!(
+            "http://{api_addr}/v1/egress/fetch/raw?url={}&purpose=git_provider&method=POST",
+            at("window/0/200").replace(':', "%3A").replace('/', "%2F")
+        ))
+        .output()
+        .unwrap();
+    let raw = String::from_utf8_lossy(&raw.stdout).into_owned();
+    assert!(raw.contains("lease_placeholder_misplaced"), "{raw}");
+    assert!(upstream.bodies.lock().unwrap().is_empty(), "no body went out whole");
+    let sent = upstream.count();
 
     // A credential that does not allow plain HTTP is injected over TLS only.
     let tls_only = credential(&api_addr, "tls-only", false);
