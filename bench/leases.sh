@@ -56,7 +56,7 @@ run=$(api cur POST /v1/runs '{"tenant_id":"bench","user_id":"bench","body":{"cod
 read -r RUN GRANT < <(python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["run_id"], r["grant"])' <<<"$run")
 python3 -c 'import json,sys; print(json.load(sys.stdin)["ca_certificate_pem"], end="")' <<<"$run" > "$work/gatehouse-ca.pem"
 cred=$(api cur POST /v1/tenants/bench/credentials '{"name":"bench","purpose":"runtime_secret","host":"127.0.0.1",
-  "inject":{"header":"Authorization","format":"Bearer {secret}"},"secret":"bench-secret-0123456789abcdef"}')
+  "inject":{"header":"Authorization","format":"Bearer {secret}"},"allow_plain_http":true,"secret":"bench-secret-0123456789abcdef"}')
 CRED=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["credential_id"])' <<<"$cred")
 api cur POST "/v1/runs/$RUN/leases" "{\"credential_id\":\"$CRED\",\"purpose\":\"runtime_secret\",\"host\":\"127.0.0.1\"}" >/dev/null
 # The lease lives two minutes, renewed by the run's heartbeat.

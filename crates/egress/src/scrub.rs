@@ -455,8 +455,9 @@ impl Scrubber {
                     _ => self.runs.push_back(Run { start, end: self.seen, written: false }),
                 }
             }
-            self.decide(&automaton, &mut out, false);
         }
+        // Once per chunk: what no later window can reach is decided now.
+        self.decide(&automaton, &mut out, false);
         let done =
             usize::try_from(self.emitted - self.held_at).unwrap_or(self.held.len()).min(self.held.len());
         self.held.drain(..done);
