@@ -155,8 +155,11 @@ fn page(status: StatusCode, template: &impl Template) -> Response {
 /// Why a page could not be served, as a person sees it.
 #[derive(Debug)]
 pub enum PageError {
-    /// No live session: sign in (again).
+    /// No session cookie at all: sign in.
     SignIn,
+    /// A session cookie that matches no live session (ended, idle, signed
+    /// out elsewhere, or not a token at all): sign in again.
+    Expired,
     /// A form without this session's anti-forgery token.
     Forged,
     /// Not a tenant, run or lease this page knows.
@@ -182,7 +185,8 @@ impl IntoResponse for PageError {
             )
         };
         match self {
-            Self::SignIn => Redirect::to("/admin/login?expired=1").into_response(),
+            Self::SignIn => Redirect::to("/admin/login").into_response(),
+            Self::Expired => Redirect::to("/admin/login?expired=1").into_response(),
             Self::Forged => message(
                 StatusCode::FORBIDDEN,
                 "Form refused",
@@ -232,8 +236,20 @@ impl FromRequestParts<AppState> for Person {
             .cloned()
             .unwrap_or_else(|| RequestId(gatehouse_core::new_id("req")));
         let admin = admin(state);
-        let Some(token) = session_cookie(&parts.headers, admin.cookie_name()) else {
-            return Err(PageError::SignIn);
+        let refused = || {
+            state.refusals.record(
+                RefusalKind::AuthRefused,
+                Reason::AdminSessionInvalid,
+                None,
+                None,
+                Some(&rid.0),
+            );
+            PageError::Expired
+        };
+        let token = match session_cookie(&parts.headers, admin.cookie_name()) {
+            SessionCookie::Absent => return Err(PageError::SignIn),
+            SessionCookie::Unusable => return Err(refused()),
+            SessionCookie::Token(token) => token,
         };
         let store = crate::control::store(state, &rid)?;
         let session = store
@@ -242,37 +258,48 @@ impl FromRequestParts<AppState> for Person {
             .map_err(|e| crate::control::store_error(&rid, &e))?;
         match session {
             Some(s) => Ok(Self { actor: s.person, token, rid }),
-            None => {
-                state.refusals.record(
-                    RefusalKind::AuthRefused,
-                    Reason::AdminSessionInvalid,
-                    None,
-                    None,
-                    Some(&rid.0),
-                );
-                Err(PageError::SignIn)
-            }
+            None => Err(refused()),
         }
     }
 }
 
+/// What a request's cookies say about a session.
+enum SessionCookie {
+    /// No cookie of the page's name: a first visit, or signed out here.
+    Absent,
+    /// One (or more) of the page's name, but not exactly one well-formed
+    /// token: nothing is looked up.
+    Unusable,
+    /// Exactly one cookie of the page's name, of the token's exact shape.
+    Token(SessionToken),
+}
+
 /// The session token a request's cookie carries: exactly one cookie of the
 /// page's name, of the token's exact shape, or none.
-fn session_cookie(headers: &http::HeaderMap, name: &str) -> Option<SessionToken> {
+fn session_cookie(headers: &http::HeaderMap, name: &str) -> SessionCookie {
     let mut found = None;
+    let mut seen = false;
     for value in headers.get_all(header::COOKIE) {
-        for pair in value.to_str().ok()?.split(';') {
+        let Ok(value) = value.to_str() else {
+            // A header that is not text may hide the page's cookie.
+            return SessionCookie::Unusable;
+        };
+        for pair in value.split(';') {
             let Some((key, value)) = pair.trim().split_once('=') else { continue };
             if key == name {
-                if found.is_some() {
+                if seen {
                     // Two: refused, never a guess at which one counts.
-                    return None;
+                    return SessionCookie::Unusable;
                 }
+                seen = true;
                 found = Some(value.trim());
             }
         }
     }
-    SessionToken::from_cookie(found?)
+    match found {
+        None => SessionCookie::Absent,
+        Some(text) => SessionToken::from_cookie(text).map_or(SessionCookie::Unusable, SessionCookie::Token),
+    }
 }
 
 /// A form posted by a signed-in person, its anti-forgery token checked
@@ -485,11 +512,17 @@ mod tests {
             h
         };
         let good = format!("theme=dark; gatehouse_admin={}", token.expose());
-        assert_eq!(session_cookie(&headers(&[&good]), "gatehouse_admin").unwrap().digest(), token.digest());
-        assert!(session_cookie(&headers(&[&good, &good]), "gatehouse_admin").is_none(), "two cookies");
-        assert!(session_cookie(&headers(&["gatehouse_admin=abc"]), "gatehouse_admin").is_none());
-        assert!(session_cookie(&headers(&[&good]), "__Secure-gatehouse_admin").is_none());
-        assert!(session_cookie(&headers(&[]), "gatehouse_admin").is_none());
+        let found = |values: &[&str], name: &str| match session_cookie(&headers(values), name) {
+            SessionCookie::Absent => "absent".to_owned(),
+            SessionCookie::Unusable => "unusable".to_owned(),
+            SessionCookie::Token(t) => t.digest(),
+        };
+        assert_eq!(found(&[&good], "gatehouse_admin"), token.digest());
+        assert_eq!(found(&[&good, &good], "gatehouse_admin"), "unusable", "two cookies");
+        assert_eq!(found(&["gatehouse_admin=abc"], "gatehouse_admin"), "unusable");
+        assert_eq!(found(&[&good], "__Secure-gatehouse_admin"), "absent");
+        assert_eq!(found(&[], "gatehouse_admin"), "absent");
+        assert_eq!(found(&["theme=dark"], "gatehouse_admin"), "absent");
     }
 
     #[test]

@@ -95,7 +95,7 @@ async fn signing_in_takes_the_password_sets_a_strict_cookie_and_is_audited() {
     let node = admin_node().await;
     let mut ada = Visitor::new(&node);
     let first = ada.get("/admin").await;
-    assert_eq!((first.status, first.headers["location"].to_str().unwrap()), (303, "/admin/login?expired=1"));
+    assert_eq!((first.status, first.headers["location"].to_str().unwrap()), (303, "/admin/login"));
 
     let wrong = ada.sign_in("ada", "not the password").await;
     assert_eq!(wrong.status, 401);
@@ -143,6 +143,43 @@ async fn signing_in_takes_the_password_sets_a_strict_cookie_and_is_audited() {
     for bytes in [&db, &wal] {
         assert!(!bytes.windows(token.len()).any(|w| w == token.as_bytes()), "the session token is stored");
     }
+}
+
+/// A first visit (no cookie at all) is simply asked to sign in; only a
+/// cookie that no longer matches a live session hears that it ended.
+#[tokio::test]
+async fn a_first_visit_is_asked_to_sign_in_and_only_a_stale_cookie_hears_it_ended() {
+    let node = admin_node().await;
+    let mut ada = Visitor::new(&node);
+    for path in ["/admin", "/admin/tenants/t1", "/admin/emergency-revoke"] {
+        let first = ada.get(path).await;
+        assert_eq!(
+            (first.status, first.headers["location"].to_str().unwrap()),
+            (303, "/admin/login"),
+            "{path}"
+        );
+    }
+    let login = ada.get("/admin/login").await;
+    assert_eq!(login.status, 200);
+    assert!(!login.text.contains("Your session has ended"), "{}", login.text);
+    assert!(
+        refusals(&node).await.iter().all(|r| r["reason"] != "admin_session_invalid"),
+        "no session is not a refused session"
+    );
+
+    // Signed in, then the session ends (idle): the cookie now matches nothing.
+    ada.sign_in("ada", PASSWORD).await;
+    node.clock.advance(31 * 60);
+    let stale = ada.get("/admin").await;
+    assert_eq!((stale.status, stale.headers["location"].to_str().unwrap()), (303, "/admin/login?expired=1"));
+    let told = ada.get("/admin/login?expired=1").await;
+    assert!(told.text.contains("Your session has ended"), "{}", told.text);
+    // A cookie of the page's name that is not a token at all is no session either.
+    ada.cookie = Some("gatehouse_admin=not-a-token".into());
+    assert_eq!(ada.get("/admin").await.headers["location"].to_str().unwrap(), "/admin/login?expired=1");
+    // Another site's cookie is no session of this page.
+    ada.cookie = Some("theme=dark".into());
+    assert_eq!(ada.get("/admin").await.headers["location"].to_str().unwrap(), "/admin/login");
 }
 
 #[tokio::test]
