@@ -15,11 +15,11 @@
 //! unless the node listens on loopback. Responses forbid framing and every
 //! script (the Content-Security-Policy allows none at all).
 
+mod client;
 mod throttle;
 mod views;
 
-use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use askama::Template;
 use axum::Router;
@@ -40,7 +40,7 @@ use serde::de::DeserializeOwned;
 use crate::http::{ApiError, RequestId, request_id_of};
 use crate::state::AppState;
 
-pub use throttle::SignInThrottle;
+pub use throttle::{Admission, ClientKey, Outcome, SignInThrottle, Ticket};
 
 /// A session's absolute lifetime.
 pub const SESSION_LIFETIME_SECS: i64 = 8 * 3600;
@@ -59,6 +59,8 @@ const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-ac
 pub struct Admin {
     password: AdminPasswordHash,
     secure_cookie: bool,
+    /// Peers whose `X-Forwarded-For` names the client.
+    trusted_proxies: Vec<ipnet::IpNet>,
     throttle: Mutex<SignInThrottle>,
     hashing: tokio::sync::Semaphore,
 }
@@ -71,14 +73,27 @@ impl std::fmt::Debug for Admin {
 
 impl Admin {
     /// The page, checking sign-ins against `password`. Off loopback the
-    /// cookie is `Secure`, so a browser sends it over HTTPS only.
-    pub fn new(password: AdminPasswordHash, listens_on_loopback: bool) -> Self {
+    /// cookie is `Secure`, so a browser sends it over HTTPS only. A sign-in
+    /// whose connection comes from one of `trusted_proxies` is counted
+    /// against the client its `X-Forwarded-For` names.
+    pub fn new(
+        password: AdminPasswordHash,
+        listens_on_loopback: bool,
+        trusted_proxies: Vec<ipnet::IpNet>,
+    ) -> Self {
         Self {
             password,
             secure_cookie: !listens_on_loopback,
+            trusted_proxies,
             throttle: Mutex::new(SignInThrottle::default()),
             hashing: tokio::sync::Semaphore::new(CONCURRENT_SIGN_INS),
         }
+    }
+
+    /// The throttle's state. Every change to it is a few counters, so a
+    /// panic elsewhere never leaves it unusable: sign-in stays possible.
+    fn throttle(&self) -> MutexGuard<'_, SignInThrottle> {
+        self.throttle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn cookie_name(&self) -> &'static str {
@@ -377,7 +392,9 @@ fn valid_person(name: &str) -> bool {
 
 async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
     let rid = request_id_of(&req);
-    let client = req.extensions().get::<gatehouse_listener::PeerAddr>().map(|p| p.0.ip());
+    let admin = admin(&state);
+    let peer = req.extensions().get::<gatehouse_listener::PeerAddr>().map(|p| p.0);
+    let client = client::client_address(peer, req.headers(), &admin.trusted_proxies);
     if is_cross_site(req.headers()) {
         // Another site making a browser sign in: refused (it would sign the
         // person in to a session of the other site's choosing).
@@ -396,35 +413,37 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
             "",
         );
     }
-    let admin = admin(&state);
-    let client = client.unwrap_or(IpAddr::from([0, 0, 0, 0]));
-    let allowed =
-        admin.throttle.lock().map(|mut t| t.allows(client, std::time::Instant::now())).unwrap_or(false);
-    if !allowed {
-        state.refusals.record(
-            RefusalKind::AuthRefused,
-            Reason::AdminSignInThrottled,
-            None,
-            None,
-            Some(&rid.0),
-        );
-        return views::login(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Too many sign-ins failed lately. Wait a few minutes and try again.",
-            &person,
-        );
+    // The attempt is reserved before the (slow) check, in the same step as
+    // the decision: attempts arriving together cannot all pass the check.
+    let admission = admin.throttle().admit(client, std::time::Instant::now());
+    let (reservation, wait) = match admission {
+        Admission::Check { ticket, wait } => (Reservation { admin, ticket: Some(ticket) }, wait),
+        Admission::Refused => {
+            state.refusals.record(
+                RefusalKind::AuthRefused,
+                Reason::AdminSignInThrottled,
+                None,
+                None,
+                Some(&rid.0),
+            );
+            return views::login(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many sign-ins failed lately. Wait a few minutes and try again.",
+                &person,
+            );
+        }
+    };
+    if !wait.is_zero() {
+        // Sign-ins are slowed (many failures in all): this one waits its turn.
+        tokio::time::sleep(wait).await;
     }
     if !verify_password(&state, form.password).await {
-        if let Ok(mut t) = admin.throttle.lock() {
-            t.failed(client, std::time::Instant::now());
-        }
-        tracing::warn!(request_id = %rid.0, "settings page sign-in failed");
+        reservation.settle(Outcome::Failed);
+        tracing::warn!(request_id = %rid.0, client = %ClientKey::of(client), "settings page sign-in failed");
         state.refusals.record(RefusalKind::AuthRefused, Reason::AdminSignInFailed, None, None, Some(&rid.0));
         return views::login(StatusCode::UNAUTHORIZED, "That password is not right.", &person);
     }
-    if let Ok(mut t) = admin.throttle.lock() {
-        t.succeeded(client);
-    }
+    reservation.settle(Outcome::Succeeded);
     let Ok(token) = SessionToken::generate() else {
         return PageError::Api(ApiError::new(ErrorCode::Internal, &rid)).into_response();
     };
@@ -442,6 +461,30 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
     response
+}
+
+/// A sign-in's reserved check. Settled with its outcome; dropped unsettled
+/// (the request went away mid-check), it counts as a failure, so walking
+/// away from a check never gives its place back.
+struct Reservation<'a> {
+    admin: &'a Admin,
+    ticket: Option<Ticket>,
+}
+
+impl Reservation<'_> {
+    fn settle(mut self, outcome: Outcome) {
+        if let Some(ticket) = self.ticket.take() {
+            self.admin.throttle().settle(ticket, outcome, std::time::Instant::now());
+        }
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.admin.throttle().settle(ticket, Outcome::Failed, std::time::Instant::now());
+        }
+    }
 }
 
 /// Checks a password on a blocking thread, a few at a time.

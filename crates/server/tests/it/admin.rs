@@ -552,3 +552,134 @@ async fn refusals_are_filtered_and_paged_and_bad_ids_are_not_found() {
         assert!(!reply.text.contains("<script>"));
     }
 }
+
+// ---- the sign-in throttle ----
+
+/// A sign-in from `peer` (the listener's client address), with an
+/// `X-Forwarded-For` header when given.
+async fn sign_in_from(node: &Node, peer: &str, forwarded_for: Option<&str>, password: &str) -> Reply {
+    let peer: std::net::SocketAddr = peer.parse().unwrap();
+    let mut req = Request::post("/admin/login").header("content-type", "application/x-www-form-urlencoded");
+    if let Some(xff) = forwarded_for {
+        req = req.header("x-forwarded-for", xff);
+    }
+    let mut req = req
+        .body(Body::from(serde_urlencoded::to_string([("person", "ada"), ("password", password)]).unwrap()))
+        .unwrap();
+    req.extensions_mut().insert(gatehouse_listener::PeerAddr(peer));
+    send(&node.router, req).await
+}
+
+/// How many sign-ins were checked and failed, and how many were held back.
+async fn sign_in_counts(node: &Node) -> (usize, usize) {
+    let refused = refusals(node).await;
+    let count = |reason: &str| refused.iter().filter(|r| r["reason"] == reason).count();
+    (count("admin_sign_in_failed"), count("admin_sign_in_throttled"))
+}
+
+#[tokio::test]
+async fn eighty_sign_ins_at_once_from_one_address_get_at_most_its_share_of_checks() {
+    let node = admin_node().await;
+    let guesses: Vec<_> = (0..80)
+        .map(|i| {
+            let node = &node;
+            async move { sign_in_from(node, "203.0.113.7:40000", None, &format!("guess {i}")).await.status }
+        })
+        .collect();
+    let statuses = futures_util::future::join_all(guesses).await;
+    let checked = statuses.iter().filter(|s| **s == 401).count();
+    let held = statuses.iter().filter(|s| **s == 429).count();
+    assert_eq!((checked, held), (10, 70), "{statuses:?}");
+    assert_eq!(sign_in_counts(&node).await, (10, 70), "each check is a recorded failure");
+    // The address is held back even with the password now; another is not.
+    assert_eq!(sign_in_from(&node, "203.0.113.7:40001", None, PASSWORD).await.status, 429);
+    assert_eq!(sign_in_from(&node, "203.0.113.8:40000", None, PASSWORD).await.status, 303);
+}
+
+#[tokio::test]
+async fn a_flood_from_one_address_does_not_lock_the_operator_out() {
+    let node = admin_node().await;
+    let flood: Vec<_> = (0..250)
+        .map(|i| {
+            let node = &node;
+            async move { sign_in_from(node, "198.51.100.66:5000", None, &format!("guess {i}")).await.status }
+        })
+        .collect();
+    let statuses = futures_util::future::join_all(flood).await;
+    assert!(statuses.iter().all(|s| *s == 401 || *s == 429), "{statuses:?}");
+    let operator = sign_in_from(&node, "192.0.2.10:6000", None, PASSWORD).await;
+    assert_eq!((operator.status, operator.headers["location"].to_str().unwrap()), (303, "/admin"));
+    assert!(operator.headers.get("set-cookie").is_some());
+}
+
+#[tokio::test]
+async fn many_addresses_failing_slow_sign_ins_down_but_never_refuse_a_clean_address_the_password() {
+    let node = admin_node().await;
+    // 200 failures in all, from 200 addresses (the global cap).
+    let guesses: Vec<_> = (0..200u32)
+        .map(|i| {
+            let node = &node;
+            async move {
+                let peer = format!("10.{}.{}.1:7000", i / 250, i % 250);
+                sign_in_from(node, &peer, None, "a guess").await.status
+            }
+        })
+        .collect();
+    let statuses = futures_util::future::join_all(guesses).await;
+    assert!(statuses.iter().all(|s| *s == 401), "{statuses:?}");
+    // An address that has failed is held back now; a clean one is checked
+    // (slowed down), and the right password signs in.
+    assert_eq!(sign_in_from(&node, "10.0.0.1:7001", None, PASSWORD).await.status, 429);
+    assert_eq!(sign_in_from(&node, "192.0.2.77:7000", None, "still a guess").await.status, 401);
+    let operator = sign_in_from(&node, "192.0.2.10:6000", None, PASSWORD).await;
+    assert_eq!((operator.status, operator.headers["location"].to_str().unwrap()), (303, "/admin"));
+}
+
+#[tokio::test]
+async fn forwarded_for_counts_only_from_a_trusted_proxy() {
+    let node = node_with(
+        "all",
+        &[
+            (names::ADMIN_PASSWORD_HASH, password_hash()),
+            (names::TRUSTED_PROXIES, "10.0.0.0/8, 2001:db8:ffff::1"),
+        ],
+    )
+    .await;
+    // An untrusted peer says whatever it likes in the header: it is ignored,
+    // so a fresh "address" per guess does not buy more guesses.
+    for i in 0..10 {
+        let xff = format!("192.0.2.{i}");
+        assert_eq!(sign_in_from(&node, "198.51.100.9:1000", Some(&xff), "guess").await.status, 401);
+    }
+    let spoofed = sign_in_from(&node, "198.51.100.9:1000", Some("192.0.2.200"), PASSWORD).await;
+    assert_eq!(spoofed.status, 429, "the peer's own address is held back");
+
+    // Behind the trusted proxy, each client is its own address.
+    let proxy = "10.0.0.2:443";
+    for _ in 0..10 {
+        assert_eq!(sign_in_from(&node, proxy, Some("203.0.113.5"), "guess").await.status, 401);
+    }
+    assert_eq!(sign_in_from(&node, proxy, Some("203.0.113.5"), PASSWORD).await.status, 429);
+    // Something the client put in front of the proxy's entry changes nothing:
+    // the right-most address that is not a trusted proxy is the client.
+    assert_eq!(sign_in_from(&node, proxy, Some("192.0.2.1, 203.0.113.5"), PASSWORD).await.status, 429);
+    assert_eq!(sign_in_from(&node, proxy, Some("203.0.113.5, 10.9.9.9"), PASSWORD).await.status, 429);
+    // Another client through the same proxy is not held back.
+    let other = sign_in_from(&node, proxy, Some("203.0.113.5, 203.0.113.6, 10.1.1.1"), PASSWORD).await;
+    assert_eq!(other.status, 303, "{}", other.text);
+    let v6 = sign_in_from(&node, "[2001:db8:ffff::1]:443", Some("203.0.113.9"), PASSWORD).await;
+    assert_eq!(v6.status, 303, "{}", v6.text);
+}
+
+#[tokio::test]
+async fn two_ipv6_addresses_in_one_64_share_a_bucket() {
+    let node = admin_node().await;
+    for i in 0..10 {
+        let peer = format!("[2001:db8:1:2::{:x}]:1000", i + 1);
+        assert_eq!(sign_in_from(&node, &peer, None, "guess").await.status, 401);
+    }
+    let same_64 = sign_in_from(&node, "[2001:db8:1:2:ffff:ffff:ffff:ffff]:1000", None, PASSWORD).await;
+    assert_eq!(same_64.status, 429, "another address of the same /64 is the same client");
+    let next_64 = sign_in_from(&node, "[2001:db8:1:3::1]:1000", None, PASSWORD).await;
+    assert_eq!(next_64.status, 303, "the next /64 is another client");
+}
