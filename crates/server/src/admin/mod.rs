@@ -10,7 +10,9 @@
 //!
 //! Sessions live in the store (a token's SHA-256, never the token), so any
 //! worker node serves a signed-in person and sign-out ends the session
-//! everywhere. Each form carries an anti-forgery token derived from the
+//! everywhere. Each is bound to the password hash it began under (a keyed
+//! digest stored with it): a new hash, even after a restart, ends every
+//! session begun under the old one, and "sign out everywhere" ends them all. Each form carries an anti-forgery token derived from the
 //! session's; the cookie is `HttpOnly`, `SameSite=Strict`, and `Secure`
 //! unless the node listens on loopback. Responses forbid framing and every
 //! script (the Content-Security-Policy allows none at all).
@@ -118,6 +120,7 @@ pub fn router(state: &AppState) -> Option<Router<AppState>> {
         .route("/admin", get(views::index))
         .route("/admin/login", get(views::login_page).post(sign_in))
         .route("/admin/logout", post(sign_out))
+        .route("/admin/logout-everywhere", post(sign_out_everywhere))
         .route("/admin/assets/admin.css", get(stylesheet))
         .route("/admin/tenants", get(views::open_tenant))
         .route("/admin/tenants/{tenant_id}", get(views::tenant_page))
@@ -268,7 +271,12 @@ impl FromRequestParts<AppState> for Person {
         };
         let store = crate::control::store(state, &rid)?;
         let session = store
-            .admin_session(&token.digest(), state.clock.now(), SESSION_IDLE_SECS)
+            .admin_session(
+                &token.digest(),
+                &token.password_binding(&admin.password),
+                state.clock.now(),
+                SESSION_IDLE_SECS,
+            )
             .await
             .map_err(|e| crate::control::store_error(&rid, &e))?;
         match session {
@@ -450,8 +458,9 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
     let now: UnixTime = state.clock.now();
     let actor = format!("person:{person}");
     let Some(store) = state.store.as_ref() else { return PageError::NotFound.into_response() };
+    let binding = token.password_binding(&admin.password);
     if let Err(e) =
-        store.create_admin_session(&token.digest(), &actor, now, now + SESSION_LIFETIME_SECS).await
+        store.create_admin_session(&token.digest(), &binding, &actor, now, now + SESSION_LIFETIME_SECS).await
     {
         return PageError::Api(crate::control::store_error(&rid, &e)).into_response();
     }
@@ -506,6 +515,37 @@ async fn sign_out(State(state): State<AppState>, submitted: Result<Submitted<Csr
         && let Err(e) = store.end_admin_session(&submitted.person.token.digest(), state.clock.now()).await
     {
         return PageError::Api(crate::control::store_error(&submitted.person.rid, &e)).into_response();
+    }
+    let mut response = Redirect::to("/admin/login").into_response();
+    if let Ok(cookie) = HeaderValue::from_str(&admin.cookie("", 0)) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// Ends every session of the page, this one included (someone may hold a
+/// session they should not: a shared machine, a leaked cookie), audited as
+/// `admin.sign_out_everywhere` under the person.
+async fn sign_out_everywhere(
+    State(state): State<AppState>,
+    submitted: Result<Submitted<Csrf>, PageError>,
+) -> Response {
+    let admin = admin(&state);
+    let submitted = match submitted {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    let person = &submitted.person;
+    if let Some(store) = state.store.as_ref() {
+        match store.end_all_admin_sessions(&person.actor, state.clock.now(), SESSION_IDLE_SECS).await {
+            Ok(ended) => tracing::info!(
+                request_id = %person.rid.0,
+                person = %person.actor,
+                sessions = ended,
+                "signed every session of the settings page out"
+            ),
+            Err(e) => return PageError::Api(crate::control::store_error(&person.rid, &e)).into_response(),
+        }
     }
     let mut response = Redirect::to("/admin/login").into_response();
     if let Ok(cookie) = HeaderValue::from_str(&admin.cookie("", 0)) {

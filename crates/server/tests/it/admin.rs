@@ -683,3 +683,94 @@ async fn two_ipv6_addresses_in_one_64_share_a_bucket() {
     let next_64 = sign_in_from(&node, "[2001:db8:1:3::1]:1000", None, PASSWORD).await;
     assert_eq!(next_64.status, 303, "the next /64 is another client");
 }
+
+// ---- sessions and the password ----
+
+/// A node serving the page with `hash`, on the SQLite file at `db` (shared
+/// between the nodes of a test, as a restart finds it).
+async fn admin_node_on(db: &std::path::Path, hash: &str) -> Node {
+    let url = format!("sqlite://{}", db.display());
+    node_with("all", &[(names::ADMIN_PASSWORD_HASH, hash), (names::DATABASE_URL, &url)]).await
+}
+
+#[tokio::test]
+async fn a_new_password_hash_ends_every_session_even_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.db");
+    let before = admin_node_on(&db, password_hash()).await;
+    let mut ada = Visitor::new(&before);
+    assert_eq!(ada.sign_in("ada", PASSWORD).await.status, 303);
+    assert_eq!(ada.get("/admin").await.status, 200);
+    let cookie = ada.cookie.clone();
+    // The stored row binds the session to the hash by a keyed digest: neither
+    // the hash nor anything of the token is in the file.
+    let phc = password_hash();
+    let stored_hash = phc.rsplit('$').next().unwrap();
+    let bytes = std::fs::read(&db).unwrap();
+    let wal = std::fs::read(dir.path().join("shared.db-wal")).unwrap_or_default();
+    for b in [&bytes, &wal] {
+        assert!(!b.windows(stored_hash.len()).any(|w| w == stored_hash.as_bytes()), "the hash is stored");
+    }
+
+    // The operator changes the password and restarts: the old session is over.
+    let new_password = "a new password, after a leak";
+    let new_hash = gatehouse_capability::AdminPasswordHash::hash(new_password).unwrap();
+    let after = admin_node_on(&db, new_hash.as_str()).await;
+    let mut old = Visitor::new(&after);
+    old.cookie = cookie.clone();
+    let ended = old.get("/admin").await;
+    assert_eq!((ended.status, ended.headers["location"].to_str().unwrap()), (303, "/admin/login?expired=1"));
+    // Ended for good: going back to the old hash does not revive it.
+    let back = admin_node_on(&db, password_hash()).await;
+    let mut revived = Visitor::new(&back);
+    revived.cookie = cookie;
+    assert_eq!(revived.get("/admin").await.status, 303, "an ended session stays ended");
+    // The new password signs in on the new node; the old one does not.
+    let mut bob = Visitor::new(&after);
+    assert_eq!(bob.sign_in("bob", PASSWORD).await.status, 401);
+    assert_eq!(bob.sign_in("bob", new_password).await.status, 303);
+    assert_eq!(bob.get("/admin").await.status, 200);
+    // ... and that session is no session to a node still on the old hash.
+    let mut stale_node = Visitor::new(&back);
+    stale_node.cookie = bob.cookie.clone();
+    assert_eq!(stale_node.get("/admin").await.status, 303);
+}
+
+#[tokio::test]
+async fn sign_out_everywhere_ends_every_session_and_is_audited() {
+    let node = admin_node().await;
+    let mut ada = Visitor::new(&node);
+    let mut bob = Visitor::new(&node);
+    ada.sign_in("ada", PASSWORD).await;
+    bob.sign_in("bob", PASSWORD).await;
+    let index = ada.get("/admin").await;
+    assert!(index.text.contains(r#"action="/admin/logout-everywhere""#), "{}", index.text);
+
+    // Without the session's form token (or from another site): nothing ends.
+    let forged = ada.post("/admin/logout-everywhere", &[]).await;
+    assert_eq!(forged.status, 403, "{}", forged.text);
+    let bobs = csrf_of(&bob.get("/admin").await.text);
+    assert_eq!(ada.post("/admin/logout-everywhere", &[("csrf", &bobs)]).await.status, 403);
+    assert_eq!(bob.get("/admin").await.status, 200, "nothing ended");
+    let signed_out = Visitor::new(&node).post("/admin/logout-everywhere", &[("csrf", &bobs)]).await;
+    assert_eq!(signed_out.status, 303, "no session: sign in first");
+
+    let out = ada.submit("/admin", "/admin/logout-everywhere", &[]).await;
+    assert_eq!((out.status, out.headers["location"].to_str().unwrap()), (303, "/admin/login"));
+    assert!(out.headers["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
+    for visitor in [&ada, &bob] {
+        let reply = visitor.get("/admin").await;
+        assert_eq!(
+            (reply.status, reply.headers["location"].to_str().unwrap()),
+            (303, "/admin/login?expired=1")
+        );
+    }
+    let audit = audit_actions(&node).await;
+    assert!(audit.contains(&("admin.sign_out_everywhere".into(), "person:ada".into())), "{audit:?}");
+    let items = get(&node, "/v1/audit?limit=500").await.json()["items"].as_array().unwrap().clone();
+    let entry = items.iter().find(|e| e["action"] == "admin.sign_out_everywhere").unwrap();
+    assert_eq!(entry["detail"]["sessions"], 2, "{entry}");
+    // Signing in again works.
+    assert_eq!(ada.sign_in("ada", PASSWORD).await.status, 303);
+    assert_eq!(ada.get("/admin").await.status, 200);
+}
