@@ -424,8 +424,10 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
     // The attempt is reserved before the (slow) check, in the same step as
     // the decision: attempts arriving together cannot all pass the check.
     let admission = admin.throttle().admit(client, std::time::Instant::now());
-    let (reservation, wait) = match admission {
-        Admission::Check { ticket, wait } => (Reservation { admin, ticket: Some(ticket) }, wait),
+    let (mut reservation, wait) = match admission {
+        Admission::Check { ticket, wait } => {
+            (Reservation { admin, ticket: Some(ticket), checking: false }, wait)
+        }
         Admission::Refused => {
             state.refusals.record(
                 RefusalKind::AuthRefused,
@@ -445,7 +447,7 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
         // Sign-ins are slowed (many failures in all): this one waits its turn.
         tokio::time::sleep(wait).await;
     }
-    if !verify_password(&state, form.password).await {
+    if !verify_password(admin, &mut reservation, form.password).await {
         reservation.settle(Outcome::Failed);
         tracing::warn!(request_id = %rid.0, client = %ClientKey::of(client), "settings page sign-in failed");
         state.refusals.record(RefusalKind::AuthRefused, Reason::AdminSignInFailed, None, None, Some(&rid.0));
@@ -472,12 +474,16 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
     response
 }
 
-/// A sign-in's reserved check. Settled with its outcome; dropped unsettled
-/// (the request went away mid-check), it counts as a failure, so walking
-/// away from a check never gives its place back.
+/// A sign-in's reserved check. Settled with its outcome. Dropped unsettled
+/// (the request went away or timed out): once the password was handed to
+/// the check it counts as a failure, so walking away from a check never
+/// gives its place back; before that (waiting for a turn or a hashing
+/// slot) nothing was guessed, and the place is given back.
 struct Reservation<'a> {
     admin: &'a Admin,
     ticket: Option<Ticket>,
+    /// Whether the password has been handed to the check.
+    checking: bool,
 }
 
 impl Reservation<'_> {
@@ -491,17 +497,19 @@ impl Reservation<'_> {
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
-            self.admin.throttle().settle(ticket, Outcome::Failed, std::time::Instant::now());
+            let outcome = if self.checking { Outcome::Failed } else { Outcome::Abandoned };
+            self.admin.throttle().settle(ticket, outcome, std::time::Instant::now());
         }
     }
 }
 
-/// Checks a password on a blocking thread, a few at a time.
-async fn verify_password(state: &AppState, password: String) -> bool {
-    let admin = admin(state);
+/// Checks a password on a blocking thread, a few at a time, marking the
+/// reservation as checking once the password is handed over.
+async fn verify_password(admin: &Admin, reservation: &mut Reservation<'_>, password: String) -> bool {
     let Ok(_permit) = admin.hashing.acquire().await else { return false };
     let hash = admin.password.clone();
     let password = zeroize::Zeroizing::new(password);
+    reservation.checking = true;
     tokio::task::spawn_blocking(move || hash.verify(&password)).await.unwrap_or(false)
 }
 

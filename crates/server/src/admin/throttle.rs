@@ -8,7 +8,8 @@
 //! arrive together, one client gets at most [`PER_CLIENT`] checks in a
 //! window. A check that fails keeps its reservation as a failure; one that
 //! succeeds gives it back and clears the client's failures; one that never
-//! finishes (the connection went away) counts as failed.
+//! finishes (the connection went away mid-check) counts as failed; one given
+//! up before its password was checked gives its place back.
 //!
 //! A client is an IPv4 address or an IPv6 /64 (one host usually holds a
 //! whole /64, so counting its addresses apart would give it billions of
@@ -38,8 +39,9 @@ pub const IN_ALL: usize = 200;
 /// Slowed, clean clients' checks start at least this far apart.
 pub const SLOW_INTERVAL: Duration = Duration::from_secs(2);
 /// Slowed, the longest a clean client waits for its turn; past it, it is
-/// told to come back (no queue grows without bound).
-pub const SLOW_MAX_WAIT: Duration = Duration::from_secs(30);
+/// told to come back (no queue grows without bound). Well inside the
+/// request timeout (30 s), so a turn is never cut off by it.
+pub const SLOW_MAX_WAIT: Duration = Duration::from_secs(20);
 /// Clients tracked at once; past it, a new client is checked as if slowed
 /// (memory stays bounded whatever the number of addresses).
 const MAX_CLIENTS: usize = 10_000;
@@ -138,6 +140,8 @@ pub enum Outcome {
     Failed,
     /// The right password.
     Succeeded,
+    /// Given up before the password was checked: nothing was guessed.
+    Abandoned,
 }
 
 impl SignInThrottle {
@@ -197,6 +201,7 @@ impl SignInThrottle {
                     bucket.failures.clear();
                 }
             }
+            Outcome::Abandoned => {}
         }
         if self.by_client.get(&ticket.client).is_some_and(Bucket::is_empty) {
             self.by_client.remove(&ticket.client);
@@ -267,8 +272,11 @@ mod tests {
         }
         assert!(check(&mut t, ip(1), now).is_none());
         t.settle(last, Outcome::Succeeded, now);
-        assert!(check(&mut t, ip(1), now).is_some(), "a success clears the address");
+        let (again, _) = check(&mut t, ip(1), now).expect("a success clears the address");
         assert_eq!(t.all.len(), PER_CLIENT - 1, "but not the total");
+        // Given up before its check: no failure, its place back.
+        t.settle(again, Outcome::Abandoned, now);
+        assert_eq!((t.all.len(), t.in_flight, t.by_client.len()), (PER_CLIENT - 1, 0, 0));
     }
 
     #[test]
