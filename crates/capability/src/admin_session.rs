@@ -7,6 +7,13 @@
 //! session's (a keyed hash under a fixed label): a page of another origin can
 //! neither read the cookie nor compute the form token, so it cannot post a
 //! form in the person's name, and no second secret needs storing.
+//!
+//! Each session is bound to the password hash in force when it began: the
+//! store keeps, beside the token's hash, a keyed digest of the password
+//! hash (keyed by the session's token, so the row alone reveals nothing of
+//! the hash), and every request compares it with the hash the node holds
+//! now. A new password hash ends every session begun under the old one, on
+//! every node and across restarts.
 
 use std::fmt;
 
@@ -15,12 +22,15 @@ use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 use zeroize::Zeroizing;
 
+use crate::admin_password::AdminPasswordHash;
 use crate::encoding::{b64url_decode, b64url_encode};
 
 /// The bytes in a session token.
 const TOKEN_BYTES: usize = 32;
 /// What the anti-forgery token is derived under: a new label, never reused.
 const CSRF_LABEL: &[u8] = b"gatehouse/admin-csrf/v1";
+/// What a session's binding to the password hash is derived under.
+const PASSWORD_BINDING_LABEL: &[u8] = b"gatehouse/admin-session-password/v1";
 
 /// A signed-in person's session token. `Debug` prints nothing of it.
 pub struct SessionToken(Zeroizing<String>);
@@ -70,12 +80,26 @@ impl SessionToken {
         }
     }
 
+    /// What binds this session to `password`, the hash in force when it
+    /// began: HMAC-SHA256 under the session's token of a fixed label and the
+    /// PHC string, lowercase hex. Stored with the session; a node holding
+    /// another hash computes another value, and the session has ended.
+    pub fn password_binding(&self, password: &AdminPasswordHash) -> String {
+        hex(&self.mac(&[PASSWORD_BINDING_LABEL, b"\0", password.as_str().as_bytes()]))
+    }
+
     fn csrf_mac(&self) -> [u8; 32] {
+        self.mac(&[CSRF_LABEL])
+    }
+
+    fn mac(&self, parts: &[&[u8]]) -> [u8; 32] {
         let Ok(mut mac) = <hmac::Hmac<Sha256>>::new_from_slice(self.0.as_bytes()) else {
             // HMAC takes a key of any length; unreachable, and fails closed.
             return [0; 32];
         };
-        mac.update(CSRF_LABEL);
+        for part in parts {
+            mac.update(part);
+        }
         mac.finalize().into_bytes().into()
     }
 }
@@ -120,6 +144,23 @@ mod tests {
         let mut flipped = a.csrf_token().into_bytes();
         flipped[3] = if flipped[3] == b'A' { b'B' } else { b'A' };
         assert!(!a.csrf_matches(std::str::from_utf8(&flipped).unwrap()));
+    }
+
+    #[test]
+    fn a_session_is_bound_to_one_password_hash_by_its_own_token() {
+        let hash = |p: &str| AdminPasswordHash::hash(p).unwrap();
+        let (one, two) = (hash("first password"), hash("second password"));
+        let a = SessionToken::generate().unwrap();
+        let b = SessionToken::generate().unwrap();
+        let bound = a.password_binding(&one);
+        assert_eq!(bound.len(), 64);
+        assert_eq!(bound, SessionToken::from_cookie(a.expose()).unwrap().password_binding(&one), "stable");
+        assert_ne!(bound, a.password_binding(&two), "a new hash: another binding");
+        assert_ne!(bound, b.password_binding(&one), "keyed by the session's token");
+        assert_ne!(bound, a.digest());
+        assert!(!bound.contains(one.as_str()) && !a.csrf_token().contains(&bound));
+        // The same hash text parsed again binds the same way (a restart).
+        assert_eq!(bound, a.password_binding(&AdminPasswordHash::parse(one.as_str()).unwrap()));
     }
 
     #[test]

@@ -149,6 +149,9 @@ pub mod names {
     pub const INTERCEPT_CA_CERT: &str = "GATEHOUSE_INTERCEPT_CA_CERT";
     /// The settings page's sign-in: an Argon2id PHC string (`gatehouse admin hash-password`).
     pub const ADMIN_PASSWORD_HASH: &str = "GATEHOUSE_ADMIN_PASSWORD_HASH";
+    /// Proxies (comma-separated CIDRs or addresses) whose `X-Forwarded-For`
+    /// names the client, for the settings page's sign-in throttle [empty].
+    pub const TRUSTED_PROXIES: &str = "GATEHOUSE_TRUSTED_PROXIES";
     /// Legacy HMAC manifest secret (weaker; never on a runner).
     pub const MANIFEST_HMAC_SECRET: &str = "GATEHOUSE_MANIFEST_HMAC_SECRET";
     /// The previous grant secret, accepted for opening during rotation.
@@ -260,6 +263,7 @@ pub mod names {
         "GATEHOUSE_INTERCEPT_CA_CERT_FILE",
         ADMIN_PASSWORD_HASH,
         "GATEHOUSE_ADMIN_PASSWORD_HASH_FILE",
+        TRUSTED_PROXIES,
         SANDBOX_EXECUTION,
         DEV_ALLOW_NO_SERVICE_TOKEN,
         MANIFEST_CLOCK_SKEW_SECS,
@@ -506,6 +510,9 @@ pub struct Config {
     pub intercept_ca_cert_pem: Option<String>,
     /// Worker (and `all`): the settings page's password hash; none, no sign-in.
     pub admin_password_hash: Option<AdminPasswordHash>,
+    /// `GATEHOUSE_TRUSTED_PROXIES`: peers whose `X-Forwarded-For` names the
+    /// client (the settings page's sign-in throttle). Empty: none.
+    pub trusted_proxies: Vec<IpNet>,
     /// `GATEHOUSE_METRICS_TOKEN`: when set, `/metrics` requires it.
     pub metrics_token: Option<ServiceToken>,
     /// Named callers with scopes (`GATEHOUSE_CALLERS_FILE`).
@@ -788,6 +795,30 @@ impl Reader<'_> {
             extra_roots_pem: egress_extra_roots_pem,
             limits: self.egress_limits(),
         }
+    }
+
+    /// `GATEHOUSE_TRUSTED_PROXIES`: comma-separated CIDR ranges or single
+    /// addresses. A range of every address (`/0`) is refused: it would let
+    /// any client name its own address.
+    fn trusted_proxies(&mut self) -> Vec<IpNet> {
+        let mut nets = Vec::new();
+        let Some(v) = self.get(names::TRUSTED_PROXIES).map(str::to_owned) else { return nets };
+        for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part.parse::<IpNet>().or_else(|_| part.parse::<IpAddr>().map(IpNet::from)) {
+                Ok(net) if net.prefix_len() == 0 => self.problem(
+                    names::TRUSTED_PROXIES,
+                    "insecure_combination",
+                    format!("{part} trusts every address: any client could then choose the address it is counted as"),
+                ),
+                Ok(net) => nets.push(net.trunc()),
+                Err(_) => self.problem(
+                    names::TRUSTED_PROXIES,
+                    "invalid_value",
+                    format!("{part} is not an IP address or CIDR range (such as 10.0.0.0/8 or 2001:db8::/32)"),
+                ),
+            }
+        }
+        nets
     }
 
     /// The content-scanning settings (see [`ScannerSettings`]).
@@ -1370,6 +1401,7 @@ impl Reader<'_> {
             );
         }
         let session_ttl_days = self.int(names::SESSION_TTL_DAYS, 30, 1..=3650);
+        let trusted_proxies = self.trusted_proxies();
         let ledger_timeout_ms = self.int(names::LEDGER_TIMEOUT_MS, 1000, 10..=60_000);
         let ledger_timeout =
             std::time::Duration::from_millis(u64::try_from(ledger_timeout_ms).unwrap_or(1000));
@@ -1482,6 +1514,7 @@ impl Reader<'_> {
             intercept_ca_key_pem,
             intercept_ca_cert_pem,
             admin_password_hash,
+            trusted_proxies,
             metrics_token,
             callers,
             tenant_isolation_strict,

@@ -598,3 +598,26 @@ fn the_settings_page_password_is_an_argon2id_hash_of_real_cost() {
     assert!(has(&p, names::ADMIN_PASSWORD_HASH, "admin_password_hash_invalid"), "{p:?}");
     assert!(!format!("{p:?}").contains("hunter2"), "a problem never quotes the value");
 }
+
+#[test]
+fn trusted_proxies_are_addresses_or_ranges_and_a_bad_one_is_listed_with_the_others() {
+    assert!(load(&worker(), None).unwrap().trusted_proxies.is_empty(), "none by default");
+    let c =
+        load(&worker().with(names::TRUSTED_PROXIES, " 10.0.0.0/8, 192.0.2.7 ,2001:db8::/48,"), None).unwrap();
+    let shown: Vec<String> = c.trusted_proxies.iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["10.0.0.0/8", "192.0.2.7/32", "2001:db8::/48"]);
+    let p = problems(
+        &worker()
+            .with(names::TRUSTED_PROXIES, "10.0.0.0/8, 10.0.0.0/33, proxy.internal")
+            .with(names::MAX_CONNECTIONS, "zero"),
+    );
+    let ours: Vec<&Problem> = p.iter().filter(|x| x.setting == names::TRUSTED_PROXIES).collect();
+    assert_eq!(ours.len(), 2, "each bad entry named: {p:?}");
+    assert!(ours.iter().all(|x| x.code == "invalid_value"), "{p:?}");
+    assert!(ours[0].message.contains("10.0.0.0/33") && ours[1].message.contains("proxy.internal"), "{p:?}");
+    assert!(has(&p, names::MAX_CONNECTIONS, "invalid_value"), "listed with the other problems: {p:?}");
+    for everyone in ["0.0.0.0/0", "::/0"] {
+        let p = problems(&worker().with(names::TRUSTED_PROXIES, everyone));
+        assert!(has(&p, names::TRUSTED_PROXIES, "insecure_combination"), "{everyone}: {p:?}");
+    }
+}

@@ -296,7 +296,13 @@ impl AppState {
                 .admin_password_hash
                 .clone()
                 .filter(|_| matches!(config.role, Role::Worker | Role::All))
-                .map(|hash| Arc::new(crate::admin::Admin::new(hash, config.listen.ip().is_loopback()))),
+                .map(|hash| {
+                    Arc::new(crate::admin::Admin::new(
+                        hash,
+                        config.listen.ip().is_loopback(),
+                        config.trusted_proxies.clone(),
+                    ))
+                }),
             storage,
             session_ttl_days: config.session_ttl_days,
             clock,

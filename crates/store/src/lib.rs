@@ -370,27 +370,45 @@ impl Store {
 
     // ---- the settings page's sessions ----
 
-    /// Records a person's new session (by its token's SHA-256) and audits
-    /// the sign-in; ended sessions are swept on the way.
+    /// Records a person's new session (by its token's SHA-256, bound to the
+    /// password hash in force by `password_binding`) and audits the
+    /// sign-in; ended sessions are swept on the way.
     pub async fn create_admin_session(
         &self,
         token_sha256: &str,
+        password_binding: &str,
         person: &str,
         now: UnixTime,
         expires_at: UnixTime,
     ) -> Result<(), StoreError> {
-        dispatch!(self.create_admin_session(token_sha256, person, now, expires_at))
+        dispatch!(self.create_admin_session(token_sha256, password_binding, person, now, expires_at))
     }
 
-    /// The live session with this token hash: before its absolute end and
-    /// seen within `idle_secs`. Keeps an active session's idle clock fresh.
+    /// The live session with this token hash: before its absolute end, seen
+    /// within `idle_secs`, and bound to the password hash `password_binding`
+    /// binds to (one bound to another has ended: it is deleted, its end
+    /// audited as `admin.session_ended`). Keeps an active session's idle
+    /// clock fresh.
     pub async fn admin_session(
         &self,
         token_sha256: &str,
+        password_binding: &str,
         now: UnixTime,
         idle_secs: i64,
     ) -> Result<Option<AdminSession>, StoreError> {
-        dispatch!(self.admin_session(token_sha256, now, idle_secs))
+        dispatch!(self.admin_session(token_sha256, password_binding, now, idle_secs))
+    }
+
+    /// Ends every session of the settings page (sign out everywhere) and
+    /// audits it under `actor` as `admin.sign_out_everywhere`, with how many
+    /// live sessions (idle limit `idle_secs`) it ended; returns that number.
+    pub async fn end_all_admin_sessions(
+        &self,
+        actor: &str,
+        now: UnixTime,
+        idle_secs: i64,
+    ) -> Result<u64, StoreError> {
+        dispatch!(self.end_all_admin_sessions(actor, now, idle_secs))
     }
 
     /// Ends a session and audits the sign-out; `false` if there was none.

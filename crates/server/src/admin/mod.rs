@@ -10,16 +10,18 @@
 //!
 //! Sessions live in the store (a token's SHA-256, never the token), so any
 //! worker node serves a signed-in person and sign-out ends the session
-//! everywhere. Each form carries an anti-forgery token derived from the
+//! everywhere. Each is bound to the password hash it began under (a keyed
+//! digest stored with it): a new hash, even after a restart, ends every
+//! session begun under the old one, and "sign out everywhere" ends them all. Each form carries an anti-forgery token derived from the
 //! session's; the cookie is `HttpOnly`, `SameSite=Strict`, and `Secure`
 //! unless the node listens on loopback. Responses forbid framing and every
 //! script (the Content-Security-Policy allows none at all).
 
+mod client;
 mod throttle;
 mod views;
 
-use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use askama::Template;
 use axum::Router;
@@ -40,7 +42,7 @@ use serde::de::DeserializeOwned;
 use crate::http::{ApiError, RequestId, request_id_of};
 use crate::state::AppState;
 
-pub use throttle::SignInThrottle;
+pub use throttle::{Admission, ClientKey, Outcome, SignInThrottle, Ticket};
 
 /// A session's absolute lifetime.
 pub const SESSION_LIFETIME_SECS: i64 = 8 * 3600;
@@ -59,6 +61,8 @@ const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-ac
 pub struct Admin {
     password: AdminPasswordHash,
     secure_cookie: bool,
+    /// Peers whose `X-Forwarded-For` names the client.
+    trusted_proxies: Vec<ipnet::IpNet>,
     throttle: Mutex<SignInThrottle>,
     hashing: tokio::sync::Semaphore,
 }
@@ -71,14 +75,27 @@ impl std::fmt::Debug for Admin {
 
 impl Admin {
     /// The page, checking sign-ins against `password`. Off loopback the
-    /// cookie is `Secure`, so a browser sends it over HTTPS only.
-    pub fn new(password: AdminPasswordHash, listens_on_loopback: bool) -> Self {
+    /// cookie is `Secure`, so a browser sends it over HTTPS only. A sign-in
+    /// whose connection comes from one of `trusted_proxies` is counted
+    /// against the client its `X-Forwarded-For` names.
+    pub fn new(
+        password: AdminPasswordHash,
+        listens_on_loopback: bool,
+        trusted_proxies: Vec<ipnet::IpNet>,
+    ) -> Self {
         Self {
             password,
             secure_cookie: !listens_on_loopback,
+            trusted_proxies,
             throttle: Mutex::new(SignInThrottle::default()),
             hashing: tokio::sync::Semaphore::new(CONCURRENT_SIGN_INS),
         }
+    }
+
+    /// The throttle's state. Every change to it is a few counters, so a
+    /// panic elsewhere never leaves it unusable: sign-in stays possible.
+    fn throttle(&self) -> MutexGuard<'_, SignInThrottle> {
+        self.throttle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn cookie_name(&self) -> &'static str {
@@ -103,6 +120,7 @@ pub fn router(state: &AppState) -> Option<Router<AppState>> {
         .route("/admin", get(views::index))
         .route("/admin/login", get(views::login_page).post(sign_in))
         .route("/admin/logout", post(sign_out))
+        .route("/admin/logout-everywhere", post(sign_out_everywhere))
         .route("/admin/assets/admin.css", get(stylesheet))
         .route("/admin/tenants", get(views::open_tenant))
         .route("/admin/tenants/{tenant_id}", get(views::tenant_page))
@@ -155,8 +173,11 @@ fn page(status: StatusCode, template: &impl Template) -> Response {
 /// Why a page could not be served, as a person sees it.
 #[derive(Debug)]
 pub enum PageError {
-    /// No live session: sign in (again).
+    /// No session cookie at all: sign in.
     SignIn,
+    /// A session cookie that matches no live session (ended, idle, signed
+    /// out elsewhere, or not a token at all): sign in again.
+    Expired,
     /// A form without this session's anti-forgery token.
     Forged,
     /// Not a tenant, run or lease this page knows.
@@ -182,7 +203,8 @@ impl IntoResponse for PageError {
             )
         };
         match self {
-            Self::SignIn => Redirect::to("/admin/login?expired=1").into_response(),
+            Self::SignIn => Redirect::to("/admin/login").into_response(),
+            Self::Expired => Redirect::to("/admin/login?expired=1").into_response(),
             Self::Forged => message(
                 StatusCode::FORBIDDEN,
                 "Form refused",
@@ -232,47 +254,75 @@ impl FromRequestParts<AppState> for Person {
             .cloned()
             .unwrap_or_else(|| RequestId(gatehouse_core::new_id("req")));
         let admin = admin(state);
-        let Some(token) = session_cookie(&parts.headers, admin.cookie_name()) else {
-            return Err(PageError::SignIn);
+        let refused = || {
+            state.refusals.record(
+                RefusalKind::AuthRefused,
+                Reason::AdminSessionInvalid,
+                None,
+                None,
+                Some(&rid.0),
+            );
+            PageError::Expired
+        };
+        let token = match session_cookie(&parts.headers, admin.cookie_name()) {
+            SessionCookie::Absent => return Err(PageError::SignIn),
+            SessionCookie::Unusable => return Err(refused()),
+            SessionCookie::Token(token) => token,
         };
         let store = crate::control::store(state, &rid)?;
         let session = store
-            .admin_session(&token.digest(), state.clock.now(), SESSION_IDLE_SECS)
+            .admin_session(
+                &token.digest(),
+                &token.password_binding(&admin.password),
+                state.clock.now(),
+                SESSION_IDLE_SECS,
+            )
             .await
             .map_err(|e| crate::control::store_error(&rid, &e))?;
         match session {
             Some(s) => Ok(Self { actor: s.person, token, rid }),
-            None => {
-                state.refusals.record(
-                    RefusalKind::AuthRefused,
-                    Reason::AdminSessionInvalid,
-                    None,
-                    None,
-                    Some(&rid.0),
-                );
-                Err(PageError::SignIn)
-            }
+            None => Err(refused()),
         }
     }
 }
 
+/// What a request's cookies say about a session.
+enum SessionCookie {
+    /// No cookie of the page's name: a first visit, or signed out here.
+    Absent,
+    /// One (or more) of the page's name, but not exactly one well-formed
+    /// token: nothing is looked up.
+    Unusable,
+    /// Exactly one cookie of the page's name, of the token's exact shape.
+    Token(SessionToken),
+}
+
 /// The session token a request's cookie carries: exactly one cookie of the
 /// page's name, of the token's exact shape, or none.
-fn session_cookie(headers: &http::HeaderMap, name: &str) -> Option<SessionToken> {
+fn session_cookie(headers: &http::HeaderMap, name: &str) -> SessionCookie {
     let mut found = None;
+    let mut seen = false;
     for value in headers.get_all(header::COOKIE) {
-        for pair in value.to_str().ok()?.split(';') {
+        let Ok(value) = value.to_str() else {
+            // A header that is not text may hide the page's cookie.
+            return SessionCookie::Unusable;
+        };
+        for pair in value.split(';') {
             let Some((key, value)) = pair.trim().split_once('=') else { continue };
             if key == name {
-                if found.is_some() {
+                if seen {
                     // Two: refused, never a guess at which one counts.
-                    return None;
+                    return SessionCookie::Unusable;
                 }
+                seen = true;
                 found = Some(value.trim());
             }
         }
     }
-    SessionToken::from_cookie(found?)
+    match found {
+        None => SessionCookie::Absent,
+        Some(text) => SessionToken::from_cookie(text).map_or(SessionCookie::Unusable, SessionCookie::Token),
+    }
 }
 
 /// A form posted by a signed-in person, its anti-forgery token checked
@@ -350,7 +400,9 @@ fn valid_person(name: &str) -> bool {
 
 async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
     let rid = request_id_of(&req);
-    let client = req.extensions().get::<gatehouse_listener::PeerAddr>().map(|p| p.0.ip());
+    let admin = admin(&state);
+    let peer = req.extensions().get::<gatehouse_listener::PeerAddr>().map(|p| p.0);
+    let client = client::client_address(peer, req.headers(), &admin.trusted_proxies);
     if is_cross_site(req.headers()) {
         // Another site making a browser sign in: refused (it would sign the
         // person in to a session of the other site's choosing).
@@ -369,43 +421,48 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
             "",
         );
     }
-    let admin = admin(&state);
-    let client = client.unwrap_or(IpAddr::from([0, 0, 0, 0]));
-    let allowed =
-        admin.throttle.lock().map(|mut t| t.allows(client, std::time::Instant::now())).unwrap_or(false);
-    if !allowed {
-        state.refusals.record(
-            RefusalKind::AuthRefused,
-            Reason::AdminSignInThrottled,
-            None,
-            None,
-            Some(&rid.0),
-        );
-        return views::login(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Too many sign-ins failed lately. Wait a few minutes and try again.",
-            &person,
-        );
-    }
-    if !verify_password(&state, form.password).await {
-        if let Ok(mut t) = admin.throttle.lock() {
-            t.failed(client, std::time::Instant::now());
+    // The attempt is reserved before the (slow) check, in the same step as
+    // the decision: attempts arriving together cannot all pass the check.
+    let admission = admin.throttle().admit(client, std::time::Instant::now());
+    let (mut reservation, wait) = match admission {
+        Admission::Check { ticket, wait } => {
+            (Reservation { admin, ticket: Some(ticket), checking: false }, wait)
         }
-        tracing::warn!(request_id = %rid.0, "settings page sign-in failed");
+        Admission::Refused => {
+            state.refusals.record(
+                RefusalKind::AuthRefused,
+                Reason::AdminSignInThrottled,
+                None,
+                None,
+                Some(&rid.0),
+            );
+            return views::login(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many sign-ins failed lately. Wait a few minutes and try again.",
+                &person,
+            );
+        }
+    };
+    if !wait.is_zero() {
+        // Sign-ins are slowed (many failures in all): this one waits its turn.
+        tokio::time::sleep(wait).await;
+    }
+    if !verify_password(admin, &mut reservation, form.password).await {
+        reservation.settle(Outcome::Failed);
+        tracing::warn!(request_id = %rid.0, client = %ClientKey::of(client), "settings page sign-in failed");
         state.refusals.record(RefusalKind::AuthRefused, Reason::AdminSignInFailed, None, None, Some(&rid.0));
         return views::login(StatusCode::UNAUTHORIZED, "That password is not right.", &person);
     }
-    if let Ok(mut t) = admin.throttle.lock() {
-        t.succeeded(client);
-    }
+    reservation.settle(Outcome::Succeeded);
     let Ok(token) = SessionToken::generate() else {
         return PageError::Api(ApiError::new(ErrorCode::Internal, &rid)).into_response();
     };
     let now: UnixTime = state.clock.now();
     let actor = format!("person:{person}");
     let Some(store) = state.store.as_ref() else { return PageError::NotFound.into_response() };
+    let binding = token.password_binding(&admin.password);
     if let Err(e) =
-        store.create_admin_session(&token.digest(), &actor, now, now + SESSION_LIFETIME_SECS).await
+        store.create_admin_session(&token.digest(), &binding, &actor, now, now + SESSION_LIFETIME_SECS).await
     {
         return PageError::Api(crate::control::store_error(&rid, &e)).into_response();
     }
@@ -417,12 +474,42 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
     response
 }
 
-/// Checks a password on a blocking thread, a few at a time.
-async fn verify_password(state: &AppState, password: String) -> bool {
-    let admin = admin(state);
+/// A sign-in's reserved check. Settled with its outcome. Dropped unsettled
+/// (the request went away or timed out): once the password was handed to
+/// the check it counts as a failure, so walking away from a check never
+/// gives its place back; before that (waiting for a turn or a hashing
+/// slot) nothing was guessed, and the place is given back.
+struct Reservation<'a> {
+    admin: &'a Admin,
+    ticket: Option<Ticket>,
+    /// Whether the password has been handed to the check.
+    checking: bool,
+}
+
+impl Reservation<'_> {
+    fn settle(mut self, outcome: Outcome) {
+        if let Some(ticket) = self.ticket.take() {
+            self.admin.throttle().settle(ticket, outcome, std::time::Instant::now());
+        }
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            let outcome = if self.checking { Outcome::Failed } else { Outcome::Abandoned };
+            self.admin.throttle().settle(ticket, outcome, std::time::Instant::now());
+        }
+    }
+}
+
+/// Checks a password on a blocking thread, a few at a time, marking the
+/// reservation as checking once the password is handed over.
+async fn verify_password(admin: &Admin, reservation: &mut Reservation<'_>, password: String) -> bool {
     let Ok(_permit) = admin.hashing.acquire().await else { return false };
     let hash = admin.password.clone();
     let password = zeroize::Zeroizing::new(password);
+    reservation.checking = true;
     tokio::task::spawn_blocking(move || hash.verify(&password)).await.unwrap_or(false)
 }
 
@@ -436,6 +523,37 @@ async fn sign_out(State(state): State<AppState>, submitted: Result<Submitted<Csr
         && let Err(e) = store.end_admin_session(&submitted.person.token.digest(), state.clock.now()).await
     {
         return PageError::Api(crate::control::store_error(&submitted.person.rid, &e)).into_response();
+    }
+    let mut response = Redirect::to("/admin/login").into_response();
+    if let Ok(cookie) = HeaderValue::from_str(&admin.cookie("", 0)) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// Ends every session of the page, this one included (someone may hold a
+/// session they should not: a shared machine, a leaked cookie), audited as
+/// `admin.sign_out_everywhere` under the person.
+async fn sign_out_everywhere(
+    State(state): State<AppState>,
+    submitted: Result<Submitted<Csrf>, PageError>,
+) -> Response {
+    let admin = admin(&state);
+    let submitted = match submitted {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    let person = &submitted.person;
+    if let Some(store) = state.store.as_ref() {
+        match store.end_all_admin_sessions(&person.actor, state.clock.now(), SESSION_IDLE_SECS).await {
+            Ok(ended) => tracing::info!(
+                request_id = %person.rid.0,
+                person = %person.actor,
+                sessions = ended,
+                "signed every session of the settings page out"
+            ),
+            Err(e) => return PageError::Api(crate::control::store_error(&person.rid, &e)).into_response(),
+        }
     }
     let mut response = Redirect::to("/admin/login").into_response();
     if let Ok(cookie) = HeaderValue::from_str(&admin.cookie("", 0)) {
@@ -485,11 +603,17 @@ mod tests {
             h
         };
         let good = format!("theme=dark; gatehouse_admin={}", token.expose());
-        assert_eq!(session_cookie(&headers(&[&good]), "gatehouse_admin").unwrap().digest(), token.digest());
-        assert!(session_cookie(&headers(&[&good, &good]), "gatehouse_admin").is_none(), "two cookies");
-        assert!(session_cookie(&headers(&["gatehouse_admin=abc"]), "gatehouse_admin").is_none());
-        assert!(session_cookie(&headers(&[&good]), "__Secure-gatehouse_admin").is_none());
-        assert!(session_cookie(&headers(&[]), "gatehouse_admin").is_none());
+        let found = |values: &[&str], name: &str| match session_cookie(&headers(values), name) {
+            SessionCookie::Absent => "absent".to_owned(),
+            SessionCookie::Unusable => "unusable".to_owned(),
+            SessionCookie::Token(t) => t.digest(),
+        };
+        assert_eq!(found(&[&good], "gatehouse_admin"), token.digest());
+        assert_eq!(found(&[&good, &good], "gatehouse_admin"), "unusable", "two cookies");
+        assert_eq!(found(&["gatehouse_admin=abc"], "gatehouse_admin"), "unusable");
+        assert_eq!(found(&[&good], "__Secure-gatehouse_admin"), "absent");
+        assert_eq!(found(&[], "gatehouse_admin"), "absent");
+        assert_eq!(found(&["theme=dark"], "gatehouse_admin"), "absent");
     }
 
     #[test]

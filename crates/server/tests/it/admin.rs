@@ -95,7 +95,7 @@ async fn signing_in_takes_the_password_sets_a_strict_cookie_and_is_audited() {
     let node = admin_node().await;
     let mut ada = Visitor::new(&node);
     let first = ada.get("/admin").await;
-    assert_eq!((first.status, first.headers["location"].to_str().unwrap()), (303, "/admin/login?expired=1"));
+    assert_eq!((first.status, first.headers["location"].to_str().unwrap()), (303, "/admin/login"));
 
     let wrong = ada.sign_in("ada", "not the password").await;
     assert_eq!(wrong.status, 401);
@@ -143,6 +143,43 @@ async fn signing_in_takes_the_password_sets_a_strict_cookie_and_is_audited() {
     for bytes in [&db, &wal] {
         assert!(!bytes.windows(token.len()).any(|w| w == token.as_bytes()), "the session token is stored");
     }
+}
+
+/// A first visit (no cookie at all) is simply asked to sign in; only a
+/// cookie that no longer matches a live session hears that it ended.
+#[tokio::test]
+async fn a_first_visit_is_asked_to_sign_in_and_only_a_stale_cookie_hears_it_ended() {
+    let node = admin_node().await;
+    let mut ada = Visitor::new(&node);
+    for path in ["/admin", "/admin/tenants/t1", "/admin/emergency-revoke"] {
+        let first = ada.get(path).await;
+        assert_eq!(
+            (first.status, first.headers["location"].to_str().unwrap()),
+            (303, "/admin/login"),
+            "{path}"
+        );
+    }
+    let login = ada.get("/admin/login").await;
+    assert_eq!(login.status, 200);
+    assert!(!login.text.contains("Your session has ended"), "{}", login.text);
+    assert!(
+        refusals(&node).await.iter().all(|r| r["reason"] != "admin_session_invalid"),
+        "no session is not a refused session"
+    );
+
+    // Signed in, then the session ends (idle): the cookie now matches nothing.
+    ada.sign_in("ada", PASSWORD).await;
+    node.clock.advance(31 * 60);
+    let stale = ada.get("/admin").await;
+    assert_eq!((stale.status, stale.headers["location"].to_str().unwrap()), (303, "/admin/login?expired=1"));
+    let told = ada.get("/admin/login?expired=1").await;
+    assert!(told.text.contains("Your session has ended"), "{}", told.text);
+    // A cookie of the page's name that is not a token at all is no session either.
+    ada.cookie = Some("gatehouse_admin=not-a-token".into());
+    assert_eq!(ada.get("/admin").await.headers["location"].to_str().unwrap(), "/admin/login?expired=1");
+    // Another site's cookie is no session of this page.
+    ada.cookie = Some("theme=dark".into());
+    assert_eq!(ada.get("/admin").await.headers["location"].to_str().unwrap(), "/admin/login");
 }
 
 #[tokio::test]
@@ -514,4 +551,226 @@ async fn refusals_are_filtered_and_paged_and_bad_ids_are_not_found() {
         assert_eq!(reply.status, 404, "{path}");
         assert!(!reply.text.contains("<script>"));
     }
+}
+
+// ---- the sign-in throttle ----
+
+/// A sign-in from `peer` (the listener's client address), with an
+/// `X-Forwarded-For` header when given.
+async fn sign_in_from(node: &Node, peer: &str, forwarded_for: Option<&str>, password: &str) -> Reply {
+    let peer: std::net::SocketAddr = peer.parse().unwrap();
+    let mut req = Request::post("/admin/login").header("content-type", "application/x-www-form-urlencoded");
+    if let Some(xff) = forwarded_for {
+        req = req.header("x-forwarded-for", xff);
+    }
+    let mut req = req
+        .body(Body::from(serde_urlencoded::to_string([("person", "ada"), ("password", password)]).unwrap()))
+        .unwrap();
+    req.extensions_mut().insert(gatehouse_listener::PeerAddr(peer));
+    send(&node.router, req).await
+}
+
+/// How many sign-ins were checked and failed, and how many were held back.
+async fn sign_in_counts(node: &Node) -> (usize, usize) {
+    let refused = refusals(node).await;
+    let count = |reason: &str| refused.iter().filter(|r| r["reason"] == reason).count();
+    (count("admin_sign_in_failed"), count("admin_sign_in_throttled"))
+}
+
+#[tokio::test]
+async fn eighty_sign_ins_at_once_from_one_address_get_at_most_its_share_of_checks() {
+    let node = admin_node().await;
+    let guesses: Vec<_> = (0..80)
+        .map(|i| {
+            let node = &node;
+            async move { sign_in_from(node, "203.0.113.7:40000", None, &format!("guess {i}")).await.status }
+        })
+        .collect();
+    let statuses = futures_util::future::join_all(guesses).await;
+    let checked = statuses.iter().filter(|s| **s == 401).count();
+    let held = statuses.iter().filter(|s| **s == 429).count();
+    assert_eq!((checked, held), (10, 70), "{statuses:?}");
+    assert_eq!(sign_in_counts(&node).await, (10, 70), "each check is a recorded failure");
+    // The address is held back even with the password now; another is not.
+    assert_eq!(sign_in_from(&node, "203.0.113.7:40001", None, PASSWORD).await.status, 429);
+    assert_eq!(sign_in_from(&node, "203.0.113.8:40000", None, PASSWORD).await.status, 303);
+}
+
+#[tokio::test]
+async fn a_flood_from_one_address_does_not_lock_the_operator_out() {
+    let node = admin_node().await;
+    let flood: Vec<_> = (0..250)
+        .map(|i| {
+            let node = &node;
+            async move { sign_in_from(node, "198.51.100.66:5000", None, &format!("guess {i}")).await.status }
+        })
+        .collect();
+    let statuses = futures_util::future::join_all(flood).await;
+    assert!(statuses.iter().all(|s| *s == 401 || *s == 429), "{statuses:?}");
+    let operator = sign_in_from(&node, "192.0.2.10:6000", None, PASSWORD).await;
+    assert_eq!((operator.status, operator.headers["location"].to_str().unwrap()), (303, "/admin"));
+    assert!(operator.headers.get("set-cookie").is_some());
+}
+
+#[tokio::test]
+async fn many_addresses_failing_slow_sign_ins_down_but_never_refuse_a_clean_address_the_password() {
+    let node = admin_node().await;
+    // 200 failures in all, from 200 addresses (the global cap).
+    let guesses: Vec<_> = (0..200u32)
+        .map(|i| {
+            let node = &node;
+            async move {
+                let peer = format!("10.{}.{}.1:7000", i / 250, i % 250);
+                sign_in_from(node, &peer, None, "a guess").await.status
+            }
+        })
+        .collect();
+    let statuses = futures_util::future::join_all(guesses).await;
+    assert!(statuses.iter().all(|s| *s == 401), "{statuses:?}");
+    // An address that has failed is held back now; a clean one is checked
+    // (slowed down), and the right password signs in.
+    assert_eq!(sign_in_from(&node, "10.0.0.1:7001", None, PASSWORD).await.status, 429);
+    assert_eq!(sign_in_from(&node, "192.0.2.77:7000", None, "still a guess").await.status, 401);
+    let operator = sign_in_from(&node, "192.0.2.10:6000", None, PASSWORD).await;
+    assert_eq!((operator.status, operator.headers["location"].to_str().unwrap()), (303, "/admin"));
+}
+
+#[tokio::test]
+async fn forwarded_for_counts_only_from_a_trusted_proxy() {
+    let node = node_with(
+        "all",
+        &[
+            (names::ADMIN_PASSWORD_HASH, password_hash()),
+            (names::TRUSTED_PROXIES, "10.0.0.0/8, 2001:db8:ffff::1"),
+        ],
+    )
+    .await;
+    // An untrusted peer says whatever it likes in the header: it is ignored,
+    // so a fresh "address" per guess does not buy more guesses.
+    for i in 0..10 {
+        let xff = format!("192.0.2.{i}");
+        assert_eq!(sign_in_from(&node, "198.51.100.9:1000", Some(&xff), "guess").await.status, 401);
+    }
+    let spoofed = sign_in_from(&node, "198.51.100.9:1000", Some("192.0.2.200"), PASSWORD).await;
+    assert_eq!(spoofed.status, 429, "the peer's own address is held back");
+
+    // Behind the trusted proxy, each client is its own address.
+    let proxy = "10.0.0.2:443";
+    for _ in 0..10 {
+        assert_eq!(sign_in_from(&node, proxy, Some("203.0.113.5"), "guess").await.status, 401);
+    }
+    assert_eq!(sign_in_from(&node, proxy, Some("203.0.113.5"), PASSWORD).await.status, 429);
+    // Something the client put in front of the proxy's entry changes nothing:
+    // the right-most address that is not a trusted proxy is the client.
+    assert_eq!(sign_in_from(&node, proxy, Some("192.0.2.1, 203.0.113.5"), PASSWORD).await.status, 429);
+    assert_eq!(sign_in_from(&node, proxy, Some("203.0.113.5, 10.9.9.9"), PASSWORD).await.status, 429);
+    // Another client through the same proxy is not held back.
+    let other = sign_in_from(&node, proxy, Some("203.0.113.5, 203.0.113.6, 10.1.1.1"), PASSWORD).await;
+    assert_eq!(other.status, 303, "{}", other.text);
+    let v6 = sign_in_from(&node, "[2001:db8:ffff::1]:443", Some("203.0.113.9"), PASSWORD).await;
+    assert_eq!(v6.status, 303, "{}", v6.text);
+}
+
+#[tokio::test]
+async fn two_ipv6_addresses_in_one_64_share_a_bucket() {
+    let node = admin_node().await;
+    for i in 0..10 {
+        let peer = format!("[2001:db8:1:2::{:x}]:1000", i + 1);
+        assert_eq!(sign_in_from(&node, &peer, None, "guess").await.status, 401);
+    }
+    let same_64 = sign_in_from(&node, "[2001:db8:1:2:ffff:ffff:ffff:ffff]:1000", None, PASSWORD).await;
+    assert_eq!(same_64.status, 429, "another address of the same /64 is the same client");
+    let next_64 = sign_in_from(&node, "[2001:db8:1:3::1]:1000", None, PASSWORD).await;
+    assert_eq!(next_64.status, 303, "the next /64 is another client");
+}
+
+// ---- sessions and the password ----
+
+/// A node serving the page with `hash`, on the SQLite file at `db` (shared
+/// between the nodes of a test, as a restart finds it).
+async fn admin_node_on(db: &std::path::Path, hash: &str) -> Node {
+    let url = format!("sqlite://{}", db.display());
+    node_with("all", &[(names::ADMIN_PASSWORD_HASH, hash), (names::DATABASE_URL, &url)]).await
+}
+
+#[tokio::test]
+async fn a_new_password_hash_ends_every_session_even_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.db");
+    let before = admin_node_on(&db, password_hash()).await;
+    let mut ada = Visitor::new(&before);
+    assert_eq!(ada.sign_in("ada", PASSWORD).await.status, 303);
+    assert_eq!(ada.get("/admin").await.status, 200);
+    let cookie = ada.cookie.clone();
+    // The stored row binds the session to the hash by a keyed digest: neither
+    // the hash nor anything of the token is in the file.
+    let phc = password_hash();
+    let stored_hash = phc.rsplit('$').next().unwrap();
+    let bytes = std::fs::read(&db).unwrap();
+    let wal = std::fs::read(dir.path().join("shared.db-wal")).unwrap_or_default();
+    for b in [&bytes, &wal] {
+        assert!(!b.windows(stored_hash.len()).any(|w| w == stored_hash.as_bytes()), "the hash is stored");
+    }
+
+    // The operator changes the password and restarts: the old session is over.
+    let new_password = "a new password, after a leak";
+    let new_hash = gatehouse_capability::AdminPasswordHash::hash(new_password).unwrap();
+    let after = admin_node_on(&db, new_hash.as_str()).await;
+    let mut old = Visitor::new(&after);
+    old.cookie = cookie.clone();
+    let ended = old.get("/admin").await;
+    assert_eq!((ended.status, ended.headers["location"].to_str().unwrap()), (303, "/admin/login?expired=1"));
+    // Ended for good: going back to the old hash does not revive it.
+    let back = admin_node_on(&db, password_hash()).await;
+    let mut revived = Visitor::new(&back);
+    revived.cookie = cookie;
+    assert_eq!(revived.get("/admin").await.status, 303, "an ended session stays ended");
+    // The new password signs in on the new node; the old one does not.
+    let mut bob = Visitor::new(&after);
+    assert_eq!(bob.sign_in("bob", PASSWORD).await.status, 401);
+    assert_eq!(bob.sign_in("bob", new_password).await.status, 303);
+    assert_eq!(bob.get("/admin").await.status, 200);
+    // ... and that session is no session to a node still on the old hash.
+    let mut stale_node = Visitor::new(&back);
+    stale_node.cookie = bob.cookie.clone();
+    assert_eq!(stale_node.get("/admin").await.status, 303);
+}
+
+#[tokio::test]
+async fn sign_out_everywhere_ends_every_session_and_is_audited() {
+    let node = admin_node().await;
+    let mut ada = Visitor::new(&node);
+    let mut bob = Visitor::new(&node);
+    ada.sign_in("ada", PASSWORD).await;
+    bob.sign_in("bob", PASSWORD).await;
+    let index = ada.get("/admin").await;
+    assert!(index.text.contains(r#"action="/admin/logout-everywhere""#), "{}", index.text);
+
+    // Without the session's form token (or from another site): nothing ends.
+    let forged = ada.post("/admin/logout-everywhere", &[]).await;
+    assert_eq!(forged.status, 403, "{}", forged.text);
+    let bobs = csrf_of(&bob.get("/admin").await.text);
+    assert_eq!(ada.post("/admin/logout-everywhere", &[("csrf", &bobs)]).await.status, 403);
+    assert_eq!(bob.get("/admin").await.status, 200, "nothing ended");
+    let signed_out = Visitor::new(&node).post("/admin/logout-everywhere", &[("csrf", &bobs)]).await;
+    assert_eq!(signed_out.status, 303, "no session: sign in first");
+
+    let out = ada.submit("/admin", "/admin/logout-everywhere", &[]).await;
+    assert_eq!((out.status, out.headers["location"].to_str().unwrap()), (303, "/admin/login"));
+    assert!(out.headers["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
+    for visitor in [&ada, &bob] {
+        let reply = visitor.get("/admin").await;
+        assert_eq!(
+            (reply.status, reply.headers["location"].to_str().unwrap()),
+            (303, "/admin/login?expired=1")
+        );
+    }
+    let audit = audit_actions(&node).await;
+    assert!(audit.contains(&("admin.sign_out_everywhere".into(), "person:ada".into())), "{audit:?}");
+    let items = get(&node, "/v1/audit?limit=500").await.json()["items"].as_array().unwrap().clone();
+    let entry = items.iter().find(|e| e["action"] == "admin.sign_out_everywhere").unwrap();
+    assert_eq!(entry["detail"]["sessions"], 2, "{entry}");
+    // Signing in again works.
+    assert_eq!(ada.sign_in("ada", PASSWORD).await.status, 303);
+    assert_eq!(ada.get("/admin").await.status, 200);
 }

@@ -201,9 +201,10 @@ async fn a_person_allows_a_refused_host_revokes_a_lease_and_kills_a_run() {
     let browser = Browser::start().await;
     let client = browser.client();
 
-    // Signed out, the page sends a person to sign in.
+    // A first visit is sent to sign in, and not told of a session it never had.
     client.goto(&plane.url("/admin")).await.unwrap();
-    wait_for_text(client, "Your session has ended").await;
+    let first = wait_for_text(client, "Your name").await;
+    assert!(!first.contains("Your session has ended"), "{first}");
     assert_eq!(client.current_url().await.unwrap().path(), "/admin/login");
     assert_eq!(client.title().await.unwrap(), "Sign in · gatehouse");
     browser.screenshot("browser-sign-in").await;
@@ -487,7 +488,59 @@ async fn hostile_text_stays_text_and_a_form_without_its_token_changes_nothing() 
         .unwrap();
     let found: Vec<Value> = browser.axe_violations().await.iter().map(|v| v["id"].clone()).collect();
     assert_eq!(found, [json!("label")], "axe sees the unlabelled field");
+
+    // Sign out everywhere: another person's session (signed in elsewhere)
+    // ends with this one.
+    let elsewhere = curl_sign_in(&plane, "bob");
+    assert_eq!(curl_admin(&plane, &elsewhere), "200 ", "bob is signed in");
+    client.goto(&plane.url("/admin")).await.unwrap();
+    wait_for_text(client, "Sign out everywhere").await;
+    click(client, "form[action='/admin/logout-everywhere'] button[type=submit]").await;
+    let after = wait_for_text(client, "Your name").await;
+    assert!(!after.contains("Signed in as"), "{after}");
+    assert_eq!(client.current_url().await.unwrap().path(), "/admin/login");
+    assert_eq!(curl_admin(&plane, &elsewhere), "303 /admin/login?expired=1", "bob's session ended too");
+    let audit = plane.call("GET", "/v1/audit?limit=500", json!({}));
+    let everywhere =
+        audit["items"].as_array().unwrap().iter().find(|e| e["action"] == "admin.sign_out_everywhere");
+    assert_eq!(everywhere.map(|e| e["actor"].clone()), Some(json!("person:ada")), "{audit}");
     browser.close().await;
+}
+
+/// Signs `person` in over plain HTTP (curl, another browser as far as the
+/// page knows); returns the `name=value` of its session cookie.
+fn curl_sign_in(plane: &Plane, person: &str) -> String {
+    let out = Command::new("curl")
+        .args(["-s", "-S", "--max-time", "10", "-D", "-", "-o", "/dev/null"])
+        .args([
+            "--data-urlencode",
+            &format!("person={person}"),
+            "--data-urlencode",
+            &format!("password={PASSWORD}"),
+        ])
+        .arg(plane.url("/admin/login"))
+        .output()
+        .expect("curl is installed");
+    let head = String::from_utf8_lossy(&out.stdout).into_owned();
+    let cookie = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase().starts_with("set-cookie:").then(|| l["set-cookie:".len()..].trim())
+        })
+        .unwrap_or_else(|| panic!("no session cookie: {head}"));
+    cookie.split(';').next().unwrap().to_owned()
+}
+
+/// `GET /admin` with `cookie`: the status and where it sends the visitor.
+fn curl_admin(plane: &Plane, cookie: &str) -> String {
+    let out = Command::new("curl")
+        .args(["-s", "-S", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}"])
+        .args(["-b", cookie])
+        .arg(plane.url("/admin"))
+        .output()
+        .expect("curl is installed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.replace(&format!("http://{}", plane.api), "")
 }
 
 /// A dependency scan of a pull request with one known vulnerability (the

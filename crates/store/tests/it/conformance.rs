@@ -232,38 +232,78 @@ pub async fn a_policy_edit_against_an_old_version_is_refused(f: Fresh) {
 }
 
 /// The settings page's sessions: found by their token's hash only while
-/// live (absolute end, idle limit), ended by sign-out on every node, and
-/// each sign-in and sign-out audited.
+/// live (absolute end, idle limit, the password hash they began under),
+/// ended by sign-out on every node, all at once by sign-out everywhere, and
+/// each sign-in, sign-out and end audited.
 pub async fn settings_page_sessions_live_idle_and_end(f: Fresh) {
     let s = &f.store;
     let other = f.another_node().await;
     let (token, other_token) = ("a".repeat(64), "b".repeat(64));
-    s.create_admin_session(&token, "person:ada", 1_000, 1_000 + 8 * 3600).await.unwrap();
-    let seen = other.admin_session(&token, 1_030, 1800).await.unwrap().unwrap();
+    let (bound, rebound) = ("1".repeat(64), "2".repeat(64));
+    s.create_admin_session(&token, &bound, "person:ada", 1_000, 1_000 + 8 * 3600).await.unwrap();
+    let seen = other.admin_session(&token, &bound, 1_030, 1800).await.unwrap().unwrap();
     assert_eq!((seen.person.as_str(), seen.created_at, seen.last_seen), ("person:ada", 1_000, 1_000));
-    assert_eq!(s.admin_session(&other_token, 1_030, 1800).await.unwrap(), None);
+    assert_eq!(s.admin_session(&other_token, &bound, 1_030, 1800).await.unwrap(), None);
     // Used at 2_000 (a minute or more after the last write: recorded), so
     // idle counts from there.
-    assert_eq!(s.admin_session(&token, 2_000, 1800).await.unwrap().unwrap().last_seen, 2_000);
-    assert!(s.admin_session(&token, 2_000 + 1799, 1800).await.unwrap().is_some());
-    assert_eq!(s.admin_session(&token, 2_000 + 1800 + 1799, 1800).await.unwrap(), None, "idle too long");
-    s.create_admin_session(&other_token, "person:bob", 10_000, 10_000 + 100).await.unwrap();
-    assert!(s.admin_session(&other_token, 10_099, 1800).await.unwrap().is_some());
-    assert_eq!(s.admin_session(&other_token, 10_100, 1800).await.unwrap(), None, "past its absolute end");
+    assert_eq!(s.admin_session(&token, &bound, 2_000, 1800).await.unwrap().unwrap().last_seen, 2_000);
+    assert!(s.admin_session(&token, &bound, 2_000 + 1799, 1800).await.unwrap().is_some());
+    assert_eq!(
+        s.admin_session(&token, &bound, 2_000 + 1800 + 1799, 1800).await.unwrap(),
+        None,
+        "idle too long"
+    );
+    s.create_admin_session(&other_token, &bound, "person:bob", 10_000, 10_000 + 100).await.unwrap();
+    assert!(s.admin_session(&other_token, &bound, 10_099, 1800).await.unwrap().is_some());
+    assert_eq!(
+        s.admin_session(&other_token, &bound, 10_100, 1800).await.unwrap(),
+        None,
+        "past its absolute end"
+    );
     let fresh = "c".repeat(64);
-    s.create_admin_session(&fresh, "person:ada", 20_000, 30_000).await.unwrap();
+    s.create_admin_session(&fresh, &bound, "person:ada", 20_000, 30_000).await.unwrap();
     assert!(other.end_admin_session(&fresh, 20_010).await.unwrap());
     assert!(!s.end_admin_session(&fresh, 20_011).await.unwrap(), "ended once");
-    assert_eq!(s.admin_session(&fresh, 20_012, 1800).await.unwrap(), None);
-    let actions: Vec<(String, String)> = s
-        .audit_entries(0, 100)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.record.action, e.record.actor))
-        .collect();
+    assert_eq!(s.admin_session(&fresh, &bound, 20_012, 1800).await.unwrap(), None);
+
+    // A session presented under another password hash has ended, for good.
+    let changed = "d".repeat(64);
+    s.create_admin_session(&changed, &bound, "person:cy", 21_000, 30_000).await.unwrap();
+    assert_eq!(other.admin_session(&changed, &rebound, 21_010, 1800).await.unwrap(), None);
+    assert_eq!(s.admin_session(&changed, &bound, 21_020, 1800).await.unwrap(), None, "not revived");
+
+    // Sign out everywhere: every session, on every node, audited with the count.
+    for (i, t) in ["e", "f", "0"].iter().enumerate() {
+        let at = 22_000 + i64::try_from(i).unwrap();
+        s.create_admin_session(&t.repeat(64), &bound, "person:dee", at, 30_000).await.unwrap();
+    }
+    assert_eq!(
+        other.end_all_admin_sessions("person:dee", 22_100, 1800).await.unwrap(),
+        3,
+        "live ones counted"
+    );
+    for t in ["e", "f", "0"] {
+        assert_eq!(s.admin_session(&t.repeat(64), &bound, 22_101, 1800).await.unwrap(), None);
+    }
+    assert_eq!(s.end_all_admin_sessions("person:dee", 22_200, 1800).await.unwrap(), 0);
+    assert_eq!(s.admin_session(&token, &bound, 22_201, 100_000).await.unwrap(), None, "idle ones ended too");
+
+    let entries = s.audit_entries(0, 100).await.unwrap();
+    let actions: Vec<(String, String)> =
+        entries.iter().map(|e| (e.record.action.clone(), e.record.actor.clone())).collect();
     assert!(actions.contains(&("admin.sign_in".to_owned(), "person:bob".to_owned())));
     assert!(actions.contains(&("admin.sign_out".to_owned(), "person:ada".to_owned())));
+    assert!(actions.contains(&("admin.session_ended".to_owned(), "person:cy".to_owned())));
+    let everywhere: Vec<_> = entries
+        .iter()
+        .filter(|e| e.record.action == "admin.sign_out_everywhere")
+        .map(|e| &e.record)
+        .collect();
+    assert_eq!(everywhere.len(), 2);
+    assert_eq!(
+        (everywhere[0].actor.as_str(), &everywhere[0].detail["sessions"]),
+        ("person:dee", &serde_json::json!(3))
+    );
     assert_chain_intact(s).await;
 }
 
