@@ -932,30 +932,49 @@ pub(crate) async fn audit_entries(
     after: i64,
     limit: u32,
 ) -> Result<Vec<AuditEntry>, StoreError> {
+    Ok(audit_entries_stored(pool, after, i64::MAX, limit).await?.into_iter().map(|(e, _)| e).collect())
+}
+
+/// Entries after `after` and at most `through`, in order, each with its
+/// detail's text exactly as stored (which the verifier hashes and holds to
+/// the canonical form).
+pub(crate) async fn audit_entries_stored(
+    pool: &Pool<Db>,
+    after: i64,
+    through: i64,
+    limit: u32,
+) -> Result<Vec<(AuditEntry, String)>, StoreError> {
     let rows: Vec<AuditRow> = sqlx::query_as(
         "SELECT seq, at, actor, action, tenant_id, subject, detail, prev_hash, hash FROM audit_log \
-         WHERE seq > $1 ORDER BY seq LIMIT $2",
+         WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3",
     )
     .bind(after)
+    .bind(through)
     .bind(i64::from(limit))
     .fetch_all(pool)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|r| AuditEntry {
-            seq: r.seq,
-            // A detail that no longer parses is kept as its text, so the
-            // verifier reports the entry instead of the reader failing.
-            record: AuditRecord {
-                at: r.at,
-                actor: r.actor,
-                action: r.action,
-                tenant_id: r.tenant_id,
-                subject: r.subject,
-                detail: serde_json::from_str(&r.detail).unwrap_or(serde_json::Value::String(r.detail)),
-            },
-            prev_hash: r.prev_hash,
-            hash: r.hash,
+        .map(|r| {
+            // Read strictly (a duplicate key is no detail at all); a detail
+            // that does not read is kept as its text, so the verifier
+            // reports the entry instead of the reader failing.
+            let detail = gatehouse_capability::canonical::parse_strict(r.detail.as_bytes())
+                .unwrap_or_else(|_| serde_json::Value::String(r.detail.clone()));
+            let entry = AuditEntry {
+                seq: r.seq,
+                record: AuditRecord {
+                    at: r.at,
+                    actor: r.actor,
+                    action: r.action,
+                    tenant_id: r.tenant_id,
+                    subject: r.subject,
+                    detail,
+                },
+                prev_hash: r.prev_hash,
+                hash: r.hash,
+            };
+            (entry, r.detail)
         })
         .collect())
 }

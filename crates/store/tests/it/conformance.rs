@@ -764,6 +764,92 @@ pub async fn the_verifier_names_the_first_tampered_entry(f: Fresh) {
     assert_eq!((b.first_bad_seq, b.why), (2, "seq_gap"));
 }
 
+pub async fn a_busy_chain_verifies_and_checkpoints_to_the_head_it_read(f: Fresh) {
+    // Another node appends audited changes and refusals all along.
+    let writer = f.another_node().await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let appending = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                writer.set_policy("t1", r#"{"mode":"open"}"#, "p", i).await.unwrap();
+                let e = refusal("t1", None, "grant_refused", "grant_tampered", None, i);
+                writer.append_events(&[e]).await.unwrap();
+                i += 1;
+            }
+            i
+        })
+    };
+    while f.store.audit_head().await.unwrap().0 < 20 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut heads: Vec<(i64, String)> = Vec::new();
+    let mut grew_meanwhile = 0;
+    for _ in 0..30 {
+        let head = f.store.verify_audit_head(heads.clone()).await.unwrap();
+        let (seq, hash) = head.unwrap_or_else(|b| panic!("a busy chain is intact: {b:?}"));
+        assert!(heads.last().is_none_or(|(last, _)| *last <= seq), "heads only move on");
+        if f.store.audit_head().await.unwrap().0 > seq {
+            grew_meanwhile += 1;
+        }
+        // What the checkpoint command signs: the head this walk vouched for.
+        assert_eq!(f.store.audit_entries(seq - 1, 1).await.unwrap()[0].hash, hash);
+        heads.push((seq, hash));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = appending.await.unwrap();
+    assert!(grew_meanwhile > 0, "the chain grew while it was verified");
+    // Every head vouched for is on the finished chain.
+    assert_eq!(f.store.verify_audit(heads).await.unwrap(), Ok(rounds * 2));
+}
+
+pub async fn a_stored_detail_that_is_not_exactly_canonical_is_refused(f: Fresh) {
+    let s = &f.store;
+    s.set_policy("t1", r#"{"mode":"open"}"#, "p", 1).await.unwrap();
+    let e = refusal("t1", Some("run_1"), "grant_refused", "grant_tampered", None, 2);
+    s.append_events(&[e]).await.unwrap();
+    s.set_policy("t1", r#"{"mode":"open"}"#, "p", 3).await.unwrap();
+    let head = s.audit_head().await.unwrap();
+    let entry = s.audit_entries(1, 1).await.unwrap().remove(0);
+    assert_eq!(entry.record.action, "refusals");
+    let stored = gatehouse_store::audit::canonical_detail(&entry.record.detail);
+    assert!(stored.starts_with(r#"{"count":1,"refusals":["#), "{stored}");
+    let raw = raw(&f.url).await;
+    let set = |detail: String| {
+        let raw = &raw;
+        async move {
+            let quoted = detail.replace('\'', "''");
+            raw.exec(&format!("UPDATE audit_log SET detail = '{quoted}' WHERE seq = 2")).await;
+        }
+    };
+    let rest = &stored[r#"{"count":1"#.len()..];
+    let edits = [
+        // A duplicate key: SQLite's JSON functions read the first, serde the last.
+        format!(r#"{{"count":999,"count":1{rest}"#),
+        format!(r#"{{"count":1,"count":1{rest}"#),
+        // Other spacing, another number form, another key order, another string form.
+        format!(r#"{{"count": 1{rest}"#),
+        format!(r#"{{"count":1.0{rest}"#),
+        format!(r#"{{"count":1e0{rest}"#),
+        format!("{stored} "),
+        format!("{{{},\"count\":1}}", &rest[1..rest.len() - 1]),
+        stored.replacen("grant_tampered", r"grant\u005ftampered", 1),
+    ];
+    for edited in edits {
+        assert_ne!(edited, stored);
+        set(edited.clone()).await;
+        let b = s.verify_audit(vec![head.clone()]).await.unwrap().unwrap_err();
+        assert_eq!((b.first_bad_seq, b.why), (2, "detail_noncanonical"), "{edited}");
+        set(stored.clone()).await;
+        assert_eq!(s.verify_audit(vec![head.clone()]).await.unwrap(), Ok(3));
+    }
+    // The reader reads it strictly too: a duplicate key is no object.
+    set(format!(r#"{{"count":999,"count":1{rest}"#)).await;
+    let read = s.audit_entries(1, 1).await.unwrap().remove(0);
+    assert!(read.record.detail.is_string(), "{:?}", read.record.detail);
+}
+
 pub async fn a_store_that_is_down_says_store_unavailable(_f: Fresh) {
     let port = gatehouse_test_support::free_port();
     let mut config = StoreConfig::new(format!("postgres://postgres@127.0.0.1:{port}/none"));
@@ -1437,6 +1523,8 @@ conformance!(
     nodes_appending_at_once_keep_one_unbroken_chain,
     the_scan_submitted_last_counts_whichever_finished_first,
     the_verifier_names_the_first_tampered_entry,
+    a_busy_chain_verifies_and_checkpoints_to_the_head_it_read,
+    a_stored_detail_that_is_not_exactly_canonical_is_refused,
     a_store_that_is_down_says_store_unavailable,
     a_lease_lives_two_minutes_renewed_by_heartbeats_and_dies_with_its_run,
     lease_grants_are_refused_by_the_rules,
