@@ -93,6 +93,11 @@ impl PolicyCache {
                     }
                     entry
                 }
+                None if tenant.policy_missing => {
+                    tracing::error!(tenant_id = %tenant.tenant_id,
+                        "the tenant's current egress policy is missing from the store: its requests are refused");
+                    Err(PolicyError::unreadable("the tenant's current policy is missing"))
+                }
                 None => Ok(Arc::new(Policy::open())),
             };
             replica
@@ -158,6 +163,7 @@ mod tests {
         TenantSettings {
             tenant_id: id.into(),
             settings_version,
+            policy_missing: false,
             policy: document.map(|d| PolicyVersion {
                 tenant_id: id.into(),
                 version: 1,
@@ -193,6 +199,11 @@ mod tests {
         assert_eq!(cache.policy(Some("t2")).unwrap_err().reason, Reason::PolicyUnreadable);
         assert_eq!(cache.policy(Some("t3")).unwrap_err().reason, Reason::PolicyUnreadable);
         assert!(cache.policy(Some("t4")).is_ok(), "no policy: open");
+        // Policy versions, but the current one is gone: refused, never open.
+        let mut missing = tenant_at("t5", 3, None);
+        missing.policy_missing = true;
+        cache.apply(3, vec![missing]);
+        assert_eq!(cache.policy(Some("t5")).unwrap_err().reason, Reason::PolicyUnreadable);
         // A later version without a policy for t1 (never happens today, but
         // the replica follows the store) reopens it.
         cache.apply(4, vec![tenant_at("t1", 4, None)]);

@@ -329,7 +329,10 @@ impl Store {
         dispatch!(self.set_policy(tenant_id, document, actor, now, Some(expected_version)))
     }
 
-    /// The tenant's current policy, if it ever had one.
+    /// The tenant's current policy, if it ever had one (`None`: never, so
+    /// the default, `open`, holds). A tenant with policy versions whose
+    /// current one does not read (see [`TenantSettings::policy_missing`])
+    /// is `policy_unreadable`.
     pub async fn current_policy(&self, tenant_id: &str) -> Result<Option<PolicyVersion>, StoreError> {
         dispatch!(self.current_policy(tenant_id))
     }

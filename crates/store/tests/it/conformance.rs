@@ -850,6 +850,38 @@ pub async fn a_stored_detail_that_is_not_exactly_canonical_is_refused(f: Fresh) 
     assert!(read.record.detail.is_string(), "{:?}", read.record.detail);
 }
 
+pub async fn a_missing_current_policy_is_unreadable_never_open(f: Fresh) {
+    let s = &f.store;
+    let unreadable = StoreError::Refused(Reason::PolicyUnreadable);
+    for t in ["t1", "t2", "t3", "t4"] {
+        s.set_policy(t, r#"{"mode":"allowlist","allow":["a.example"]}"#, "p", 1).await.unwrap();
+        s.set_policy(t, r#"{"mode":"allowlist","allow":["b.example"]}"#, "p", 2).await.unwrap();
+    }
+    s.set_gate_mode("t5", "off", "p", 3).await.unwrap();
+    let raw = raw(&f.url).await;
+    // t1: the current row deleted; t2: the tenant rewound to no policy while
+    // versions exist; t3: rewound to an older version; t4: its tenant row gone.
+    raw.exec("DELETE FROM policy_versions WHERE tenant_id = 't1' AND version = 2").await;
+    raw.exec("UPDATE tenants SET policy_version = 0 WHERE tenant_id = 't2'").await;
+    raw.exec("UPDATE tenants SET policy_version = 1 WHERE tenant_id = 't3'").await;
+    raw.exec("DELETE FROM tenants WHERE tenant_id = 't4'").await;
+    for t in ["t1", "t2", "t3", "t4"] {
+        assert_eq!(s.current_policy(t).await.unwrap_err(), unreadable, "{t}");
+    }
+    // Never set a policy (with or without other settings): the default.
+    assert_eq!(s.current_policy("t5").await.unwrap(), None);
+    assert_eq!(s.current_policy("t6").await.unwrap(), None);
+    // What every node's replica loads says the same.
+    let (_, all) = s.settings_since(0).await.unwrap();
+    let mut missing: Vec<(&str, bool)> =
+        all.iter().map(|t| (t.tenant_id.as_str(), t.policy_missing && t.policy.is_none())).collect();
+    missing.sort_unstable();
+    assert_eq!(missing, [("t1", true), ("t2", true), ("t3", true), ("t4", true), ("t5", false)]);
+    // A new version heals it.
+    s.set_policy("t1", r#"{"mode":"open"}"#, "p", 4).await.unwrap();
+    assert_eq!(s.current_policy("t1").await.unwrap().unwrap().version, 3);
+}
+
 pub async fn a_store_that_is_down_says_store_unavailable(_f: Fresh) {
     let port = gatehouse_test_support::free_port();
     let mut config = StoreConfig::new(format!("postgres://postgres@127.0.0.1:{port}/none"));
@@ -1525,6 +1557,7 @@ conformance!(
     the_verifier_names_the_first_tampered_entry,
     a_busy_chain_verifies_and_checkpoints_to_the_head_it_read,
     a_stored_detail_that_is_not_exactly_canonical_is_refused,
+    a_missing_current_policy_is_unreadable_never_open,
     a_store_that_is_down_says_store_unavailable,
     a_lease_lives_two_minutes_renewed_by_heartbeats_and_dies_with_its_run,
     lease_grants_are_refused_by_the_rules,
