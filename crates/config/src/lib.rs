@@ -885,6 +885,7 @@ impl Reader<'_> {
             }
         };
         let mut callers: Vec<CallerToken> = Vec::new();
+        let mut digests: Vec<String> = Vec::new();
         let entries = table.get("caller").and_then(toml::Value::as_array).cloned().unwrap_or_default();
         if entries.is_empty() || table.keys().any(|k| k != "caller") {
             self.problem(
@@ -920,9 +921,28 @@ impl Reader<'_> {
             let valid_name = !name.is_empty()
                 && name.len() <= 64
                 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                && name != "service"
+                && !gatehouse_core::is_reserved_actor_name(name)
                 && !callers.iter().any(|c| c.name() == name);
-            match (scopes, CallerToken::from_digest_hex(name, Vec::new(), digest), tenants) {
+            let parsed = CallerToken::from_digest_hex(name, Vec::new(), digest);
+            // One token, one caller: a digest listed twice would make one
+            // token two callers (whichever the comparison meets last wins).
+            if parsed.is_some()
+                && let Some(first) = digests.iter().position(|d| d == digest)
+            {
+                self.problem(
+                    names::CALLERS_FILE,
+                    "secret_reused",
+                    format!(
+                        "caller {}: its token_sha256 is caller {}'s too; each caller needs its own token",
+                        i + 1,
+                        first + 1
+                    ),
+                );
+                digests.push(String::new());
+                continue;
+            }
+            digests.push(if parsed.is_some() { digest.to_owned() } else { String::new() });
+            match (scopes, parsed, tenants) {
                 (Some(scopes), Some(_), None) if valid_name && known => {
                     callers.extend(CallerToken::from_digest_hex(name, scopes, digest));
                 }
@@ -935,8 +955,9 @@ impl Reader<'_> {
                     names::CALLERS_FILE,
                     "invalid_value",
                     format!(
-                        "caller {}: needs a unique name of [A-Za-z0-9_-] (not \"service\"), scopes from {:?}, token_sha256 (64 lowercase hex digits), optionally tenants (a non-empty list of distinct tenant ids), nothing else",
+                        "caller {}: needs a unique name of [A-Za-z0-9_-] (not {:?}, in any case), scopes from {:?}, token_sha256 (64 lowercase hex digits), optionally tenants (a non-empty list of distinct tenant ids), nothing else",
                         i + 1,
+                        gatehouse_core::RESERVED_ACTOR_NAMES,
                         Scope::ALL.map(Scope::as_str)
                     ),
                 ),
@@ -1285,6 +1306,15 @@ impl Reader<'_> {
             );
         }
         let callers = self.callers();
+        if let Some(token) = service_token_text.as_deref()
+            && let Some(caller) = callers.identify(token)
+        {
+            let message = format!(
+                "caller {}'s token_sha256 is the service token's; a named caller needs a token of its own",
+                caller.name()
+            );
+            self.problem(names::CALLERS_FILE, "secret_reused", message);
+        }
         let auth_off = local_mode || auth_provider == AuthProvider::None || dev_no_token;
         if service_token.is_none() && service_token_text.is_none() && callers.is_empty() && !auth_off {
             self.problem(
