@@ -157,6 +157,15 @@ pub mod names {
     pub const SANDBOX_EXECUTION: &str = "GATEHOUSE_SANDBOX_EXECUTION";
     /// Development only, loopback only: allow running without a service token.
     pub const DEV_ALLOW_NO_SERVICE_TOKEN: &str = "GATEHOUSE_DEV_ALLOW_NO_SERVICE_TOKEN";
+    /// Comma-separated names of the insecure settings
+    /// ([`INSECURE_WITH_ACKNOWLEDGEMENT`]) accepted off loopback: each one
+    /// set to `false` on a non-loopback listen address is refused unless
+    /// named here.
+    pub const ACCEPT_INSECURE: &str = "GATEHOUSE_ACCEPT_INSECURE";
+    /// The settings whose `false` is refused off loopback unless
+    /// [`ACCEPT_INSECURE`] names them.
+    pub const INSECURE_WITH_ACKNOWLEDGEMENT: &[&str] =
+        &[REQUIRE_MANIFEST, LEDGER_REQUIRED, TENANT_ISOLATION_STRICT];
     /// Manifest clock skew tolerance in seconds [30].
     pub const MANIFEST_CLOCK_SKEW_SECS: &str = "GATEHOUSE_MANIFEST_CLOCK_SKEW_SECS";
     /// Longest manifest lifetime accepted, in seconds [86400].
@@ -207,6 +216,7 @@ pub mod names {
         CALLERS_FILE,
         AUTH_PROVIDER,
         ALLOW_AUTH_PROVIDER_NONE,
+        ACCEPT_INSECURE,
         LOCAL_MODE,
         CLAMD_HOST,
         CLAMD_PORT,
@@ -966,6 +976,42 @@ impl Reader<'_> {
         Callers::new(callers)
     }
 
+    /// Off loopback, refuses each insecure setting in `insecure` (name,
+    /// whether it is set insecurely, what that would do) that
+    /// `GATEHOUSE_ACCEPT_INSECURE` does not name; an entry there that is
+    /// not such a setting is refused too. One problem per setting.
+    fn refuse_unacknowledged_insecure(&mut self, loopback_only: bool, insecure: &[(&str, bool, &str)]) {
+        let accepted: Vec<String> = self
+            .get(names::ACCEPT_INSECURE)
+            .map(|v| v.split(',').map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect())
+            .unwrap_or_default();
+        let unknown: Vec<&str> = accepted
+            .iter()
+            .map(String::as_str)
+            .filter(|n| !names::INSECURE_WITH_ACKNOWLEDGEMENT.contains(n))
+            .collect();
+        if !unknown.is_empty() {
+            let message = format!(
+                "names settings that need no acknowledgement ({}); it takes a comma-separated list of {}",
+                unknown.join(", "),
+                names::INSECURE_WITH_ACKNOWLEDGEMENT.join(", ")
+            );
+            self.problem(names::ACCEPT_INSECURE, "invalid_value", message);
+        }
+        if loopback_only {
+            return;
+        }
+        for (name, set_insecurely, effect) in insecure {
+            if *set_insecurely && !accepted.iter().any(|a| a == name) {
+                let message = format!(
+                    "{name}=false on a non-loopback listen address: {effect}; refused unless {} names {name}",
+                    names::ACCEPT_INSECURE
+                );
+                self.problem(name, "insecure_combination", message);
+            }
+        }
+    }
+
     /// Refuses secrets that equal one another: a service token that is also
     /// the grant secret lets anyone who holds one forge with the other.
     fn refuse_shared_secrets(&mut self, secrets: &[(&str, Option<&[u8]>)]) {
@@ -1305,6 +1351,22 @@ impl Reader<'_> {
                 "running without a service token is allowed on loopback addresses only",
             );
         }
+        self.refuse_unacknowledged_insecure(
+            loopback_only,
+            &[
+                (names::REQUIRE_MANIFEST, !require_manifest, "unsigned requests would pass"),
+                (
+                    names::LEDGER_REQUIRED,
+                    !ledger_required,
+                    "grants without a ledger record would not be refused",
+                ),
+                (
+                    names::TENANT_ISOLATION_STRICT,
+                    !tenant_isolation_strict,
+                    "requests without a tenant would share a legacy namespace",
+                ),
+            ],
+        );
         let callers = self.callers();
         if let Some(token) = service_token_text.as_deref()
             && let Some(caller) = callers.identify(token)

@@ -667,3 +667,44 @@ fn the_settings_page_password_is_an_argon2id_hash_of_real_cost() {
     assert!(has(&p, names::ADMIN_PASSWORD_HASH, "admin_password_hash_invalid"), "{p:?}");
     assert!(!format!("{p:?}").contains("hunter2"), "a problem never quotes the value");
 }
+
+#[test]
+fn insecure_flags_off_loopback_need_their_own_acknowledgement() {
+    let insecure = [names::REQUIRE_MANIFEST, names::LEDGER_REQUIRED, names::TENANT_ISOLATION_STRICT];
+    // Each one alone off loopback is refused, naming the acknowledgement.
+    for name in insecure {
+        let p = problems(&worker().with(name, "false"));
+        assert!(has(&p, name, "insecure_combination"), "{name}: {p:?}");
+        assert!(p.iter().any(|p| p.message.contains(names::ACCEPT_INSECURE)), "{p:?}");
+        // Its own acknowledgement lets it start, still warning.
+        let c = load(&worker().with(name, "false").with(names::ACCEPT_INSECURE, name), None).unwrap();
+        assert!(c.warnings.iter().any(|w| w.contains(name)), "{:?}", c.warnings);
+    }
+    // All three, one acknowledged, and another problem: every one listed.
+    let mut src = worker().with(names::ACCEPT_INSECURE, format!(" {} ", names::LEDGER_REQUIRED));
+    for name in insecure {
+        src = src.with(name, "false");
+    }
+    let p = problems(&src.with(names::GRANT_SECRET, "short"));
+    assert!(has(&p, names::REQUIRE_MANIFEST, "insecure_combination"), "{p:?}");
+    assert!(has(&p, names::TENANT_ISOLATION_STRICT, "insecure_combination"), "{p:?}");
+    assert!(!has(&p, names::LEDGER_REQUIRED, "insecure_combination"), "{p:?}");
+    assert!(has(&p, names::GRANT_SECRET, "weak_secret"), "{p:?}");
+    // All three acknowledged.
+    let mut src = worker().with(names::ACCEPT_INSECURE, insecure.join(","));
+    for name in insecure {
+        src = src.with(name, "false");
+    }
+    load(&src, None).unwrap();
+    // A name that needs no acknowledgement is a mistake, said so.
+    let p = problems(&worker().with(names::ACCEPT_INSECURE, "LOCAL_MODE"));
+    assert!(has(&p, names::ACCEPT_INSECURE, "invalid_value"), "{p:?}");
+    // On loopback they only warn, as before.
+    let mut local =
+        worker().with(names::LISTEN, "127.0.0.1:8700").with(names::PROXY_LISTEN, "127.0.0.1:8701");
+    for name in insecure {
+        local = local.with(name, "false");
+    }
+    let c = load(&local, None).unwrap();
+    assert_eq!(c.warnings.iter().filter(|w| w.contains("=false")).count(), 3, "{:?}", c.warnings);
+}
