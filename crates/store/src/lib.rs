@@ -772,7 +772,18 @@ impl Store {
             after = last.seq;
             batch.iter().for_each(|(e, stored)| verifier.push_stored(e, stored));
         }
-        Ok(verifier.finish(Some((head_seq, &head_hash))).map(|_| (head_seq, head_hash)))
+        if let Err(broken) = verifier.finish(Some((head_seq, &head_hash))) {
+            return Ok(Err(broken));
+        }
+        // Entries past the head are fine if appended since it was read, but
+        // not past the head as it is now: an entry and the head it makes
+        // commit together, so an entry counted here has its head already.
+        let last_seq = dispatch!(self.audit_last_seq())?;
+        let (now_seq, _) = self.audit_head().await?;
+        if last_seq > now_seq {
+            return Ok(Err(Broken { first_bad_seq: now_seq + 1, why: "head_mismatch" }));
+        }
+        Ok(Ok((head_seq, head_hash)))
     }
 }
 

@@ -1024,6 +1024,12 @@ pub(crate) async fn audit_entries_stored(
         .collect())
 }
 
+/// The highest sequence number stored (0 for none).
+pub(crate) async fn audit_last_seq(pool: &Pool<Db>) -> Result<i64, StoreError> {
+    let last: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM audit_log").fetch_one(pool).await?;
+    Ok(last.unwrap_or(0))
+}
+
 pub(crate) async fn audit_head(pool: &Pool<Db>) -> Result<(i64, String), StoreError> {
     Ok(sqlx::query_as("SELECT audit_seq, audit_hash FROM control WHERE id = 1").fetch_one(pool).await?)
 }

@@ -748,6 +748,12 @@ pub async fn the_verifier_names_the_first_tampered_entry(f: Fresh) {
 
     // Checkpoint the head, then remove the last two entries and rewind the head.
     let (seq, hash) = s.audit_head().await.unwrap();
+    // A head rewound over entries still stored is caught, though the walk stops at it.
+    let hash5 = s.audit_entries(4, 1).await.unwrap()[0].hash.clone();
+    raw.exec(&format!("UPDATE control SET audit_seq = 5, audit_hash = '{hash5}' WHERE id = 1")).await;
+    let b = broken(s.verify_audit(vec![]).await.unwrap());
+    assert_eq!((b.first_bad_seq, b.why), (6, "head_mismatch"));
+    raw.exec(&format!("UPDATE control SET audit_seq = {seq}, audit_hash = '{hash}' WHERE id = 1")).await;
     raw.exec("DELETE FROM audit_log WHERE seq > 4").await;
     assert_eq!(broken(s.verify_audit(vec![]).await.unwrap()).why, "head_mismatch");
     let (_, hash4) = {
