@@ -160,6 +160,15 @@ pub mod names {
     pub const SANDBOX_EXECUTION: &str = "GATEHOUSE_SANDBOX_EXECUTION";
     /// Development only, loopback only: allow running without a service token.
     pub const DEV_ALLOW_NO_SERVICE_TOKEN: &str = "GATEHOUSE_DEV_ALLOW_NO_SERVICE_TOKEN";
+    /// Comma-separated names of the insecure settings
+    /// ([`INSECURE_WITH_ACKNOWLEDGEMENT`]) accepted off loopback: each one
+    /// set to `false` on a non-loopback listen address is refused unless
+    /// named here.
+    pub const ACCEPT_INSECURE: &str = "GATEHOUSE_ACCEPT_INSECURE";
+    /// The settings whose `false` is refused off loopback unless
+    /// [`ACCEPT_INSECURE`] names them.
+    pub const INSECURE_WITH_ACKNOWLEDGEMENT: &[&str] =
+        &[REQUIRE_MANIFEST, LEDGER_REQUIRED, TENANT_ISOLATION_STRICT];
     /// Manifest clock skew tolerance in seconds [30].
     pub const MANIFEST_CLOCK_SKEW_SECS: &str = "GATEHOUSE_MANIFEST_CLOCK_SKEW_SECS";
     /// Longest manifest lifetime accepted, in seconds [86400].
@@ -210,6 +219,7 @@ pub mod names {
         CALLERS_FILE,
         AUTH_PROVIDER,
         ALLOW_AUTH_PROVIDER_NONE,
+        ACCEPT_INSECURE,
         LOCAL_MODE,
         CLAMD_HOST,
         CLAMD_PORT,
@@ -916,6 +926,7 @@ impl Reader<'_> {
             }
         };
         let mut callers: Vec<CallerToken> = Vec::new();
+        let mut digests: Vec<String> = Vec::new();
         let entries = table.get("caller").and_then(toml::Value::as_array).cloned().unwrap_or_default();
         if entries.is_empty() || table.keys().any(|k| k != "caller") {
             self.problem(
@@ -951,9 +962,28 @@ impl Reader<'_> {
             let valid_name = !name.is_empty()
                 && name.len() <= 64
                 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                && name != "service"
+                && !gatehouse_core::is_reserved_actor_name(name)
                 && !callers.iter().any(|c| c.name() == name);
-            match (scopes, CallerToken::from_digest_hex(name, Vec::new(), digest), tenants) {
+            let parsed = CallerToken::from_digest_hex(name, Vec::new(), digest);
+            // One token, one caller: a digest listed twice would make one
+            // token two callers (whichever the comparison meets last wins).
+            if parsed.is_some()
+                && let Some(first) = digests.iter().position(|d| d == digest)
+            {
+                self.problem(
+                    names::CALLERS_FILE,
+                    "secret_reused",
+                    format!(
+                        "caller {}: its token_sha256 is caller {}'s too; each caller needs its own token",
+                        i + 1,
+                        first + 1
+                    ),
+                );
+                digests.push(String::new());
+                continue;
+            }
+            digests.push(if parsed.is_some() { digest.to_owned() } else { String::new() });
+            match (scopes, parsed, tenants) {
                 (Some(scopes), Some(_), None) if valid_name && known => {
                     callers.extend(CallerToken::from_digest_hex(name, scopes, digest));
                 }
@@ -966,14 +996,51 @@ impl Reader<'_> {
                     names::CALLERS_FILE,
                     "invalid_value",
                     format!(
-                        "caller {}: needs a unique name of [A-Za-z0-9_-] (not \"service\"), scopes from {:?}, token_sha256 (64 lowercase hex digits), optionally tenants (a non-empty list of distinct tenant ids), nothing else",
+                        "caller {}: needs a unique name of [A-Za-z0-9_-] (not {:?}, in any case), scopes from {:?}, token_sha256 (64 lowercase hex digits), optionally tenants (a non-empty list of distinct tenant ids), nothing else",
                         i + 1,
+                        gatehouse_core::RESERVED_ACTOR_NAMES,
                         Scope::ALL.map(Scope::as_str)
                     ),
                 ),
             }
         }
         Callers::new(callers)
+    }
+
+    /// Off loopback, refuses each insecure setting in `insecure` (name,
+    /// whether it is set insecurely, what that would do) that
+    /// `GATEHOUSE_ACCEPT_INSECURE` does not name; an entry there that is
+    /// not such a setting is refused too. One problem per setting.
+    fn refuse_unacknowledged_insecure(&mut self, loopback_only: bool, insecure: &[(&str, bool, &str)]) {
+        let accepted: Vec<String> = self
+            .get(names::ACCEPT_INSECURE)
+            .map(|v| v.split(',').map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()).collect())
+            .unwrap_or_default();
+        let unknown: Vec<&str> = accepted
+            .iter()
+            .map(String::as_str)
+            .filter(|n| !names::INSECURE_WITH_ACKNOWLEDGEMENT.contains(n))
+            .collect();
+        if !unknown.is_empty() {
+            let message = format!(
+                "names settings that need no acknowledgement ({}); it takes a comma-separated list of {}",
+                unknown.join(", "),
+                names::INSECURE_WITH_ACKNOWLEDGEMENT.join(", ")
+            );
+            self.problem(names::ACCEPT_INSECURE, "invalid_value", message);
+        }
+        if loopback_only {
+            return;
+        }
+        for (name, set_insecurely, effect) in insecure {
+            if *set_insecurely && !accepted.iter().any(|a| a == name) {
+                let message = format!(
+                    "{name}=false on a non-loopback listen address: {effect}; refused unless {} names {name}",
+                    names::ACCEPT_INSECURE
+                );
+                self.problem(name, "insecure_combination", message);
+            }
+        }
     }
 
     /// Refuses secrets that equal one another: a service token that is also
@@ -1315,7 +1382,32 @@ impl Reader<'_> {
                 "running without a service token is allowed on loopback addresses only",
             );
         }
+        self.refuse_unacknowledged_insecure(
+            loopback_only,
+            &[
+                (names::REQUIRE_MANIFEST, !require_manifest, "unsigned requests would pass"),
+                (
+                    names::LEDGER_REQUIRED,
+                    !ledger_required,
+                    "grants without a ledger record would not be refused",
+                ),
+                (
+                    names::TENANT_ISOLATION_STRICT,
+                    !tenant_isolation_strict,
+                    "requests without a tenant would share a legacy namespace",
+                ),
+            ],
+        );
         let callers = self.callers();
+        if let Some(token) = service_token_text.as_deref()
+            && let Some(caller) = callers.identify(token)
+        {
+            let message = format!(
+                "caller {}'s token_sha256 is the service token's; a named caller needs a token of its own",
+                caller.name()
+            );
+            self.problem(names::CALLERS_FILE, "secret_reused", message);
+        }
         let auth_off = local_mode || auth_provider == AuthProvider::None || dev_no_token;
         if service_token.is_none() && service_token_text.is_none() && callers.is_empty() && !auth_off {
             self.problem(

@@ -513,6 +513,75 @@ fn a_caller_file_replaces_the_shared_token_and_every_bad_entry_is_named() {
 }
 
 #[test]
+fn caller_names_that_pass_for_gatehouse_or_a_person_and_shared_tokens_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest = |n: usize| {
+        gatehouse_capability::CallerToken::digest_hex(&format!(
+            "caller-token-{n:02}-0123456789abcdefghijklmnopqrstuvwxyz"
+        ))
+    };
+    let file = |entries: &[(&str, String)]| {
+        let path = dir.path().join(format!("callers-{}.toml", entries.len()));
+        let text: String = entries
+            .iter()
+            .map(|(name, digest)| {
+                format!("[[caller]]\nname = \"{name}\"\nscopes = [\"runs\"]\ntoken_sha256 = \"{digest}\"\n")
+            })
+            .collect();
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    // Names gatehouse writes as actors itself, or writes before a `:`.
+    let reserved = [
+        "person",
+        "gatehouse",
+        "service",
+        "system",
+        "cli",
+        "Person",
+        "GATEHOUSE",
+        "person:ada",
+        "cli:rewrap",
+    ];
+    let entries: Vec<(&str, String)> = reserved.iter().enumerate().map(|(i, n)| (*n, digest(i))).collect();
+    let p = problems(&worker().with(names::CALLERS_FILE, file(&entries).to_str().unwrap()));
+    let named: Vec<&str> =
+        p.iter().filter(|p| p.setting == names::CALLERS_FILE).map(|p| p.message.as_str()).collect();
+    assert_eq!(named.len(), reserved.len(), "{named:?}");
+    // Names that only contain one are fine.
+    let fine: Vec<(&str, String)> =
+        ["personnel", "gatehouse-ci", "platform"].iter().enumerate().map(|(i, n)| (*n, digest(i))).collect();
+    load(&worker().with(names::CALLERS_FILE, file(&fine).to_str().unwrap()), None).unwrap();
+
+    // Two callers with one token, listed with every other problem.
+    let shared = vec![("a", digest(1)), ("b", digest(2)), ("c", digest(1)), ("d", digest(2))];
+    let p = problems(
+        &worker()
+            .with(names::CALLERS_FILE, file(&shared).to_str().unwrap())
+            .with(names::GRANT_SECRET, "short"),
+    );
+    let reused: Vec<&str> = p
+        .iter()
+        .filter(|p| p.setting == names::CALLERS_FILE && p.code == "secret_reused")
+        .map(|p| p.message.as_str())
+        .collect();
+    assert_eq!(reused.len(), 2, "{p:?}");
+    assert!(reused[0].starts_with("caller 3:") && reused[0].contains("caller 1"), "{reused:?}");
+    assert!(reused[1].starts_with("caller 4:") && reused[1].contains("caller 2"), "{reused:?}");
+    assert!(has(&p, names::GRANT_SECRET, "weak_secret"), "every problem at once: {p:?}");
+    assert!(!p.iter().any(|p| p.message.contains(&digest(1))), "no digest in a message");
+
+    // A caller whose token is the service token's.
+    let token_digest = gatehouse_capability::CallerToken::digest_hex(TOKEN);
+    let p = problems(
+        &worker()
+            .with(names::SERVICE_TOKEN, TOKEN)
+            .with(names::CALLERS_FILE, file(&[("platform", token_digest)]).to_str().unwrap()),
+    );
+    assert!(has(&p, names::CALLERS_FILE, "secret_reused"), "{p:?}");
+}
+
+#[test]
 fn only_the_gateway_holds_the_credential_sealing_key() {
     let gateway = MapSource::new()
         .with(names::ROLE, "gateway")
@@ -620,4 +689,45 @@ fn trusted_proxies_are_addresses_or_ranges_and_a_bad_one_is_listed_with_the_othe
         let p = problems(&worker().with(names::TRUSTED_PROXIES, everyone));
         assert!(has(&p, names::TRUSTED_PROXIES, "insecure_combination"), "{everyone}: {p:?}");
     }
+}
+
+#[test]
+fn insecure_flags_off_loopback_need_their_own_acknowledgement() {
+    let insecure = [names::REQUIRE_MANIFEST, names::LEDGER_REQUIRED, names::TENANT_ISOLATION_STRICT];
+    // Each one alone off loopback is refused, naming the acknowledgement.
+    for name in insecure {
+        let p = problems(&worker().with(name, "false"));
+        assert!(has(&p, name, "insecure_combination"), "{name}: {p:?}");
+        assert!(p.iter().any(|p| p.message.contains(names::ACCEPT_INSECURE)), "{p:?}");
+        // Its own acknowledgement lets it start, still warning.
+        let c = load(&worker().with(name, "false").with(names::ACCEPT_INSECURE, name), None).unwrap();
+        assert!(c.warnings.iter().any(|w| w.contains(name)), "{:?}", c.warnings);
+    }
+    // All three, one acknowledged, and another problem: every one listed.
+    let mut src = worker().with(names::ACCEPT_INSECURE, format!(" {} ", names::LEDGER_REQUIRED));
+    for name in insecure {
+        src = src.with(name, "false");
+    }
+    let p = problems(&src.with(names::GRANT_SECRET, "short"));
+    assert!(has(&p, names::REQUIRE_MANIFEST, "insecure_combination"), "{p:?}");
+    assert!(has(&p, names::TENANT_ISOLATION_STRICT, "insecure_combination"), "{p:?}");
+    assert!(!has(&p, names::LEDGER_REQUIRED, "insecure_combination"), "{p:?}");
+    assert!(has(&p, names::GRANT_SECRET, "weak_secret"), "{p:?}");
+    // All three acknowledged.
+    let mut src = worker().with(names::ACCEPT_INSECURE, insecure.join(","));
+    for name in insecure {
+        src = src.with(name, "false");
+    }
+    load(&src, None).unwrap();
+    // A name that needs no acknowledgement is a mistake, said so.
+    let p = problems(&worker().with(names::ACCEPT_INSECURE, "LOCAL_MODE"));
+    assert!(has(&p, names::ACCEPT_INSECURE, "invalid_value"), "{p:?}");
+    // On loopback they only warn, as before.
+    let mut local =
+        worker().with(names::LISTEN, "127.0.0.1:8700").with(names::PROXY_LISTEN, "127.0.0.1:8701");
+    for name in insecure {
+        local = local.with(name, "false");
+    }
+    let c = load(&local, None).unwrap();
+    assert_eq!(c.warnings.iter().filter(|w| w.contains("=false")).count(), 3, "{:?}", c.warnings);
 }

@@ -21,6 +21,23 @@ pub fn is_valid_id(s: &str) -> bool {
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
+/// Actor names gatehouse writes into audit entries on its own account, or
+/// writes before a `:`: `gatehouse` (the door's refusals, expiry, the
+/// sweeper, leak revocations), `service` (the internal service token's
+/// caller), `person:NAME` (the settings page), `cli:TOOL` (command-line
+/// tools such as `cli:rewrap`), and `system` kept back for the same use. A
+/// named caller may take none of them, in any letter case, nor a name that
+/// begins with one followed by `:`: its entries (and `CALLER:actor`, which
+/// a cancel records) could otherwise pass for gatehouse's own or a person's.
+pub const RESERVED_ACTOR_NAMES: &[&str] = &["gatehouse", "service", "system", "person", "cli"];
+
+/// Whether `name` is, or begins like, an actor gatehouse writes itself
+/// (see [`RESERVED_ACTOR_NAMES`]).
+pub fn is_reserved_actor_name(name: &str) -> bool {
+    let head = name.split(':').next().unwrap_or(name);
+    RESERVED_ACTOR_NAMES.iter().any(|reserved| head.eq_ignore_ascii_case(reserved))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

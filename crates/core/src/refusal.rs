@@ -279,6 +279,10 @@ closed_codes! {
         StorageUnavailable => "storage_unavailable",
         /// The caller is bound to tenants, and the request names or reaches another one (by its path, body or query, or a run, lease, grant, file, scan or credential of it), or acts on every tenant at once.
         TenantNotAllowed => "tenant_not_allowed",
+        /// The ledger's Redis may evict keys under memory pressure
+        /// (`maxmemory-policy` other than `noeviction`): a revocation it
+        /// evicts would be undone, so the node is not ready.
+        LedgerEvictionUnsafe => "ledger_eviction_unsafe",
     }
 }
 
@@ -490,6 +494,7 @@ mod tests {
                 "file_unknown",
                 "storage_unavailable",
                 "tenant_not_allowed",
+                "ledger_eviction_unsafe",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

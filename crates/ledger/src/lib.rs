@@ -24,7 +24,7 @@ use gatehouse_core::{Reason, RefusalKind, UnixTime};
 
 pub use memory::MemoryLedger;
 pub use record::{GrantRecord, Operation, RETENTION_SECS, Registration, Remaining, Status};
-pub use redis_backend::{RedisLedger, RedisLedgerConfig};
+pub use redis_backend::{RedisLedger, RedisLedgerConfig, eviction_is_safe};
 
 /// Whether a registration created a record or found the identical one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +122,18 @@ impl LedgerBackend for Ledger {
         match self {
             Ledger::Memory(l) => l.get(grant_id).await,
             Ledger::Redis(l) => l.get(grant_id).await,
+        }
+    }
+}
+
+impl Ledger {
+    /// Whether the backend can keep what it is told: the in-process one
+    /// always; Redis only under `maxmemory-policy noeviction`
+    /// (`ledger_eviction_unsafe`; `ledger_unavailable` if it cannot say).
+    pub async fn check_retention(&self) -> Result<(), Reason> {
+        match self {
+            Ledger::Memory(_) => Ok(()),
+            Ledger::Redis(l) => l.check_eviction().await,
         }
     }
 }

@@ -227,6 +227,18 @@ redis.call('HSET', p .. 'epoch:all', 'e', last, 'n', 0)
 return n
 ";
 
+/// Whether a `maxmemory-policy` keeps every ledger key. Only `noeviction`
+/// does. The revocation markers (`seq`, `epoch:all`, `epoch:t:*`) carry no
+/// TTL, so a `volatile-*` policy would spare them, but each grant's record
+/// and its run's and tenant's index sets carry one (they expire an hour
+/// after the grant), and ending or cancelling a run revokes the grants its
+/// index set names: an evicted index set would leave a grant live after
+/// its run ended. `allkeys-*` may evict the markers themselves, which
+/// would bring back every grant the kill switch or emergency revoke ended.
+pub fn eviction_is_safe(policy: &str) -> bool {
+    policy == "noeviction"
+}
+
 impl RedisLedger {
     /// A ledger on `config.url`. Connects lazily: an unreachable Redis makes
     /// operations refuse with `ledger_unavailable`, not construction fail.
@@ -257,6 +269,33 @@ impl RedisLedger {
                 bump_leases: Script::new(BUMP_LEASES),
             }),
         })
+    }
+
+    /// The server's `maxmemory-policy`, read from `INFO memory` (which
+    /// managed Redis services allow where `CONFIG GET` is often renamed).
+    pub async fn eviction_policy(&self) -> Result<String, Reason> {
+        let mut conn = self.conn.clone();
+        let info: String =
+            self.run("info", redis::cmd("INFO").arg("memory").query_async::<String>(&mut conn)).await?;
+        info.lines()
+            .find_map(|line| line.strip_prefix("maxmemory_policy:"))
+            .map(|policy| policy.trim().to_owned())
+            .ok_or(Reason::LedgerUnavailable)
+    }
+
+    /// Refuses (`ledger_eviction_unsafe`) unless the server never evicts
+    /// (see [`eviction_is_safe`]); `ledger_unavailable` when it cannot say.
+    pub async fn check_eviction(&self) -> Result<(), Reason> {
+        let policy = self.eviction_policy().await?;
+        if eviction_is_safe(&policy) {
+            return Ok(());
+        }
+        tracing::error!(
+            maxmemory_policy = %policy,
+            "the ledger's Redis may evict keys (maxmemory-policy {policy}): an evicted revocation \
+             marker, run index or grant record would undo a revocation; set maxmemory-policy noeviction"
+        );
+        Err(Reason::LedgerEvictionUnsafe)
     }
 
     fn record_keys(&self, grant_id: &str) -> [String; 4] {
@@ -473,5 +512,25 @@ impl LedgerBackend for RedisLedger {
             seq,
             lease_generation: count("lg"),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_noeviction_keeps_every_ledger_key() {
+        assert!(super::eviction_is_safe("noeviction"));
+        for policy in [
+            "allkeys-lru",
+            "allkeys-lfu",
+            "allkeys-random",
+            "volatile-lru",
+            "volatile-lfu",
+            "volatile-random",
+            "volatile-ttl",
+            "",
+        ] {
+            assert!(!super::eviction_is_safe(policy), "{policy}");
+        }
     }
 }

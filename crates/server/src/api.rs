@@ -119,7 +119,8 @@ async fn readyz(State(state): State<AppState>) -> Response {
 /// ledger and clamd at most one round trip each per second.
 const READINESS_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The ledger answers, and a configured scanner answers (a node whose
+/// The ledger answers (and, on Redis, cannot evict what it is told:
+/// `ledger_eviction_unsafe`), and a configured scanner answers (a node whose
 /// scanner cannot would refuse every upload: route traffic elsewhere). One
 /// caller probes while the others wait for its answer.
 async fn readiness(state: &AppState) -> Result<(), Reason> {
@@ -137,6 +138,7 @@ async fn readiness(state: &AppState) -> Result<(), Reason> {
 async fn probe_readiness(state: &AppState) -> Result<(), Reason> {
     if let Some(ledger) = state.ledger.as_ref() {
         ledger.get("readyz-probe").await?;
+        ledger.check_retention().await?;
     }
     if let Some(clamd) = state.content.clamd() {
         clamd.ping().await.map_err(|e| e.reason())?;

@@ -12,6 +12,12 @@
 //! refused (`store_unavailable`), never let through on a stale policy. A
 //! stored policy that does not parse refuses its tenant's requests
 //! (`policy_unreadable`); a tenant with no policy is `open`.
+//!
+//! Polls and refreshes may overlap (the follower's poll and a writing
+//! node's refresh), and the one that read older settings may finish last:
+//! each tenant's entry is replaced only by settings newer than those it
+//! was read at (the tenant's settings version, which every change to it
+//! bumps), so the replica never moves backwards to a looser policy.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -28,10 +34,16 @@ pub const VOUCH: Duration = Duration::from_secs(2);
 
 type Entry = Result<Arc<Policy>, PolicyError>;
 
+/// A tenant's policy as read at the tenant's settings version.
+struct Held {
+    settings_version: i64,
+    entry: Entry,
+}
+
 #[derive(Default)]
 struct Replica {
     version: i64,
-    tenants: HashMap<String, Entry>,
+    tenants: HashMap<String, Held>,
     confirmed_at: Option<Instant>,
 }
 
@@ -64,19 +76,33 @@ impl PolicyCache {
     fn apply(&self, version: i64, changed: Vec<TenantSettings>) {
         let mut replica = self.replica.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         for tenant in changed {
-            match tenant.policy {
+            if replica
+                .tenants
+                .get(&tenant.tenant_id)
+                .is_some_and(|held| held.settings_version >= tenant.settings_version)
+            {
+                // Read before a change this replica already holds: older.
+                continue;
+            }
+            let entry = match tenant.policy {
                 Some(p) => {
                     let entry = parse_stored(&p.document);
                     if let Err(e) = &entry {
                         tracing::error!(tenant_id = %tenant.tenant_id, version = p.version, error = %e,
                             "stored egress policy unreadable: the tenant's requests are refused");
                     }
-                    replica.tenants.insert(tenant.tenant_id, entry);
+                    entry
                 }
-                None => {
-                    replica.tenants.remove(&tenant.tenant_id);
+                None if tenant.policy_missing => {
+                    tracing::error!(tenant_id = %tenant.tenant_id,
+                        "the tenant's current egress policy is missing from the store: its requests are refused");
+                    Err(PolicyError::unreadable("the tenant's current policy is missing"))
                 }
-            }
+                None => Ok(Arc::new(Policy::open())),
+            };
+            replica
+                .tenants
+                .insert(tenant.tenant_id, Held { settings_version: tenant.settings_version, entry });
         }
         replica.version = replica.version.max(version);
         replica.confirmed_at = Some(Instant::now());
@@ -116,7 +142,7 @@ impl PolicySource for PolicyCache {
             return Err(PolicyError::unavailable());
         }
         match tenant_id.and_then(|t| replica.tenants.get(t)) {
-            Some(entry) => entry.clone(),
+            Some(held) => held.entry.clone(),
             None => Ok(Arc::new(Policy::open())),
         }
     }
@@ -130,9 +156,14 @@ mod tests {
     use super::*;
 
     fn tenant(id: &str, document: Option<&str>) -> TenantSettings {
+        tenant_at(id, 1, document)
+    }
+
+    fn tenant_at(id: &str, settings_version: i64, document: Option<&str>) -> TenantSettings {
         TenantSettings {
             tenant_id: id.into(),
-            settings_version: 1,
+            settings_version,
+            policy_missing: false,
             policy: document.map(|d| PolicyVersion {
                 tenant_id: id.into(),
                 version: 1,
@@ -168,11 +199,40 @@ mod tests {
         assert_eq!(cache.policy(Some("t2")).unwrap_err().reason, Reason::PolicyUnreadable);
         assert_eq!(cache.policy(Some("t3")).unwrap_err().reason, Reason::PolicyUnreadable);
         assert!(cache.policy(Some("t4")).is_ok(), "no policy: open");
+        // Policy versions, but the current one is gone: refused, never open.
+        let mut missing = tenant_at("t5", 3, None);
+        missing.policy_missing = true;
+        cache.apply(3, vec![missing]);
+        assert_eq!(cache.policy(Some("t5")).unwrap_err().reason, Reason::PolicyUnreadable);
         // A later version without a policy for t1 (never happens today, but
         // the replica follows the store) reopens it.
-        cache.apply(4, vec![tenant("t1", None)]);
+        cache.apply(4, vec![tenant_at("t1", 4, None)]);
         assert!(cache.policy(Some("t1")).is_ok());
         assert_eq!(cache.read().version, 4);
+    }
+
+    #[test]
+    fn an_older_read_applied_after_a_newer_one_changes_nothing() {
+        let cache = PolicyCache::default();
+        let strict = r#"{"mode":"allowlist","allow":["a.example"]}"#;
+        // The writing node's refresh read t1 at settings version 7 (strict);
+        // the follower's poll, begun earlier, read t1 at 6 (open, no
+        // policy) and t2 at 5, and finishes last.
+        cache.apply(7, vec![tenant_at("t1", 7, Some(strict))]);
+        cache.apply(6, vec![tenant_at("t1", 6, None), tenant_at("t2", 5, Some(strict))]);
+        let policy = cache.policy(Some("t1")).unwrap();
+        assert_eq!(policy, Arc::new(Policy::from_document(&serde_json::from_str(strict).unwrap()).unwrap()));
+        assert!(
+            cache.policy(Some("t2")).unwrap() != Arc::new(Policy::open()),
+            "a tenant it did not hold applies"
+        );
+        assert_eq!(cache.read().version, 7);
+        // The same read again, or an older policy version's, changes nothing either.
+        cache.apply(7, vec![tenant_at("t1", 7, Some(r#"{"mode":"open"}"#))]);
+        assert_eq!(cache.policy(Some("t1")).unwrap(), policy);
+        // A newer one applies, loosening included.
+        cache.apply(8, vec![tenant_at("t1", 8, None)]);
+        assert_eq!(cache.policy(Some("t1")).unwrap(), Arc::new(Policy::open()));
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gatehouse_config::{Config, LogFormat, Source, embedded_data_dir, embedded_files, load, names};
-use gatehouse_core::{Clock as _, SystemClock};
+use gatehouse_core::{Clock as _, Reason, SystemClock};
 use gatehouse_ledger::Ledger;
 use gatehouse_listener::Listener;
 
@@ -193,6 +193,25 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
     let state = AppState::from_config(config, Arc::new(SystemClock), store)?;
     if let Some(store) = state.store.clone() {
         background(&state, store, event_retention_days).await;
+    }
+    if let Some(ledger @ Ledger::Redis(redis)) = &state.ledger {
+        // A Redis that may evict ledger keys could undo a revocation: refuse
+        // to start. One that does not answer yet is waited for (readiness
+        // says so, and checks the policy again once it answers).
+        match ledger.check_retention().await {
+            Ok(()) => {}
+            Err(Reason::LedgerEvictionUnsafe) => {
+                let policy = redis.eviction_policy().await.unwrap_or_default();
+                return Err(format!(
+                    "GATEHOUSE_REDIS_URL: the Redis maxmemory-policy is {policy}, which may evict ledger keys \
+                     (revocation markers, run indexes, grant records) and undo a revocation; \
+                     set maxmemory-policy noeviction (ledger_eviction_unsafe)"
+                ));
+            }
+            Err(reason) => {
+                tracing::warn!(%reason, "the ledger's Redis does not answer yet: not ready until it does")
+            }
+        }
     }
     if let Some(Ledger::Memory(memory)) = &state.ledger {
         // Records of long-expired grants are dropped from memory; Redis

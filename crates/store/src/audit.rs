@@ -85,6 +85,16 @@ pub fn canonical_detail(detail: &Value) -> String {
     gatehouse_capability::canonical::canonical_string(detail).unwrap_or_else(|_| "null".to_owned())
 }
 
+/// Whether `text` is exactly the canonical JSON of what it says: parsed
+/// strictly (a duplicate key anywhere refuses it) and written out again,
+/// byte for byte the same.
+pub fn is_canonical(text: &str) -> bool {
+    gatehouse_capability::canonical::parse_strict(text.as_bytes())
+        .ok()
+        .and_then(|value| gatehouse_capability::canonical::canonical_string(&value).ok())
+        .is_some_and(|canonical| canonical == text)
+}
+
 fn entry_hash(seq: i64, r: &AuditRecord, prev_hash: &str) -> String {
     entry_hash_over(seq, r, &canonical_detail(&r.detail), prev_hash)
 }
@@ -128,7 +138,10 @@ pub struct Broken {
     pub first_bad_seq: i64,
     /// A stable code: `seq_gap` (an entry missing or inserted out of order),
     /// `prev_hash_mismatch` (an entry removed, moved or inserted before it),
-    /// `hash_mismatch` (the entry was edited), `head_mismatch` (the recorded
+    /// `hash_mismatch` (the entry was edited), `detail_noncanonical` (the
+    /// entry's stored detail is not exactly the canonical JSON its hash
+    /// covers: a duplicate key, other spacing, key order or number form),
+    /// `head_mismatch` (the recorded
     /// head disagrees with the last entry), `checkpoint_missing` (the chain
     /// ends before a signed checkpoint: entries were removed from the end),
     /// `checkpoint_mismatch` (the entry at a checkpoint's seq is another one).
@@ -159,15 +172,38 @@ impl Verifier {
 
     /// Checks the next entry. After the first break, the rest is ignored.
     pub fn push(&mut self, e: &AuditEntry) {
+        self.check(e, None);
+    }
+
+    /// Checks the next entry as stored: `stored_detail` is its detail's
+    /// text exactly as the store holds it, which must be the canonical
+    /// form (strictly parsed, refusing duplicate keys, and written out
+    /// again byte for byte: no other spacing, key order, number or string
+    /// form) — otherwise `detail_noncanonical`, since another reader of the
+    /// row (a database's JSON functions) could read it otherwise — and is
+    /// what the hash is computed over.
+    pub fn push_stored(&mut self, e: &AuditEntry, stored_detail: &str) {
+        self.check(e, Some(stored_detail));
+    }
+
+    fn check(&mut self, e: &AuditEntry, stored_detail: Option<&str>) {
         if self.broken.is_some() {
             return;
         }
         let expected = self.seq + 1;
+        let hash = match stored_detail {
+            Some(stored) => {
+                is_canonical(stored).then(|| entry_hash_over(e.seq, &e.record, stored, &e.prev_hash))
+            }
+            None => Some(entry_hash(e.seq, &e.record, &e.prev_hash)),
+        };
         let why = if e.seq != expected {
             Some("seq_gap")
         } else if e.prev_hash != self.hash {
             Some("prev_hash_mismatch")
-        } else if entry_hash(e.seq, &e.record, &e.prev_hash) != e.hash {
+        } else if hash.is_none() {
+            Some("detail_noncanonical")
+        } else if hash.as_deref() != Some(e.hash.as_str()) {
             Some("hash_mismatch")
         } else if self.checkpoints.iter().any(|(seq, hash)| *seq == e.seq && *hash != e.hash) {
             Some("checkpoint_mismatch")
@@ -289,6 +325,33 @@ mod tests {
         h.update(DOMAIN);
         h.update(gatehouse_capability::canonical::canonical_string(&body).unwrap().as_bytes());
         hex(&h.finalize())
+    }
+
+    #[test]
+    fn only_the_exact_canonical_text_is_canonical() {
+        assert!(is_canonical(r#"{"a":1,"b":[true,null,"x"]}"#));
+        assert!(is_canonical("null"));
+        for text in [
+            r#"{"a":1,"a":1}"#,
+            r#"{"a":2,"a":1}"#,
+            r#"{"b":1,"a":1}"#,
+            r#"{"a": 1}"#,
+            r#"{"a":1.0}"#,
+            r#"{"a":1e0}"#,
+            r#"{"a":"\u0078"}"#,
+            r#" {"a":1}"#,
+            "{\"a\":9007199254740993}",
+            "not json",
+        ] {
+            assert!(!is_canonical(text), "{text}");
+        }
+        // A pushed entry is checked against what is stored, not what it reads as.
+        let good = chain(2);
+        let stored = canonical_detail(&good[1].record.detail);
+        let mut v = Verifier::default();
+        v.push_stored(&good[0], &canonical_detail(&good[0].record.detail));
+        v.push_stored(&good[1], &format!("{stored} "));
+        assert_eq!(v.finish(None).unwrap_err(), Broken { first_bad_seq: 2, why: "detail_noncanonical" });
     }
 
     proptest::proptest! {

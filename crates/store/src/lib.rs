@@ -329,7 +329,10 @@ impl Store {
         dispatch!(self.set_policy(tenant_id, document, actor, now, Some(expected_version)))
     }
 
-    /// The tenant's current policy, if it ever had one.
+    /// The tenant's current policy, if it ever had one (`None`: never, so
+    /// the default, `open`, holds). A tenant with policy versions whose
+    /// current one does not read (see [`TenantSettings::policy_missing`])
+    /// is `policy_unreadable`.
     pub async fn current_policy(&self, tenant_id: &str) -> Result<Option<PolicyVersion>, StoreError> {
         dispatch!(self.current_policy(tenant_id))
     }
@@ -759,21 +762,46 @@ impl Store {
     }
 
     /// Walks the whole chain and checks it against the recorded head and
-    /// against every checkpoint given.
+    /// against every checkpoint given: the number of entries, or the first
+    /// break. See [`verify_audit_head`](Self::verify_audit_head).
     pub async fn verify_audit(
         &self,
         checkpoints: Vec<(i64, String)>,
     ) -> Result<Result<i64, Broken>, StoreError> {
+        Ok(self.verify_audit_head(checkpoints).await?.map(|(seq, _)| seq))
+    }
+
+    /// Walks the chain up to the head recorded when the walk begins (an
+    /// entry appended meanwhile is the next walk's, so a busy store
+    /// verifies) and checks it against that head and every checkpoint
+    /// given; each entry's detail must be stored in exactly the canonical
+    /// form its hash covers. Answers the head it vouches for `(seq, hash)`,
+    /// which is what a checkpoint signs.
+    pub async fn verify_audit_head(
+        &self,
+        checkpoints: Vec<(i64, String)>,
+    ) -> Result<Result<(i64, String), Broken>, StoreError> {
         let (head_seq, head_hash) = self.audit_head().await?;
         let mut verifier = audit::Verifier::new(checkpoints);
         let mut after = 0;
-        loop {
-            let batch = self.audit_entries(after, 1000).await?;
-            let Some(last) = batch.last() else { break };
+        while after < head_seq {
+            let batch = dispatch!(self.audit_entries_stored(after, head_seq, 1000))?;
+            let Some((last, _)) = batch.last() else { break };
             after = last.seq;
-            batch.iter().for_each(|e| verifier.push(e));
+            batch.iter().for_each(|(e, stored)| verifier.push_stored(e, stored));
         }
-        Ok(verifier.finish(Some((head_seq, &head_hash))))
+        if let Err(broken) = verifier.finish(Some((head_seq, &head_hash))) {
+            return Ok(Err(broken));
+        }
+        // Entries past the head are fine if appended since it was read, but
+        // not past the head as it is now: an entry and the head it makes
+        // commit together, so an entry counted here has its head already.
+        let last_seq = dispatch!(self.audit_last_seq())?;
+        let (now_seq, _) = self.audit_head().await?;
+        if last_seq > now_seq {
+            return Ok(Err(Broken { first_bad_seq: now_seq + 1, why: "head_mismatch" }));
+        }
+        Ok(Ok((head_seq, head_hash)))
     }
 }
 

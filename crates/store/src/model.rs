@@ -12,6 +12,11 @@ pub struct TenantSettings {
     pub settings_version: i64,
     /// The current egress policy, if the tenant ever set one.
     pub policy: Option<PolicyVersion>,
+    /// The tenant has policy versions but its current one does not read:
+    /// the row the tenant names is gone, or is not its newest, or the
+    /// tenant's own row is gone. Its requests are refused
+    /// (`policy_unreadable`), never read as `open`.
+    pub policy_missing: bool,
     /// `off`, `high` or `critical`.
     pub gate_mode: String,
     /// While engaged, no run of the tenant may start.

@@ -173,12 +173,16 @@ struct TenantRow {
     document: Option<String>,
     actor: Option<String>,
     created_at: Option<i64>,
+    newest_policy: Option<i64>,
 }
 
 impl TenantRow {
     fn into_settings(self) -> TenantSettings {
+        // The current policy is the row the tenant names, which must be its
+        // newest: versions only grow, and each change makes its own current.
+        let consistent = self.policy_version > 0 && self.newest_policy == Some(self.policy_version);
         let policy = match (self.document, self.actor, self.created_at) {
-            (Some(document), Some(actor), Some(created_at)) if self.policy_version > 0 => {
+            (Some(document), Some(actor), Some(created_at)) if consistent => {
                 Some(PolicyVersion {
                     tenant_id: self.tenant_id.clone(),
                     version: self.policy_version,
@@ -189,9 +193,11 @@ impl TenantRow {
             }
             _ => None,
         };
+        let policy_missing = policy.is_none() && (self.policy_version != 0 || self.newest_policy.is_some());
         TenantSettings {
             tenant_id: self.tenant_id,
             settings_version: self.settings_version,
+            policy_missing,
             policy,
             gate_mode: self.gate_mode,
             kill_switch: self.kill_switch != 0,
@@ -201,8 +207,34 @@ impl TenantRow {
 }
 
 const TENANT_SELECT: &str = "SELECT t.tenant_id, t.settings_version, t.policy_version, t.gate_mode, t.kill_switch, \
-     t.kill_switch_reason, p.document, p.actor, p.created_at FROM tenants t LEFT JOIN policy_versions p \
-     ON p.tenant_id = t.tenant_id AND p.version = t.policy_version";
+     t.kill_switch_reason, p.document, p.actor, p.created_at, \
+     (SELECT MAX(v.version) FROM policy_versions v WHERE v.tenant_id = t.tenant_id) AS newest_policy \
+     FROM tenants t LEFT JOIN policy_versions p ON p.tenant_id = t.tenant_id AND p.version = t.policy_version";
+
+/// Tenants with policy versions but no tenant row (deleted by hand): each
+/// is listed with the defaults and its policy missing, so it refuses.
+async fn tenants_without_a_row(pool: &Pool<Db>, tenant_id: Option<&str>) -> Result<Vec<TenantSettings>, StoreError> {
+    let ids: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT v.tenant_id FROM policy_versions v \
+         WHERE ($1 IS NULL OR v.tenant_id = $1) \
+         AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.tenant_id = v.tenant_id) ORDER BY v.tenant_id",
+    )
+    .bind(tenant_id)
+    .fetch_all(pool)
+    .await?;
+    Ok(ids
+        .into_iter()
+        .map(|tenant_id| TenantSettings {
+            tenant_id,
+            settings_version: 0,
+            policy: None,
+            policy_missing: true,
+            gate_mode: "high".to_owned(),
+            kill_switch: false,
+            kill_switch_reason: None,
+        })
+        .collect())
+}
 
 pub(crate) async fn settings_since(
     pool: &Pool<Db>,
@@ -216,7 +248,12 @@ pub(crate) async fn settings_since(
             .bind(version)
             .fetch_all(pool)
             .await?;
-    Ok((current, rows.into_iter().map(TenantRow::into_settings).collect()))
+    let mut tenants: Vec<TenantSettings> = rows.into_iter().map(TenantRow::into_settings).collect();
+    if version == 0 {
+        // A whole load (a node starting) also lists tenants whose row is gone.
+        tenants.extend(tenants_without_a_row(pool, None).await?);
+    }
+    Ok((current, tenants))
 }
 
 pub(crate) async fn tenant(pool: &Pool<Db>, tenant_id: &str) -> Result<Option<TenantSettings>, StoreError> {
@@ -284,7 +321,15 @@ pub(crate) async fn current_policy(
     pool: &Pool<Db>,
     tenant_id: &str,
 ) -> Result<Option<PolicyVersion>, StoreError> {
-    Ok(tenant(pool, tenant_id).await?.and_then(|t| t.policy))
+    let settings = match tenant(pool, tenant_id).await? {
+        Some(settings) => Some(settings),
+        None => tenants_without_a_row(pool, Some(tenant_id)).await?.pop(),
+    };
+    match settings {
+        Some(t) if t.policy_missing => Err(StoreError::Refused(gatehouse_core::Reason::PolicyUnreadable)),
+        Some(t) => Ok(t.policy),
+        None => Ok(None),
+    }
 }
 
 pub(crate) async fn policy_history(
@@ -932,32 +977,57 @@ pub(crate) async fn audit_entries(
     after: i64,
     limit: u32,
 ) -> Result<Vec<AuditEntry>, StoreError> {
+    Ok(audit_entries_stored(pool, after, i64::MAX, limit).await?.into_iter().map(|(e, _)| e).collect())
+}
+
+/// Entries after `after` and at most `through`, in order, each with its
+/// detail's text exactly as stored (which the verifier hashes and holds to
+/// the canonical form).
+pub(crate) async fn audit_entries_stored(
+    pool: &Pool<Db>,
+    after: i64,
+    through: i64,
+    limit: u32,
+) -> Result<Vec<(AuditEntry, String)>, StoreError> {
     let rows: Vec<AuditRow> = sqlx::query_as(
         "SELECT seq, at, actor, action, tenant_id, subject, detail, prev_hash, hash FROM audit_log \
-         WHERE seq > $1 ORDER BY seq LIMIT $2",
+         WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3",
     )
     .bind(after)
+    .bind(through)
     .bind(i64::from(limit))
     .fetch_all(pool)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|r| AuditEntry {
-            seq: r.seq,
-            // A detail that no longer parses is kept as its text, so the
-            // verifier reports the entry instead of the reader failing.
-            record: AuditRecord {
-                at: r.at,
-                actor: r.actor,
-                action: r.action,
-                tenant_id: r.tenant_id,
-                subject: r.subject,
-                detail: serde_json::from_str(&r.detail).unwrap_or(serde_json::Value::String(r.detail)),
-            },
-            prev_hash: r.prev_hash,
-            hash: r.hash,
+        .map(|r| {
+            // Read strictly (a duplicate key is no detail at all); a detail
+            // that does not read is kept as its text, so the verifier
+            // reports the entry instead of the reader failing.
+            let detail = gatehouse_capability::canonical::parse_strict(r.detail.as_bytes())
+                .unwrap_or_else(|_| serde_json::Value::String(r.detail.clone()));
+            let entry = AuditEntry {
+                seq: r.seq,
+                record: AuditRecord {
+                    at: r.at,
+                    actor: r.actor,
+                    action: r.action,
+                    tenant_id: r.tenant_id,
+                    subject: r.subject,
+                    detail,
+                },
+                prev_hash: r.prev_hash,
+                hash: r.hash,
+            };
+            (entry, r.detail)
         })
         .collect())
+}
+
+/// The highest sequence number stored (0 for none).
+pub(crate) async fn audit_last_seq(pool: &Pool<Db>) -> Result<i64, StoreError> {
+    let last: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM audit_log").fetch_one(pool).await?;
+    Ok(last.unwrap_or(0))
 }
 
 pub(crate) async fn audit_head(pool: &Pool<Db>) -> Result<(i64, String), StoreError> {

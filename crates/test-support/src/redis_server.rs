@@ -13,13 +13,21 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    extra_args: Vec<String>,
 }
 
 impl RedisServer {
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts with more `redis-server` arguments, e.g.
+    /// `["--maxmemory-policy", "allkeys-lru"]`; a restart keeps them.
+    pub fn start_with(extra_args: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let mut server = Self { child: None, port, dir };
+        let extra_args = extra_args.iter().map(|a| (*a).to_owned()).collect();
+        let mut server = Self { child: None, port, dir, extra_args };
         server.restart();
         server
     }
@@ -40,6 +48,7 @@ impl RedisServer {
             ])
             .arg("--dir")
             .arg(self.dir.path())
+            .args(&self.extra_args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

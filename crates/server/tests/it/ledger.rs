@@ -293,3 +293,38 @@ fn a_metrics_token_guards_metrics_and_nothing_else_opens_them() {
     let r = scrape(&format!("authorization: Bearer {METRICS}\r\n"));
     assert!(r.starts_with("HTTP/1.1 200") && r.contains("gatehouse_egress_allowed_total"), "{r}");
 }
+
+#[test]
+fn a_redis_that_may_evict_ledger_keys_is_refused_at_start_and_by_readiness() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = private_key_pem();
+    for policy in ["allkeys-lru", "allkeys-random", "volatile-lru", "volatile-ttl"] {
+        let redis = RedisServer::start_with(&["--maxmemory-policy", policy]);
+        let mut c = gatehouse(tmp.path());
+        c.env("GATEHOUSE_LISTEN", "127.0.0.1:0")
+            .env("GATEHOUSE_PROXY_LISTEN", "127.0.0.1:0")
+            .env("GATEHOUSE_REDIS_URL", redis.url())
+            .env("CODEAPI_EXECUTION_MANIFEST_PRIVATE_KEY", &key)
+            .env("CODEAPI_EGRESS_GRANT_SECRET", GRANT_SECRET)
+            .env("CODEAPI_INTERNAL_SERVICE_TOKEN", TOKEN);
+        let out = c.arg("serve").output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{policy}: {stderr}");
+        assert!(stderr.contains("ledger_eviction_unsafe") && stderr.contains(policy), "{policy}: {stderr}");
+    }
+
+    // A node started while Redis was safe, whose Redis is switched to evict:
+    // not ready, and it says why.
+    let redis = RedisServer::start();
+    let (_server, addr) = node(tmp.path(), &redis, &key);
+    let ready = http(&addr, "GET /readyz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    let out = std::process::Command::new("redis-cli")
+        .args(["-u", &redis.url(), "CONFIG", "SET", "maxmemory-policy", "allkeys-lru"])
+        .output()
+        .expect("redis-cli is installed");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("OK"));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let r = http(&addr, "GET /readyz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 503") && r.contains("ledger_eviction_unsafe"), "{r}");
+}

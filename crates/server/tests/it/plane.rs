@@ -299,3 +299,70 @@ fn ending_a_run_closes_its_open_tunnels() {
     assert!(closed, "the tunnel of an ended run stayed open");
     assert!(started.elapsed() < Duration::from_secs(3), "closed only after {:?}", started.elapsed());
 }
+
+/// `audit verify` and `audit checkpoint` on a store another process keeps
+/// appending to: each walks to the head it read first, so both succeed,
+/// and every checkpoint taken meanwhile verifies against the chain after.
+fn the_audit_command_line_works_on_a_busy_store(url: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let cli = |args: &[&str]| {
+        let out = gatehouse(tmp.path()).args(args).args(["--database-url", url]).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(cli(&["migrate", "--json"]).0, 0);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let appender = {
+        let (stop, url) = (stop.clone(), url.to_owned());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let config = gatehouse_store::StoreConfig::new(&url);
+                let store = gatehouse_store::Store::connect(&config).await.unwrap();
+                let mut appended = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    store.set_policy("t1", r#"{"mode":"open"}"#, "platform", 100 + appended).await.unwrap();
+                    appended += 1;
+                }
+                appended
+            })
+        })
+    };
+    let mut checkpoints = Vec::new();
+    for i in 0..3 {
+        let (code, checkpoint, err) = cli(&["audit", "checkpoint"]);
+        assert_eq!(code, 0, "a busy store checkpoints: {err}");
+        let path = format!("cp{i}.json");
+        std::fs::write(tmp.path().join(&path), &checkpoint).unwrap();
+        checkpoints.push(path);
+        let (code, out, err) = cli(&["audit", "verify", "--json"]);
+        assert_eq!(code, 0, "a busy store verifies: {out} {err}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let appended = appender.join().unwrap();
+    let mut args = vec!["audit", "verify", "--json"];
+    for path in &checkpoints {
+        args.extend(["--checkpoint", path.as_str()]);
+    }
+    let (code, out, err) = cli(&args);
+    assert_eq!(code, 0, "{out} {err}");
+    assert_eq!(out.trim(), json!({"entries": appended, "intact": true}).to_string());
+}
+
+#[test]
+fn the_audit_command_line_works_on_a_busy_sqlite_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    the_audit_command_line_works_on_a_busy_store(&format!(
+        "sqlite://{}",
+        tmp.path().join("busy.db").display()
+    ));
+}
+
+#[test]
+fn the_audit_command_line_works_on_a_busy_postgres_store() {
+    let db = TestDatabase::create();
+    the_audit_command_line_works_on_a_busy_store(db.url());
+}

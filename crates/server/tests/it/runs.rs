@@ -330,6 +330,35 @@ async fn a_stored_policy_that_does_not_read_refuses_every_request_of_its_tenant(
 }
 
 #[tokio::test]
+async fn a_missing_current_policy_row_refuses_and_never_reads_as_open() {
+    let node = node().await;
+    let data_dir = node.data.path().to_str().unwrap().to_owned();
+    put(&node, "/v1/tenants/t1/egress-policy", json!({"mode": "allowlist", "allow": ["a.example"]})).await;
+    assert_eq!(decision(&node, "t1", "https://b.example/").as_deref(), Some("policy_not_allowed"));
+    // Someone deletes the current row by hand; any later change to the tenant makes every node reload it.
+    let url = format!("sqlite://{}", node.data.path().join("gatehouse.db").display());
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query("DELETE FROM policy_versions WHERE tenant_id = 't1'").execute(&raw).await.unwrap();
+    sqlx::query("UPDATE control SET settings_version = settings_version + 1").execute(&raw).await.unwrap();
+    sqlx::query("UPDATE tenants SET settings_version = (SELECT settings_version FROM control)")
+        .execute(&raw)
+        .await
+        .unwrap();
+    let store: &Store = node.state.store.as_ref().unwrap();
+    node.state.policies.refresh(store).await.unwrap();
+    assert_eq!(decision(&node, "t1", "https://b.example/").as_deref(), Some("policy_unreadable"));
+    let read = get(&node, "/v1/tenants/t1/egress-policy").await;
+    assert_eq!(read.json()["error"]["reason"], "policy_unreadable", "{}", read.text);
+    // A tenant that never set a policy keeps the documented default, open.
+    assert_eq!(decision(&node, "t2", "https://b.example/"), None);
+    assert_eq!(get(&node, "/v1/tenants/t2/egress-policy").await.json()["policy"]["mode"], "open");
+    let Node { data: _kept, .. } = node;
+    // A node starting on it refuses too.
+    let restarted = node_with("all", &[(names::DATA_DIR, &data_dir)]).await;
+    assert_eq!(decision(&restarted, "t1", "https://b.example/").as_deref(), Some("policy_unreadable"));
+}
+
+#[tokio::test]
 async fn refusals_are_durable_paged_and_filtered() {
     let node = node().await;
     for _ in 0..7 {

@@ -788,6 +788,12 @@ pub async fn the_verifier_names_the_first_tampered_entry(f: Fresh) {
 
     // Checkpoint the head, then remove the last two entries and rewind the head.
     let (seq, hash) = s.audit_head().await.unwrap();
+    // A head rewound over entries still stored is caught, though the walk stops at it.
+    let hash5 = s.audit_entries(4, 1).await.unwrap()[0].hash.clone();
+    raw.exec(&format!("UPDATE control SET audit_seq = 5, audit_hash = '{hash5}' WHERE id = 1")).await;
+    let b = broken(s.verify_audit(vec![]).await.unwrap());
+    assert_eq!((b.first_bad_seq, b.why), (6, "head_mismatch"));
+    raw.exec(&format!("UPDATE control SET audit_seq = {seq}, audit_hash = '{hash}' WHERE id = 1")).await;
     raw.exec("DELETE FROM audit_log WHERE seq > 4").await;
     assert_eq!(broken(s.verify_audit(vec![]).await.unwrap()).why, "head_mismatch");
     let (_, hash4) = {
@@ -802,6 +808,124 @@ pub async fn the_verifier_names_the_first_tampered_entry(f: Fresh) {
     raw.exec("DELETE FROM audit_log WHERE seq = 2").await;
     let b = broken(s.verify_audit(vec![]).await.unwrap());
     assert_eq!((b.first_bad_seq, b.why), (2, "seq_gap"));
+}
+
+pub async fn a_busy_chain_verifies_and_checkpoints_to_the_head_it_read(f: Fresh) {
+    // Another node appends audited changes and refusals all along.
+    let writer = f.another_node().await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let appending = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                writer.set_policy("t1", r#"{"mode":"open"}"#, "p", i).await.unwrap();
+                let e = refusal("t1", None, "grant_refused", "grant_tampered", None, i);
+                writer.append_events(&[e]).await.unwrap();
+                i += 1;
+            }
+            i
+        })
+    };
+    while f.store.audit_head().await.unwrap().0 < 20 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut heads: Vec<(i64, String)> = Vec::new();
+    let mut grew_meanwhile = 0;
+    for _ in 0..30 {
+        let head = f.store.verify_audit_head(heads.clone()).await.unwrap();
+        let (seq, hash) = head.unwrap_or_else(|b| panic!("a busy chain is intact: {b:?}"));
+        assert!(heads.last().is_none_or(|(last, _)| *last <= seq), "heads only move on");
+        if f.store.audit_head().await.unwrap().0 > seq {
+            grew_meanwhile += 1;
+        }
+        // What the checkpoint command signs: the head this walk vouched for.
+        assert_eq!(f.store.audit_entries(seq - 1, 1).await.unwrap()[0].hash, hash);
+        heads.push((seq, hash));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = appending.await.unwrap();
+    assert!(grew_meanwhile > 0, "the chain grew while it was verified");
+    // Every head vouched for is on the finished chain.
+    assert_eq!(f.store.verify_audit(heads).await.unwrap(), Ok(rounds * 2));
+}
+
+pub async fn a_stored_detail_that_is_not_exactly_canonical_is_refused(f: Fresh) {
+    let s = &f.store;
+    s.set_policy("t1", r#"{"mode":"open"}"#, "p", 1).await.unwrap();
+    let e = refusal("t1", Some("run_1"), "grant_refused", "grant_tampered", None, 2);
+    s.append_events(&[e]).await.unwrap();
+    s.set_policy("t1", r#"{"mode":"open"}"#, "p", 3).await.unwrap();
+    let head = s.audit_head().await.unwrap();
+    let entry = s.audit_entries(1, 1).await.unwrap().remove(0);
+    assert_eq!(entry.record.action, "refusals");
+    let stored = gatehouse_store::audit::canonical_detail(&entry.record.detail);
+    assert!(stored.starts_with(r#"{"count":1,"refusals":["#), "{stored}");
+    let raw = raw(&f.url).await;
+    let set = |detail: String| {
+        let raw = &raw;
+        async move {
+            let quoted = detail.replace('\'', "''");
+            raw.exec(&format!("UPDATE audit_log SET detail = '{quoted}' WHERE seq = 2")).await;
+        }
+    };
+    let rest = &stored[r#"{"count":1"#.len()..];
+    let edits = [
+        // A duplicate key: SQLite's JSON functions read the first, serde the last.
+        format!(r#"{{"count":999,"count":1{rest}"#),
+        format!(r#"{{"count":1,"count":1{rest}"#),
+        // Other spacing, another number form, another key order, another string form.
+        format!(r#"{{"count": 1{rest}"#),
+        format!(r#"{{"count":1.0{rest}"#),
+        format!(r#"{{"count":1e0{rest}"#),
+        format!("{stored} "),
+        format!("{{{},\"count\":1}}", &rest[1..rest.len() - 1]),
+        stored.replacen("grant_tampered", r"grant\u005ftampered", 1),
+    ];
+    for edited in edits {
+        assert_ne!(edited, stored);
+        set(edited.clone()).await;
+        let b = s.verify_audit(vec![head.clone()]).await.unwrap().unwrap_err();
+        assert_eq!((b.first_bad_seq, b.why), (2, "detail_noncanonical"), "{edited}");
+        set(stored.clone()).await;
+        assert_eq!(s.verify_audit(vec![head.clone()]).await.unwrap(), Ok(3));
+    }
+    // The reader reads it strictly too: a duplicate key is no object.
+    set(format!(r#"{{"count":999,"count":1{rest}"#)).await;
+    let read = s.audit_entries(1, 1).await.unwrap().remove(0);
+    assert!(read.record.detail.is_string(), "{:?}", read.record.detail);
+}
+
+pub async fn a_missing_current_policy_is_unreadable_never_open(f: Fresh) {
+    let s = &f.store;
+    let unreadable = StoreError::Refused(Reason::PolicyUnreadable);
+    for t in ["t1", "t2", "t3", "t4"] {
+        s.set_policy(t, r#"{"mode":"allowlist","allow":["a.example"]}"#, "p", 1).await.unwrap();
+        s.set_policy(t, r#"{"mode":"allowlist","allow":["b.example"]}"#, "p", 2).await.unwrap();
+    }
+    s.set_gate_mode("t5", "off", "p", 3).await.unwrap();
+    let raw = raw(&f.url).await;
+    // t1: the current row deleted; t2: the tenant rewound to no policy while
+    // versions exist; t3: rewound to an older version; t4: its tenant row gone.
+    raw.exec("DELETE FROM policy_versions WHERE tenant_id = 't1' AND version = 2").await;
+    raw.exec("UPDATE tenants SET policy_version = 0 WHERE tenant_id = 't2'").await;
+    raw.exec("UPDATE tenants SET policy_version = 1 WHERE tenant_id = 't3'").await;
+    raw.exec("DELETE FROM tenants WHERE tenant_id = 't4'").await;
+    for t in ["t1", "t2", "t3", "t4"] {
+        assert_eq!(s.current_policy(t).await.unwrap_err(), unreadable, "{t}");
+    }
+    // Never set a policy (with or without other settings): the default.
+    assert_eq!(s.current_policy("t5").await.unwrap(), None);
+    assert_eq!(s.current_policy("t6").await.unwrap(), None);
+    // What every node's replica loads says the same.
+    let (_, all) = s.settings_since(0).await.unwrap();
+    let mut missing: Vec<(&str, bool)> =
+        all.iter().map(|t| (t.tenant_id.as_str(), t.policy_missing && t.policy.is_none())).collect();
+    missing.sort_unstable();
+    assert_eq!(missing, [("t1", true), ("t2", true), ("t3", true), ("t4", true), ("t5", false)]);
+    // A new version heals it.
+    s.set_policy("t1", r#"{"mode":"open"}"#, "p", 4).await.unwrap();
+    assert_eq!(s.current_policy("t1").await.unwrap().unwrap().version, 3);
 }
 
 pub async fn a_store_that_is_down_says_store_unavailable(_f: Fresh) {
@@ -1477,6 +1601,9 @@ conformance!(
     nodes_appending_at_once_keep_one_unbroken_chain,
     the_scan_submitted_last_counts_whichever_finished_first,
     the_verifier_names_the_first_tampered_entry,
+    a_busy_chain_verifies_and_checkpoints_to_the_head_it_read,
+    a_stored_detail_that_is_not_exactly_canonical_is_refused,
+    a_missing_current_policy_is_unreadable_never_open,
     a_store_that_is_down_says_store_unavailable,
     a_lease_lives_two_minutes_renewed_by_heartbeats_and_dies_with_its_run,
     lease_grants_are_refused_by_the_rules,
