@@ -37,7 +37,7 @@ fn json_text(len: usize) -> Vec<u8> {
         out.extend_from_slice(
             format!("{{\"id\":{i},\"name\":\"repo-{i}\",\"url\":\"https://api.example/r/{i}\",").as_bytes(),
         );
-        if i % 64 == 0 {
+        if i.is_multiple_of(64) {
             out.extend_from_slice(b"\"token\":\"");
             out.extend_from_slice(SECRET);
             out.extend_from_slice(b"\",");

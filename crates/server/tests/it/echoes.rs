@@ -485,7 +485,7 @@ fn a_leaks_revocation_holds_while_the_store_cannot_record_it() {
 /// lease's host: the door's exchange is the plain proxy's, over TLS.
 #[test]
 fn no_echo_hands_the_secret_back_inside_an_intercepted_tunnel() {
-    let upstream_ca = std::sync::Arc::new(gatehouse_egress::intercept::InterceptCa::generate().unwrap());
+    let upstream_ca = Arc::new(gatehouse_egress::intercept::InterceptCa::generate().unwrap());
     let upstream = crate::intercept::TlsEcho::answering(&upstream_ca, "127.0.0.1", 0, Hostile::answer);
     let tmp = tempfile::tempdir().unwrap();
     let upstream_ca_file = tmp.path().join("upstream-ca.pem");
