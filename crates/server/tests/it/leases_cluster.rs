@@ -429,12 +429,41 @@ fn the_canary_is_in_no_postgres_row_json_log_answer_or_metric() {
     assert!(refused_with(&out, "lease_revoked"), "{out}");
     seen_by_sandbox.push_str(&out);
 
+    // The refusals of where a secret may go, on a run of their own: a
+    // placeholder beside the rule's header, and a credential that does not
+    // allow plain HTTP asked to cross it.
+    let tls_only = call(
+        "POST",
+        "/v1/tenants/t1/credentials",
+        json!({"name": "tls-only", "purpose": "git_provider", "host": "127.0.0.1",
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "secret": secret}),
+    );
+    let (run2, proxy2, run2_json) = new_run(&node.api, &node.proxy);
+    answers.borrow_mut().push_str(&run2_json.to_string());
+    let granted2 = call(
+        "POST",
+        &format!("/v1/runs/{run2}/leases"),
+        json!({"credential_id": str_of(&tls_only, "credential_id"), "purpose": "git_provider", "host": "127.0.0.1"}),
+    );
+    let placeholder2 = str_of(&granted2, "placeholder").to_owned();
+    let bearer2 = format!("authorization: Bearer {placeholder2}");
+    let sent = upstream.count();
+    let out = curl(&["-x", &proxy2, "-H", &bearer2, "-H", &format!("x-debug: {placeholder2}"), &target]);
+    assert!(refused_with(&out, "lease_placeholder_misplaced"), "{out}");
+    seen_by_sandbox.push_str(&out);
+    let out = curl(&["-x", &proxy2, "-H", &bearer2, &target]);
+    assert!(refused_with(&out, "lease_plain_http"), "{out}");
+    seen_by_sandbox.push_str(&out);
+    assert_eq!(upstream.count(), sent, "nothing went out for either");
+
     // The record is written behind the requests: wait until it holds them,
     // so the dump has every row there will be.
     let recorded = within(Duration::from_secs(10), || {
         let r = api(&node.api, "GET", "/v1/refusals?kind=secret_refused", &json!({}));
         let reasons = r.to_string();
-        reasons.contains("lease_host_mismatch") && reasons.contains("lease_revoked")
+        ["lease_host_mismatch", "lease_revoked", "lease_placeholder_misplaced", "lease_plain_http"]
+            .iter()
+            .all(|reason| reasons.contains(reason))
     });
     assert!(recorded.is_some(), "the refusals never reached the record");
     let events = within(Duration::from_secs(10), || {
