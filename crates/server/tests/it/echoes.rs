@@ -526,3 +526,52 @@ fn no_echo_hands_the_secret_back_inside_an_intercepted_tunnel() {
     assert!(out.contains("lease_placeholder_misplaced"), "{out}");
     assert_eq!(upstream.seen.lock().unwrap().len(), sent, "nothing went out for a misplaced placeholder");
 }
+
+/// A webhook signing lease moved in the store onto another tenant's run
+/// signs nothing for that run: the lease must be the grant's run's and
+/// tenant's, and its credential's.
+#[test]
+fn a_signing_lease_moved_to_another_tenants_run_signs_nothing() {
+    let upstream = Hostile::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, api_addr, _proxy_addr, _log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
+    let store = Backend::Sqlite(tmp.path().to_owned());
+    let signing = api(
+        &api_addr,
+        "POST",
+        "/v1/tenants/t1/credentials",
+        &json!({"name": "hooks", "purpose": "webhook_signing", "host": "127.0.0.1", "secret": SECRET}),
+    );
+    let new_run = |tenant: &str| {
+        let run = api(
+            &api_addr,
+            "POST",
+            "/v1/runs",
+            &json!({"tenant_id": tenant, "user_id": "u1", "body": {"code": "x"},
+                "budgets": {"max_requests": 10, "max_egress_bytes": 1_000_000}}),
+        );
+        (
+            run["run_id"].as_str().unwrap_or_else(|| panic!("{run}")).to_owned(),
+            run["grant"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (run_a, _) = new_run("t1");
+    let (run_b, grant_b) = new_run("t2");
+    let lease = api(
+        &api_addr,
+        "POST",
+        &format!("/v1/runs/{run_a}/leases"),
+        &json!({"credential_id": signing["credential_id"], "purpose": "webhook_signing", "host": "127.0.0.1"}),
+    );
+    let lease_id = lease["lease_id"].as_str().unwrap_or_else(|| panic!("{lease}"));
+    store.edit(&format!("UPDATE leases SET run_id = '{run_b}' WHERE lease_id = '{lease_id}'"));
+    let url = format!("http://127.0.0.1:{}/hook", upstream.port);
+    let delivered = api(
+        &api_addr,
+        "POST",
+        "/v1/egress/fetch",
+        &json!({"grant": grant_b, "method": "POST", "url": url, "purpose": "webhook", "sign_with": lease_id}),
+    );
+    assert_eq!(delivered["error"]["reason"], "lease_revoked", "{delivered}");
+    assert_eq!(upstream.count(), 0, "nothing was signed for the other tenant's run");
+}
