@@ -5,35 +5,54 @@
 //!
 //! Text is cut into *segments*: maximal stretches of base64 characters (both
 //! alphabets, `A-Z a-z 0-9 + / - _`; in JSON strings `\/` counts as `/`). A
-//! *run* is a segment followed by further segments that each begin a new line
-//! — a line break (LF, CRLF, or the JSON escapes `\n` and `\r\n`) with only
-//! blanks around it. That is how PEM (64 columns), MIME (76 columns), YAML
-//! block scalars and JSON-escaped blobs wrap base64. Padding (`=`) ends a
-//! run, as does a blank line or any other character.
+//! *run* is a segment followed by further segments with only whitespace
+//! between them, of any kind and length: ASCII space, tab, LF, CR, VT and
+//! FF (the whitespace bytes the text rules accept) and the JSON escapes
+//! `\n`, `\r`, `\t` and `\f`. Whitespace is skipped, not read: a payload
+//! wrapped at 64 or 76 columns (PEM, MIME), at 1 to 7 characters a line, in
+//! groups of 4 split by spaces or 8 split by tabs, indented as a YAML block
+//! scalar, with CRLF or blank lines, or with any mix of these, is the same
+//! run as the unbroken base64. Padding (`=`) ends a run, as does any other
+//! byte: punctuation, quote markers such as `>`, commas, non-ASCII
+//! characters (a no-break space included), and other backslash escapes.
+//! Those separators are out of scope: each would also join the words of
+//! ordinary text into runs that only look longer.
 //!
-//! A payload may begin at the start of a run, or at the start of any of its
-//! lines. At a run's start the decoder also tries the next three characters,
-//! so junk glued in front cannot shift the 4-character groups out of
-//! alignment; the run itself may start at any byte offset of the text. A
-//! signature counts only at the start of a payload: random bytes that
-//! contain `PK` or `MZ` somewhere inside stay harmless.
+//! A payload may begin at any of the first four characters of a segment:
+//! at the segment's start, or behind up to three characters of junk glued
+//! in front, which would otherwise shift the 4-character groups out of
+//! alignment. The run itself may start at any byte offset of the text. A
+//! signature counts only at such a start: random bytes that contain `PK` or
+//! `MZ` somewhere inside stay harmless, and so does ordinary text, whose
+//! words form runs too (see below).
 //!
 //! # Bounded work
 //!
 //! Each start is judged from at most a few hundred characters: the first 16
-//! (every signature in [`magic::payload_prefix`]), characters 340..356 (tar's
-//! `ustar` at decoded offset 257) and, for `MZ`, the header it points to.
-//! Only those slices are decoded. Text outside long segments is skipped
-//! eight bytes at a time, so the finder is linear in the input, with a small
-//! constant, whatever the input does.
+//! (every signature in [`magic::payload_prefix`]), characters 344..348
+//! (`c3Rh`, the `sta` of tar's `ustar` at decoded offset 257; then 340..356)
+//! and, for `MZ`, the header it points to. A start is decoded only if its
+//! first two characters can begin a signature ([`magic::payload_lead`], one
+//! table lookup), and is looked at for tar only where `c3Rh` stands 344
+//! characters after it (the run's kept characters are searched for it a
+//! block at a time). Starts waiting for characters sit in queues ordered by
+//! when they are due, so every start costs a constant amount of work.
+//!
+//! Text outside runs is classified 32 bytes at a time. A stretch of base64
+//! characters, whitespace and backslashes that ends inside the current
+//! piece and holds fewer than [`MIN_PAYLOAD_CHARS`] base64 characters is
+//! skipped without being followed: most of ordinary prose never starts a
+//! run. The finder is linear in the input, with a small constant, whatever
+//! the input does, and keeps at most a few KiB per run.
 //!
 //! Limits, on purpose: a payload must be at least [`MIN_PAYLOAD_CHARS`]
-//! characters long (an 18-byte "executable" runs nothing); lines narrower
-//! than 15 characters are not followed; ISO images (signature at 32 KiB),
-//! binary cpio and ARJ (two-byte magics) are not looked for inside text;
-//! base64 nested inside base64 is not decoded twice.
+//! characters long (an 18-byte "executable" runs nothing); ISO images
+//! (signature at 32 KiB), binary cpio and ARJ (two-byte magics) are not
+//! looked for inside text; base64 nested inside base64 is not decoded
+//! twice; a separator other than whitespace (above) ends a run.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use base64::Engine;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
@@ -47,26 +66,35 @@ pub const MIN_PAYLOAD_CHARS: u64 = 24;
 const PREFIX_CHARS: u64 = 16;
 /// Characters that hold decoded bytes 255..267, where tar's magic lives.
 const TAR_CHARS: std::ops::Range<usize> = 340..356;
+/// Where the characters of decoded bytes 258..261 begin: `sta` of `ustar`,
+/// always spelled `c3Rh`.
+const TAR_STA_AT: u64 = 344;
+const TAR_STA: &[u8; 4] = b"c3Rh";
 /// Characters that hold an `MZ` header's first 66 bytes.
 const MZ_HEADER_CHARS: u64 = 88;
 /// Farthest any check reads; beyond it an `MZ` payload is judged unconfirmed.
 const MAX_NEED: u64 = 1400;
-/// Bytes of earlier input kept to find a short first line of a wrapped block.
-const LOOKBACK: usize = 64;
 /// The text is judged in pieces of this many bytes, cut at fixed offsets.
 pub const PIECE: usize = 64 * 1024;
-/// The block size of the skip loop: every segment of 15 or more characters
-/// contains a whole block.
-const BLOCK: usize = 8;
+/// How many characters at the start of a segment may begin a payload.
+const HEAD: u8 = 4;
+/// Starts remembered for the tar search, as bits by run index: more than
+/// the 344 characters it looks back, plus a batch.
+const RING_WORDS: usize = 32;
+const RING_BITS: u64 = RING_WORDS as u64 * 64;
+/// The kept characters are searched for `c3Rh` once this many wait, and at
+/// the end of a run.
+const TAR_BATCH: u64 = 256;
+/// Kept characters that no start needs any more are dropped once there are
+/// this many.
+const TRIM: u64 = 4096;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Class {
     Other,
     Alpha,
     Pad,
-    Lf,
-    Cr,
-    Blank,
+    Space,
     Backslash,
 }
 
@@ -78,9 +106,7 @@ static CLASS: [Class; 256] = {
         t[b] = match c {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/' | b'-' | b'_' => Class::Alpha,
             b'=' => Class::Pad,
-            b'\n' => Class::Lf,
-            b'\r' => Class::Cr,
-            b' ' | b'\t' => Class::Blank,
+            b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' => Class::Space,
             b'\\' => Class::Backslash,
             _ => Class::Other,
         };
@@ -88,6 +114,51 @@ static CLASS: [Class; 256] = {
     }
     t
 };
+
+/// The 6-bit value of a base64 character of either alphabet.
+static VALUE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut v = 0;
+    while v < 64 {
+        let c = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[v];
+        t[c as usize] = v as u8;
+        v += 1;
+    }
+    t[b'-' as usize] = 62;
+    t[b'_' as usize] = 63;
+    t
+};
+
+/// Bit `v1` of `LEAD[v0]`: characters of values `v0 v1` can begin a
+/// signature (see [`magic::payload_lead`]); they spell the first byte and
+/// the high half of the second.
+static LEAD: [u64; 64] = {
+    let mut t = [0u64; 64];
+    let mut v0 = 0;
+    while v0 < 64 {
+        let mut v1 = 0;
+        while v1 < 64 {
+            let b0 = ((v0 << 2) | (v1 >> 4)) as u8;
+            let mut low = 0;
+            while low < 16 {
+                let b1 = (((v1 & 15) << 4) | low) as u8;
+                if magic::payload_lead(b0, b1) {
+                    t[v0] |= 1 << v1;
+                }
+                low += 1;
+            }
+            v1 += 1;
+        }
+        v0 += 1;
+    }
+    t
+};
+
+/// Whether two base64 characters can begin a signature.
+#[inline(always)]
+fn lead(c0: u8, c1: u8) -> bool {
+    LEAD[usize::from(VALUE[usize::from(c0)])] >> VALUE[usize::from(c1)] & 1 == 1
+}
 
 #[inline(always)]
 fn is_alpha(b: u8) -> bool {
@@ -98,6 +169,12 @@ fn is_alpha(b: u8) -> bool {
         | (b.wrapping_sub(b'0') < 10)
         | ((b.wrapping_sub(0x2b) < 5) & (b & 1 == 1))
         | (b == b'_')
+}
+
+/// Space, and tab through CR (tab, LF, VT, FF, CR), as compares only.
+#[inline(always)]
+fn is_space(b: u8) -> bool {
+    (b == b' ') | (b.wrapping_sub(b'\t') < 5)
 }
 
 /// The end of the stretch of base64 characters starting at `i`, 32 bytes
@@ -118,60 +195,66 @@ fn alpha_run_end(data: &[u8], mut i: usize) -> usize {
     data[i..].iter().position(|&b| !is_alpha(b)).map_or(data.len(), |n| i + n)
 }
 
-/// Where the segment ending before `end` begins, not before `from`; a JSON
-/// escaped slash (`\/`) belongs to the segment.
-fn walk_back(data: &[u8], end: usize, from: usize) -> usize {
-    let mut s = end;
-    while s > from {
-        let escaped_slash = data[s - 1] == b'\\' && data.get(s) == Some(&b'/');
-        if CLASS[data[s - 1] as usize] != Class::Alpha && !escaped_slash {
-            break;
-        }
-        s -= 1;
-    }
-    s
-}
-
-/// 0/1 flags for 32 bytes: a fixed-size map that compiles to vector compares.
+/// Whether 32 bytes are all base64 characters: 0/1 flags in a fixed-size
+/// map, which compiles to vector compares.
 #[inline(always)]
-fn alpha_flags(block: &[u8]) -> [u8; 32] {
+fn all_alpha_32(block: &[u8]) -> bool {
     let mut flags = [0u8; 32];
     for (f, &b) in flags.iter_mut().zip(block) {
         *f = u8::from(is_alpha(b));
     }
-    flags
-}
-
-/// Whether 32 bytes are all base64 characters.
-#[inline(always)]
-fn all_alpha_32(block: &[u8]) -> bool {
-    let flags = alpha_flags(block);
     let words = flags.chunks_exact(8).map(|w| <[u8; 8]>::try_from(w).map_or(0, u64::from_le_bytes));
     words.fold(u64::MAX, |acc, w| acc & w) == 0x0101_0101_0101_0101
 }
 
-/// The start of the first 8-byte block at `from + 8k` made only of base64
-/// characters. Works 32 bytes at a time on 0/1 flags, which compiles to
-/// vector compares; every segment of 15 or more characters after `from`
-/// contains such a block.
-fn next_alpha_block(data: &[u8], mut from: usize) -> Option<usize> {
-    const ALL: u64 = 0x0101_0101_0101_0101;
-    while let Some(block) = data.get(from..from + 32) {
-        let flags = alpha_flags(block);
-        for (k, word) in flags.chunks_exact(8).enumerate() {
-            if <[u8; 8]>::try_from(word).map(u64::from_le_bytes).ok() == Some(ALL) {
-                return Some(from + 8 * k);
+/// Packs 32 0/1 flags into the bits of a word, flag `k` at bit `k`.
+#[inline(always)]
+fn pack(flags: &[u8; 32]) -> u32 {
+    let mut out = 0;
+    for (k, word) in flags.chunks_exact(8).enumerate() {
+        let w = <[u8; 8]>::try_from(word).map_or(0, u64::from_le_bytes);
+        // Gathers bit 0 of each byte into the top byte (no carries: every
+        // product lands on a bit of its own).
+        out |= ((w.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32) << (8 * k);
+    }
+    out
+}
+
+/// Bit masks of 32 bytes (fewer at the end of `block`): base64 characters,
+/// and bytes a run may hold (base64 characters, whitespace, backslashes).
+/// The flags are fixed-size maps that compile to vector compares.
+#[inline(always)]
+fn block_masks(block: &[u8]) -> (u32, u32) {
+    let mut alpha = [0u8; 32];
+    let mut material = [0u8; 32];
+    for ((a, m), &b) in alpha.iter_mut().zip(material.iter_mut()).zip(block) {
+        let x = is_alpha(b);
+        *a = u8::from(x);
+        *m = u8::from(x | is_space(b) | (b == b'\\'));
+    }
+    (pack(&alpha), pack(&material))
+}
+
+/// Where `c3Rh` begins in `hay`, in order: blocks of 32 bytes are searched
+/// for its `3`, which is rare.
+fn find_tar_sta(hay: &[u8], mut found: impl FnMut(usize)) {
+    let mut k = 0;
+    while k + 1 < hay.len() {
+        let block = &hay[k..(k + 32).min(hay.len())];
+        let mut flags = [0u8; 32];
+        for (f, &b) in flags.iter_mut().zip(block) {
+            *f = u8::from(b == b'3');
+        }
+        let mut threes = pack(&flags);
+        while threes != 0 {
+            let j = k + threes.trailing_zeros() as usize;
+            threes &= threes - 1;
+            if j >= 1 && hay.get(j - 1..j + 3) == Some(&TAR_STA[..]) {
+                found(j - 1);
             }
         }
-        from += 32;
+        k += 32;
     }
-    while let Some(block) = data.get(from..from + BLOCK) {
-        if block.iter().all(|&b| is_alpha(b)) {
-            return Some(from);
-        }
-        from += BLOCK;
-    }
-    None
 }
 
 /// Maps the URL-safe alphabet onto the standard one.
@@ -218,13 +301,6 @@ enum Stage {
     MzSignature { from: u64, to: u64, at: usize },
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Candidate {
-    /// Index into the run's characters.
-    index: u64,
-    stage: Stage,
-}
-
 enum Judged {
     Payload(Kind),
     Harmless,
@@ -244,7 +320,9 @@ fn judge(chars: &[u8], complete: bool, stage: Stage, scratch: &mut Vec<u8>) -> J
             match magic::payload_prefix(scratch) {
                 Some(PayloadPrefix::Kind(kind)) => Judged::Payload(kind),
                 Some(PayloadPrefix::Mz) => judge(chars, complete, Stage::MzHeader, scratch),
-                None => judge(chars, complete, Stage::Tar, scratch),
+                // Tar has no signature at the start: it is looked for by
+                // the `c3Rh` search.
+                None => Judged::Harmless,
             }
         }
         Stage::Tar => {
@@ -299,73 +377,174 @@ fn judge(chars: &[u8], complete: bool, stage: Stage, scratch: &mut Vec<u8>) -> J
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    /// Outside any run: skip ahead block by block.
+    /// Outside any run: classify blocks, skip stretches too short to matter.
     Scan,
     /// Inside a segment of the current run.
     Segment,
-    /// After a segment: blanks, then a line break, may lead to the next line.
-    Gap { newline: bool },
+    /// Inside a run, between segments: whitespace.
+    Gap,
     /// After padding: the run is over once the padding ends.
     Pad,
     /// A backslash ended the previous input; its meaning depends on the next byte.
-    Escape { in_gap: bool, newline: bool },
+    Escape { in_gap: bool },
 }
+
+/// A start waiting for the character that decides its `MZ` header:
+/// (due, run index, first and end character to decode, byte offset).
+type MzWait = Reverse<(u64, u64, u64, u64, usize)>;
 
 #[derive(Debug)]
 struct Run {
+    /// Characters in the run so far.
     len: u64,
-    /// Where recent segments begin: (run index, input position). A
-    /// candidate's offset is found through it, since line breaks sit between
-    /// run characters.
+    /// Characters of the current segment so far, up to [`HEAD`]; 0 between
+    /// segments.
+    seg: u8,
+    /// Where segments begin: (run index, input position). A start's offset
+    /// is found through it, since whitespace sits between run characters.
     segments: VecDeque<(u64, u64)>,
     /// Normalized characters of the run from index `base` on, kept while a
-    /// candidate still needs them.
+    /// start may still need them.
     window: Vec<u8>,
     base: u64,
-    pending: VecDeque<Candidate>,
-    /// The run length at which the first pending candidate can be judged.
-    next_due: u64,
+    /// Characters from this index on are not kept: no start reads them.
+    keep_until: u64,
+    /// Which run indexes are starts, as bits (index modulo [`RING_BITS`]);
+    /// valid below `ring_next`, for the last [`RING_BITS`] indexes.
+    ring: [u64; RING_WORDS],
+    ring_next: u64,
+    /// Starts below this index have been through the lead test.
+    filtered_to: u64,
+    /// Places below this index have been searched for `c3Rh`.
+    tar_from: u64,
+    /// Starts that passed the lead test, waiting for their first characters.
+    prefix: VecDeque<u64>,
+    /// `MZ` starts waiting for their header.
+    mz_header: VecDeque<u64>,
+    /// `MZ` starts waiting for the signature their header points to, by due.
+    mz_signature: BinaryHeap<MzWait>,
+    /// Starts with `c3Rh` at 344, waiting for characters 340..356.
+    tar: VecDeque<u64>,
 }
 
 impl Default for Run {
     fn default() -> Self {
         Self {
             len: 0,
+            seg: 0,
             segments: VecDeque::new(),
             window: Vec::new(),
             base: 0,
-            pending: VecDeque::new(),
-            next_due: u64::MAX,
+            keep_until: 0,
+            ring: [0; RING_WORDS],
+            ring_next: 0,
+            filtered_to: 0,
+            tar_from: 0,
+            prefix: VecDeque::new(),
+            mz_header: VecDeque::new(),
+            mz_signature: BinaryHeap::new(),
+            tar: VecDeque::new(),
         }
     }
 }
 
 impl Run {
+    /// Ready for a new run. Cleared, not replaced: text whose words form
+    /// many short runs must not allocate per run.
     fn clear(&mut self) {
         self.len = 0;
-        self.base = 0;
+        self.seg = 0;
         self.segments.clear();
         self.window.clear();
-        self.pending.clear();
-        self.next_due = u64::MAX;
+        self.base = 0;
+        self.keep_until = 0;
+        // The ring is cleared as `ring_next` moves (see `mark`).
+        self.ring_next = 0;
+        self.filtered_to = 0;
+        self.tar_from = 0;
+        self.prefix.clear();
+        self.mz_header.clear();
+        self.mz_signature.clear();
+        self.tar.clear();
     }
 
-    fn add_pending(&mut self, candidate: Candidate) {
-        self.next_due = self.next_due.min(candidate.due());
-        self.pending.push_back(candidate);
+    /// Marks run index `x` as a start; starts come in increasing order.
+    fn mark(&mut self, x: u64) {
+        if x >= self.ring_next {
+            if x - self.ring_next >= RING_BITS {
+                self.ring = [0; RING_WORDS];
+            } else {
+                for k in self.ring_next..x {
+                    self.ring[(k / 64 % RING_WORDS as u64) as usize] &= !(1 << (k % 64));
+                }
+            }
+            self.ring_next = x + 1;
+        }
+        self.ring[(x / 64 % RING_WORDS as u64) as usize] |= 1 << (x % 64);
     }
-}
 
-impl Candidate {
-    /// The run length at which this candidate can be judged at its stage.
-    fn due(&self) -> u64 {
-        let needed = match self.stage {
-            Stage::Prefix => MIN_PAYLOAD_CHARS,
-            Stage::Tar => TAR_CHARS.end as u64,
-            Stage::MzHeader => MZ_HEADER_CHARS,
-            Stage::MzSignature { to, .. } => to,
-        };
-        self.index + needed
+    fn is_start(&self, x: u64) -> bool {
+        x < self.ring_next
+            && x + RING_BITS >= self.ring_next
+            && self.ring[(x / 64 % RING_WORDS as u64) as usize] >> (x % 64) & 1 == 1
+    }
+
+    /// The kept characters from run index `x` on.
+    fn chars_from(&self, x: u64) -> &[u8] {
+        x.checked_sub(self.base).and_then(|k| self.window.get(k as usize..)).unwrap_or_default()
+    }
+
+    /// The input position of run character `index`.
+    fn position(&self, index: u64) -> u64 {
+        let seg = self.segments.iter().rev().find(|(i, _)| *i <= index);
+        seg.map_or(0, |(i, at)| at + (index - i))
+    }
+
+    /// Searches the kept characters not yet searched for `c3Rh` 344
+    /// characters after a start.
+    fn search_tar(&mut self) {
+        let end = self.base + self.window.len() as u64;
+        let from = self.tar_from.max(self.base).max(TAR_STA_AT);
+        if end < from + TAR_STA.len() as u64 {
+            return;
+        }
+        let mut hits = std::mem::take(&mut self.tar);
+        let hay = &self.window[(from - self.base) as usize..];
+        find_tar_sta(hay, |k| {
+            let start = from + k as u64 - TAR_STA_AT;
+            if self.is_start(start) {
+                hits.push_back(start);
+            }
+        });
+        self.tar = hits;
+        // A `c3Rh` may begin in the last three characters, not all here yet.
+        self.tar_from = end + 1 - TAR_STA.len() as u64;
+    }
+
+    /// The lowest run index any waiting start, or the tar search, still reads.
+    fn needed_from(&self) -> u64 {
+        let queued = [self.prefix.front(), self.mz_header.front(), self.tar.front()];
+        let mut from = self.filtered_to.min(self.tar_from.saturating_sub(TAR_STA_AT));
+        for x in queued.into_iter().flatten() {
+            from = from.min(*x);
+        }
+        for Reverse((_, x, ..)) in &self.mz_signature {
+            from = from.min(*x);
+        }
+        from
+    }
+
+    /// Drops kept characters, and entries of the position map, that no
+    /// start needs any more.
+    fn trim(&mut self) {
+        let from = self.needed_from();
+        if from.saturating_sub(self.base) > TRIM {
+            self.window.drain(..(from - self.base) as usize);
+            self.base = from;
+            while self.segments.len() > 1 && self.segments[1].0 <= from {
+                self.segments.pop_front();
+            }
+        }
     }
 }
 
@@ -377,7 +556,6 @@ pub struct PayloadFinder {
     pos: u64,
     mode: Mode,
     run: Run,
-    recent: Vec<u8>,
     found: Option<Payload>,
     scratch: Vec<u8>,
 }
@@ -396,9 +574,8 @@ impl PayloadFinder {
             pos: 0,
             mode: Mode::Scan,
             run: Run::default(),
-            recent: Vec::with_capacity(LOOKBACK),
             found: None,
-            scratch: Vec::with_capacity(16),
+            scratch: Vec::with_capacity(MZ_HEADER_CHARS as usize),
         }
     }
 
@@ -446,24 +623,15 @@ impl PayloadFinder {
             i = match self.mode {
                 Mode::Scan => self.scan(data, i),
                 Mode::Segment => self.segment(data, i),
-                Mode::Gap { newline } => self.gap(data, i, newline),
+                Mode::Gap => self.gap(data, i),
                 Mode::Pad => self.pad(data, i),
-                Mode::Escape { in_gap, newline } => {
-                    self.mode = if in_gap { Mode::Gap { newline } } else { Mode::Segment };
-                    self.escape(data, i, in_gap, newline)
+                Mode::Escape { in_gap } => {
+                    self.mode = if in_gap { Mode::Gap } else { Mode::Segment };
+                    self.escape(data, i, in_gap)
                 }
             };
         }
         self.pos += data.len() as u64;
-        // Keep the tail for the short-first-line lookback.
-        if data.len() >= LOOKBACK {
-            self.recent.clear();
-            self.recent.extend_from_slice(&data[data.len() - LOOKBACK..]);
-        } else {
-            self.recent.extend_from_slice(data);
-            let excess = self.recent.len().saturating_sub(LOOKBACK);
-            self.recent.drain(..excess);
-        }
     }
 
     /// Ends the text and returns the first payload found, if any.
@@ -477,247 +645,198 @@ impl PayloadFinder {
         self.found
     }
 
-    /// Byte `i` of the input seen so far, relative to the current chunk
-    /// (negative indexes reach into the previous chunk's tail).
-    fn byte_at(&self, data: &[u8], i: isize) -> Option<u8> {
-        if i >= 0 {
-            data.get(i as usize).copied()
-        } else {
-            let back = (-i) as usize;
-            self.recent.len().checked_sub(back).map(|j| self.recent[j])
-        }
-    }
-
-    fn escaped(&self, data: &[u8], i: isize) -> bool {
-        self.byte_at(data, i - 1) == Some(b'\\')
-    }
-
-    /// Outside a run: find the next stretch of base64 long enough to matter.
-    fn scan(&mut self, data: &[u8], mut from: usize) -> usize {
-        loop {
-            let Some(block) = next_alpha_block(data, from) else {
-                // No whole block left: look at the tail byte by byte, so a
-                // segment that continues into the next chunk is not lost.
-                let end = if data.last() == Some(&b'\\') { data.len() - 1 } else { data.len() };
-                let s = walk_back(data, end, from);
-                if s == end {
-                    return data.len();
+    /// Outside a run: finds the next stretch of bytes a run may hold (base64
+    /// characters, whitespace, backslashes) and starts a run there, unless
+    /// the stretch ends inside this piece with fewer than
+    /// [`MIN_PAYLOAD_CHARS`] base64 characters: no run inside it could hold
+    /// a payload. A stretch that reaches the end of the piece is followed,
+    /// since it may go on.
+    fn scan(&mut self, data: &[u8], from: usize) -> usize {
+        let mut i = from;
+        let mut start: Option<usize> = None;
+        let mut count = 0u64;
+        while i < data.len() {
+            let n = (data.len() - i).min(32);
+            let (alpha, material) = block_masks(&data[i..i + n]);
+            let valid = if n == 32 { u32::MAX } else { (1u32 << n) - 1 };
+            let mut at = 0u32;
+            loop {
+                if start.is_none() {
+                    let rest = (material & valid) >> at;
+                    if rest == 0 {
+                        break;
+                    }
+                    at += rest.trailing_zeros();
+                    start = Some(i + at as usize);
+                    count = 0;
                 }
-                return self.begin(data, s);
-            };
-            let s = walk_back(data, block, from);
-            let e = alpha_run_end(data, block);
-            // A word too short to be a payload, not followed by a line break
-            // that could continue it: skip without starting a run. This is
-            // what keeps prose fast.
-            if e < data.len()
-                && e - s < MIN_PAYLOAD_CHARS as usize
-                && !matches!(data[e], b'\n' | b'\r' | b'\\')
-            {
-                from = e;
-                continue;
+                let stop = (!material & valid) >> at;
+                if stop == 0 {
+                    count += u64::from((alpha >> at).count_ones());
+                    break;
+                }
+                let len = stop.trailing_zeros();
+                count += u64::from(((alpha >> at) & ((1u32 << len) - 1)).count_ones());
+                at += len;
+                if count >= MIN_PAYLOAD_CHARS {
+                    break;
+                }
+                // Too short, and over at the byte `at`, which no run holds.
+                start = None;
+                at += 1;
+                if at >= n as u32 {
+                    break;
+                }
             }
-            return self.begin(data, s);
+            if count >= MIN_PAYLOAD_CHARS
+                && let Some(s) = start
+            {
+                return self.begin(s);
+            }
+            i += n;
+        }
+        match start {
+            Some(s) => self.begin(s),
+            None => data.len(),
         }
     }
 
-    /// Starts a run at the segment beginning at `s` (after an escape letter
-    /// such as the `n` of `\n`, which is not part of it).
-    fn begin(&mut self, data: &[u8], mut s: usize) -> usize {
-        if s == 0 && data.first() == Some(&b'/') && self.escaped(data, 0) {
-            // The `\` of `\/` ended the previous chunk.
-            self.start_run_at(data, 0, self.pos - 1);
-            return 0;
-        }
-        while s < data.len() && matches!(data[s], b'n' | b'r' | b't') && self.escaped(data, s as isize) {
-            s += 1;
-        }
-        let escaped_slash = data.get(s..s + 2) == Some(b"\\/");
-        if s >= data.len() || (CLASS[data[s] as usize] != Class::Alpha && !escaped_slash) {
-            return s.min(data.len());
-        }
-        self.start_run(data, s);
+    /// Starts a run with the stretch at `s`.
+    fn begin(&mut self, s: usize) -> usize {
+        self.run.clear();
+        self.mode = Mode::Gap;
         s
     }
 
-    /// Starts a run at `s`, reaching back for a short first line that the
-    /// skip loop passed over.
-    fn start_run(&mut self, data: &[u8], s: usize) {
-        self.start_run_at(data, s, self.pos + s as u64);
-    }
-
-    /// Starts a run at `s`, whose first character sits at input position `at`.
-    fn start_run_at(&mut self, data: &[u8], s: usize, at: u64) {
-        // Cleared, not replaced: text whose lines end in a long word starts
-        // a run per line, and must not allocate per line.
-        self.run.clear();
-        self.mode = Mode::Segment;
-        let first = self.short_first_line(data, s as isize);
-        self.run.segments.push_back((0, first.as_ref().map_or(at, |(first_at, _)| *first_at)));
-        for shift in 0..4 {
-            self.run.add_pending(Candidate { index: shift, stage: Stage::Prefix });
-        }
-        if let Some((_, chars)) = first {
-            self.push(&chars);
-            self.add_candidate(at);
-        }
-    }
-
-    /// The input position of run character `index`.
-    fn position(&self, index: u64) -> u64 {
-        let seg = self.run.segments.iter().rev().find(|(i, _)| *i <= index);
-        seg.map_or(0, |(i, at)| at + (index - i))
-    }
-
-    /// The previous line's trailing segment, when the line at `s` continues it.
-    fn short_first_line(&self, data: &[u8], s: isize) -> Option<(u64, Vec<u8>)> {
-        let mut i = s - 1;
-        let lo = s - LOOKBACK as isize;
-        let blank = |c: Option<u8>| matches!(c, Some(b' ' | b'\t' | b'\r'));
-        while i > lo && blank(self.byte_at(data, i)) {
-            i -= 1;
-        }
-        match self.byte_at(data, i)? {
-            b'\n' => i -= 1,
-            b'n' if self.escaped(data, i) => i -= 2,
-            _ => return None,
-        }
-        while i > lo {
-            match self.byte_at(data, i) {
-                Some(b' ' | b'\t' | b'\r') => i -= 1,
-                Some(b'r') if self.escaped(data, i) => i -= 2,
-                _ => break,
+    /// Appends characters of the current segment, the first of which is at
+    /// input position `at`, and judges what they make ready.
+    fn push(&mut self, chars: &[u8], at: u64) {
+        let run = &mut self.run;
+        let n = chars.len() as u64;
+        if run.seg == 0 {
+            // A new segment (an entry for this index left by a `\/` before
+            // the gap is replaced).
+            if run.segments.back().is_some_and(|s| s.0 == run.len) {
+                run.segments.pop_back();
             }
+            run.segments.push_back((run.len, at));
         }
-        let end = i;
-        let mut chars = Vec::new();
-        while i > lo {
-            match self.byte_at(data, i) {
-                Some(b'/') if self.escaped(data, i) => {
-                    chars.push(b'/');
-                    i -= 2;
-                }
-                Some(c) if CLASS[c as usize] == Class::Alpha => {
-                    chars.push(normalize(c));
-                    i -= 1;
-                }
-                _ => break,
+        let head = u64::from(HEAD - run.seg).min(n);
+        if head > 0 {
+            if run.len > run.base + run.window.len() as u64 {
+                // Characters went unkept since the last start, which has
+                // been judged: keep afresh from here.
+                run.search_tar();
+                run.window.clear();
+                run.base = run.len;
+                run.filtered_to = run.filtered_to.max(run.len);
+                run.tar_from = run.tar_from.max(run.len);
             }
+            for k in 0..head {
+                run.mark(run.len + k);
+            }
+            run.keep_until = run.len + head - 1 + MAX_NEED;
+            run.seg += head as u8;
         }
-        if chars.is_empty() || i <= lo || end - i >= BLOCK as isize * 2 {
-            return None;
-        }
-        // An escape letter (`\n`) is not part of the segment.
-        if let Some(&last) = chars.last()
-            && matches!(last, b'n' | b'r' | b't')
-            && self.escaped(data, i + 1)
-        {
-            chars.pop();
-            i += 1;
-        }
-        if chars.is_empty() {
-            return None;
-        }
-        chars.reverse();
-        let first = self.pos as i64 + i as i64 + 1;
-        Some((u64::try_from(first).ok()?, chars))
+        let room = run.keep_until.saturating_sub(run.len).min(n) as usize;
+        run.window.extend(chars[..room].iter().map(|&c| normalize(c)));
+        run.len += n;
+        self.advance(false);
     }
 
-    /// A new line of the run begins at input position `at`: a candidate.
-    fn add_candidate(&mut self, at: u64) {
-        if self.run.pending.is_empty() {
-            self.run.window.clear();
-            self.run.base = self.run.len;
-            self.run.segments.clear();
-        }
-        self.run.segments.push_back((self.run.len, at));
-        self.run.add_pending(Candidate { index: self.run.len, stage: Stage::Prefix });
-    }
-
-    /// Appends the `/` of a JSON `\/` whose slash is at `i`: one character
-    /// from two bytes, so the position map gets a new entry on each side.
-    fn push_escaped_slash(&mut self, i: usize) {
-        let slash = self.pos + i as u64;
-        if !self.run.pending.is_empty() {
-            if self.run.segments.back().map(|s| s.0) != Some(self.run.len) {
-                self.run.segments.push_back((self.run.len, slash - 1));
-            }
-            self.run.segments.push_back((self.run.len + 1, slash + 1));
-        }
-        self.push(b"/");
-    }
-
-    /// Appends characters to the run and judges the candidates that now have enough.
-    fn push(&mut self, chars: &[u8]) {
-        if let Some(last) = self.run.pending.back() {
-            // No candidate reads past MAX_NEED characters: keep no more.
-            let room = (last.index + MAX_NEED).saturating_sub(self.run.len) as usize;
-            self.run.window.extend(chars[..room.min(chars.len())].iter().map(|&c| normalize(c)));
-        }
-        self.run.len += chars.len() as u64;
-        self.judge_ready(false);
-    }
-
-    fn judge_ready(&mut self, complete: bool) {
-        // Most pushes (the words of short lines) leave every candidate short
-        // of what it needs: nothing to look at.
-        if self.run.len < self.run.next_due {
-            if !complete {
-                return;
-            }
-            // The run ends with every candidate still short of its first
-            // check: each is harmless (a candidate past its first check may
-            // still be judged a payload on what it has).
-            if self.run.pending.iter().all(|c| matches!(c.stage, Stage::Prefix)) {
-                self.run.pending.clear();
-            }
-        }
-        self.run.next_due = u64::MAX;
-        let mut k = 0;
-        while k < self.run.pending.len() {
-            let c = self.run.pending[k];
-            let due = c.due();
-            if self.run.len < due && !complete {
-                self.run.next_due = self.run.next_due.min(due);
-                k += 1;
+    /// Judges every start whose characters are in (all of them at the end
+    /// of a run, `complete`).
+    fn advance(&mut self, complete: bool) {
+        let run = &mut self.run;
+        // The lead test, for starts with two characters.
+        let upto = run.ring_next.min(run.len.saturating_sub(1));
+        while run.filtered_to < upto {
+            let x = run.filtered_to;
+            // The next start at or after `x`, a ring word at a time.
+            let bits = run.ring[(x / 64 % RING_WORDS as u64) as usize] >> (x % 64);
+            if bits == 0 {
+                run.filtered_to = ((x | 63) + 1).min(upto);
                 continue;
             }
-            let start = (c.index - self.run.base) as usize;
-            let chars = self.run.window.get(start..).unwrap_or_default();
-            match judge(chars, complete, c.stage, &mut self.scratch) {
-                Judged::Payload(kind) => {
-                    self.found = Some(Payload { kind, offset: self.position(c.index) });
-                    return;
-                }
-                Judged::Harmless => {
-                    self.run.pending.remove(k);
-                }
-                Judged::Need(stage) => {
-                    self.run.pending[k].stage = stage;
-                    self.run.next_due = self.run.next_due.min(self.run.pending[k].due());
-                    k += 1;
-                }
+            let y = x + u64::from(bits.trailing_zeros());
+            if y >= upto {
+                run.filtered_to = upto;
+                break;
+            }
+            run.filtered_to = y + 1;
+            if let [c0, c1, ..] = run.chars_from(y)
+                && lead(*c0, *c1)
+            {
+                run.prefix.push_back(y);
             }
         }
-        match self.run.pending.front() {
-            None => {
-                self.run.window.clear();
-                self.run.base = self.run.len;
+        while let Some(&x) = self.run.prefix.front() {
+            if self.run.len < x + MIN_PAYLOAD_CHARS && !complete {
+                break;
             }
-            Some(front) if front.index - self.run.base > 4096 => {
-                let drop = (front.index - self.run.base) as usize;
-                self.run.window.drain(..drop);
-                self.run.base = front.index;
-                while self.run.segments.len() > 1 && self.run.segments[1].0 <= front.index {
-                    self.run.segments.pop_front();
-                }
+            self.run.prefix.pop_front();
+            self.judge_start(x, Stage::Prefix, complete);
+            if self.found.is_some() {
+                return;
             }
-            Some(_) => {}
+        }
+        while let Some(&x) = self.run.mz_header.front() {
+            if self.run.len < x + MZ_HEADER_CHARS && !complete {
+                break;
+            }
+            self.run.mz_header.pop_front();
+            self.judge_start(x, Stage::MzHeader, complete);
+            if self.found.is_some() {
+                return;
+            }
+        }
+        while let Some(&Reverse((due, x, from, to, at))) = self.run.mz_signature.peek() {
+            if self.run.len < due && !complete {
+                break;
+            }
+            self.run.mz_signature.pop();
+            self.judge_start(x, Stage::MzSignature { from, to, at }, complete);
+            if self.found.is_some() {
+                return;
+            }
+        }
+        if complete || self.run.len >= self.run.tar_from + TAR_BATCH {
+            self.run.search_tar();
+        }
+        while let Some(&x) = self.run.tar.front() {
+            if self.run.len < x + TAR_CHARS.end as u64 && !complete {
+                break;
+            }
+            self.run.tar.pop_front();
+            self.judge_start(x, Stage::Tar, complete);
+            if self.found.is_some() {
+                return;
+            }
+        }
+        if self.run.window.len() as u64 > 2 * TRIM {
+            self.run.trim();
+        }
+    }
+
+    /// Judges the start at run index `x` at `stage`, and queues it for the
+    /// next stage if it needs more characters.
+    fn judge_start(&mut self, x: u64, stage: Stage, complete: bool) {
+        let chars = self.run.chars_from(x);
+        match judge(chars, complete, stage, &mut self.scratch) {
+            Judged::Payload(kind) => self.found = Some(Payload { kind, offset: self.run.position(x) }),
+            Judged::Harmless => {}
+            Judged::Need(Stage::MzHeader) => self.run.mz_header.push_back(x),
+            Judged::Need(Stage::MzSignature { from, to, at }) => {
+                self.run.mz_signature.push(Reverse((x + to, x, from, to, at)));
+            }
+            Judged::Need(Stage::Tar) => self.run.tar.push_back(x),
+            // Queued only once its first characters are in.
+            Judged::Need(Stage::Prefix) => {}
         }
     }
 
     fn end_run(&mut self) {
-        self.judge_ready(true);
+        self.advance(true);
         self.run.clear();
         self.mode = Mode::Scan;
     }
@@ -726,22 +845,19 @@ impl PayloadFinder {
         match CLASS[data[i] as usize] {
             Class::Alpha => {
                 let end = alpha_run_end(data, i);
-                self.push(&data[i..end]);
+                self.push(&data[i..end], self.pos + i as u64);
                 end
             }
             Class::Pad => {
                 self.mode = Mode::Pad;
                 i + 1
             }
-            Class::Lf => {
-                self.mode = Mode::Gap { newline: true };
+            Class::Space => {
+                self.mode = Mode::Gap;
+                self.run.seg = 0;
                 i + 1
             }
-            Class::Cr | Class::Blank => {
-                self.mode = Mode::Gap { newline: false };
-                i + 1
-            }
-            Class::Backslash => self.escape(data, i + 1, false, false),
+            Class::Backslash => self.escape(data, i + 1, false),
             Class::Other => {
                 self.end_run();
                 i
@@ -750,33 +866,29 @@ impl PayloadFinder {
     }
 
     /// After a backslash at `i - 1`.
-    fn escape(&mut self, data: &[u8], i: usize, in_gap: bool, newline: bool) -> usize {
+    fn escape(&mut self, data: &[u8], i: usize, in_gap: bool) -> usize {
         let Some(&next) = data.get(i) else {
-            self.mode = Mode::Escape { in_gap, newline };
+            self.mode = Mode::Escape { in_gap };
             return i;
         };
         match next {
-            b'n' if newline => {
-                self.end_run();
+            b'n' | b'r' | b't' | b'f' => {
+                self.mode = Mode::Gap;
+                self.run.seg = 0;
                 i + 1
             }
-            b'n' => {
-                self.mode = Mode::Gap { newline: true };
-                i + 1
-            }
-            b'r' | b't' => {
-                self.mode = Mode::Gap { newline };
-                i + 1
-            }
-            b'/' if !in_gap => {
+            b'/' => {
+                // One character from two bytes: the position map gets an
+                // entry on each side of it.
+                let slash = self.pos + i as u64;
+                if self.run.seg > 0 && self.run.segments.back().map(|s| s.0) != Some(self.run.len) {
+                    self.run.segments.push_back((self.run.len, slash - 1));
+                }
                 self.mode = Mode::Segment;
-                self.push_escaped_slash(i);
-                i + 1
-            }
-            b'/' if newline => {
-                self.add_candidate((self.pos + i as u64) - 1);
-                self.mode = Mode::Segment;
-                self.push_escaped_slash(i);
+                self.push(b"/", slash - 1);
+                if self.found.is_none() {
+                    self.run.segments.push_back((self.run.len, slash + 1));
+                }
                 i + 1
             }
             _ => {
@@ -786,30 +898,14 @@ impl PayloadFinder {
         }
     }
 
-    fn gap(&mut self, data: &[u8], i: usize, newline: bool) -> usize {
+    fn gap(&mut self, data: &[u8], i: usize) -> usize {
         match CLASS[data[i] as usize] {
-            Class::Blank | Class::Cr => i + 1,
-            Class::Lf if newline => {
-                // A blank line ends the block.
-                self.end_run();
-                i + 1
-            }
-            Class::Lf => {
-                self.mode = Mode::Gap { newline: true };
-                i + 1
-            }
-            Class::Backslash => self.escape(data, i + 1, true, newline),
-            Class::Alpha if newline => {
-                self.add_candidate(self.pos + i as u64);
+            Class::Space => data[i..].iter().position(|&b| !is_space(b)).map_or(data.len(), |n| i + n),
+            Class::Alpha => {
                 self.mode = Mode::Segment;
                 i
             }
-            Class::Alpha => {
-                // "word word": not a continuation. Back to the skip loop,
-                // which starts a run here only if this word can matter.
-                self.end_run();
-                i
-            }
+            Class::Backslash => self.escape(data, i + 1, true),
             Class::Pad | Class::Other => {
                 self.end_run();
                 i

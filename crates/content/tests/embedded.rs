@@ -606,11 +606,13 @@ fn tiny_and_truncated_inputs_get_clear_verdicts() {
 
 #[test]
 fn payloads_shorter_than_the_minimum_are_not_judged() {
-    // Documented limit: fewer than 24 base64 characters is not a payload.
+    // Documented limit: a run of fewer than 24 base64 characters is not a
+    // payload. (Whitespace joins words into one run, so the run is ended by
+    // a comma here: `x {short} y` is a run of 25 characters.)
     let elf = sample("elf-x86_64");
     let short = STANDARD_NO_PAD.encode(&elf[..17]);
     assert!(short.len() < 24);
-    assert!(sniff_bytes(format!("x {short} y").as_bytes(), CAP).accepted());
+    assert!(sniff_bytes(format!("x, {short}, y").as_bytes(), CAP).accepted());
     let long = STANDARD_NO_PAD.encode(&elf[..18]);
     assert_eq!(long.len(), 24);
     let got = sniff_bytes(format!("x {long} y").as_bytes(), CAP);
