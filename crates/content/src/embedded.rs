@@ -220,21 +220,6 @@ fn pack(flags: &[u8; 32]) -> u32 {
     out
 }
 
-/// Bit masks of 32 bytes (fewer at the end of `block`): base64 characters,
-/// and bytes a run may hold (base64 characters, whitespace, backslashes).
-/// The flags are fixed-size maps that compile to vector compares.
-#[inline(always)]
-fn block_masks(block: &[u8]) -> (u32, u32) {
-    let mut alpha = [0u8; 32];
-    let mut material = [0u8; 32];
-    for ((a, m), &b) in alpha.iter_mut().zip(material.iter_mut()).zip(block) {
-        let x = is_alpha(b);
-        *a = u8::from(x);
-        *m = u8::from(x | is_space(b) | (b == b'\\'));
-    }
-    (pack(&alpha), pack(&material))
-}
-
 /// Where `c3Rh` begins in `hay`, in order: blocks of 32 bytes are searched
 /// for its `3`, which is rare.
 fn find_tar_sta(hay: &[u8], mut found: impl FnMut(usize)) {
@@ -425,6 +410,8 @@ struct Run {
     mz_signature: BinaryHeap<MzWait>,
     /// Starts with `c3Rh` at 344, waiting for characters 340..356.
     tar: VecDeque<u64>,
+    /// The run length when run mode took over: it keeps going a while.
+    entered: u64,
 }
 
 impl Default for Run {
@@ -444,6 +431,7 @@ impl Default for Run {
             mz_header: VecDeque::new(),
             mz_signature: BinaryHeap::new(),
             tar: VecDeque::new(),
+            entered: 0,
         }
     }
 }
@@ -466,6 +454,7 @@ impl Run {
         self.mz_header.clear();
         self.mz_signature.clear();
         self.tar.clear();
+        self.entered = 0;
     }
 
     /// Marks run index `x` as a start; starts come in increasing order.
@@ -524,7 +513,8 @@ impl Run {
     /// The lowest run index any waiting start, or the tar search, still reads.
     fn needed_from(&self) -> u64 {
         let queued = [self.prefix.front(), self.mz_header.front(), self.tar.front()];
-        let mut from = self.filtered_to.min(self.tar_from.saturating_sub(TAR_STA_AT));
+        // The last characters stay for a hand-back to skimming (see `History`).
+        let mut from = self.filtered_to.min(self.tar_from.saturating_sub(HISTORY as u64 + 8));
         for x in queued.into_iter().flatten() {
             from = from.min(*x);
         }
@@ -548,6 +538,74 @@ impl Run {
     }
 }
 
+/// The last characters of a stretch before input position `at`, kept so
+/// that run mode can take over there: each character, whether it is a
+/// start, and its input position.
+#[derive(Debug, Default)]
+struct History {
+    chars: Vec<u8>,
+    starts: Vec<bool>,
+    pos: Vec<u64>,
+    /// Characters of the segment open at `at`, up to [`HEAD`]; 0 after whitespace.
+    open: u8,
+    at: u64,
+    valid: bool,
+}
+
+/// Characters a hand-over keeps: a start 344 characters back may still meet
+/// its `c3Rh`.
+const HISTORY: usize = TAR_STA_AT as usize + 8;
+
+/// Where the segment holding position `q` begins, not before `floor`.
+fn segment_start(data: &[u8], mut q: usize, floor: usize) -> usize {
+    while q > floor && is_alpha(data[q - 1]) {
+        q -= 1;
+    }
+    q
+}
+
+/// Whether the start at `p` and the next character may be a lead (or the
+/// next character is not in this piece, or is escaped).
+fn may_lead(data: &[u8], p: usize) -> bool {
+    let mut k = p + 1;
+    loop {
+        match data.get(k) {
+            None => return true,
+            Some(&b) if is_space(b) => k += 1,
+            Some(&b) if is_alpha(b) => return lead(data[p], b),
+            Some(&b) => return b == b'\\',
+        }
+    }
+}
+
+/// Bit masks of up to 40 bytes: base64 characters, whitespace, and the
+/// bytes looked at one by one (base64 characters other than lowercase
+/// letters, `v`, backslashes).
+#[inline(always)]
+fn skim_masks(bytes: &[u8]) -> (u64, u64, u64) {
+    let mut alpha = [0u8; 40];
+    let mut space = [0u8; 40];
+    let mut odd = [0u8; 40];
+    for (((a, s), o), &b) in alpha.iter_mut().zip(space.iter_mut()).zip(odd.iter_mut()).zip(bytes) {
+        let x = is_alpha(b);
+        *a = u8::from(x);
+        *s = u8::from(is_space(b));
+        *o = u8::from((x & (b.wrapping_sub(b'a') >= 26)) | (b == b'v') | (b == b'\\'));
+    }
+    (pack40(&alpha), pack40(&space), pack40(&odd))
+}
+
+/// Packs 40 0/1 flags into the bits of a word, flag `k` at bit `k`.
+#[inline(always)]
+fn pack40(flags: &[u8; 40]) -> u64 {
+    let mut out = 0;
+    for (k, word) in flags.chunks_exact(8).enumerate() {
+        let w = <[u8; 8]>::try_from(word).map_or(0, u64::from_le_bytes);
+        out |= (w.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * k);
+    }
+    out
+}
+
 /// Streaming search for base64 payloads in text.
 #[derive(Debug)]
 pub struct PayloadFinder {
@@ -558,6 +616,14 @@ pub struct PayloadFinder {
     run: Run,
     found: Option<Payload>,
     scratch: Vec<u8>,
+    /// Skimming: characters of the segment open at the current position,
+    /// up to [`HEAD`] (0 after anything else), and whether the last byte
+    /// skimmed may go on into a run.
+    skim_seg: u8,
+    skim_in: bool,
+    /// The stretch's last characters before a hand-over, the end of a piece
+    /// or the end of run mode.
+    hist: History,
 }
 
 impl Default for PayloadFinder {
@@ -576,6 +642,9 @@ impl PayloadFinder {
             run: Run::default(),
             found: None,
             scratch: Vec::with_capacity(MZ_HEADER_CHARS as usize),
+            skim_seg: 0,
+            skim_in: false,
+            hist: History::default(),
         }
     }
 
@@ -621,7 +690,7 @@ impl PayloadFinder {
         let mut i = 0;
         while i < data.len() && self.found.is_none() {
             i = match self.mode {
-                Mode::Scan => self.scan(data, i),
+                Mode::Scan => self.skim(data, i),
                 Mode::Segment => self.segment(data, i),
                 Mode::Gap => self.gap(data, i),
                 Mode::Pad => self.pad(data, i),
@@ -630,6 +699,10 @@ impl PayloadFinder {
                     self.escape(data, i, in_gap)
                 }
             };
+        }
+        if self.found.is_none() && self.mode == Mode::Scan && self.skim_in {
+            // The stretch goes on into the next piece.
+            self.hist = self.history(data, data.len());
         }
         self.pos += data.len() as u64;
     }
@@ -645,67 +718,254 @@ impl PayloadFinder {
         self.found
     }
 
-    /// Outside a run: finds the next stretch of bytes a run may hold (base64
-    /// characters, whitespace, backslashes) and starts a run there, unless
-    /// the stretch ends inside this piece with fewer than
-    /// [`MIN_PAYLOAD_CHARS`] base64 characters: no run inside it could hold
-    /// a payload. A stretch that reaches the end of the piece is followed,
-    /// since it may go on.
-    fn scan(&mut self, data: &[u8], from: usize) -> usize {
+    /// Outside run mode: proves, 32 bytes at a time, that no start can be
+    /// judged a payload, and hands the run over to run mode (which keeps
+    /// characters and judges them) where that proof fails: at a backslash
+    /// (an escape), at a start whose first two characters may be a
+    /// signature's ([`lead`]), at a `c3Rh` (tar), or where the next bytes lie
+    /// past the end of the piece. A lead needs a character that is not a
+    /// lowercase letter, or a `v` (`yv`, `zv`): those bytes, with digits and
+    /// backslashes, are the only ones looked at one by one.
+    fn skim(&mut self, data: &[u8], from: usize) -> usize {
         let mut i = from;
-        let mut start: Option<usize> = None;
-        let mut count = 0u64;
         while i < data.len() {
             let n = (data.len() - i).min(32);
-            let (alpha, material) = block_masks(&data[i..i + n]);
-            let valid = if n == 32 { u32::MAX } else { (1u32 << n) - 1 };
-            let mut at = 0u32;
-            loop {
-                if start.is_none() {
-                    let rest = (material & valid) >> at;
-                    if rest == 0 {
-                        break;
-                    }
-                    at += rest.trailing_zeros();
-                    start = Some(i + at as usize);
-                    count = 0;
-                }
-                let stop = (!material & valid) >> at;
-                if stop == 0 {
-                    count += u64::from((alpha >> at).count_ones());
-                    break;
-                }
-                let len = stop.trailing_zeros();
-                count += u64::from(((alpha >> at) & ((1u32 << len) - 1)).count_ones());
-                at += len;
-                if count >= MIN_PAYLOAD_CHARS {
-                    break;
-                }
-                // Too short, and over at the byte `at`, which no run holds.
-                start = None;
-                at += 1;
-                if at >= n as u32 {
+            // The block and the two bytes after it.
+            let ext = &data[i..(i + n + 2).min(data.len())];
+            let known = if ext.len() == 34 { u64::MAX >> 30 } else { (1u64 << ext.len()) - 1 };
+            let (alpha, space, odd) = skim_masks(ext);
+            let valid = (1u64 << n) - 1;
+            // Starts: the first four characters of every segment.
+            let prev_alpha = u64::from(self.skim_seg > 0);
+            let seg_start = alpha & !((alpha << 1) | prev_alpha);
+            let mut starts = seg_start | seg_start << 1 | seg_start << 2 | seg_start << 3;
+            if self.skim_seg > 0 && self.skim_seg < HEAD {
+                let go_on = u64::from(HEAD - self.skim_seg).min(u64::from(alpha.trailing_ones()));
+                starts |= (1 << go_on) - 1;
+            }
+            let starts = starts & alpha & valid;
+            // Starts whose pair may be a lead: an odd byte in it, a gap of
+            // two or more, or bytes not here yet.
+            let unknown = !known;
+            let check = starts
+                & (odd
+                    | (odd >> 1)
+                    | ((space >> 1) & (odd >> 2))
+                    | ((space >> 1) & (space >> 2))
+                    | (unknown >> 1)
+                    | ((space >> 1) & (unknown >> 2)));
+            // The first place in the block where the proof fails, if any:
+            // run mode takes over from the start of its segment, so every
+            // start before it has been tested here.
+            let mut trigger = None;
+            let mut odd_here = odd & valid;
+            while odd_here != 0 {
+                let q = i + odd_here.trailing_zeros() as usize;
+                odd_here &= odd_here - 1;
+                if data[q] == b'\\' || (data[q] == b'3' && self.tar_sta_at(data, q, from)) {
+                    trigger = Some(q);
                     break;
                 }
             }
-            if count >= MIN_PAYLOAD_CHARS
-                && let Some(s) = start
-            {
-                return self.begin(s);
+            let mut check = check;
+            while check != 0 {
+                let p = i + check.trailing_zeros() as usize;
+                check &= check - 1;
+                if trigger.is_some_and(|t| t < p) {
+                    break;
+                }
+                if may_lead(data, p) {
+                    trigger = Some(p);
+                    break;
+                }
             }
+            if let Some(t) = trigger {
+                return self.hand_over(data, segment_start(data, t, from));
+            }
+            // Where the block leaves off.
+            let not_alpha = !alpha & valid;
+            self.skim_seg = if not_alpha == 0 {
+                let carried = if prev_alpha == 1 { u64::from(self.skim_seg) } else { 0 };
+                (carried + n as u64).min(u64::from(HEAD)) as u8
+            } else {
+                let last = 63 - not_alpha.leading_zeros() as usize;
+                (n - 1 - last).min(usize::from(HEAD)) as u8
+            };
+            self.skim_in = (alpha | space) >> (n - 1) & 1 == 1;
             i += n;
         }
-        match start {
-            Some(s) => self.begin(s),
-            None => data.len(),
-        }
+        data.len()
     }
 
-    /// Starts a run with the stretch at `s`.
-    fn begin(&mut self, s: usize) -> usize {
+    /// Whether the `3` at `q` may be the `3` of `c3Rh` (whitespace between
+    /// allowed); a `c3Rh` cut by the end of the piece may be.
+    fn tar_sta_at(&self, data: &[u8], q: usize, floor: usize) -> bool {
+        let mut k = q;
+        let before = loop {
+            if k == floor {
+                break if self.hist.valid && self.hist.at == self.pos + floor as u64 {
+                    self.hist.chars.last().copied()
+                } else {
+                    None
+                };
+            }
+            match data[k - 1] {
+                b if is_space(b) => k -= 1,
+                b => break Some(b),
+            }
+        };
+        if before != Some(b'c') {
+            return false;
+        }
+        let mut k = q + 1;
+        for want in [b'R', b'h'] {
+            loop {
+                match data.get(k) {
+                    None => return true,
+                    Some(&b) if is_space(b) => k += 1,
+                    Some(&b) if b == want => {
+                        k += 1;
+                        break;
+                    }
+                    Some(_) => return false,
+                }
+            }
+        }
+        true
+    }
+
+    /// The stretch's characters before position `h` of this piece, with
+    /// which of them are starts and where each stands: the bytes this piece
+    /// holds back to the saved history's end, then the saved history (when
+    /// the stretch goes on into it), at most [`HISTORY`] characters.
+    fn history(&self, data: &[u8], h: usize) -> History {
+        let floor = if self.hist.valid && self.hist.at >= self.pos {
+            ((self.hist.at - self.pos) as usize).min(h)
+        } else {
+            0
+        };
+        let mut rev: Vec<(u8, u64, bool)> = Vec::new();
+        let mut k = h;
+        let mut reached_floor = false;
+        while rev.len() < HISTORY + usize::from(HEAD) {
+            if k == floor {
+                reached_floor = true;
+                break;
+            }
+            let b = data[k - 1];
+            if is_alpha(b) {
+                // Whether it begins a segment is known from the byte before.
+                let first = if k - 1 == floor {
+                    !(self.hist.valid && self.hist.at == self.pos + floor as u64 && self.hist.open > 0)
+                } else {
+                    !is_alpha(data[k - 2])
+                };
+                rev.push((b, self.pos + (k - 1) as u64, first));
+            } else if !is_space(b) {
+                break;
+            }
+            k -= 1;
+        }
+        let continued = reached_floor && self.hist.valid && self.hist.at == self.pos + floor as u64;
+        let mut out = History { valid: true, at: self.pos + h as u64, ..History::default() };
+        if continued {
+            out.chars.extend_from_slice(&self.hist.chars);
+            out.starts.extend_from_slice(&self.hist.starts);
+            out.pos.extend_from_slice(&self.hist.pos);
+        }
+        // Offsets within segments, forward. A segment cut off by the limit
+        // is too far back for its starts to matter.
+        let mut count: u8 = if continued { self.hist.open } else { HEAD };
+        for &(c, at, first) in rev.iter().rev() {
+            if first {
+                count = 0;
+            }
+            out.chars.push(c);
+            out.starts.push(count < HEAD);
+            out.pos.push(at);
+            count = count.saturating_add(1).min(HEAD);
+        }
+        let after_space = h > floor && !is_alpha(data[h - 1]);
+        out.open = if after_space || (rev.is_empty() && !continued) { 0 } else { count };
+        let excess = out.chars.len().saturating_sub(HISTORY);
+        out.chars.drain(..excess);
+        out.starts.drain(..excess);
+        out.pos.drain(..excess);
+        out
+    }
+
+    /// Hands the run over to run mode at position `h` of this piece (a
+    /// segment's start or a backslash), with the characters before it kept
+    /// as if run mode had read them: their starts have been through the
+    /// lead test, and the tar search looks at them again.
+    fn hand_over(&mut self, data: &[u8], h: usize) -> usize {
+        let hist = self.history(data, h);
         self.run.clear();
-        self.mode = Mode::Gap;
-        s
+        let run = &mut self.run;
+        for (k, ((&c, &start), &at)) in hist.chars.iter().zip(&hist.starts).zip(&hist.pos).enumerate() {
+            let x = k as u64;
+            if k == 0 || hist.pos[k - 1] + 1 != at {
+                run.segments.push_back((x, at));
+            }
+            if start {
+                run.mark(x);
+                run.keep_until = x + MAX_NEED;
+            }
+            run.window.push(normalize(c));
+        }
+        run.len = hist.chars.len() as u64;
+        run.filtered_to = run.len;
+        run.entered = run.len;
+        run.seg = hist.open;
+        self.mode = if hist.open > 0 { Mode::Segment } else { Mode::Gap };
+        self.hist = hist;
+        h
+    }
+
+    /// Whether run mode has nothing left to judge, so skimming can go on at
+    /// this gap: every start tested, no start waiting, the tar search
+    /// caught up and no `c3Rh` under way at the end.
+    fn idle(&mut self) -> bool {
+        let run = &mut self.run;
+        if run.len < run.entered + TRIM / 8
+            || run.filtered_to < run.ring_next
+            || !run.prefix.is_empty()
+            || !run.mz_header.is_empty()
+            || !run.mz_signature.is_empty()
+            || !run.tar.is_empty()
+        {
+            return false;
+        }
+        run.search_tar();
+        run.tar.is_empty() && ![&b"c"[..], b"c3", b"c3R"].iter().any(|t| run.window.ends_with(t))
+    }
+
+    /// Leaves run mode at the gap at position `i` of this piece, keeping
+    /// the run's last characters for the tar search of the skim.
+    fn leave_run(&mut self, i: usize, open: u8) -> usize {
+        let run = &self.run;
+        let mut hist = History { valid: true, at: self.pos + i as u64, open, ..History::default() };
+        let stored = run.base + run.window.len() as u64;
+        if stored == run.len {
+            let first = run.len.saturating_sub(HISTORY as u64).max(run.base);
+            hist.chars.extend_from_slice(run.chars_from(first));
+            let mut e = run.segments.iter().rposition(|s| s.0 <= first).unwrap_or(0);
+            for x in first..run.len {
+                while run.segments.get(e + 1).is_some_and(|s| s.0 <= x) {
+                    e += 1;
+                }
+                let (ix, at) = run.segments.get(e).copied().unwrap_or((x, 0));
+                hist.pos.push(at + (x - ix));
+                hist.starts.push(run.is_start(x));
+            }
+        }
+        // Characters not kept lie far past the last start: none is needed.
+        self.hist = hist;
+        self.run.clear();
+        self.mode = Mode::Scan;
+        self.skim_seg = 0;
+        self.skim_in = true;
+        i
     }
 
     /// Appends characters of the current segment, the first of which is at
@@ -839,6 +1099,9 @@ impl PayloadFinder {
         self.advance(true);
         self.run.clear();
         self.mode = Mode::Scan;
+        self.skim_seg = 0;
+        self.skim_in = false;
+        self.hist.valid = false;
     }
 
     fn segment(&mut self, data: &[u8], i: usize) -> usize {
@@ -853,8 +1116,12 @@ impl PayloadFinder {
                 i + 1
             }
             Class::Space => {
+                let open = self.run.seg;
                 self.mode = Mode::Gap;
                 self.run.seg = 0;
+                if self.idle() {
+                    return self.leave_run(i, open);
+                }
                 i + 1
             }
             Class::Backslash => self.escape(data, i + 1, false),
@@ -942,6 +1209,20 @@ mod tests {
 
     fn wrap(s: &str, width: usize, eol: &str) -> String {
         s.as_bytes().chunks(width).map(|c| std::str::from_utf8(c).unwrap()).collect::<Vec<_>>().join(eol)
+    }
+
+    #[test]
+    fn a_lead_needs_a_character_the_skim_looks_at() {
+        // The skim looks one by one only at base64 characters that are not
+        // lowercase letters, and at `v`: two lowercase letters are never a
+        // lead unless the second is a `v`.
+        for c0 in b'a'..=b'z' {
+            for c1 in b'a'..=b'z' {
+                assert!(!lead(c0, c1) || c1 == b'v', "{}{}", c0 as char, c1 as char);
+            }
+        }
+        assert!(lead(b'f', b'0') && lead(b'T', b'V') && lead(b'U', b'E') && lead(b'y', b'v'));
+        assert!(!lead(b'T', b'h') && !lead(b'A', b'n'));
     }
 
     #[test]
