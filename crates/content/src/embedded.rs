@@ -34,16 +34,22 @@
 //! and, for `MZ`, the header it points to. A start is decoded only if its
 //! first two characters can begin a signature ([`magic::payload_lead`], one
 //! table lookup), and is looked at for tar only where `c3Rh` stands 344
-//! characters after it (the run's kept characters are searched for it a
-//! block at a time). Starts waiting for characters sit in queues ordered by
-//! when they are due, so every start costs a constant amount of work.
+//! characters after it. Starts waiting for characters sit in queues ordered
+//! by when they are due, so every start costs a constant amount of work.
 //!
-//! Text outside runs is classified 32 bytes at a time. A stretch of base64
-//! characters, whitespace and backslashes that ends inside the current
-//! piece and holds fewer than [`MIN_PAYLOAD_CHARS`] base64 characters is
-//! skipped without being followed: most of ordinary prose never starts a
-//! run. The finder is linear in the input, with a small constant, whatever
-//! the input does, and keeps at most a few KiB per run.
+//! Two modes read the text. *Run mode* keeps a run's characters (at most a
+//! few KiB, reused from run to run), marks its starts, tests and queues
+//! them, and searches the kept characters for `c3Rh` a block at a time.
+//! The *skim* reads everything else 32 bytes at a time and keeps nothing:
+//! two lowercase letters never begin a signature unless the second is a
+//! `v`, so it looks one by one only at the few other base64 characters of
+//! ordinary text (capitals, digits, `+ - / _`, `v`) and at backslashes. It
+//! hands over to run mode, with the run's last 352 characters and which of
+//! them are starts (for a `c3Rh` still to come), at the segment of a start
+//! whose pair may be a lead, of a `3` that may be part of `c3Rh`, of an
+//! escape, or of a block dense with such characters (base64 itself). Run
+//! mode hands back at a gap between short segments once nothing waits. The
+//! finder is linear in the input whatever the input does.
 //!
 //! Limits, on purpose: a payload must be at least [`MIN_PAYLOAD_CHARS`]
 //! characters long (an 18-byte "executable" runs nothing); ISO images
@@ -85,6 +91,11 @@ const RING_BITS: u64 = RING_WORDS as u64 * 64;
 /// The kept characters are searched for `c3Rh` once this many wait, and at
 /// the end of a run.
 const TAR_BATCH: u64 = 256;
+/// Run mode goes on for at least this many characters once it takes over,
+/// and hands back to the skim only after a segment shorter than
+/// `LONG_SEGMENT` (prose, not a line of base64).
+const STAY: u64 = 128;
+const LONG_SEGMENT: u64 = 16;
 /// Kept characters that no start needs any more are dropped once there are
 /// this many.
 const TRIM: u64 = 4096;
@@ -150,6 +161,31 @@ static LEAD: [u64; 64] = {
             v1 += 1;
         }
         v0 += 1;
+    }
+    t
+};
+
+/// Bit 0: the character can be the first of a lead; bit 1: the second.
+static LEAD_ROLE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        let alpha = matches!(c, b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/' | b'-' | b'_');
+        if alpha {
+            let v = VALUE[b] as usize;
+            if LEAD[v] != 0 {
+                t[b] |= 1;
+            }
+            let mut v0 = 0;
+            while v0 < 64 {
+                if LEAD[v0] >> v & 1 == 1 {
+                    t[b] |= 2;
+                }
+                v0 += 1;
+            }
+        }
+        b += 1;
     }
     t
 };
@@ -362,7 +398,7 @@ fn judge(chars: &[u8], complete: bool, stage: Stage, scratch: &mut Vec<u8>) -> J
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    /// Outside any run: classify blocks, skip stretches too short to matter.
+    /// Skimming: nothing kept, nothing waiting (see `skim`).
     Scan,
     /// Inside a segment of the current run.
     Segment,
@@ -412,6 +448,8 @@ struct Run {
     tar: VecDeque<u64>,
     /// The run length when run mode took over: it keeps going a while.
     entered: u64,
+    /// Characters of the current segment (0 between segments).
+    seg_len: u64,
 }
 
 impl Default for Run {
@@ -432,6 +470,7 @@ impl Default for Run {
             mz_signature: BinaryHeap::new(),
             tar: VecDeque::new(),
             entered: 0,
+            seg_len: 0,
         }
     }
 }
@@ -455,6 +494,7 @@ impl Run {
         self.mz_signature.clear();
         self.tar.clear();
         self.entered = 0;
+        self.seg_len = 0;
     }
 
     /// Marks run index `x` as a start; starts come in increasing order.
@@ -463,8 +503,14 @@ impl Run {
             if x - self.ring_next >= RING_BITS {
                 self.ring = [0; RING_WORDS];
             } else {
-                for k in self.ring_next..x {
-                    self.ring[(k / 64 % RING_WORDS as u64) as usize] &= !(1 << (k % 64));
+                // Clears the bits of `ring_next..x`, a word at a time.
+                let mut k = self.ring_next;
+                while k < x {
+                    let low = k % 64;
+                    let width = (64 - low).min(x - k);
+                    let bits = if width == 64 { u64::MAX } else { ((1u64 << width) - 1) << low };
+                    self.ring[(k / 64 % RING_WORDS as u64) as usize] &= !bits;
+                    k += width;
                 }
             }
             self.ring_next = x + 1;
@@ -564,6 +610,21 @@ fn segment_start(data: &[u8], mut q: usize, floor: usize) -> usize {
     q
 }
 
+/// Whether the base64 character at `q` is among the first [`HEAD`] of its
+/// segment; `open` characters of it came before `floor`.
+fn start_at(data: &[u8], q: usize, floor: usize, open: u8) -> bool {
+    let mut k = q;
+    let mut before = 0u8;
+    while before < HEAD && k > floor && is_alpha(data[k - 1]) {
+        k -= 1;
+        before += 1;
+    }
+    if k == floor && before < HEAD {
+        before = before.saturating_add(open);
+    }
+    before < HEAD
+}
+
 /// Whether the start at `p` and the next character may be a lead (or the
 /// next character is not in this piece, or is escaped).
 fn may_lead(data: &[u8], p: usize) -> bool {
@@ -578,32 +639,27 @@ fn may_lead(data: &[u8], p: usize) -> bool {
     }
 }
 
-/// Bit masks of up to 40 bytes: base64 characters, whitespace, and the
-/// bytes looked at one by one (base64 characters other than lowercase
-/// letters, `v`, backslashes).
+/// Bytes the skim looks at one by one: base64 characters that are not
+/// lowercase letters, `v`, and backslashes. A superset, for fewer compares
+/// (so the block scan vectorizes): all of `0`..=`_` (digits, capitals,
+/// `:;<=>?@[\]^`) and `+ - /` and `v`.
 #[inline(always)]
-fn skim_masks(bytes: &[u8]) -> (u64, u64, u64) {
-    let mut alpha = [0u8; 40];
-    let mut space = [0u8; 40];
-    let mut odd = [0u8; 40];
-    for (((a, s), o), &b) in alpha.iter_mut().zip(space.iter_mut()).zip(odd.iter_mut()).zip(bytes) {
-        let x = is_alpha(b);
-        *a = u8::from(x);
-        *s = u8::from(is_space(b));
-        *o = u8::from((x & (b.wrapping_sub(b'a') >= 26)) | (b == b'v') | (b == b'\\'));
-    }
-    (pack40(&alpha), pack40(&space), pack40(&odd))
+fn is_odd(b: u8) -> bool {
+    (b.wrapping_sub(b'0') < 0x30) | ((b.wrapping_sub(0x2b) < 5) & (b & 1 == 1)) | (b == b'v')
 }
 
-/// Packs 40 0/1 flags into the bits of a word, flag `k` at bit `k`.
+/// More odd bytes than this in 32 make the skim hand over to run mode:
+/// base64 itself, which run mode reads a segment at a time.
+const DENSE: u32 = 12;
+
+/// The odd bytes of 32, as bits.
 #[inline(always)]
-fn pack40(flags: &[u8; 40]) -> u64 {
-    let mut out = 0;
-    for (k, word) in flags.chunks_exact(8).enumerate() {
-        let w = <[u8; 8]>::try_from(word).map_or(0, u64::from_le_bytes);
-        out |= (w.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * k);
+fn odd_mask(block: &[u8; 32]) -> u32 {
+    let mut flags = [0u8; 32];
+    for (f, &b) in flags.iter_mut().zip(block) {
+        *f = u8::from(is_odd(b));
     }
-    out
+    pack(&flags)
 }
 
 /// Streaming search for base64 payloads in text.
@@ -720,81 +776,95 @@ impl PayloadFinder {
 
     /// Outside run mode: proves, 32 bytes at a time, that no start can be
     /// judged a payload, and hands the run over to run mode (which keeps
-    /// characters and judges them) where that proof fails: at a backslash
-    /// (an escape), at a start whose first two characters may be a
-    /// signature's ([`lead`]), at a `c3Rh` (tar), or where the next bytes lie
-    /// past the end of the piece. A lead needs a character that is not a
-    /// lowercase letter, or a `v` (`yv`, `zv`): those bytes, with digits and
-    /// backslashes, are the only ones looked at one by one.
+    /// characters and judges them) where that proof fails.
+    ///
+    /// The proof rests on [`lead`]: two lowercase letters never begin a
+    /// signature unless the second is a `v`. So only *odd* bytes are looked
+    /// at one by one: base64 characters that are not lowercase letters, `v`,
+    /// and backslashes. Run mode takes over at an odd byte's segment when it
+    /// is a start whose pair may be a lead, or the second character of such
+    /// a pair; at a `3` that may be the `3` of `c3Rh` (tar, 344 characters
+    /// after a start); at a backslash (an escape); and at a block dense with
+    /// odd bytes (base64 itself), which run mode reads faster.
     fn skim(&mut self, data: &[u8], from: usize) -> usize {
+        let entry_seg = self.skim_seg;
         let mut i = from;
         while i < data.len() {
-            let n = (data.len() - i).min(32);
-            // The block and the two bytes after it.
-            let ext = &data[i..(i + n + 2).min(data.len())];
-            let known = if ext.len() == 34 { u64::MAX >> 30 } else { (1u64 << ext.len()) - 1 };
-            let (alpha, space, odd) = skim_masks(ext);
-            let valid = (1u64 << n) - 1;
-            // Starts: the first four characters of every segment.
-            let prev_alpha = u64::from(self.skim_seg > 0);
-            let seg_start = alpha & !((alpha << 1) | prev_alpha);
-            let mut starts = seg_start | seg_start << 1 | seg_start << 2 | seg_start << 3;
-            if self.skim_seg > 0 && self.skim_seg < HEAD {
-                let go_on = u64::from(HEAD - self.skim_seg).min(u64::from(alpha.trailing_ones()));
-                starts |= (1 << go_on) - 1;
-            }
-            let starts = starts & alpha & valid;
-            // Starts whose pair may be a lead: an odd byte in it, a gap of
-            // two or more, or bytes not here yet.
-            let unknown = !known;
-            let check = starts
-                & (odd
-                    | (odd >> 1)
-                    | ((space >> 1) & (odd >> 2))
-                    | ((space >> 1) & (space >> 2))
-                    | (unknown >> 1)
-                    | ((space >> 1) & (unknown >> 2)));
-            // The first place in the block where the proof fails, if any:
-            // run mode takes over from the start of its segment, so every
-            // start before it has been tested here.
-            let mut trigger = None;
-            let mut odd_here = odd & valid;
-            while odd_here != 0 {
-                let q = i + odd_here.trailing_zeros() as usize;
-                odd_here &= odd_here - 1;
-                if data[q] == b'\\' || (data[q] == b'3' && self.tar_sta_at(data, q, from)) {
-                    trigger = Some(q);
-                    break;
+            let end = (i + 32).min(data.len());
+            let mut odd = match data.get(i..i + 32).and_then(|b| <&[u8; 32]>::try_from(b).ok()) {
+                Some(block) => odd_mask(block),
+                None => {
+                    let mut tail = [b'a'; 32];
+                    tail[..end - i].copy_from_slice(&data[i..end]);
+                    odd_mask(&tail)
                 }
-            }
-            let mut check = check;
-            while check != 0 {
-                let p = i + check.trailing_zeros() as usize;
-                check &= check - 1;
-                if trigger.is_some_and(|t| t < p) {
-                    break;
-                }
-                if may_lead(data, p) {
-                    trigger = Some(p);
-                    break;
-                }
-            }
-            if let Some(t) = trigger {
-                return self.hand_over(data, segment_start(data, t, from));
-            }
-            // Where the block leaves off.
-            let not_alpha = !alpha & valid;
-            self.skim_seg = if not_alpha == 0 {
-                let carried = if prev_alpha == 1 { u64::from(self.skim_seg) } else { 0 };
-                (carried + n as u64).min(u64::from(HEAD)) as u8
-            } else {
-                let last = 63 - not_alpha.leading_zeros() as usize;
-                (n - 1 - last).min(usize::from(HEAD)) as u8
             };
-            self.skim_in = (alpha | space) >> (n - 1) & 1 == 1;
-            i += n;
+            let mut seen = 0;
+            while odd != 0 {
+                let q = i + odd.trailing_zeros() as usize;
+                odd &= odd - 1;
+                seen += 1;
+                // Every odd byte before this one has been looked at.
+                if seen > DENSE && (is_alpha(data[q]) || data[q] == b'\\') {
+                    return self.hand_over(data, segment_start(data, q, from));
+                }
+                if self.odd_needs_run_mode(data, q, from, entry_seg) {
+                    return self.hand_over(data, segment_start(data, q, from));
+                }
+            }
+            i = end;
         }
+        // Where the piece leaves off, for the next one.
+        let mut k = data.len();
+        let mut open = 0u8;
+        while open < HEAD && k > from && is_alpha(data[k - 1]) {
+            k -= 1;
+            open += 1;
+        }
+        if k == from && open < HEAD {
+            open = (open + entry_seg).min(HEAD);
+        }
+        self.skim_seg = open;
+        self.skim_in =
+            data.last().is_some_and(|&b| is_alpha(b) || is_space(b)) || (from == data.len() && self.skim_in);
         data.len()
+    }
+
+    /// Whether the odd byte at `q` (see [`skim`](Self::skim)) needs run mode.
+    fn odd_needs_run_mode(&self, data: &[u8], q: usize, from: usize, entry_seg: u8) -> bool {
+        let b = data[q];
+        if b == b'\\' {
+            return true;
+        }
+        if !is_alpha(b) {
+            return false;
+        }
+        if b == b'3' && self.tar_sta_at(data, q, from) {
+            return true;
+        }
+        let role = LEAD_ROLE[usize::from(b)];
+        // As the first character of a pair.
+        if role & 1 == 1 && start_at(data, q, from, entry_seg) && may_lead(data, q) {
+            return true;
+        }
+        if role & 2 == 0 {
+            return false;
+        }
+        // As the second: the character before it, if that is a start.
+        let mut k = q;
+        while k > from && is_space(data[k - 1]) {
+            k -= 1;
+        }
+        if k == from {
+            // Before `from`: the previous piece (its history says), or run
+            // mode, which leaves only after testing every start it read.
+            let continued = self.hist.valid && self.hist.at == self.pos + from as u64;
+            return continued
+                && self.hist.starts.last() == Some(&true)
+                && self.hist.chars.last().is_some_and(|&c| lead(c, b));
+        }
+        let p = k - 1;
+        is_alpha(data[p]) && lead(data[p], b) && start_at(data, p, from, entry_seg)
     }
 
     /// Whether the `3` at `q` may be the `3` of `c3Rh` (whitespace between
@@ -914,7 +984,9 @@ impl PayloadFinder {
             run.window.push(normalize(c));
         }
         run.len = hist.chars.len() as u64;
-        run.filtered_to = run.len;
+        // Every kept start has been through the lead test but the last
+        // character's, whose pair is still to come.
+        run.filtered_to = run.len.saturating_sub(1);
         run.entered = run.len;
         run.seg = hist.open;
         self.mode = if hist.open > 0 { Mode::Segment } else { Mode::Gap };
@@ -927,7 +999,10 @@ impl PayloadFinder {
     /// caught up and no `c3Rh` under way at the end.
     fn idle(&mut self) -> bool {
         let run = &mut self.run;
-        if run.len < run.entered + TRIM / 8
+        // Not on the lines of a base64 block (skimming them would hand
+        // them straight back), nor right after taking over.
+        if run.seg_len >= LONG_SEGMENT
+            || run.len < run.entered + STAY
             || run.filtered_to < run.ring_next
             || !run.prefix.is_empty()
             || !run.mz_header.is_empty()
@@ -981,6 +1056,10 @@ impl PayloadFinder {
             }
             run.segments.push_back((run.len, at));
         }
+        if run.seg == 0 {
+            run.seg_len = 0;
+        }
+        run.seg_len += n;
         let head = u64::from(HEAD - run.seg).min(n);
         if head > 0 {
             if run.len > run.base + run.window.len() as u64 {
