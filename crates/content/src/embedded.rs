@@ -5,35 +5,60 @@
 //!
 //! Text is cut into *segments*: maximal stretches of base64 characters (both
 //! alphabets, `A-Z a-z 0-9 + / - _`; in JSON strings `\/` counts as `/`). A
-//! *run* is a segment followed by further segments that each begin a new line
-//! — a line break (LF, CRLF, or the JSON escapes `\n` and `\r\n`) with only
-//! blanks around it. That is how PEM (64 columns), MIME (76 columns), YAML
-//! block scalars and JSON-escaped blobs wrap base64. Padding (`=`) ends a
-//! run, as does a blank line or any other character.
+//! *run* is a segment followed by further segments with only whitespace
+//! between them, of any kind and length: ASCII space, tab, LF, CR, VT and
+//! FF (the whitespace bytes the text rules accept) and the JSON escapes
+//! `\n`, `\r`, `\t` and `\f`. Whitespace is skipped, not read: a payload
+//! wrapped at 64 or 76 columns (PEM, MIME), at 1 to 7 characters a line, in
+//! groups of 4 split by spaces or 8 split by tabs, indented as a YAML block
+//! scalar, with CRLF or blank lines, or with any mix of these, is the same
+//! run as the unbroken base64. Padding (`=`) ends a run, as does any other
+//! byte: punctuation, quote markers such as `>`, commas, non-ASCII
+//! characters (a no-break space included), and other backslash escapes.
+//! Those separators are out of scope: each would also join the words of
+//! ordinary text into runs that only look longer.
 //!
-//! A payload may begin at the start of a run, or at the start of any of its
-//! lines. At a run's start the decoder also tries the next three characters,
-//! so junk glued in front cannot shift the 4-character groups out of
-//! alignment; the run itself may start at any byte offset of the text. A
-//! signature counts only at the start of a payload: random bytes that
-//! contain `PK` or `MZ` somewhere inside stay harmless.
+//! A payload may begin at any of the first four characters of a segment:
+//! at the segment's start, or behind up to three characters of junk glued
+//! in front, which would otherwise shift the 4-character groups out of
+//! alignment. The run itself may start at any byte offset of the text. A
+//! signature counts only at such a start: random bytes that contain `PK` or
+//! `MZ` somewhere inside stay harmless, and so does ordinary text, whose
+//! words form runs too (see below).
 //!
 //! # Bounded work
 //!
 //! Each start is judged from at most a few hundred characters: the first 16
-//! (every signature in [`magic::payload_prefix`]), characters 340..356 (tar's
-//! `ustar` at decoded offset 257) and, for `MZ`, the header it points to.
-//! Only those slices are decoded. Text outside long segments is skipped
-//! eight bytes at a time, so the finder is linear in the input, with a small
-//! constant, whatever the input does.
+//! (every signature in [`magic::payload_prefix`]), characters 344..348
+//! (`c3Rh`, the `sta` of tar's `ustar` at decoded offset 257; then 340..356)
+//! and, for `MZ`, the header it points to. A start is decoded only if its
+//! first two characters can begin a signature ([`magic::payload_lead`], one
+//! table lookup), and is looked at for tar only where `c3Rh` stands 344
+//! characters after it. Starts waiting for characters sit in queues ordered
+//! by when they are due, so every start costs a constant amount of work.
+//!
+//! Two modes read the text. *Run mode* keeps a run's characters (at most a
+//! few KiB, reused from run to run), marks its starts, tests and queues
+//! them, and searches the kept characters for `c3Rh` a block at a time.
+//! The *skim* reads everything else 32 bytes at a time and keeps nothing:
+//! two lowercase letters never begin a signature unless the second is a
+//! `v`, so it looks one by one only at the few other base64 characters of
+//! ordinary text (capitals, digits, `+ - / _`, `v`) and at backslashes. It
+//! hands over to run mode, with the run's last 352 characters and which of
+//! them are starts (for a `c3Rh` still to come), at the segment of a start
+//! whose pair may be a lead, of a `3` that may be part of `c3Rh`, of an
+//! escape, or of a block dense with such characters (base64 itself). Run
+//! mode hands back at a gap between short segments once nothing waits. The
+//! finder is linear in the input whatever the input does.
 //!
 //! Limits, on purpose: a payload must be at least [`MIN_PAYLOAD_CHARS`]
-//! characters long (an 18-byte "executable" runs nothing); lines narrower
-//! than 15 characters are not followed; ISO images (signature at 32 KiB),
-//! binary cpio and ARJ (two-byte magics) are not looked for inside text;
-//! base64 nested inside base64 is not decoded twice.
+//! characters long (an 18-byte "executable" runs nothing); ISO images
+//! (signature at 32 KiB), binary cpio and ARJ (two-byte magics) are not
+//! looked for inside text; base64 nested inside base64 is not decoded
+//! twice; a separator other than whitespace (above) ends a run.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use base64::Engine;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
@@ -47,26 +72,40 @@ pub const MIN_PAYLOAD_CHARS: u64 = 24;
 const PREFIX_CHARS: u64 = 16;
 /// Characters that hold decoded bytes 255..267, where tar's magic lives.
 const TAR_CHARS: std::ops::Range<usize> = 340..356;
+/// Where the characters of decoded bytes 258..261 begin: `sta` of `ustar`,
+/// always spelled `c3Rh`.
+const TAR_STA_AT: u64 = 344;
+const TAR_STA: &[u8; 4] = b"c3Rh";
 /// Characters that hold an `MZ` header's first 66 bytes.
 const MZ_HEADER_CHARS: u64 = 88;
 /// Farthest any check reads; beyond it an `MZ` payload is judged unconfirmed.
 const MAX_NEED: u64 = 1400;
-/// Bytes of earlier input kept to find a short first line of a wrapped block.
-const LOOKBACK: usize = 64;
 /// The text is judged in pieces of this many bytes, cut at fixed offsets.
 pub const PIECE: usize = 64 * 1024;
-/// The block size of the skip loop: every segment of 15 or more characters
-/// contains a whole block.
-const BLOCK: usize = 8;
+/// How many characters at the start of a segment may begin a payload.
+const HEAD: u8 = 4;
+/// Starts remembered for the tar search, as bits by run index: more than
+/// the 344 characters it looks back, plus a batch.
+const RING_WORDS: usize = 32;
+const RING_BITS: u64 = RING_WORDS as u64 * 64;
+/// The kept characters are searched for `c3Rh` once this many wait, and at
+/// the end of a run.
+const TAR_BATCH: u64 = 256;
+/// Run mode goes on for at least this many characters once it takes over,
+/// and hands back to the skim only after a segment shorter than
+/// `LONG_SEGMENT` (prose, not a line of base64).
+const STAY: u64 = 128;
+const LONG_SEGMENT: u64 = 16;
+/// Kept characters that no start needs any more are dropped once there are
+/// this many.
+const TRIM: u64 = 4096;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Class {
     Other,
     Alpha,
     Pad,
-    Lf,
-    Cr,
-    Blank,
+    Space,
     Backslash,
 }
 
@@ -78,9 +117,7 @@ static CLASS: [Class; 256] = {
         t[b] = match c {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/' | b'-' | b'_' => Class::Alpha,
             b'=' => Class::Pad,
-            b'\n' => Class::Lf,
-            b'\r' => Class::Cr,
-            b' ' | b'\t' => Class::Blank,
+            b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' => Class::Space,
             b'\\' => Class::Backslash,
             _ => Class::Other,
         };
@@ -88,6 +125,76 @@ static CLASS: [Class; 256] = {
     }
     t
 };
+
+/// The 6-bit value of a base64 character of either alphabet.
+static VALUE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut v = 0;
+    while v < 64 {
+        let c = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[v];
+        t[c as usize] = v as u8;
+        v += 1;
+    }
+    t[b'-' as usize] = 62;
+    t[b'_' as usize] = 63;
+    t
+};
+
+/// Bit `v1` of `LEAD[v0]`: characters of values `v0 v1` can begin a
+/// signature (see [`magic::payload_lead`]); they spell the first byte and
+/// the high half of the second.
+static LEAD: [u64; 64] = {
+    let mut t = [0u64; 64];
+    let mut v0 = 0;
+    while v0 < 64 {
+        let mut v1 = 0;
+        while v1 < 64 {
+            let b0 = ((v0 << 2) | (v1 >> 4)) as u8;
+            let mut low = 0;
+            while low < 16 {
+                let b1 = (((v1 & 15) << 4) | low) as u8;
+                if magic::payload_lead(b0, b1) {
+                    t[v0] |= 1 << v1;
+                }
+                low += 1;
+            }
+            v1 += 1;
+        }
+        v0 += 1;
+    }
+    t
+};
+
+/// Bit 0: the character can be the first of a lead; bit 1: the second.
+static LEAD_ROLE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        let alpha = matches!(c, b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/' | b'-' | b'_');
+        if alpha {
+            let v = VALUE[b] as usize;
+            if LEAD[v] != 0 {
+                t[b] |= 1;
+            }
+            let mut v0 = 0;
+            while v0 < 64 {
+                if LEAD[v0] >> v & 1 == 1 {
+                    t[b] |= 2;
+                }
+                v0 += 1;
+            }
+        }
+        b += 1;
+    }
+    t
+};
+
+/// Whether two base64 characters can begin a signature.
+#[inline(always)]
+fn lead(c0: u8, c1: u8) -> bool {
+    LEAD[usize::from(VALUE[usize::from(c0)])] >> VALUE[usize::from(c1)] & 1 == 1
+}
 
 #[inline(always)]
 fn is_alpha(b: u8) -> bool {
@@ -98,6 +205,12 @@ fn is_alpha(b: u8) -> bool {
         | (b.wrapping_sub(b'0') < 10)
         | ((b.wrapping_sub(0x2b) < 5) & (b & 1 == 1))
         | (b == b'_')
+}
+
+/// Space, and tab through CR (tab, LF, VT, FF, CR), as compares only.
+#[inline(always)]
+fn is_space(b: u8) -> bool {
+    (b == b' ') | (b.wrapping_sub(b'\t') < 5)
 }
 
 /// The end of the stretch of base64 characters starting at `i`, 32 bytes
@@ -118,60 +231,51 @@ fn alpha_run_end(data: &[u8], mut i: usize) -> usize {
     data[i..].iter().position(|&b| !is_alpha(b)).map_or(data.len(), |n| i + n)
 }
 
-/// Where the segment ending before `end` begins, not before `from`; a JSON
-/// escaped slash (`\/`) belongs to the segment.
-fn walk_back(data: &[u8], end: usize, from: usize) -> usize {
-    let mut s = end;
-    while s > from {
-        let escaped_slash = data[s - 1] == b'\\' && data.get(s) == Some(&b'/');
-        if CLASS[data[s - 1] as usize] != Class::Alpha && !escaped_slash {
-            break;
-        }
-        s -= 1;
-    }
-    s
-}
-
-/// 0/1 flags for 32 bytes: a fixed-size map that compiles to vector compares.
+/// Whether 32 bytes are all base64 characters: 0/1 flags in a fixed-size
+/// map, which compiles to vector compares.
 #[inline(always)]
-fn alpha_flags(block: &[u8]) -> [u8; 32] {
+fn all_alpha_32(block: &[u8]) -> bool {
     let mut flags = [0u8; 32];
     for (f, &b) in flags.iter_mut().zip(block) {
         *f = u8::from(is_alpha(b));
     }
-    flags
-}
-
-/// Whether 32 bytes are all base64 characters.
-#[inline(always)]
-fn all_alpha_32(block: &[u8]) -> bool {
-    let flags = alpha_flags(block);
     let words = flags.chunks_exact(8).map(|w| <[u8; 8]>::try_from(w).map_or(0, u64::from_le_bytes));
     words.fold(u64::MAX, |acc, w| acc & w) == 0x0101_0101_0101_0101
 }
 
-/// The start of the first 8-byte block at `from + 8k` made only of base64
-/// characters. Works 32 bytes at a time on 0/1 flags, which compiles to
-/// vector compares; every segment of 15 or more characters after `from`
-/// contains such a block.
-fn next_alpha_block(data: &[u8], mut from: usize) -> Option<usize> {
-    const ALL: u64 = 0x0101_0101_0101_0101;
-    while let Some(block) = data.get(from..from + 32) {
-        let flags = alpha_flags(block);
-        for (k, word) in flags.chunks_exact(8).enumerate() {
-            if <[u8; 8]>::try_from(word).map(u64::from_le_bytes).ok() == Some(ALL) {
-                return Some(from + 8 * k);
+/// Packs 32 0/1 flags into the bits of a word, flag `k` at bit `k`.
+#[inline(always)]
+fn pack(flags: &[u8; 32]) -> u32 {
+    let mut out = 0;
+    for (k, word) in flags.chunks_exact(8).enumerate() {
+        let w = <[u8; 8]>::try_from(word).map_or(0, u64::from_le_bytes);
+        // Gathers bit 0 of each byte into the top byte (no carries: every
+        // product lands on a bit of its own).
+        out |= ((w.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32) << (8 * k);
+    }
+    out
+}
+
+/// Where `c3Rh` begins in `hay`, in order: blocks of 32 bytes are searched
+/// for its `3`, which is rare.
+fn find_tar_sta(hay: &[u8], mut found: impl FnMut(usize)) {
+    let mut k = 0;
+    while k + 1 < hay.len() {
+        let block = &hay[k..(k + 32).min(hay.len())];
+        let mut flags = [0u8; 32];
+        for (f, &b) in flags.iter_mut().zip(block) {
+            *f = u8::from(b == b'3');
+        }
+        let mut threes = pack(&flags);
+        while threes != 0 {
+            let j = k + threes.trailing_zeros() as usize;
+            threes &= threes - 1;
+            if j >= 1 && hay.get(j - 1..j + 3) == Some(&TAR_STA[..]) {
+                found(j - 1);
             }
         }
-        from += 32;
+        k += 32;
     }
-    while let Some(block) = data.get(from..from + BLOCK) {
-        if block.iter().all(|&b| is_alpha(b)) {
-            return Some(from);
-        }
-        from += BLOCK;
-    }
-    None
 }
 
 /// Maps the URL-safe alphabet onto the standard one.
@@ -218,13 +322,6 @@ enum Stage {
     MzSignature { from: u64, to: u64, at: usize },
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Candidate {
-    /// Index into the run's characters.
-    index: u64,
-    stage: Stage,
-}
-
 enum Judged {
     Payload(Kind),
     Harmless,
@@ -244,7 +341,9 @@ fn judge(chars: &[u8], complete: bool, stage: Stage, scratch: &mut Vec<u8>) -> J
             match magic::payload_prefix(scratch) {
                 Some(PayloadPrefix::Kind(kind)) => Judged::Payload(kind),
                 Some(PayloadPrefix::Mz) => judge(chars, complete, Stage::MzHeader, scratch),
-                None => judge(chars, complete, Stage::Tar, scratch),
+                // Tar has no signature at the start: it is looked for by
+                // the `c3Rh` search.
+                None => Judged::Harmless,
             }
         }
         Stage::Tar => {
@@ -299,74 +398,268 @@ fn judge(chars: &[u8], complete: bool, stage: Stage, scratch: &mut Vec<u8>) -> J
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    /// Outside any run: skip ahead block by block.
+    /// Skimming: nothing kept, nothing waiting (see `skim`).
     Scan,
     /// Inside a segment of the current run.
     Segment,
-    /// After a segment: blanks, then a line break, may lead to the next line.
-    Gap { newline: bool },
+    /// Inside a run, between segments: whitespace.
+    Gap,
     /// After padding: the run is over once the padding ends.
     Pad,
     /// A backslash ended the previous input; its meaning depends on the next byte.
-    Escape { in_gap: bool, newline: bool },
+    Escape { in_gap: bool },
 }
+
+/// A start waiting for the character that decides its `MZ` header:
+/// (due, run index, first and end character to decode, byte offset).
+type MzWait = Reverse<(u64, u64, u64, u64, usize)>;
 
 #[derive(Debug)]
 struct Run {
+    /// Characters in the run so far.
     len: u64,
-    /// Where recent segments begin: (run index, input position). A
-    /// candidate's offset is found through it, since line breaks sit between
-    /// run characters.
+    /// Characters of the current segment so far, up to [`HEAD`]; 0 between
+    /// segments.
+    seg: u8,
+    /// Where segments begin: (run index, input position). A start's offset
+    /// is found through it, since whitespace sits between run characters.
     segments: VecDeque<(u64, u64)>,
     /// Normalized characters of the run from index `base` on, kept while a
-    /// candidate still needs them.
+    /// start may still need them.
     window: Vec<u8>,
     base: u64,
-    pending: VecDeque<Candidate>,
-    /// The run length at which the first pending candidate can be judged.
-    next_due: u64,
+    /// Characters from this index on are not kept: no start reads them.
+    keep_until: u64,
+    /// Which run indexes are starts, as bits (index modulo [`RING_BITS`]);
+    /// valid below `ring_next`, for the last [`RING_BITS`] indexes.
+    ring: [u64; RING_WORDS],
+    ring_next: u64,
+    /// Starts below this index have been through the lead test.
+    filtered_to: u64,
+    /// Places below this index have been searched for `c3Rh`.
+    tar_from: u64,
+    /// Starts that passed the lead test, waiting for their first characters.
+    prefix: VecDeque<u64>,
+    /// `MZ` starts waiting for their header.
+    mz_header: VecDeque<u64>,
+    /// `MZ` starts waiting for the signature their header points to, by due.
+    mz_signature: BinaryHeap<MzWait>,
+    /// Starts with `c3Rh` at 344, waiting for characters 340..356.
+    tar: VecDeque<u64>,
+    /// The run length when run mode took over: it keeps going a while.
+    entered: u64,
+    /// Characters of the current segment (0 between segments).
+    seg_len: u64,
 }
 
 impl Default for Run {
     fn default() -> Self {
         Self {
             len: 0,
+            seg: 0,
             segments: VecDeque::new(),
             window: Vec::new(),
             base: 0,
-            pending: VecDeque::new(),
-            next_due: u64::MAX,
+            keep_until: 0,
+            ring: [0; RING_WORDS],
+            ring_next: 0,
+            filtered_to: 0,
+            tar_from: 0,
+            prefix: VecDeque::new(),
+            mz_header: VecDeque::new(),
+            mz_signature: BinaryHeap::new(),
+            tar: VecDeque::new(),
+            entered: 0,
+            seg_len: 0,
         }
     }
 }
 
 impl Run {
+    /// Ready for a new run. Cleared, not replaced: text whose words form
+    /// many short runs must not allocate per run.
     fn clear(&mut self) {
         self.len = 0;
-        self.base = 0;
+        self.seg = 0;
         self.segments.clear();
         self.window.clear();
-        self.pending.clear();
-        self.next_due = u64::MAX;
+        self.base = 0;
+        self.keep_until = 0;
+        // The ring is cleared as `ring_next` moves (see `mark`).
+        self.ring_next = 0;
+        self.filtered_to = 0;
+        self.tar_from = 0;
+        self.prefix.clear();
+        self.mz_header.clear();
+        self.mz_signature.clear();
+        self.tar.clear();
+        self.entered = 0;
+        self.seg_len = 0;
     }
 
-    fn add_pending(&mut self, candidate: Candidate) {
-        self.next_due = self.next_due.min(candidate.due());
-        self.pending.push_back(candidate);
+    /// Marks run index `x` as a start; starts come in increasing order.
+    fn mark(&mut self, x: u64) {
+        if x >= self.ring_next {
+            if x - self.ring_next >= RING_BITS {
+                self.ring = [0; RING_WORDS];
+            } else {
+                // Clears the bits of `ring_next..x`, a word at a time.
+                let mut k = self.ring_next;
+                while k < x {
+                    let low = k % 64;
+                    let width = (64 - low).min(x - k);
+                    let bits = if width == 64 { u64::MAX } else { ((1u64 << width) - 1) << low };
+                    self.ring[(k / 64 % RING_WORDS as u64) as usize] &= !bits;
+                    k += width;
+                }
+            }
+            self.ring_next = x + 1;
+        }
+        self.ring[(x / 64 % RING_WORDS as u64) as usize] |= 1 << (x % 64);
+    }
+
+    fn is_start(&self, x: u64) -> bool {
+        x < self.ring_next
+            && x + RING_BITS >= self.ring_next
+            && self.ring[(x / 64 % RING_WORDS as u64) as usize] >> (x % 64) & 1 == 1
+    }
+
+    /// The kept characters from run index `x` on.
+    fn chars_from(&self, x: u64) -> &[u8] {
+        x.checked_sub(self.base).and_then(|k| self.window.get(k as usize..)).unwrap_or_default()
+    }
+
+    /// The input position of run character `index`.
+    fn position(&self, index: u64) -> u64 {
+        let seg = self.segments.iter().rev().find(|(i, _)| *i <= index);
+        seg.map_or(0, |(i, at)| at + (index - i))
+    }
+
+    /// Searches the kept characters not yet searched for `c3Rh` 344
+    /// characters after a start.
+    fn search_tar(&mut self) {
+        let end = self.base + self.window.len() as u64;
+        let from = self.tar_from.max(self.base).max(TAR_STA_AT);
+        if end < from + TAR_STA.len() as u64 {
+            return;
+        }
+        let mut hits = std::mem::take(&mut self.tar);
+        let hay = &self.window[(from - self.base) as usize..];
+        find_tar_sta(hay, |k| {
+            let start = from + k as u64 - TAR_STA_AT;
+            if self.is_start(start) {
+                hits.push_back(start);
+            }
+        });
+        self.tar = hits;
+        // A `c3Rh` may begin in the last three characters, not all here yet.
+        self.tar_from = end + 1 - TAR_STA.len() as u64;
+    }
+
+    /// The lowest run index any waiting start, or the tar search, still reads.
+    fn needed_from(&self) -> u64 {
+        let queued = [self.prefix.front(), self.mz_header.front(), self.tar.front()];
+        // The last characters stay for a hand-back to skimming (see `History`).
+        let mut from = self.filtered_to.min(self.tar_from.saturating_sub(HISTORY as u64 + 8));
+        for x in queued.into_iter().flatten() {
+            from = from.min(*x);
+        }
+        for Reverse((_, x, ..)) in &self.mz_signature {
+            from = from.min(*x);
+        }
+        from
+    }
+
+    /// Drops kept characters, and entries of the position map, that no
+    /// start needs any more.
+    fn trim(&mut self) {
+        let from = self.needed_from();
+        if from.saturating_sub(self.base) > TRIM {
+            self.window.drain(..(from - self.base) as usize);
+            self.base = from;
+            while self.segments.len() > 1 && self.segments[1].0 <= from {
+                self.segments.pop_front();
+            }
+        }
     }
 }
 
-impl Candidate {
-    /// The run length at which this candidate can be judged at its stage.
-    fn due(&self) -> u64 {
-        let needed = match self.stage {
-            Stage::Prefix => MIN_PAYLOAD_CHARS,
-            Stage::Tar => TAR_CHARS.end as u64,
-            Stage::MzHeader => MZ_HEADER_CHARS,
-            Stage::MzSignature { to, .. } => to,
-        };
-        self.index + needed
+/// The last characters of a stretch before input position `at`, kept so
+/// that run mode can take over there: each character, whether it is a
+/// start, and its input position.
+#[derive(Debug, Default)]
+struct History {
+    chars: Vec<u8>,
+    starts: Vec<bool>,
+    pos: Vec<u64>,
+    /// Characters of the segment open at `at`, up to [`HEAD`]; 0 after whitespace.
+    open: u8,
+    at: u64,
+    valid: bool,
+}
+
+/// Characters a hand-over keeps: a start 344 characters back may still meet
+/// its `c3Rh`.
+const HISTORY: usize = TAR_STA_AT as usize + 8;
+
+/// Where the segment holding position `q` begins, not before `floor`.
+fn segment_start(data: &[u8], mut q: usize, floor: usize) -> usize {
+    while q > floor && is_alpha(data[q - 1]) {
+        q -= 1;
     }
+    q
+}
+
+/// Whether the base64 character at `q` is among the first [`HEAD`] of its
+/// segment; `open` characters of it came before `floor`.
+fn start_at(data: &[u8], q: usize, floor: usize, open: u8) -> bool {
+    let mut k = q;
+    let mut before = 0u8;
+    while before < HEAD && k > floor && is_alpha(data[k - 1]) {
+        k -= 1;
+        before += 1;
+    }
+    if k == floor && before < HEAD {
+        before = before.saturating_add(open);
+    }
+    before < HEAD
+}
+
+/// Whether the start at `p` and the next character may be a lead (or the
+/// next character is not in this piece, or is escaped).
+fn may_lead(data: &[u8], p: usize) -> bool {
+    let mut k = p + 1;
+    loop {
+        match data.get(k) {
+            None => return true,
+            Some(&b) if is_space(b) => k += 1,
+            Some(&b) if is_alpha(b) => return lead(data[p], b),
+            Some(&b) => return b == b'\\',
+        }
+    }
+}
+
+/// Bytes the skim looks at one by one: base64 characters that are not
+/// lowercase letters, `v`, and backslashes. A superset, for fewer compares
+/// (so the block scan vectorizes): all of `0`..=`_` (digits, capitals,
+/// `:;<=>?@[\]^`) and `+ - /` and `v`.
+#[inline(always)]
+fn is_odd(b: u8) -> bool {
+    (b.wrapping_sub(b'0') < 0x30) | ((b.wrapping_sub(0x2b) < 5) & (b & 1 == 1)) | (b == b'v')
+}
+
+/// More odd bytes than this in 32 make the skim hand over to run mode:
+/// base64 itself, which run mode reads a segment at a time.
+const DENSE: u32 = 12;
+
+/// The odd bytes of 32, as bits.
+#[inline(always)]
+fn odd_mask(block: &[u8; 32]) -> u32 {
+    let mut flags = [0u8; 32];
+    for (f, &b) in flags.iter_mut().zip(block) {
+        *f = u8::from(is_odd(b));
+    }
+    pack(&flags)
 }
 
 /// Streaming search for base64 payloads in text.
@@ -377,9 +670,16 @@ pub struct PayloadFinder {
     pos: u64,
     mode: Mode,
     run: Run,
-    recent: Vec<u8>,
     found: Option<Payload>,
     scratch: Vec<u8>,
+    /// Skimming: characters of the segment open at the current position,
+    /// up to [`HEAD`] (0 after anything else), and whether the last byte
+    /// skimmed may go on into a run.
+    skim_seg: u8,
+    skim_in: bool,
+    /// The stretch's last characters before a hand-over, the end of a piece
+    /// or the end of run mode.
+    hist: History,
 }
 
 impl Default for PayloadFinder {
@@ -396,9 +696,11 @@ impl PayloadFinder {
             pos: 0,
             mode: Mode::Scan,
             run: Run::default(),
-            recent: Vec::with_capacity(LOOKBACK),
             found: None,
-            scratch: Vec::with_capacity(16),
+            scratch: Vec::with_capacity(MZ_HEADER_CHARS as usize),
+            skim_seg: 0,
+            skim_in: false,
+            hist: History::default(),
         }
     }
 
@@ -444,26 +746,21 @@ impl PayloadFinder {
         let mut i = 0;
         while i < data.len() && self.found.is_none() {
             i = match self.mode {
-                Mode::Scan => self.scan(data, i),
+                Mode::Scan => self.skim(data, i),
                 Mode::Segment => self.segment(data, i),
-                Mode::Gap { newline } => self.gap(data, i, newline),
+                Mode::Gap => self.gap(data, i),
                 Mode::Pad => self.pad(data, i),
-                Mode::Escape { in_gap, newline } => {
-                    self.mode = if in_gap { Mode::Gap { newline } } else { Mode::Segment };
-                    self.escape(data, i, in_gap, newline)
+                Mode::Escape { in_gap } => {
+                    self.mode = if in_gap { Mode::Gap } else { Mode::Segment };
+                    self.escape(data, i, in_gap)
                 }
             };
         }
-        self.pos += data.len() as u64;
-        // Keep the tail for the short-first-line lookback.
-        if data.len() >= LOOKBACK {
-            self.recent.clear();
-            self.recent.extend_from_slice(&data[data.len() - LOOKBACK..]);
-        } else {
-            self.recent.extend_from_slice(data);
-            let excess = self.recent.len().saturating_sub(LOOKBACK);
-            self.recent.drain(..excess);
+        if self.found.is_none() && self.mode == Mode::Scan && self.skim_in {
+            // The stretch goes on into the next piece.
+            self.hist = self.history(data, data.len());
         }
+        self.pos += data.len() as u64;
     }
 
     /// Ends the text and returns the first payload found, if any.
@@ -477,271 +774,436 @@ impl PayloadFinder {
         self.found
     }
 
-    /// Byte `i` of the input seen so far, relative to the current chunk
-    /// (negative indexes reach into the previous chunk's tail).
-    fn byte_at(&self, data: &[u8], i: isize) -> Option<u8> {
-        if i >= 0 {
-            data.get(i as usize).copied()
-        } else {
-            let back = (-i) as usize;
-            self.recent.len().checked_sub(back).map(|j| self.recent[j])
-        }
-    }
-
-    fn escaped(&self, data: &[u8], i: isize) -> bool {
-        self.byte_at(data, i - 1) == Some(b'\\')
-    }
-
-    /// Outside a run: find the next stretch of base64 long enough to matter.
-    fn scan(&mut self, data: &[u8], mut from: usize) -> usize {
-        loop {
-            let Some(block) = next_alpha_block(data, from) else {
-                // No whole block left: look at the tail byte by byte, so a
-                // segment that continues into the next chunk is not lost.
-                let end = if data.last() == Some(&b'\\') { data.len() - 1 } else { data.len() };
-                let s = walk_back(data, end, from);
-                if s == end {
-                    return data.len();
+    /// Outside run mode: proves, 32 bytes at a time, that no start can be
+    /// judged a payload, and hands the run over to run mode (which keeps
+    /// characters and judges them) where that proof fails.
+    ///
+    /// The proof rests on [`lead`]: two lowercase letters never begin a
+    /// signature unless the second is a `v`. So only *odd* bytes are looked
+    /// at one by one: base64 characters that are not lowercase letters, `v`,
+    /// and backslashes. Run mode takes over at an odd byte's segment when it
+    /// is a start whose pair may be a lead, or the second character of such
+    /// a pair; at a `3` that may be the `3` of `c3Rh` (tar, 344 characters
+    /// after a start); at a backslash (an escape); and at a block dense with
+    /// odd bytes (base64 itself), which run mode reads faster.
+    fn skim(&mut self, data: &[u8], from: usize) -> usize {
+        let entry_seg = self.skim_seg;
+        let mut i = from;
+        while i < data.len() {
+            let end = (i + 32).min(data.len());
+            let mut odd = match data.get(i..i + 32).and_then(|b| <&[u8; 32]>::try_from(b).ok()) {
+                Some(block) => odd_mask(block),
+                None => {
+                    let mut tail = [b'a'; 32];
+                    tail[..end - i].copy_from_slice(&data[i..end]);
+                    odd_mask(&tail)
                 }
-                return self.begin(data, s);
             };
-            let s = walk_back(data, block, from);
-            let e = alpha_run_end(data, block);
-            // A word too short to be a payload, not followed by a line break
-            // that could continue it: skip without starting a run. This is
-            // what keeps prose fast.
-            if e < data.len()
-                && e - s < MIN_PAYLOAD_CHARS as usize
-                && !matches!(data[e], b'\n' | b'\r' | b'\\')
-            {
-                from = e;
+            let mut seen = 0;
+            while odd != 0 {
+                let q = i + odd.trailing_zeros() as usize;
+                odd &= odd - 1;
+                seen += 1;
+                // Every odd byte before this one has been looked at.
+                if seen > DENSE && (is_alpha(data[q]) || data[q] == b'\\') {
+                    return self.hand_over(data, segment_start(data, q, from));
+                }
+                if self.odd_needs_run_mode(data, q, from, entry_seg) {
+                    return self.hand_over(data, segment_start(data, q, from));
+                }
+            }
+            i = end;
+        }
+        // Where the piece leaves off, for the next one.
+        let mut k = data.len();
+        let mut open = 0u8;
+        while open < HEAD && k > from && is_alpha(data[k - 1]) {
+            k -= 1;
+            open += 1;
+        }
+        if k == from && open < HEAD {
+            open = (open + entry_seg).min(HEAD);
+        }
+        self.skim_seg = open;
+        self.skim_in =
+            data.last().is_some_and(|&b| is_alpha(b) || is_space(b)) || (from == data.len() && self.skim_in);
+        data.len()
+    }
+
+    /// Whether the odd byte at `q` (see [`skim`](Self::skim)) needs run mode.
+    fn odd_needs_run_mode(&self, data: &[u8], q: usize, from: usize, entry_seg: u8) -> bool {
+        let b = data[q];
+        if b == b'\\' {
+            return true;
+        }
+        if !is_alpha(b) {
+            return false;
+        }
+        if b == b'3' && self.tar_sta_at(data, q, from) {
+            return true;
+        }
+        let role = LEAD_ROLE[usize::from(b)];
+        // As the first character of a pair.
+        if role & 1 == 1 && start_at(data, q, from, entry_seg) && may_lead(data, q) {
+            return true;
+        }
+        if role & 2 == 0 {
+            return false;
+        }
+        // As the second: the character before it, if that is a start.
+        let mut k = q;
+        while k > from && is_space(data[k - 1]) {
+            k -= 1;
+        }
+        if k == from {
+            // Before `from`: the previous piece (its history says), or run
+            // mode, which leaves only after testing every start it read.
+            let continued = self.hist.valid && self.hist.at == self.pos + from as u64;
+            return continued
+                && self.hist.starts.last() == Some(&true)
+                && self.hist.chars.last().is_some_and(|&c| lead(c, b));
+        }
+        let p = k - 1;
+        is_alpha(data[p]) && lead(data[p], b) && start_at(data, p, from, entry_seg)
+    }
+
+    /// Whether the `3` at `q` may be the `3` of `c3Rh` (whitespace between
+    /// allowed); a `c3Rh` cut by the end of the piece may be.
+    fn tar_sta_at(&self, data: &[u8], q: usize, floor: usize) -> bool {
+        let mut k = q;
+        let before = loop {
+            if k == floor {
+                break if self.hist.valid && self.hist.at == self.pos + floor as u64 {
+                    self.hist.chars.last().copied()
+                } else {
+                    None
+                };
+            }
+            match data[k - 1] {
+                b if is_space(b) => k -= 1,
+                b => break Some(b),
+            }
+        };
+        if before != Some(b'c') {
+            return false;
+        }
+        let mut k = q + 1;
+        for want in [b'R', b'h'] {
+            loop {
+                match data.get(k) {
+                    None => return true,
+                    Some(&b) if is_space(b) => k += 1,
+                    Some(&b) if b == want => {
+                        k += 1;
+                        break;
+                    }
+                    Some(_) => return false,
+                }
+            }
+        }
+        true
+    }
+
+    /// The stretch's characters before position `h` of this piece, with
+    /// which of them are starts and where each stands: the bytes this piece
+    /// holds back to the saved history's end, then the saved history (when
+    /// the stretch goes on into it), at most [`HISTORY`] characters.
+    fn history(&self, data: &[u8], h: usize) -> History {
+        let floor = if self.hist.valid && self.hist.at >= self.pos {
+            ((self.hist.at - self.pos) as usize).min(h)
+        } else {
+            0
+        };
+        let mut rev: Vec<(u8, u64, bool)> = Vec::new();
+        let mut k = h;
+        let mut reached_floor = false;
+        while rev.len() < HISTORY + usize::from(HEAD) {
+            if k == floor {
+                reached_floor = true;
+                break;
+            }
+            let b = data[k - 1];
+            if is_alpha(b) {
+                // Whether it begins a segment is known from the byte before.
+                let first = if k - 1 == floor {
+                    !(self.hist.valid && self.hist.at == self.pos + floor as u64 && self.hist.open > 0)
+                } else {
+                    !is_alpha(data[k - 2])
+                };
+                rev.push((b, self.pos + (k - 1) as u64, first));
+            } else if !is_space(b) {
+                break;
+            }
+            k -= 1;
+        }
+        let continued = reached_floor && self.hist.valid && self.hist.at == self.pos + floor as u64;
+        let mut out = History { valid: true, at: self.pos + h as u64, ..History::default() };
+        if continued {
+            out.chars.extend_from_slice(&self.hist.chars);
+            out.starts.extend_from_slice(&self.hist.starts);
+            out.pos.extend_from_slice(&self.hist.pos);
+        }
+        // Offsets within segments, forward. A segment cut off by the limit
+        // is too far back for its starts to matter.
+        let mut count: u8 = if continued { self.hist.open } else { HEAD };
+        for &(c, at, first) in rev.iter().rev() {
+            if first {
+                count = 0;
+            }
+            out.chars.push(c);
+            out.starts.push(count < HEAD);
+            out.pos.push(at);
+            count = count.saturating_add(1).min(HEAD);
+        }
+        let after_space = h > floor && !is_alpha(data[h - 1]);
+        out.open = if after_space || (rev.is_empty() && !continued) { 0 } else { count };
+        let excess = out.chars.len().saturating_sub(HISTORY);
+        out.chars.drain(..excess);
+        out.starts.drain(..excess);
+        out.pos.drain(..excess);
+        out
+    }
+
+    /// Hands the run over to run mode at position `h` of this piece (a
+    /// segment's start or a backslash), with the characters before it kept
+    /// as if run mode had read them: their starts have been through the
+    /// lead test, and the tar search looks at them again.
+    fn hand_over(&mut self, data: &[u8], h: usize) -> usize {
+        let hist = self.history(data, h);
+        self.run.clear();
+        let run = &mut self.run;
+        for (k, ((&c, &start), &at)) in hist.chars.iter().zip(&hist.starts).zip(&hist.pos).enumerate() {
+            let x = k as u64;
+            if k == 0 || hist.pos[k - 1] + 1 != at {
+                run.segments.push_back((x, at));
+            }
+            if start {
+                run.mark(x);
+                run.keep_until = x + MAX_NEED;
+            }
+            run.window.push(normalize(c));
+        }
+        run.len = hist.chars.len() as u64;
+        // Every kept start has been through the lead test but the last
+        // character's, whose pair is still to come.
+        run.filtered_to = run.len.saturating_sub(1);
+        run.entered = run.len;
+        run.seg = hist.open;
+        self.mode = if hist.open > 0 { Mode::Segment } else { Mode::Gap };
+        self.hist = hist;
+        h
+    }
+
+    /// Whether run mode has nothing left to judge, so skimming can go on at
+    /// this gap: every start tested, no start waiting, the tar search
+    /// caught up and no `c3Rh` under way at the end.
+    fn idle(&mut self) -> bool {
+        let run = &mut self.run;
+        // Not on the lines of a base64 block (skimming them would hand
+        // them straight back), nor right after taking over.
+        if run.seg_len >= LONG_SEGMENT
+            || run.len < run.entered + STAY
+            || run.filtered_to < run.ring_next
+            || !run.prefix.is_empty()
+            || !run.mz_header.is_empty()
+            || !run.mz_signature.is_empty()
+            || !run.tar.is_empty()
+        {
+            return false;
+        }
+        run.search_tar();
+        run.tar.is_empty() && ![&b"c"[..], b"c3", b"c3R"].iter().any(|t| run.window.ends_with(t))
+    }
+
+    /// Leaves run mode at the gap at position `i` of this piece, keeping
+    /// the run's last characters for the tar search of the skim.
+    fn leave_run(&mut self, i: usize, open: u8) -> usize {
+        let run = &self.run;
+        let mut hist = History { valid: true, at: self.pos + i as u64, open, ..History::default() };
+        let stored = run.base + run.window.len() as u64;
+        if stored == run.len {
+            let first = run.len.saturating_sub(HISTORY as u64).max(run.base);
+            hist.chars.extend_from_slice(run.chars_from(first));
+            let mut e = run.segments.iter().rposition(|s| s.0 <= first).unwrap_or(0);
+            for x in first..run.len {
+                while run.segments.get(e + 1).is_some_and(|s| s.0 <= x) {
+                    e += 1;
+                }
+                let (ix, at) = run.segments.get(e).copied().unwrap_or((x, 0));
+                hist.pos.push(at + (x - ix));
+                hist.starts.push(run.is_start(x));
+            }
+        }
+        // Characters not kept lie far past the last start: none is needed.
+        self.hist = hist;
+        self.run.clear();
+        self.mode = Mode::Scan;
+        self.skim_seg = 0;
+        self.skim_in = true;
+        i
+    }
+
+    /// Appends characters of the current segment, the first of which is at
+    /// input position `at`, and judges what they make ready.
+    fn push(&mut self, chars: &[u8], at: u64) {
+        let run = &mut self.run;
+        let n = chars.len() as u64;
+        if run.seg == 0 {
+            // A new segment (an entry for this index left by a `\/` before
+            // the gap is replaced).
+            if run.segments.back().is_some_and(|s| s.0 == run.len) {
+                run.segments.pop_back();
+            }
+            run.segments.push_back((run.len, at));
+        }
+        if run.seg == 0 {
+            run.seg_len = 0;
+        }
+        run.seg_len += n;
+        let head = u64::from(HEAD - run.seg).min(n);
+        if head > 0 {
+            if run.len > run.base + run.window.len() as u64 {
+                // Characters went unkept since the last start, which has
+                // been judged: keep afresh from here.
+                run.search_tar();
+                run.window.clear();
+                run.base = run.len;
+                run.filtered_to = run.filtered_to.max(run.len);
+                run.tar_from = run.tar_from.max(run.len);
+            }
+            for k in 0..head {
+                run.mark(run.len + k);
+            }
+            run.keep_until = run.len + head - 1 + MAX_NEED;
+            run.seg += head as u8;
+        }
+        let room = run.keep_until.saturating_sub(run.len).min(n) as usize;
+        run.window.extend(chars[..room].iter().map(|&c| normalize(c)));
+        run.len += n;
+        self.advance(false);
+    }
+
+    /// Judges every start whose characters are in (all of them at the end
+    /// of a run, `complete`).
+    fn advance(&mut self, complete: bool) {
+        let run = &mut self.run;
+        // The lead test, for starts with two characters.
+        let upto = run.ring_next.min(run.len.saturating_sub(1));
+        while run.filtered_to < upto {
+            let x = run.filtered_to;
+            // The next start at or after `x`, a ring word at a time.
+            let bits = run.ring[(x / 64 % RING_WORDS as u64) as usize] >> (x % 64);
+            if bits == 0 {
+                run.filtered_to = ((x | 63) + 1).min(upto);
                 continue;
             }
-            return self.begin(data, s);
-        }
-    }
-
-    /// Starts a run at the segment beginning at `s` (after an escape letter
-    /// such as the `n` of `\n`, which is not part of it).
-    fn begin(&mut self, data: &[u8], mut s: usize) -> usize {
-        if s == 0 && data.first() == Some(&b'/') && self.escaped(data, 0) {
-            // The `\` of `\/` ended the previous chunk.
-            self.start_run_at(data, 0, self.pos - 1);
-            return 0;
-        }
-        while s < data.len() && matches!(data[s], b'n' | b'r' | b't') && self.escaped(data, s as isize) {
-            s += 1;
-        }
-        let escaped_slash = data.get(s..s + 2) == Some(b"\\/");
-        if s >= data.len() || (CLASS[data[s] as usize] != Class::Alpha && !escaped_slash) {
-            return s.min(data.len());
-        }
-        self.start_run(data, s);
-        s
-    }
-
-    /// Starts a run at `s`, reaching back for a short first line that the
-    /// skip loop passed over.
-    fn start_run(&mut self, data: &[u8], s: usize) {
-        self.start_run_at(data, s, self.pos + s as u64);
-    }
-
-    /// Starts a run at `s`, whose first character sits at input position `at`.
-    fn start_run_at(&mut self, data: &[u8], s: usize, at: u64) {
-        // Cleared, not replaced: text whose lines end in a long word starts
-        // a run per line, and must not allocate per line.
-        self.run.clear();
-        self.mode = Mode::Segment;
-        let first = self.short_first_line(data, s as isize);
-        self.run.segments.push_back((0, first.as_ref().map_or(at, |(first_at, _)| *first_at)));
-        for shift in 0..4 {
-            self.run.add_pending(Candidate { index: shift, stage: Stage::Prefix });
-        }
-        if let Some((_, chars)) = first {
-            self.push(&chars);
-            self.add_candidate(at);
-        }
-    }
-
-    /// The input position of run character `index`.
-    fn position(&self, index: u64) -> u64 {
-        let seg = self.run.segments.iter().rev().find(|(i, _)| *i <= index);
-        seg.map_or(0, |(i, at)| at + (index - i))
-    }
-
-    /// The previous line's trailing segment, when the line at `s` continues it.
-    fn short_first_line(&self, data: &[u8], s: isize) -> Option<(u64, Vec<u8>)> {
-        let mut i = s - 1;
-        let lo = s - LOOKBACK as isize;
-        let blank = |c: Option<u8>| matches!(c, Some(b' ' | b'\t' | b'\r'));
-        while i > lo && blank(self.byte_at(data, i)) {
-            i -= 1;
-        }
-        match self.byte_at(data, i)? {
-            b'\n' => i -= 1,
-            b'n' if self.escaped(data, i) => i -= 2,
-            _ => return None,
-        }
-        while i > lo {
-            match self.byte_at(data, i) {
-                Some(b' ' | b'\t' | b'\r') => i -= 1,
-                Some(b'r') if self.escaped(data, i) => i -= 2,
-                _ => break,
+            let y = x + u64::from(bits.trailing_zeros());
+            if y >= upto {
+                run.filtered_to = upto;
+                break;
+            }
+            run.filtered_to = y + 1;
+            if let [c0, c1, ..] = run.chars_from(y)
+                && lead(*c0, *c1)
+            {
+                run.prefix.push_back(y);
             }
         }
-        let end = i;
-        let mut chars = Vec::new();
-        while i > lo {
-            match self.byte_at(data, i) {
-                Some(b'/') if self.escaped(data, i) => {
-                    chars.push(b'/');
-                    i -= 2;
-                }
-                Some(c) if CLASS[c as usize] == Class::Alpha => {
-                    chars.push(normalize(c));
-                    i -= 1;
-                }
-                _ => break,
+        while let Some(&x) = self.run.prefix.front() {
+            if self.run.len < x + MIN_PAYLOAD_CHARS && !complete {
+                break;
             }
-        }
-        if chars.is_empty() || i <= lo || end - i >= BLOCK as isize * 2 {
-            return None;
-        }
-        // An escape letter (`\n`) is not part of the segment.
-        if let Some(&last) = chars.last()
-            && matches!(last, b'n' | b'r' | b't')
-            && self.escaped(data, i + 1)
-        {
-            chars.pop();
-            i += 1;
-        }
-        if chars.is_empty() {
-            return None;
-        }
-        chars.reverse();
-        let first = self.pos as i64 + i as i64 + 1;
-        Some((u64::try_from(first).ok()?, chars))
-    }
-
-    /// A new line of the run begins at input position `at`: a candidate.
-    fn add_candidate(&mut self, at: u64) {
-        if self.run.pending.is_empty() {
-            self.run.window.clear();
-            self.run.base = self.run.len;
-            self.run.segments.clear();
-        }
-        self.run.segments.push_back((self.run.len, at));
-        self.run.add_pending(Candidate { index: self.run.len, stage: Stage::Prefix });
-    }
-
-    /// Appends the `/` of a JSON `\/` whose slash is at `i`: one character
-    /// from two bytes, so the position map gets a new entry on each side.
-    fn push_escaped_slash(&mut self, i: usize) {
-        let slash = self.pos + i as u64;
-        if !self.run.pending.is_empty() {
-            if self.run.segments.back().map(|s| s.0) != Some(self.run.len) {
-                self.run.segments.push_back((self.run.len, slash - 1));
-            }
-            self.run.segments.push_back((self.run.len + 1, slash + 1));
-        }
-        self.push(b"/");
-    }
-
-    /// Appends characters to the run and judges the candidates that now have enough.
-    fn push(&mut self, chars: &[u8]) {
-        if let Some(last) = self.run.pending.back() {
-            // No candidate reads past MAX_NEED characters: keep no more.
-            let room = (last.index + MAX_NEED).saturating_sub(self.run.len) as usize;
-            self.run.window.extend(chars[..room.min(chars.len())].iter().map(|&c| normalize(c)));
-        }
-        self.run.len += chars.len() as u64;
-        self.judge_ready(false);
-    }
-
-    fn judge_ready(&mut self, complete: bool) {
-        // Most pushes (the words of short lines) leave every candidate short
-        // of what it needs: nothing to look at.
-        if self.run.len < self.run.next_due {
-            if !complete {
+            self.run.prefix.pop_front();
+            self.judge_start(x, Stage::Prefix, complete);
+            if self.found.is_some() {
                 return;
             }
-            // The run ends with every candidate still short of its first
-            // check: each is harmless (a candidate past its first check may
-            // still be judged a payload on what it has).
-            if self.run.pending.iter().all(|c| matches!(c.stage, Stage::Prefix)) {
-                self.run.pending.clear();
+        }
+        while let Some(&x) = self.run.mz_header.front() {
+            if self.run.len < x + MZ_HEADER_CHARS && !complete {
+                break;
+            }
+            self.run.mz_header.pop_front();
+            self.judge_start(x, Stage::MzHeader, complete);
+            if self.found.is_some() {
+                return;
             }
         }
-        self.run.next_due = u64::MAX;
-        let mut k = 0;
-        while k < self.run.pending.len() {
-            let c = self.run.pending[k];
-            let due = c.due();
+        while let Some(&Reverse((due, x, from, to, at))) = self.run.mz_signature.peek() {
             if self.run.len < due && !complete {
-                self.run.next_due = self.run.next_due.min(due);
-                k += 1;
-                continue;
+                break;
             }
-            let start = (c.index - self.run.base) as usize;
-            let chars = self.run.window.get(start..).unwrap_or_default();
-            match judge(chars, complete, c.stage, &mut self.scratch) {
-                Judged::Payload(kind) => {
-                    self.found = Some(Payload { kind, offset: self.position(c.index) });
-                    return;
-                }
-                Judged::Harmless => {
-                    self.run.pending.remove(k);
-                }
-                Judged::Need(stage) => {
-                    self.run.pending[k].stage = stage;
-                    self.run.next_due = self.run.next_due.min(self.run.pending[k].due());
-                    k += 1;
-                }
+            self.run.mz_signature.pop();
+            self.judge_start(x, Stage::MzSignature { from, to, at }, complete);
+            if self.found.is_some() {
+                return;
             }
         }
-        match self.run.pending.front() {
-            None => {
-                self.run.window.clear();
-                self.run.base = self.run.len;
+        if complete || self.run.len >= self.run.tar_from + TAR_BATCH {
+            self.run.search_tar();
+        }
+        while let Some(&x) = self.run.tar.front() {
+            if self.run.len < x + TAR_CHARS.end as u64 && !complete {
+                break;
             }
-            Some(front) if front.index - self.run.base > 4096 => {
-                let drop = (front.index - self.run.base) as usize;
-                self.run.window.drain(..drop);
-                self.run.base = front.index;
-                while self.run.segments.len() > 1 && self.run.segments[1].0 <= front.index {
-                    self.run.segments.pop_front();
-                }
+            self.run.tar.pop_front();
+            self.judge_start(x, Stage::Tar, complete);
+            if self.found.is_some() {
+                return;
             }
-            Some(_) => {}
+        }
+        if self.run.window.len() as u64 > 2 * TRIM {
+            self.run.trim();
+        }
+    }
+
+    /// Judges the start at run index `x` at `stage`, and queues it for the
+    /// next stage if it needs more characters.
+    fn judge_start(&mut self, x: u64, stage: Stage, complete: bool) {
+        let chars = self.run.chars_from(x);
+        match judge(chars, complete, stage, &mut self.scratch) {
+            Judged::Payload(kind) => self.found = Some(Payload { kind, offset: self.run.position(x) }),
+            Judged::Harmless => {}
+            Judged::Need(Stage::MzHeader) => self.run.mz_header.push_back(x),
+            Judged::Need(Stage::MzSignature { from, to, at }) => {
+                self.run.mz_signature.push(Reverse((x + to, x, from, to, at)));
+            }
+            Judged::Need(Stage::Tar) => self.run.tar.push_back(x),
+            // Queued only once its first characters are in.
+            Judged::Need(Stage::Prefix) => {}
         }
     }
 
     fn end_run(&mut self) {
-        self.judge_ready(true);
+        self.advance(true);
         self.run.clear();
         self.mode = Mode::Scan;
+        self.skim_seg = 0;
+        self.skim_in = false;
+        self.hist.valid = false;
     }
 
     fn segment(&mut self, data: &[u8], i: usize) -> usize {
         match CLASS[data[i] as usize] {
             Class::Alpha => {
                 let end = alpha_run_end(data, i);
-                self.push(&data[i..end]);
+                self.push(&data[i..end], self.pos + i as u64);
                 end
             }
             Class::Pad => {
                 self.mode = Mode::Pad;
                 i + 1
             }
-            Class::Lf => {
-                self.mode = Mode::Gap { newline: true };
+            Class::Space => {
+                let open = self.run.seg;
+                self.mode = Mode::Gap;
+                self.run.seg = 0;
+                if self.idle() {
+                    return self.leave_run(i, open);
+                }
                 i + 1
             }
-            Class::Cr | Class::Blank => {
-                self.mode = Mode::Gap { newline: false };
-                i + 1
-            }
-            Class::Backslash => self.escape(data, i + 1, false, false),
+            Class::Backslash => self.escape(data, i + 1, false),
             Class::Other => {
                 self.end_run();
                 i
@@ -750,33 +1212,29 @@ impl PayloadFinder {
     }
 
     /// After a backslash at `i - 1`.
-    fn escape(&mut self, data: &[u8], i: usize, in_gap: bool, newline: bool) -> usize {
+    fn escape(&mut self, data: &[u8], i: usize, in_gap: bool) -> usize {
         let Some(&next) = data.get(i) else {
-            self.mode = Mode::Escape { in_gap, newline };
+            self.mode = Mode::Escape { in_gap };
             return i;
         };
         match next {
-            b'n' if newline => {
-                self.end_run();
+            b'n' | b'r' | b't' | b'f' => {
+                self.mode = Mode::Gap;
+                self.run.seg = 0;
                 i + 1
             }
-            b'n' => {
-                self.mode = Mode::Gap { newline: true };
-                i + 1
-            }
-            b'r' | b't' => {
-                self.mode = Mode::Gap { newline };
-                i + 1
-            }
-            b'/' if !in_gap => {
+            b'/' => {
+                // One character from two bytes: the position map gets an
+                // entry on each side of it.
+                let slash = self.pos + i as u64;
+                if self.run.seg > 0 && self.run.segments.back().map(|s| s.0) != Some(self.run.len) {
+                    self.run.segments.push_back((self.run.len, slash - 1));
+                }
                 self.mode = Mode::Segment;
-                self.push_escaped_slash(i);
-                i + 1
-            }
-            b'/' if newline => {
-                self.add_candidate((self.pos + i as u64) - 1);
-                self.mode = Mode::Segment;
-                self.push_escaped_slash(i);
+                self.push(b"/", slash - 1);
+                if self.found.is_none() {
+                    self.run.segments.push_back((self.run.len, slash + 1));
+                }
                 i + 1
             }
             _ => {
@@ -786,30 +1244,14 @@ impl PayloadFinder {
         }
     }
 
-    fn gap(&mut self, data: &[u8], i: usize, newline: bool) -> usize {
+    fn gap(&mut self, data: &[u8], i: usize) -> usize {
         match CLASS[data[i] as usize] {
-            Class::Blank | Class::Cr => i + 1,
-            Class::Lf if newline => {
-                // A blank line ends the block.
-                self.end_run();
-                i + 1
-            }
-            Class::Lf => {
-                self.mode = Mode::Gap { newline: true };
-                i + 1
-            }
-            Class::Backslash => self.escape(data, i + 1, true, newline),
-            Class::Alpha if newline => {
-                self.add_candidate(self.pos + i as u64);
+            Class::Space => data[i..].iter().position(|&b| !is_space(b)).map_or(data.len(), |n| i + n),
+            Class::Alpha => {
                 self.mode = Mode::Segment;
                 i
             }
-            Class::Alpha => {
-                // "word word": not a continuation. Back to the skip loop,
-                // which starts a run here only if this word can matter.
-                self.end_run();
-                i
-            }
+            Class::Backslash => self.escape(data, i + 1, true),
             Class::Pad | Class::Other => {
                 self.end_run();
                 i
@@ -846,6 +1288,20 @@ mod tests {
 
     fn wrap(s: &str, width: usize, eol: &str) -> String {
         s.as_bytes().chunks(width).map(|c| std::str::from_utf8(c).unwrap()).collect::<Vec<_>>().join(eol)
+    }
+
+    #[test]
+    fn a_lead_needs_a_character_the_skim_looks_at() {
+        // The skim looks one by one only at base64 characters that are not
+        // lowercase letters, and at `v`: two lowercase letters are never a
+        // lead unless the second is a `v`.
+        for c0 in b'a'..=b'z' {
+            for c1 in b'a'..=b'z' {
+                assert!(!lead(c0, c1) || c1 == b'v', "{}{}", c0 as char, c1 as char);
+            }
+        }
+        assert!(lead(b'f', b'0') && lead(b'T', b'V') && lead(b'U', b'E') && lead(b'y', b'v'));
+        assert!(!lead(b'T', b'h') && !lead(b'A', b'n'));
     }
 
     #[test]

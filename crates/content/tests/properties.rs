@@ -7,7 +7,11 @@
 //!     decision once taken never changing;
 //! (c) text without a base64 run of 24 characters is accepted;
 //! (d) a base64 ELF inserted anywhere in prose, on a word boundary, is found
-//!     where its base64 begins.
+//!     where its base64 begins;
+//! (e) base64 of an executable or archive with whitespace of any kind and
+//!     length between arbitrary characters is found;
+//! (f) ordinary prose and code, whatever whitespace joins its words, is not
+//!     a payload.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
@@ -183,56 +187,27 @@ fn is_b64(b: u8) -> bool {
 
 /// An upper bound on the longest base64 run the finder can see in `text`
 /// (see `embedded.rs`): segments of base64 characters (`\/` counts as one),
-/// joined across gaps of blanks that hold a line break (LF or the `\n`
-/// escape). Over-counts (blank lines, `\r` and `\t` escapes), never under.
+/// joined across any whitespace (space, tab, LF, VT, FF, CR and the `\n`,
+/// `\r`, `\t`, `\f` escapes).
 fn max_run_bound(text: &[u8]) -> usize {
     let (mut max, mut cur) = (0, 0);
-    let (mut in_gap, mut gap_newline) = (false, false);
     let mut i = 0;
     while i < text.len() {
         let b = text[i];
-        let mut letter = |cur: &mut usize, in_gap: &mut bool, gap_newline: &mut bool| {
-            if *in_gap && !*gap_newline {
-                *cur = 0;
-            }
-            *in_gap = false;
-            *gap_newline = false;
-            *cur += 1;
-            max = max.max(*cur);
-        };
         match b {
             b'\\' => match text.get(i + 1) {
-                Some(b'n') => {
-                    in_gap = true;
-                    gap_newline = true;
-                    i += 1;
-                }
-                Some(b'r' | b't') => {
-                    in_gap = true;
-                    i += 1;
-                }
+                Some(b'n' | b'r' | b't' | b'f') => i += 1,
                 Some(b'/') => {
-                    letter(&mut cur, &mut in_gap, &mut gap_newline);
+                    cur += 1;
                     i += 1;
                 }
-                _ => {
-                    cur = 0;
-                    in_gap = false;
-                    gap_newline = false;
-                }
+                _ => cur = 0,
             },
-            b' ' | b'\t' | b'\r' => in_gap = true,
-            b'\n' => {
-                in_gap = true;
-                gap_newline = true;
-            }
-            _ if is_b64(b) => letter(&mut cur, &mut in_gap, &mut gap_newline),
-            _ => {
-                cur = 0;
-                in_gap = false;
-                gap_newline = false;
-            }
+            b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' => {}
+            _ if is_b64(b) => cur += 1,
+            _ => cur = 0,
         }
+        max = max.max(cur);
         i += 1;
     }
     max
@@ -472,6 +447,105 @@ static GLUED_SAMPLES: LazyLock<Vec<(Kind, Vec<u8>)>> = LazyLock::new(|| {
         .collect()
 });
 
+/// Executables and archives whose base64 the whitespace property splits.
+static SPLIT_SAMPLES: LazyLock<Vec<Vec<u8>>> = LazyLock::new(|| {
+    [
+        "elf-x86_64",
+        "pe-w32.exe",
+        "zip-text.zip",
+        "macho-arm64.so",
+        "java-Hello.class",
+        "gzip-text.gz",
+        "tar-ustar.tar",
+    ]
+    .iter()
+    .map(|name| {
+        let mut b = sample(name);
+        b.truncate(3000);
+        b
+    })
+    .collect()
+});
+
+/// A run of whitespace of the kinds the finder skips.
+fn whitespace() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(vec![' ', '\t', '\n', '\r', '\x0b', '\x0c']), 1..8)
+        .prop_map(String::from_iter)
+}
+
+/// Base64 of an executable or archive, in either alphabet, padded or not,
+/// with runs of whitespace of random length between arbitrary characters
+/// (and sometimes before every character).
+fn split_payload() -> impl Strategy<Value = (String, String)> {
+    (
+        any::<Index>(),
+        0u8..4,
+        prop::collection::vec((any::<Index>(), whitespace()), 0..300),
+        prop::option::of(whitespace()),
+    )
+        .prop_map(|(which, alphabet, cuts, everywhere)| {
+            let bin = &SPLIT_SAMPLES[which.index(SPLIT_SAMPLES.len())];
+            let b64 = match alphabet {
+                0 => STANDARD.encode(bin),
+                1 => STANDARD_NO_PAD.encode(bin),
+                2 => URL_SAFE.encode(bin),
+                _ => URL_SAFE_NO_PAD.encode(bin),
+            };
+            let mut at: Vec<(usize, String)> =
+                cuts.into_iter().map(|(i, ws)| (1 + i.index(b64.len() - 1), ws)).collect();
+            at.sort_by_key(|(i, _)| *i);
+            let mut split = String::new();
+            let mut next = at.iter().peekable();
+            for (k, c) in b64.chars().enumerate() {
+                while let Some((_, ws)) = next.next_if(|(i, _)| *i == k) {
+                    split.push_str(ws);
+                }
+                if let Some(ws) = &everywhere
+                    && k > 0
+                {
+                    split.push_str(ws);
+                }
+                split.push(c);
+            }
+            (b64, split)
+        })
+}
+
+/// Words of ordinary prose and code: English, identifiers in every case,
+/// numbers, keywords and operators.
+fn ordinary_word() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::sample::select(vec![
+            "the", "of", "and", "a", "to", "in", "is", "you", "that", "it", "he", "was", "for", "on", "are", "as",
+            "with", "his", "they", "I", "at", "be", "this", "have", "from", "or", "one", "had", "by", "word", "but",
+            "not", "what", "all", "were", "we", "when", "your", "can", "said", "there", "use", "an", "each", "which",
+            "She", "do", "how", "their", "if", "will", "up", "other", "about", "out", "many", "then", "them", "these",
+            "so", "some", "her", "would", "make", "like", "him", "into", "time", "has", "look", "two", "more", "write",
+            "go", "see", "number", "no", "way", "could", "people", "my", "than", "first", "water", "been", "call",
+            "who", "oil", "its", "now", "find", "long", "down", "day", "did", "get", "come", "made", "may", "part",
+            "With", "Victor", "Vienna", "Wiki", "Quality", "Umbrella", "UNIX", "HTTP", "TCP", "JSON", "README",
+            "fn", "let", "mut", "self", "pub", "struct", "impl", "return", "match", "u64", "Vec", "String", "Option",
+            "Some", "None", "Ok", "Err", "usize", "i32", "true", "false", "while", "for", "loop", "const", "static",
+            "def", "class", "import", "yield", "lambda", "function", "var", "null", "void", "int", "char", "else",
+        ]).prop_map(str::to_owned),
+        2 => "[a-z]{1,10}",
+        1 => "[A-Z][a-z]{1,9}",
+        1 => "[A-Z]{2,6}",
+        1 => "[0-9]{1,8}",
+        1 => "[a-z]{2,8}(_[a-z]{2,8}){1,3}",
+        1 => "[a-z]{2,8}([A-Z][a-z]{1,8}){1,3}",
+        1 => "0x[0-9a-f]{2,16}",
+        1 => prop::sample::select(vec!["{", "}", "(", ")", "=>", "->", "==", "+=", "&&", "::", ";", ",", ".", "//", "/*", "*/", "#", "<", ">", "-", "+", "/", "*"]).prop_map(str::to_owned),
+    ]
+}
+
+/// Ordinary prose and code: words separated by runs of whitespace of every
+/// kind (indentation, blank lines, CRLF, tabs).
+fn ordinary_text() -> impl Strategy<Value = String> {
+    prop::collection::vec((ordinary_word(), whitespace()), 0..400)
+        .prop_map(|v| v.into_iter().map(|(w, s)| format!("{w}{s}")).collect())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 256,
@@ -588,6 +662,35 @@ proptest! {
         prop_assert_eq!(sniff_bytes(text.as_bytes(), CAP), Finding { kind: expected, reason: None, offset: None });
     }
 
+    /// (e) Base64 of an executable or archive with runs of whitespace of
+    /// random length between arbitrary characters, after prose: found, as
+    /// what the unbroken base64 is found to be, where its first character
+    /// stands; chunked as whole.
+    #[test]
+    fn a_payload_split_by_whitespace_anywhere_is_found(
+        (b64, split) in split_payload(),
+        before in prose(),
+        after in prose(),
+        chunks in chunk_sizes(),
+    ) {
+        let unbroken = embedded::find(b64.as_bytes()).map(|p| p.kind);
+        prop_assert!(unbroken.is_some());
+        let text = format!("{before}\n{split}\n{after}");
+        let found = embedded::find(text.as_bytes());
+        prop_assert_eq!(found.map(|p| (p.kind, p.offset)), unbroken.map(|k| (k, before.len() as u64 + 1)));
+        prop_assert_eq!(finder_streamed(text.as_bytes(), &chunks), found);
+    }
+
+    /// (f) Ordinary prose and code, whatever whitespace separates its words
+    /// (and however long the runs that whitespace joins): not a payload.
+    #[test]
+    fn ordinary_text_with_whitespace_is_not_a_payload(text in prop_oneof![ordinary_text(), prose()], chunks in chunk_sizes()) {
+        prop_assert_eq!(embedded::find(text.as_bytes()), None, "{:?}", text);
+        prop_assert_eq!(finder_streamed(text.as_bytes(), &chunks), None);
+        let expected = if text.is_empty() { Kind::Empty } else { Kind::Utf8Text };
+        prop_assert_eq!(sniff_bytes(text.as_bytes(), CAP), Finding { kind: expected, reason: None, offset: None });
+    }
+
     /// (d) The ELF sample's base64 inserted into prose at a word boundary is
     /// found, with the offset where its base64 begins.
     #[test]
@@ -610,7 +713,8 @@ proptest! {
 
 #[test]
 fn the_run_bound_counts_what_the_finder_joins() {
-    assert_eq!(max_run_bound(b"abc def"), 3);
+    assert_eq!(max_run_bound(b"abc def"), 6);
+    assert_eq!(max_run_bound(b"a\tb\x0bc\x0cd \n\n e"), 5);
     assert_eq!(max_run_bound(b"abc\ndef"), 6);
     assert_eq!(max_run_bound(b"abc \r\n  def"), 6);
     assert_eq!(max_run_bound(b"abc\\ndef"), 6);
