@@ -1147,6 +1147,13 @@ async fn list_refusals(
             let mut v = serde_json::to_value(e.as_refusal()).unwrap_or_default();
             if let Some(obj) = v.as_object_mut() {
                 obj.insert("seq".into(), json!(e.seq));
+                // 1, but for a minute's count of refusals from callers who
+                // proved nothing, which also names its listener and client.
+                obj.insert("count".into(), json!(e.count));
+                if let Some(listener) = &e.listener {
+                    obj.insert("listener".into(), json!(listener));
+                    obj.insert("client".into(), json!(e.client));
+                }
             }
             v
         })

@@ -190,6 +190,7 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
     };
     let store = if role.has_store() { Some(open_store(&config).await?) } else { None };
     let event_retention_days = config.event_retention_days;
+    let shutdown_drain = config.shutdown_drain;
     let state = AppState::from_config(config, Arc::new(SystemClock), store)?;
     if let Some(store) = state.store.clone() {
         background(&state, store, event_retention_days).await;
@@ -229,7 +230,8 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
         (Some(proxy), Some(listener)) => {
             let bound =
                 listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
-            let listener = Listener::new(listener, limits);
+            // Refusals of clients that proved nothing are counted by address.
+            let listener = Listener::new(listener, limits).with_peer_addresses();
             state.metrics.watch_listener("proxy", listener.stats());
             tokio::spawn(gatehouse_egress::proxy::serve(proxy, listener));
             Some(format!("gatehouse egress proxy listening on http://{bound}"))
@@ -275,7 +277,31 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
     tracing::info!(%bound, role = role.as_str(), "listening");
     let handler = move |req| tower::ServiceExt::oneshot(app.clone(), req);
     listener.serve_http1(handler, shutdown_signal()).await;
+    drain_events(&state, shutdown_drain).await;
     Ok(())
+}
+
+/// At shutdown, once the API listener has stopped: the events still queued
+/// for the store (refusals, run events, counts) are written before the
+/// process exits, for at most `within` (`GATEHOUSE_SHUTDOWN_DRAIN_SECS`),
+/// so a rolling restart loses none of them. What is left past the bound
+/// is said in the log.
+pub async fn drain_events(state: &AppState, within: std::time::Duration) {
+    let Some(queue) = state.refusals.queue() else { return };
+    let waiting = queue.waiting();
+    if waiting == 0 {
+        return;
+    }
+    tracing::info!(events = waiting, "writing the events still queued before exiting");
+    if queue.flush(within).await {
+        tracing::info!("every queued event is written");
+    } else {
+        tracing::error!(
+            events = queue.waiting(),
+            secs = within.as_secs(),
+            "events not written within GATEHOUSE_SHUTDOWN_DRAIN_SECS are lost"
+        );
+    }
 }
 
 /// The configured connection limits, for each listener.
