@@ -255,3 +255,68 @@ fn refusals_queued_at_sigterm_are_written_before_the_process_exits() {
     }
     assert_eq!(listed, REFUSALS, "every refusal queued at SIGTERM is in the store");
 }
+
+#[test]
+fn a_run_expired_while_redis_is_down_has_its_grant_revoked_after_a_restart() {
+    use gatehouse_config::names;
+    // Redis keeps what it holds across a stop (an append-only file).
+    let mut redis =
+        gatehouse_test_support::RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let db = tempfile::tempdir().unwrap();
+    let db_url = format!("sqlite://{}", db.path().join("gatehouse.db").display());
+    let redis_url = redis.url();
+    let settings = [
+        (names::DATABASE_URL, db_url.as_str()),
+        (names::REDIS_URL, redis_url.as_str()),
+        (names::RUN_HEARTBEAT_TIMEOUT_SECS, "5"),
+        (names::LEDGER_TIMEOUT_MS, "300"),
+    ];
+    let consume = |grant: &str| serde_json::json!({"token": grant, "operation": {"kind": "request"}});
+
+    // The first process: a run, then Redis stops and the run's heartbeat is lost.
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let (run_id, grant) = first.block_on(async {
+        let node = node_with("all", &settings).await;
+        let created = call(
+            &node,
+            "/v1/runs",
+            serde_json::json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "print(1)"}}),
+        )
+        .await;
+        assert_eq!(created.status, 201, "{}", created.text);
+        let run_id = created.json()["run_id"].as_str().unwrap().to_owned();
+        let grant = created.json()["grant"].as_str().unwrap().to_owned();
+        assert_eq!(call(&node, "/v1/grants/consume", consume(&grant)).await.json()["allowed"], true);
+        redis.stop();
+        node.clock.advance(10);
+        // A few sweeps find the run past its deadline while the ledger is down.
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        let run = get(&node, &format!("/v1/runs/{run_id}")).await.json();
+        assert_eq!(run["status"], "live", "not written expired while its grant lives: {run}");
+        (run_id, grant)
+    });
+    // The process ends, and whatever it kept in memory with it.
+    drop(first);
+    redis.restart();
+
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let node = node_with("all", &settings).await;
+        node.clock.advance(10);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let run = get(&node, &format!("/v1/runs/{run_id}")).await.json();
+            if run["status"] == "expired" {
+                assert_eq!(run["end_reason"], "heartbeat_lost");
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the restarted node never expired the run: {run}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        let spent = call(&node, "/v1/grants/consume", consume(&grant)).await.json();
+        assert_eq!(spent["allowed"], false, "{spent}");
+        assert_eq!(spent["reason"], "grant_revoked");
+        let events = get(&node, &format!("/v1/runs/{run_id}/events")).await.json();
+        assert!(events["items"].as_array().unwrap().iter().any(|e| e["kind"] == "run_ended"), "{events}");
+    });
+}
