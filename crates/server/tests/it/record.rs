@@ -320,3 +320,99 @@ fn a_run_expired_while_redis_is_down_has_its_grant_revoked_after_a_restart() {
         assert!(events["items"].as_array().unwrap().iter().any(|e| e["kind"] == "run_ended"), "{events}");
     });
 }
+
+/// Holds the node's SQLite write lock until the returned connection commits.
+async fn hold_write_lock(node: &Node) -> sqlx::SqliteConnection {
+    use sqlx::Connection as _;
+    let url = format!("sqlite://{}", node.data.path().join("gatehouse.db").display());
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await.unwrap();
+    conn
+}
+
+async fn release(mut lock: sqlx::SqliteConnection) {
+    sqlx::query("COMMIT").execute(&mut lock).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_switch_whose_ledger_fails_between_its_markers_says_what_it_did() {
+    use gatehouse_config::names;
+    // Redis keeps what it holds across a stop (an append-only file).
+    let mut redis =
+        gatehouse_test_support::RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let redis_url = redis.url();
+    let node = node_with("all", &[(names::REDIS_URL, redis_url.as_str())]).await;
+    let ledger = node.state.ledger.clone().unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let created = call(
+            &node,
+            "/v1/runs",
+            serde_json::json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "print(1)"}}),
+        )
+        .await;
+        assert_eq!(created.status, 201, "{}", created.text);
+        runs.push(created.json()["run_id"].as_str().unwrap().to_owned());
+    }
+    // The store is slow to record the switch; the ledger dies meanwhile,
+    // after the first marker and before the second.
+    let lock = hold_write_lock(&node).await;
+    let router = node.router.clone();
+    let thrown = tokio::spawn(async move {
+        let req = post("/v1/tenants/t1/kill-switch", r#"{"engaged": true, "reason": "incident"}"#);
+        send(&router, req).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // A grant registered between the markers (its run's record would come after the switch's).
+    use gatehouse_ledger::LedgerBackend as _;
+    let between = gatehouse_ledger::Registration {
+        grant_id: "gr_between".into(),
+        exec_id: "run_between".into(),
+        tenant_id: Some("t1".into()),
+        exp: NOW + 600,
+        input_files: Vec::new(),
+        read_sessions: Vec::new(),
+        output_session_id: None,
+        max_upload_bytes: 0,
+        max_output_files: 0,
+        max_requests: 100,
+        max_egress_bytes: 0,
+    };
+    ledger.register(&between).await.unwrap();
+    redis.stop();
+    release(lock).await;
+    let answer = thrown.await.unwrap();
+    assert_eq!(answer.status, 503, "{}", answer.text);
+    let body = answer.json();
+    assert_eq!(body["error"]["reason"], "ledger_unavailable", "{body}");
+    assert_eq!(body["engaged"], true);
+    assert_eq!(body["revoked"]["runs"], 2, "the runs it killed are said: {body}");
+    assert_eq!(body["complete"], false);
+    assert_eq!(body["pending"], serde_json::json!(["second_revocation_marker"]));
+    for run_id in &runs {
+        assert_eq!(get(&node, &format!("/v1/runs/{run_id}")).await.json()["status"], "killed");
+        let events = get(&node, &format!("/v1/runs/{run_id}/events")).await.json();
+        assert!(
+            events["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["kind"] == "run_ended" && e["rule"] == "killed"),
+            "{events}"
+        );
+    }
+    // Redis back: the pending marker is written by the retry, and the
+    // grant registered between the two markers dies.
+    redis.restart();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let spent =
+            gatehouse_ledger::spend(&ledger, "gr_between", &gatehouse_ledger::Operation::Request, NOW, true)
+                .await;
+        if matches!(spent, Err(gatehouse_core::Reason::GrantRevoked)) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the second marker was never written: {spent:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
