@@ -973,9 +973,10 @@ pub(crate) async fn revoke_everything(
     Ok(second_marker(state, rid, RevokeScope::All, before, &killed).await)
 }
 
-/// Audits a ledger-only revocation (`POST /v1/grants/.../revoke`).
-pub async fn audit_revocation(state: &AppState, caller: &Caller, scope: &RevokeScope, revoked: u64) {
-    let Some(store) = state.store.as_ref() else { return };
+/// The audit entry of a ledger-only revocation (`POST /v1/grants/.../revoke`,
+/// `gatehouse grant revoke`): `grants.revoke` with the scope and how many
+/// grants it revoked.
+pub fn revocation_record(actor: &str, at: i64, scope: &RevokeScope, revoked: u64) -> AuditRecord {
     let (tenant_id, subject) = match scope {
         RevokeScope::Grant(id) | RevokeScope::Exec(id) => (None, id.clone()),
         RevokeScope::Tenant(t) => (Some(t.clone()), t.clone()),
@@ -987,17 +988,33 @@ pub async fn audit_revocation(state: &AppState, caller: &Caller, scope: &RevokeS
         RevokeScope::Tenant(_) => "tenant",
         RevokeScope::All => "all",
     };
-    let record = AuditRecord {
-        at: state.clock.now(),
-        actor: caller.name.clone(),
+    AuditRecord {
+        at,
+        actor: actor.to_owned(),
         action: "grants.revoke".into(),
         tenant_id,
         subject,
         detail: json!({"scope": scope_name, "revoked": revoked}),
-    };
-    if let Err(e) = store.audit(&[record]).await {
-        tracing::error!(code = e.code(), "a grant revocation could not be audited");
     }
+}
+
+/// Audits a ledger-only revocation, as part of the call: one that cannot
+/// be audited fails the call (`store_unavailable`: the revocation stands,
+/// and calling again, which revokes nothing more, audits it).
+pub async fn audit_revocation(
+    state: &AppState,
+    rid: &RequestId,
+    caller: &Caller,
+    scope: &RevokeScope,
+    revoked: u64,
+) -> Result<(), ApiError> {
+    let Some(store) = state.store.as_ref() else { return Ok(()) };
+    let record = revocation_record(&caller.name, state.clock.now(), scope, revoked);
+    store.audit(&[record]).await.map_err(|e| {
+        tracing::error!(request_id = %rid.0, code = e.code(),
+            "grants were revoked, but the revocation could not be audited: the call fails, and a retry audits it");
+        store_error(rid, &e)
+    })
 }
 
 /// Entries of the audit log after `after` that `caller` may read (those of

@@ -416,3 +416,33 @@ async fn a_kill_switch_whose_ledger_fails_between_its_markers_says_what_it_did()
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_revocation_that_cannot_be_audited_fails_and_a_retry_audits_it() {
+    use gatehouse_config::names;
+    let node = node_with("all", &[(names::STORE_TIMEOUT_MS, "300")]).await;
+    let minted =
+        call(&node, "/v1/grants", serde_json::json!({"exec_id": "e1", "tenant_id": "t1", "user_id": "u1"}))
+            .await;
+    assert_eq!(minted.status, 200, "{}", minted.text);
+    let grant_id = minted.json()["grant_id"].as_str().unwrap().to_owned();
+    let revoke = format!("/v1/grants/{grant_id}/revoke");
+    let lock = hold_write_lock(&node).await;
+    let answer = call(&node, &revoke, serde_json::json!({})).await;
+    release(lock).await;
+    assert_eq!(answer.status, 503, "an unaudited revocation is not a success: {}", answer.text);
+    assert_eq!(answer.json()["error"]["reason"], "store_unavailable");
+    let audited = |entries: &Value| {
+        entries["items"].as_array().unwrap().iter().filter(|e| e["action"] == "grants.revoke").count()
+    };
+    assert_eq!(audited(&get(&node, "/v1/audit").await.json()), 0);
+    let answer = call(&node, &revoke, serde_json::json!({})).await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    let audit = get(&node, "/v1/audit").await.json();
+    assert_eq!(audited(&audit), 1, "{audit}");
+    let entry = audit["items"].as_array().unwrap().iter().find(|e| e["action"] == "grants.revoke").unwrap();
+    assert_eq!(
+        (entry["actor"].as_str(), entry["subject"].as_str()),
+        (Some("service"), Some(grant_id.as_str()))
+    );
+}
