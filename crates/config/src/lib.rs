@@ -81,6 +81,8 @@ pub mod names {
     pub const RUN_HEARTBEAT_TIMEOUT_SECS: &str = "GATEHOUSE_RUN_HEARTBEAT_TIMEOUT_SECS";
     /// Run events and refusals are kept this many days [30]; the audit log is never pruned.
     pub const EVENT_RETENTION_DAYS: &str = "GATEHOUSE_EVENT_RETENTION_DAYS";
+    /// At SIGTERM/SIGINT, how long the events still queued for the store may take to be written before the process exits [10].
+    pub const SHUTDOWN_DRAIN_SECS: &str = "GATEHOUSE_SHUTDOWN_DRAIN_SECS";
     /// An offline OSV database (a directory of advisories, or osv.dev's zip exports) for API dependency scans [unset].
     pub const OSV_DB: &str = "GATEHOUSE_OSV_DB";
     /// The OSV API (or a mirror, `gatehouse osv serve`) API dependency scans ask when no offline database is set [https://api.osv.dev].
@@ -231,6 +233,7 @@ pub mod names {
         STORE_TIMEOUT_MS,
         RUN_HEARTBEAT_TIMEOUT_SECS,
         EVENT_RETENTION_DAYS,
+        SHUTDOWN_DRAIN_SECS,
         OSV_DB,
         OSV_URL,
         OBJECT_STORE_URL,
@@ -463,6 +466,8 @@ pub struct Config {
     pub run_heartbeat_timeout_secs: i64,
     /// Run events and refusals older than this many days are pruned.
     pub event_retention_days: i64,
+    /// At shutdown, how long the events still queued may take to reach the store.
+    pub shutdown_drain: std::time::Duration,
     /// The offline OSV database API dependency scans check against.
     pub osv_db: Option<PathBuf>,
     /// The OSV API asked when there is no offline database, without a trailing `/`.
@@ -1451,6 +1456,9 @@ impl Reader<'_> {
         let store_timeout = std::time::Duration::from_millis(u64::try_from(store_timeout_ms).unwrap_or(5000));
         let run_heartbeat_timeout_secs = self.int(names::RUN_HEARTBEAT_TIMEOUT_SECS, 120, 5..=86_400);
         let event_retention_days = self.int(names::EVENT_RETENTION_DAYS, 30, 1..=3650);
+        let shutdown_drain = std::time::Duration::from_secs(
+            u64::try_from(self.int(names::SHUTDOWN_DRAIN_SECS, 10, 0..=600)).unwrap_or(10),
+        );
         let grant_max_lifetime_secs =
             self.int(names::GRANT_MAX_LIFETIME_SECS, DEFAULT_GRANT_MAX_LIFETIME_SECS, 60..=7 * 86_400);
         if grant_ttl_secs > grant_max_lifetime_secs {
@@ -1578,6 +1586,7 @@ impl Reader<'_> {
             store_timeout,
             run_heartbeat_timeout_secs,
             event_retention_days,
+            shutdown_drain,
             object_store_url,
             session_ttl_days,
             osv_db,

@@ -65,6 +65,26 @@ pub type ProxyBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Syn
 pub trait RefusalSink: Send + Sync + 'static {
     /// Records one refusal.
     fn refused(&self, refusal: Refusal);
+
+    /// Records a refusal of a client that proved nothing (no grant, or one
+    /// that does not open: a `407`), from `client` when its address is
+    /// known. The server counts these rather than itemizing them; by
+    /// default it is an ordinary refusal.
+    fn unauthenticated(&self, client: Option<IpAddr>, kind: RefusalKind, reason: Reason) {
+        let _ = client;
+        self.refused(Refusal {
+            kind,
+            reason,
+            tenant_id: None,
+            run_id: None,
+            request_id: None,
+            host: None,
+            rule: None,
+            lease_id: None,
+            dry_run: false,
+            at: 0,
+        });
+    }
 }
 
 /// Per-tenant policies, as the proxy reads them.
@@ -350,8 +370,17 @@ impl Proxy {
     /// Handles one proxied request or `CONNECT`.
     pub async fn handle(self: &Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
         let mut grant = None;
+        let client = req.extensions().get::<gatehouse_listener::PeerAddr>().map(|p| p.0.ip());
         match self.handle_inner(req, &mut grant).await {
             Ok(response) => response,
+            Err(refused)
+                if grant.is_none() && refused.status == StatusCode::PROXY_AUTHENTICATION_REQUIRED =>
+            {
+                // No grant opened: the client proved nothing, and is
+                // counted rather than itemized.
+                self.sink.unauthenticated(client, refused.kind, refused.reason);
+                refusal_response(&refused, &new_id("req"))
+            }
             Err(refused) => self.refuse(grant.as_deref(), &refused),
         }
     }

@@ -376,8 +376,9 @@ impl Listener {
     }
 
     /// Puts each request's client address in its extensions ([`PeerAddr`]).
-    /// Off by default: the proxy's hot path has no use for it, and an
-    /// extension costs an allocation per request.
+    /// Off by default (an extension costs an allocation per request); both
+    /// of gatehouse's listeners turn it on, since refusals of clients that
+    /// proved nothing are counted by address.
     #[must_use]
     pub fn with_peer_addresses(mut self) -> Self {
         self.peer_addresses = true;

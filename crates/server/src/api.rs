@@ -456,8 +456,8 @@ async fn revoke(
         ApiError(PublicError::new(ErrorCode::Unavailable, rid.0.clone()).with_reason(reason))
     })?;
     tracing::info!(request_id = %rid.0, ?scope, revoked, "grants revoked");
-    crate::control::audit_revocation(state, caller, &scope, revoked).await;
     crate::control::close_revoked_connections(state);
+    crate::control::audit_revocation(state, rid, caller, &scope, revoked).await?;
     Ok(Json(json!({"revoked": revoked})))
 }
 

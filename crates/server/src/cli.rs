@@ -367,6 +367,13 @@ enum GrantCommand {
         /// The ledger's Redis [GATEHOUSE_REDIS_URL].
         #[arg(long = "redis-url")]
         redis_url: Option<String>,
+        /// The store the revocation is audited in [GATEHOUSE_DATABASE_URL, else
+        /// the data directory's SQLite file].
+        #[arg(long = "database-url")]
+        database_url: Option<String>,
+        /// Who revokes, for the audit entry (`cli:NAME`) [cli].
+        #[arg(long)]
+        actor: Option<String>,
         #[command(flatten)]
         out: Output,
     },
@@ -633,7 +640,9 @@ fn manifest(command: ManifestCommand) -> Result<ExitCode, Fail> {
 fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
     let now = SystemClock.now();
     match command {
-        GrantCommand::Revoke { scope, redis_url, out } => revoke(scope, redis_url, out.json),
+        GrantCommand::Revoke { scope, redis_url, database_url, actor, out } => {
+            revoke(scope, redis_url, database_url, actor, out.json)
+        }
         GrantCommand::Mint { secret_file, claims, session_key_file, ttl, redis_url } => {
             let secret = read_secret("--secret-file", &secret_file)?;
             let session_key_file = session_key_file.unwrap_or_else(|| {
@@ -715,8 +724,23 @@ where
     })
 }
 
-fn revoke(target: RevokeTarget, redis_url: Option<String>, json_out: bool) -> Result<ExitCode, Fail> {
+/// Revokes in the shared ledger, then audits the revocation (`grants.revoke`
+/// by `cli` or `cli:NAME`) in the store. The revocation stands whatever
+/// the store does; one that could not be audited exits 2 saying so, and
+/// running the command again (which revokes nothing more) audits it.
+fn revoke(
+    target: RevokeTarget,
+    redis_url: Option<String>,
+    database_url: Option<String>,
+    actor: Option<String>,
+    json_out: bool,
+) -> Result<ExitCode, Fail> {
     let env = environment(None);
+    let actor = match actor {
+        None => "cli".to_owned(),
+        Some(name) if gatehouse_core::is_valid_id(&name) && !name.contains(':') => format!("cli:{name}"),
+        Some(_) => return Err(Fail("--actor is 1-128 characters of [A-Za-z0-9._-]".into())),
+    };
     let url = redis_url
         .or_else(|| env.var(names::REDIS_URL))
         .ok_or("no ledger to revoke in: give --redis-url or set GATEHOUSE_REDIS_URL")?;
@@ -732,8 +756,15 @@ fn revoke(target: RevokeTarget, redis_url: Option<String>, json_out: bool) -> Re
     {
         return Err(Fail("ids are 1-128 characters of [A-Za-z0-9._:-]".into()));
     }
-    let revoked = with_shared_ledger(url, |ledger| async move {
-        ledger.revoke(&scope).await.map_err(|r| Fail(format!("{r}: the ledger did not answer")))
+    let revoked = with_shared_ledger(url, |ledger| {
+        let scope = scope.clone();
+        async move { ledger.revoke(&scope).await.map_err(|r| Fail(format!("{r}: the ledger did not answer"))) }
+    })?;
+    let record = crate::control::revocation_record(&actor, SystemClock.now(), &scope, revoked);
+    crate::control_cli::audit_one(&env, database_url, record).map_err(|e| {
+        Fail(format!(
+            "revoked {revoked} grant(s), but the revocation is not audited ({e}): run the command again"
+        ))
     })?;
     if json_out {
         say!("{}", json!({"revoked": revoked}));

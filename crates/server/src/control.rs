@@ -779,12 +779,14 @@ async fn kill_switch(
     Extension(caller): Extension<Caller>,
     path: Result<Path<String>, PathRejection>,
     StrictJson(req): StrictJson<KillSwitchRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let tenant_id = path_id(path, &rid)?;
     check_text(&rid, req.reason.as_deref())?;
     let revoked =
         throw_kill_switch(&state, &rid, &tenant_id, req.engaged, req.reason.as_deref(), &caller.name).await?;
-    Ok(Json(json!({"engaged": req.engaged, "revoked": revoked.json()})))
+    let mut body = Map::new();
+    body.insert("engaged".into(), json!(req.engaged));
+    Ok(revoked.answer(&rid, body))
 }
 
 /// What one revocation step revoked.
@@ -793,13 +795,56 @@ pub(crate) struct Revoked {
     pub runs: usize,
     pub grants: u64,
     pub leases: u64,
+    /// The second revocation marker (after the store's change) is not
+    /// written yet: the ledger stopped answering between the two. The
+    /// runs are killed and recorded; the marker is retried in the
+    /// background, and calling again writes it too.
+    pub second_marker_pending: bool,
 }
 
 impl Revoked {
     fn json(self) -> Value {
         json!({"runs": self.runs, "grants": self.grants, "leases": self.leases})
     }
+
+    /// The API's answer: `200` with what was revoked, or, when the second
+    /// marker is still pending, `503 ledger_unavailable` that says what was
+    /// done all the same.
+    fn answer(self, rid: &RequestId, mut body: Map<String, Value>) -> Response {
+        body.insert("revoked".into(), self.json());
+        if !self.second_marker_pending {
+            return Json(Value::Object(body)).into_response();
+        }
+        let error = PublicError::new(ErrorCode::Unavailable, rid.0.clone())
+            .with_reason(Reason::LedgerUnavailable)
+            .with_message(SECOND_MARKER_PENDING);
+        // The error's own shape and headers, with what was done beside it.
+        let mut full = error.to_json();
+        if let Some(inner) = full.get_mut("error").and_then(Value::as_object_mut) {
+            inner.insert("retryable".into(), json!(true));
+        }
+        body.insert("complete".into(), json!(false));
+        body.insert("pending".into(), json!(["second_revocation_marker"]));
+        if let Some(obj) = full.as_object_mut() {
+            obj.extend(body);
+        }
+        let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(full)).into_response();
+        let headers = response.headers_mut();
+        headers
+            .insert("x-gatehouse-reason", http::HeaderValue::from_static(Reason::LedgerUnavailable.as_str()));
+        headers.insert("x-gatehouse-retryable", http::HeaderValue::from_static("true"));
+        response
+    }
 }
+
+/// What a caller is told when the ledger stopped answering between the two markers.
+const SECOND_MARKER_PENDING: &str = "the runs were killed and recorded and every grant registered before the \
+     first revocation marker is revoked, but the second marker (which revokes grants registered meanwhile) \
+     could not be written: it is retried; call again to be sure";
+
+/// What a caller is told when the store could not record the change after the first marker.
+const STORE_AFTER_FIRST_MARKER: &str = "every grant registered so far is revoked in the ledger, but the store \
+     could not record the change (no run is recorded killed, no switch engaged): call again";
 
 /// Engages or releases a tenant's kill switch. Engaging revokes every grant
 /// of the tenant (one marker), kills its live runs and refuses new ones
@@ -822,13 +867,70 @@ pub(crate) async fn throw_kill_switch(
             .map_err(|e| store_error(rid, &e))?;
         return Ok(Revoked::default());
     }
-    let before = revoke_scope(state, rid, RevokeScope::Tenant(tenant_id.to_owned())).await?;
-    let killed =
-        store.set_kill_switch(tenant_id, true, reason, actor, now).await.map_err(|e| store_error(rid, &e))?;
-    let after = revoke_scope(state, rid, RevokeScope::Tenant(tenant_id.to_owned())).await?;
-    after_runs_ended(state, &killed.runs);
+    let scope = RevokeScope::Tenant(tenant_id.to_owned());
+    let before = revoke_scope(state, rid, scope.clone()).await?;
+    let killed = store
+        .set_kill_switch(tenant_id, true, reason, actor, now)
+        .await
+        .map_err(|e| after_first_marker(rid, &e))?;
     tracing::warn!(request_id = %rid.0, tenant_id = %tenant_id, runs = killed.runs.len(), "kill switch engaged");
-    Ok(Revoked { runs: killed.runs.len(), grants: before + after, leases: killed.leases })
+    Ok(second_marker(state, rid, scope, before, &killed).await)
+}
+
+/// A store failure after the first marker, told as what it is: every grant
+/// registered so far is revoked, nothing is recorded.
+fn after_first_marker(rid: &RequestId, e: &StoreError) -> ApiError {
+    match e {
+        StoreError::Unavailable | StoreError::Full => ApiError(
+            PublicError::new(ErrorCode::Unavailable, rid.0.clone())
+                .with_reason(e.reason())
+                .with_message(STORE_AFTER_FIRST_MARKER),
+        ),
+        e => store_error(rid, e),
+    }
+}
+
+/// After the store killed `killed`: their `run_ended` events, then the
+/// second marker, which revokes what was registered between the two. A
+/// ledger that stopped answering meanwhile does not undo what was done:
+/// it is reported (`second_marker_pending`), and the marker is retried in
+/// the background until it is written (or every grant that could have been
+/// registered meanwhile is past its lifetime).
+async fn second_marker(
+    state: &AppState,
+    rid: &RequestId,
+    scope: RevokeScope,
+    before: u64,
+    killed: &gatehouse_store::Ended,
+) -> Revoked {
+    after_runs_ended(state, &killed.runs);
+    let mut revoked = Revoked {
+        runs: killed.runs.len(),
+        grants: before,
+        leases: killed.leases,
+        second_marker_pending: false,
+    };
+    match revoke_scope(state, rid, scope.clone()).await {
+        Ok(after) => revoked.grants += after,
+        Err(_) => {
+            tracing::error!(request_id = %rid.0, ?scope,
+                "the second revocation marker could not be written; retrying it in the background");
+            revoked.second_marker_pending = true;
+            let (state, rid) = (state.clone(), rid.clone());
+            tokio::spawn(async move {
+                let give_up = state.clock.now() + state.grant_max_lifetime_secs;
+                while state.clock.now() < give_up {
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    if revoke_scope(&state, &rid, scope.clone()).await.is_ok() {
+                        tracing::info!(request_id = %rid.0, ?scope, "the second revocation marker is written");
+                        close_revoked_connections(&state);
+                        return;
+                    }
+                }
+            });
+        }
+    }
+    revoked
 }
 
 #[derive(Deserialize)]
@@ -845,11 +947,11 @@ async fn emergency_revoke(
     Extension(rid): Extension<RequestId>,
     Extension(caller): Extension<Caller>,
     StrictJson(req): StrictJson<EmergencyRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     crate::tenancy::require_global(&state, &rid, &caller)?;
     check_text(&rid, req.reason.as_deref())?;
     let revoked = revoke_everything(&state, &rid, req.reason.as_deref(), &caller.name).await?;
-    Ok(Json(json!({"revoked": revoked.json()})))
+    Ok(revoked.answer(&rid, Map::new()))
 }
 
 /// Every grant revoked (one marker) and every live run of every tenant
@@ -863,17 +965,18 @@ pub(crate) async fn revoke_everything(
     let store = store(state, rid)?;
     let before = revoke_scope(state, rid, RevokeScope::All).await?;
     let reason = reason.unwrap_or("emergency_revoke");
-    let killed =
-        store.kill_all_runs(reason, actor, state.clock.now()).await.map_err(|e| store_error(rid, &e))?;
-    let after = revoke_scope(state, rid, RevokeScope::All).await?;
-    after_runs_ended(state, &killed.runs);
+    let killed = store
+        .kill_all_runs(reason, actor, state.clock.now())
+        .await
+        .map_err(|e| after_first_marker(rid, &e))?;
     tracing::warn!(request_id = %rid.0, runs = killed.runs.len(), "emergency revoke");
-    Ok(Revoked { runs: killed.runs.len(), grants: before + after, leases: killed.leases })
+    Ok(second_marker(state, rid, RevokeScope::All, before, &killed).await)
 }
 
-/// Audits a ledger-only revocation (`POST /v1/grants/.../revoke`).
-pub async fn audit_revocation(state: &AppState, caller: &Caller, scope: &RevokeScope, revoked: u64) {
-    let Some(store) = state.store.as_ref() else { return };
+/// The audit entry of a ledger-only revocation (`POST /v1/grants/.../revoke`,
+/// `gatehouse grant revoke`): `grants.revoke` with the scope and how many
+/// grants it revoked.
+pub fn revocation_record(actor: &str, at: i64, scope: &RevokeScope, revoked: u64) -> AuditRecord {
     let (tenant_id, subject) = match scope {
         RevokeScope::Grant(id) | RevokeScope::Exec(id) => (None, id.clone()),
         RevokeScope::Tenant(t) => (Some(t.clone()), t.clone()),
@@ -885,17 +988,33 @@ pub async fn audit_revocation(state: &AppState, caller: &Caller, scope: &RevokeS
         RevokeScope::Tenant(_) => "tenant",
         RevokeScope::All => "all",
     };
-    let record = AuditRecord {
-        at: state.clock.now(),
-        actor: caller.name.clone(),
+    AuditRecord {
+        at,
+        actor: actor.to_owned(),
         action: "grants.revoke".into(),
         tenant_id,
         subject,
         detail: json!({"scope": scope_name, "revoked": revoked}),
-    };
-    if let Err(e) = store.audit(&[record]).await {
-        tracing::error!(code = e.code(), "a grant revocation could not be audited");
     }
+}
+
+/// Audits a ledger-only revocation, as part of the call: one that cannot
+/// be audited fails the call (`store_unavailable`: the revocation stands,
+/// and calling again, which revokes nothing more, audits it).
+pub async fn audit_revocation(
+    state: &AppState,
+    rid: &RequestId,
+    caller: &Caller,
+    scope: &RevokeScope,
+    revoked: u64,
+) -> Result<(), ApiError> {
+    let Some(store) = state.store.as_ref() else { return Ok(()) };
+    let record = revocation_record(&caller.name, state.clock.now(), scope, revoked);
+    store.audit(&[record]).await.map_err(|e| {
+        tracing::error!(request_id = %rid.0, code = e.code(),
+            "grants were revoked, but the revocation could not be audited: the call fails, and a retry audits it");
+        store_error(rid, &e)
+    })
 }
 
 /// Entries of the audit log after `after` that `caller` may read (those of
@@ -1147,6 +1266,13 @@ async fn list_refusals(
             let mut v = serde_json::to_value(e.as_refusal()).unwrap_or_default();
             if let Some(obj) = v.as_object_mut() {
                 obj.insert("seq".into(), json!(e.seq));
+                // 1, but for a minute's count of refusals from callers who
+                // proved nothing, which also names its listener and client.
+                obj.insert("count".into(), json!(e.count));
+                if let Some(listener) = &e.listener {
+                    obj.insert("listener".into(), json!(listener));
+                    obj.insert("client".into(), json!(e.client));
+                }
             }
             v
         })

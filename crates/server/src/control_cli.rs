@@ -44,6 +44,20 @@ async fn connect(url: &str) -> Result<Store, String> {
     Store::connect(&StoreConfig::new(url)).await.map_err(|e| format!("the store: {e}"))
 }
 
+/// Appends one audit entry to the store (whose schema must be current).
+pub(crate) fn audit_one(
+    source: &MapSource,
+    database_url: Option<String>,
+    record: gatehouse_store::AuditRecord,
+) -> Result<(), String> {
+    let url = store_url(source, database_url)?;
+    runtime()?.block_on(async {
+        let store = connect(&url).await?;
+        store.require_current_schema().await.map_err(|e| format!("the store: {e}"))?;
+        store.audit(&[record]).await.map_err(|e| format!("the store: {e}"))
+    })
+}
+
 /// Applies pending migrations. Exit 0, or 2 (a newer schema, an outage).
 pub(crate) fn migrate(
     source: &MapSource,

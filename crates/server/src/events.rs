@@ -10,6 +10,14 @@
 //! by the first refusal of a later second. A node without a store (a runner) logs
 //! every refusal: there, the line is the record.
 //!
+//! Refusals from callers who proved nothing (a missing or bad token at the
+//! API, a missing or bad grant at the proxy or the file routes) are not
+//! itemized: anyone can make them, as many as they like. They are counted
+//! (the metrics count each) and added up per minute, listener, client
+//! address, kind and reason, and the writer adds each sum to its one row in
+//! the store ([`RefusalCount`]), which is never audited and is pruned with
+//! the other events.
+//!
 //! A sandbox hammering forbidden hosts must neither slow allowed traffic nor
 //! exhaust memory, so recording never waits for the store: events go into a
 //! bounded queue with two lanes, and one writer task per node drains it in
@@ -22,14 +30,15 @@
 //! if it, too, overflows is an entry dropped, counted apart and logged as an
 //! error.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use gatehouse_core::{Clock, Reason, Refusal, RefusalKind};
 use gatehouse_egress::proxy::RefusalSink;
-use gatehouse_store::{NewEvent, Store};
+use gatehouse_store::{NewEvent, RefusalCount, Store};
 use tokio::sync::Notify;
 
 use crate::state::counter_family;
@@ -40,6 +49,10 @@ const NOISE_CAP: usize = 10_000;
 const RUN_CAP: usize = 100_000;
 /// Events per transaction.
 const BATCH: usize = 500;
+/// Distinct (minute, listener, client, kind, reason) counts kept waiting
+/// for the store at most; past it, a new client's refusals are counted
+/// under no client (the count is kept, the address is not).
+const COUNT_KEYS_CAP: usize = 10_000;
 /// How long the writer lets a burst gather before writing it.
 const LINGER: Duration = Duration::from_millis(20);
 /// Refusal log lines a node with a store writes in one second at most.
@@ -157,6 +170,37 @@ impl RefusalLog {
         }
     }
 
+    /// Records a refusal of a caller who proved nothing (a missing or bad
+    /// token or grant): counted, and added to its minute's count for
+    /// `listener` (`api`, `proxy`), `client`, kind and reason, never
+    /// itemized or audited.
+    pub fn record_unauthenticated(
+        &self,
+        listener: &'static str,
+        client: Option<IpAddr>,
+        kind: RefusalKind,
+        reason: Reason,
+        request_id: Option<&str>,
+    ) {
+        let at = self.clock.now();
+        if self.queue.is_none() || self.log_allowance.admit(at) {
+            tracing::warn!(
+                kind = kind.as_str(),
+                reason = reason.as_str(),
+                listener,
+                client = client.map(|c| c.to_string()).unwrap_or_default(),
+                request_id = request_id.unwrap_or(""),
+                "refused (unauthenticated)"
+            );
+        }
+        if let Some(c) = self.counts.get(Self::slot(kind, reason)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(queue) = &self.queue {
+            queue.count(NoiseKey { minute: at - at.rem_euclid(60), listener, client, kind, reason });
+        }
+    }
+
     /// Records a run event that is not a refusal (`run_ended`, ...).
     pub fn record_event(&self, event: NewEvent) {
         if let Some(queue) = &self.queue {
@@ -238,6 +282,10 @@ impl RefusalSink for RefusalLog {
     fn refused(&self, refusal: Refusal) {
         self.record_refusal(refusal);
     }
+
+    fn unauthenticated(&self, client: Option<IpAddr>, kind: RefusalKind, reason: Reason) {
+        self.record_unauthenticated("proxy", client, kind, reason, None);
+    }
 }
 
 /// Each event carries the ticket it was queued with: tickets grow with
@@ -245,10 +293,35 @@ impl RefusalSink for RefusalLog {
 /// lowest ticket still waiting (in a lane or in flight) being at least `t`,
 /// and a reader waits for its own node's earlier events only, not for a
 /// flood queued after it.
+/// What a refusal of a caller who proved nothing is counted under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct NoiseKey {
+    minute: i64,
+    listener: &'static str,
+    client: Option<IpAddr>,
+    kind: RefusalKind,
+    reason: Reason,
+}
+
+impl NoiseKey {
+    fn with_count(self, count: u64) -> RefusalCount {
+        RefusalCount {
+            minute: self.minute,
+            listener: self.listener.to_owned(),
+            client: self.client.map(|c| c.to_string()),
+            kind: self.kind.as_str().to_owned(),
+            reason: self.reason.as_str().to_owned(),
+            count: i64::try_from(count).unwrap_or(i64::MAX),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Lanes {
     run: VecDeque<(u64, NewEvent)>,
     noise: VecDeque<(u64, NewEvent)>,
+    /// Counted refusals not written yet: each key's lowest ticket and count.
+    counts: HashMap<NoiseKey, (u64, u64)>,
     /// The lowest ticket of the batch the writer took and has not written yet.
     in_flight: Option<u64>,
     /// The ticket of the next event queued.
@@ -259,11 +332,40 @@ impl Lanes {
     /// The lowest ticket not yet written (or dropped): every event queued
     /// with a lower one is in the store.
     fn low_water(&self) -> u64 {
-        [self.run.front().map(|(t, _)| *t), self.noise.front().map(|(t, _)| *t), self.in_flight]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(self.next)
+        [
+            self.run.front().map(|(t, _)| *t),
+            self.noise.front().map(|(t, _)| *t),
+            self.counts.values().map(|(t, _)| *t).min(),
+            self.in_flight,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(self.next)
+    }
+
+    /// Adds `count` refusals under `key`, the lowest of them `ticket`.
+    fn add_count(&mut self, mut key: NoiseKey, ticket: u64, count: u64) {
+        if self.counts.len() >= COUNT_KEYS_CAP && !self.counts.contains_key(&key) {
+            key.client = None;
+        }
+        let entry = self.counts.entry(key).or_insert((ticket, 0));
+        entry.0 = entry.0.min(ticket);
+        entry.1 = entry.1.saturating_add(count);
+    }
+}
+
+/// What the writer took for one transaction.
+#[derive(Debug, PartialEq)]
+struct Taken {
+    tickets: Vec<u64>,
+    batch: Vec<NewEvent>,
+    counts: Vec<(NoiseKey, u64, u64)>,
+}
+
+impl Taken {
+    fn is_empty(&self) -> bool {
+        self.batch.is_empty() && self.counts.is_empty()
     }
 }
 
@@ -307,13 +409,31 @@ impl EventQueue {
         self.wake.notify_one();
     }
 
-    fn queued(&self) -> usize {
-        let lanes = self.lanes();
-        lanes.run.len() + lanes.noise.len()
+    /// Counts one refusal of a caller who proved nothing; never waits.
+    fn count(&self, key: NoiseKey) {
+        {
+            let mut lanes = self.lanes();
+            let ticket = lanes.next;
+            lanes.add_count(key, ticket, 1);
+            lanes.next += 1;
+        }
+        self.wake.notify_one();
     }
 
-    /// Up to [`BATCH`] events, run lane first, with their tickets.
-    fn take(&self) -> (Vec<u64>, Vec<NewEvent>) {
+    /// Events and counts not written yet (queued or in flight).
+    pub fn waiting(&self) -> usize {
+        let lanes = self.lanes();
+        lanes.run.len() + lanes.noise.len() + lanes.counts.len() + usize::from(lanes.in_flight.is_some())
+    }
+
+    fn queued(&self) -> usize {
+        let lanes = self.lanes();
+        lanes.run.len() + lanes.noise.len() + lanes.counts.len()
+    }
+
+    /// Up to [`BATCH`] events, run lane first, and every count waiting,
+    /// with their tickets.
+    fn take(&self) -> Taken {
         let mut lanes = self.lanes();
         let from_run = lanes.run.len().min(BATCH);
         let from_noise = lanes.noise.len().min(BATCH - from_run);
@@ -324,14 +444,20 @@ impl EventQueue {
             tickets.push(ticket);
             batch.push(event);
         }
-        lanes.in_flight = tickets.iter().copied().min();
-        (tickets, batch)
+        let counts: Vec<(NoiseKey, u64, u64)> =
+            lanes.counts.drain().map(|(key, (ticket, n))| (key, ticket, n)).collect();
+        lanes.in_flight = tickets.iter().copied().chain(counts.iter().map(|(_, t, _)| *t)).min();
+        Taken { tickets, batch, counts }
     }
 
     /// Returns a batch the store did not take to the front of its lanes.
-    fn put_back(&self, tickets: Vec<u64>, batch: Vec<NewEvent>) {
+    fn put_back(&self, taken: Taken) {
+        let Taken { tickets, batch, counts } = taken;
         let mut lanes = self.lanes();
         lanes.in_flight = None;
+        for (key, ticket, n) in counts {
+            lanes.add_count(key, ticket, n);
+        }
         let (run, noise): (Vec<_>, Vec<_>) =
             tickets.into_iter().zip(batch).partition(|(_, e)| e.run_id.is_some());
         for e in run.into_iter().rev() {
@@ -379,21 +505,26 @@ impl EventQueue {
             if queued > 0 && queued < BATCH {
                 tokio::time::sleep(LINGER).await;
             }
-            let (tickets, batch) = self.take();
-            if batch.is_empty() {
+            let taken = self.take();
+            if taken.is_empty() {
                 self.settled.notify_waiters();
                 let _ = tokio::time::timeout(Duration::from_secs(1), self.wake.notified()).await;
                 continue;
             }
-            match store.append_events(&batch).await {
+            let counts: Vec<RefusalCount> = taken.counts.iter().map(|(k, _, n)| k.with_count(*n)).collect();
+            match store.record_events(&taken.batch, &counts).await {
                 Ok(_) => {
                     self.lanes().in_flight = None;
                     self.settled.notify_waiters();
                 }
                 Err(e) => {
                     self.write_failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(code = e.code(), events = batch.len(), "events not written yet; retrying");
-                    self.put_back(tickets, batch);
+                    tracing::warn!(
+                        code = e.code(),
+                        events = taken.batch.len(),
+                        "events not written yet; retrying"
+                    );
+                    self.put_back(taken);
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             }
@@ -465,12 +596,15 @@ mod tests {
         q.push(event(Some("run_1"), 1));
         assert_eq!(q.dropped_noise.load(Ordering::Relaxed), 500);
         assert_eq!(q.dropped_run.load(Ordering::Relaxed), 0);
-        let (tickets, first) = q.take();
+        let taken = q.take();
+        let first = &taken.batch;
         assert_eq!(first.iter().filter(|e| e.run_id.is_some()).count(), 2, "run events go first");
         assert_eq!(first[2].at, 500, "the oldest noise was dropped");
         // A batch the store refused comes back in order, ahead of the rest.
-        q.put_back(tickets.clone(), first.clone());
-        assert_eq!(q.take(), (tickets, first));
+        let (tickets, first) = (taken.tickets.clone(), taken.batch.clone());
+        q.put_back(taken);
+        let again = q.take();
+        assert_eq!((again.tickets, again.batch), (tickets, first));
     }
 
     #[test]
@@ -480,7 +614,7 @@ mod tests {
         q.push(event(None, 1));
         let ticket = q.lanes().next;
         assert!(q.lanes().low_water() < ticket, "two events wait");
-        let (tickets, _) = q.take();
+        let tickets = q.take().tickets;
         assert_eq!(tickets, [0, 1]);
         // A flood queued after the reader's ticket, while the batch is in flight.
         for n in 0..1000 {
@@ -490,5 +624,76 @@ mod tests {
         q.lanes().in_flight = None;
         assert!(q.lanes().low_water() >= ticket, "the flood after it does not hold the reader up");
         assert_eq!(q.lanes().low_water(), 2);
+    }
+
+    #[test]
+    fn unauthenticated_refusals_are_counted_per_minute_and_client_not_queued_one_by_one() {
+        let clock = gatehouse_core::ManualClock::new(6_000);
+        let log = RefusalLog::new(Arc::new(clock.clone()), Some(Arc::new(EventQueue::default())));
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        for _ in 0..10_000 {
+            log.record_unauthenticated(
+                "api",
+                Some(a),
+                RefusalKind::AuthRefused,
+                Reason::ServiceTokenInvalid,
+                None,
+            );
+        }
+        log.record_unauthenticated("proxy", Some(b), RefusalKind::GrantRefused, Reason::GrantTampered, None);
+        clock.advance(61);
+        log.record_unauthenticated(
+            "api",
+            Some(a),
+            RefusalKind::AuthRefused,
+            Reason::ServiceTokenInvalid,
+            None,
+        );
+        let queue = log.queue().unwrap().clone();
+        assert_eq!(queue.queued(), 3, "three counts wait, not 10,002 events");
+        let ticket = queue.lanes().next;
+        let taken = queue.take();
+        assert!(taken.batch.is_empty());
+        let mut counts: Vec<RefusalCount> = taken.counts.iter().map(|(k, _, n)| k.with_count(*n)).collect();
+        counts.sort_by(|x, y| (x.minute, &x.listener).cmp(&(y.minute, &y.listener)));
+        let summary: Vec<(i64, &str, Option<&str>, &str, i64)> = counts
+            .iter()
+            .map(|c| (c.minute, c.listener.as_str(), c.client.as_deref(), c.reason.as_str(), c.count))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (6_000, "api", Some("192.0.2.1"), "service_token_invalid", 10_000),
+                (6_000, "proxy", Some("192.0.2.2"), "grant_tampered", 1),
+                (6_060, "api", Some("192.0.2.1"), "service_token_invalid", 1),
+            ]
+        );
+        // A reader waits for the counts in flight, and a refused write puts them back.
+        assert!(queue.lanes().low_water() < ticket);
+        queue.put_back(taken);
+        assert_eq!(queue.queued(), 3);
+        let mut metrics = String::new();
+        log.render(&mut metrics);
+        assert!(metrics.contains("reason=\"service_token_invalid\"} 10001"), "{metrics}");
+    }
+
+    #[test]
+    fn too_many_clients_at_once_fold_into_one_count_without_losing_any() {
+        let q = EventQueue::default();
+        let key = |n: u32| NoiseKey {
+            minute: 0,
+            listener: "proxy",
+            client: Some(IpAddr::from(std::net::Ipv4Addr::from(n))),
+            kind: RefusalKind::GrantRefused,
+            reason: Reason::ProxyAuthMissing,
+        };
+        for n in 0..(COUNT_KEYS_CAP as u32 + 500) {
+            q.count(key(n));
+        }
+        let taken = q.take();
+        assert_eq!(taken.counts.len(), COUNT_KEYS_CAP + 1);
+        assert_eq!(taken.counts.iter().map(|(_, _, n)| n).sum::<u64>(), COUNT_KEYS_CAP as u64 + 500);
+        assert!(taken.counts.iter().any(|(k, _, n)| k.client.is_none() && *n == 500));
     }
 }

@@ -11,6 +11,8 @@
 //! `content_refused` event of the run. Storage paths come only from session
 //! keys and generated ids (`gatehouse_files::layout`); names are metadata.
 
+use std::net::IpAddr;
+
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -23,6 +25,7 @@ use gatehouse_capability::session_key::{Namespace, Principal};
 use gatehouse_core::{ErrorCode, PublicError, Reason, Refusal, RefusalKind, is_valid_id, new_id};
 use gatehouse_files::{FileError, ObjectPath, Storage, check_name};
 use gatehouse_ledger::{Operation, refusal_kind, spend};
+use gatehouse_listener::PeerAddr;
 use gatehouse_store::Store;
 use gatehouse_store::files::StoredFile;
 use serde::Deserialize;
@@ -200,21 +203,42 @@ async fn delete_input(
     Ok(Json(json!({"deleted": true})))
 }
 
+/// The client address of a request on the API listener.
+fn client(peer: Option<Extension<PeerAddr>>) -> Option<IpAddr> {
+    peer.map(|Extension(PeerAddr(addr))| addr.ip())
+}
+
 /// The run's grant, from `Authorization: Bearer …`, opened. With strict
-/// tenant isolation a grant without a tenant reaches no file.
-fn grant_of(state: &AppState, rid: &RequestId, headers: &HeaderMap) -> Result<GrantClaims, ApiError> {
+/// tenant isolation a grant without a tenant reaches no file. A missing,
+/// doubled or bad grant proved nothing: its refusal is counted, not
+/// itemized.
+fn grant_of(
+    state: &AppState,
+    rid: &RequestId,
+    headers: &HeaderMap,
+    client: Option<IpAddr>,
+) -> Result<GrantClaims, ApiError> {
+    let sealer = state.sealer.as_ref().ok_or_else(|| forbidden(rid))?;
+    let unproven = |reason: Reason| {
+        state.refusals.record_unauthenticated("api", client, RefusalKind::GrantRefused, reason, Some(&rid.0));
+    };
     let mut given = headers.get_all(header::AUTHORIZATION).iter();
     let token = match (given.next(), given.next()) {
         (Some(value), None) => value.to_str().ok().and_then(bearer),
         (Some(_), Some(_)) => {
+            unproven(Reason::CredentialsAmbiguous);
             return Err(with_reason(ErrorCode::Unauthorized, rid, Reason::CredentialsAmbiguous));
         }
         _ => None,
     };
     let Some(token) = token else {
+        unproven(Reason::GrantMalformed);
         return Err(with_reason(ErrorCode::Unauthorized, rid, Reason::GrantMalformed));
     };
-    let claims = crate::api::open_token(state, rid, Some(token))?.map_err(|reason| refused(rid, reason))?;
+    let claims = sealer.open(token.trim(), state.clock.now()).map_err(|reason| {
+        unproven(reason);
+        refused(rid, reason)
+    })?;
     if claims.tenant_id.is_none() && state.tenant_isolation_strict {
         return Err(refused(rid, Reason::TenantMissing));
     }
@@ -271,10 +295,11 @@ async fn read_input(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
     Path(file_id): Path<String>,
+    peer: Option<Extension<PeerAddr>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (storage, store) = storage_and_store(&state, &rid)?;
-    let claims = grant_of(&state, &rid, &headers)?;
+    let claims = grant_of(&state, &rid, &headers, client(peer))?;
     spend_for(&state, &rid, &claims, &Operation::ReadFile { file: file_id.clone() }).await?;
     let file = store
         .file(claims.tenant_id.as_deref(), &file_id)
@@ -295,9 +320,10 @@ async fn list_session(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
     Path(session_id): Path<String>,
+    peer: Option<Extension<PeerAddr>>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    let files = session(&state, &rid, &headers, &session_id).await?;
+    let files = session(&state, &rid, &headers, client(peer), &session_id).await?;
     Ok(Json(json!({"session_id": session_id, "items": files.iter().map(described).collect::<Vec<_>>()})))
 }
 
@@ -313,9 +339,10 @@ async fn read_session_file(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
     Path(p): Path<SessionFilePath>,
+    peer: Option<Extension<PeerAddr>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let files = session(&state, &rid, &headers, &p.session_id).await?;
+    let files = session(&state, &rid, &headers, client(peer), &p.session_id).await?;
     let file = files.into_iter().find(|f| f.name == p.name).ok_or_else(|| unknown(&rid))?;
     // `session` found the storage there.
     stream_out(state.storage.as_ref().ok_or_else(|| forbidden(&rid))?, &rid, &file).await
@@ -327,10 +354,11 @@ async fn session(
     state: &AppState,
     rid: &RequestId,
     headers: &HeaderMap,
+    client: Option<IpAddr>,
     session_id: &str,
 ) -> Result<Vec<StoredFile>, ApiError> {
     let (_, store) = storage_and_store(state, rid)?;
-    let claims = grant_of(state, rid, headers)?;
+    let claims = grant_of(state, rid, headers, client)?;
     spend_for(state, rid, &claims, &Operation::ReadSession { session: session_id.to_owned() }).await?;
     let tenant = claims.tenant_id.as_deref();
     store
@@ -349,11 +377,12 @@ async fn upload(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
     Path(p): Path<SessionFilePath>,
+    peer: Option<Extension<PeerAddr>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let (storage, store) = storage_and_store(&state, &rid)?;
-    let claims = grant_of(&state, &rid, &headers)?;
+    let claims = grant_of(&state, &rid, &headers, client(peer))?;
     check_name(&p.name).map_err(|e| file_error(&rid, &e))?;
     let declared =
         headers

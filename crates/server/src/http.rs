@@ -247,7 +247,15 @@ pub async fn require_service_token(State(state): State<AppState>, mut req: Reque
             }
         },
     };
-    state.refusals.record(RefusalKind::AuthRefused, reason, None, None, Some(&request_id.0));
+    // A caller who proved nothing: counted, never itemized (anyone can send these).
+    let client = req.extensions().get::<gatehouse_listener::PeerAddr>().map(|p| p.0.ip());
+    state.refusals.record_unauthenticated(
+        "api",
+        client,
+        RefusalKind::AuthRefused,
+        reason,
+        Some(&request_id.0),
+    );
     let mut response =
         ApiError(PublicError::new(ErrorCode::Unauthorized, request_id.0).with_reason(reason)).into_response();
     response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -190,6 +190,7 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
     };
     let store = if role.has_store() { Some(open_store(&config).await?) } else { None };
     let event_retention_days = config.event_retention_days;
+    let shutdown_drain = config.shutdown_drain;
     let state = AppState::from_config(config, Arc::new(SystemClock), store)?;
     if let Some(store) = state.store.clone() {
         background(&state, store, event_retention_days).await;
@@ -229,7 +230,8 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
         (Some(proxy), Some(listener)) => {
             let bound =
                 listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
-            let listener = Listener::new(listener, limits);
+            // Refusals of clients that proved nothing are counted by address.
+            let listener = Listener::new(listener, limits).with_peer_addresses();
             state.metrics.watch_listener("proxy", listener.stats());
             tokio::spawn(gatehouse_egress::proxy::serve(proxy, listener));
             Some(format!("gatehouse egress proxy listening on http://{bound}"))
@@ -275,7 +277,31 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
     tracing::info!(%bound, role = role.as_str(), "listening");
     let handler = move |req| tower::ServiceExt::oneshot(app.clone(), req);
     listener.serve_http1(handler, shutdown_signal()).await;
+    drain_events(&state, shutdown_drain).await;
     Ok(())
+}
+
+/// At shutdown, once the API listener has stopped: the events still queued
+/// for the store (refusals, run events, counts) are written before the
+/// process exits, for at most `within` (`GATEHOUSE_SHUTDOWN_DRAIN_SECS`),
+/// so a rolling restart loses none of them. What is left past the bound
+/// is said in the log.
+pub async fn drain_events(state: &AppState, within: std::time::Duration) {
+    let Some(queue) = state.refusals.queue() else { return };
+    let waiting = queue.waiting();
+    if waiting == 0 {
+        return;
+    }
+    tracing::info!(events = waiting, "writing the events still queued before exiting");
+    if queue.flush(within).await {
+        tracing::info!("every queued event is written");
+    } else {
+        tracing::error!(
+            events = queue.waiting(),
+            secs = within.as_secs(),
+            "events not written within GATEHOUSE_SHUTDOWN_DRAIN_SECS are lost"
+        );
+    }
 }
 
 /// The configured connection limits, for each listener.
@@ -347,36 +373,62 @@ pub async fn background(state: &AppState, store: gatehouse_store::Store, retenti
     }
 }
 
-/// Expires live runs whose heartbeat was lost or whose lifetime is over,
-/// and revokes their grants. A grant the ledger could not revoke is retried
-/// on the next round.
+/// Expires live runs whose heartbeat was lost or whose lifetime is over:
+/// each run's grant is revoked in the ledger first, and the run is written
+/// `expired` only once the ledger has revoked it (as ending a run does). A
+/// run whose grant the ledger could not revoke (an outage) stays live in
+/// the store, past its deadline, so the next sweep on any node, after a
+/// restart too, revokes it again: nothing to retry is kept in memory.
 pub async fn sweep_expired_runs(state: AppState, store: gatehouse_store::Store) {
-    use gatehouse_ledger::{LedgerBackend as _, RevokeScope};
-    let mut unrevoked: Vec<String> = Vec::new();
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
     loop {
         tick.tick().await;
-        let expired = match store.expire_runs(state.clock.now(), state.run_heartbeat_timeout_secs).await {
-            Ok(ended) => ended.runs,
-            Err(e) => {
-                tracing::warn!(code = e.code(), "expired runs could not be swept");
-                Vec::new()
-            }
+        expire_due_runs(&state, &store).await;
+    }
+}
+
+/// One pass of [`sweep_expired_runs`].
+pub async fn expire_due_runs(state: &AppState, store: &gatehouse_store::Store) {
+    use gatehouse_ledger::{LedgerBackend as _, RevokeScope};
+    let now = state.clock.now();
+    let timeout = state.run_heartbeat_timeout_secs;
+    let due = match store.runs_to_expire(now, timeout, 500).await {
+        Ok(due) => due,
+        Err(e) => {
+            tracing::warn!(code = e.code(), "expired runs could not be swept");
+            return;
+        }
+    };
+    if due.is_empty() {
+        return;
+    }
+    let mut revoked = Vec::with_capacity(due.len());
+    let mut unrevoked = 0_usize;
+    for run in due {
+        let gone = match state.ledger.as_ref() {
+            Some(ledger) => ledger.revoke(&RevokeScope::Grant(run.grant_id.clone())).await.is_ok(),
+            None => true,
         };
-        unrevoked.extend(expired.iter().map(|r| r.grant_id.clone()));
-        if let Some(ledger) = state.ledger.as_ref() {
-            let mut still = Vec::new();
-            for grant_id in unrevoked.drain(..) {
-                if ledger.revoke(&RevokeScope::Grant(grant_id.clone())).await.is_err() {
-                    still.push(grant_id);
-                }
-            }
-            unrevoked = still;
+        if gone {
+            revoked.push(run.run_id);
+        } else {
+            unrevoked += 1;
         }
-        if !expired.is_empty() {
-            tracing::info!(runs = expired.len(), "runs expired");
-            crate::control::after_runs_ended(&state, &expired);
+    }
+    if unrevoked > 0 {
+        tracing::warn!(
+            runs = unrevoked,
+            "runs past their deadline stay live until the ledger revokes their grants"
+        );
+    }
+    match store.expire_revoked_runs(now, timeout, &revoked).await {
+        Ok(ended) if !ended.runs.is_empty() => {
+            tracing::info!(runs = ended.runs.len(), "runs expired");
+            crate::control::after_runs_ended(state, &ended.runs);
         }
+        Ok(_) => {}
+        // Their grants are dead already; the next sweep writes them.
+        Err(e) => tracing::warn!(code = e.code(), "expired runs could not be recorded"),
     }
 }
 

@@ -487,7 +487,32 @@ impl Store {
     /// its lifetime, and returns them. Each run expires once, on whichever
     /// node gets there first.
     pub async fn expire_runs(&self, now: UnixTime, heartbeat_timeout_secs: i64) -> Result<Ended, StoreError> {
-        dispatch!(self.expire_runs(now, heartbeat_timeout_secs))
+        dispatch!(self.expire_runs(now, heartbeat_timeout_secs, None))
+    }
+
+    /// Live runs past their heartbeat deadline or lifetime (at most
+    /// `limit`, oldest first), still live: the sweep revokes their grants
+    /// in the ledger, then [`expire_revoked_runs`](Self::expire_revoked_runs).
+    pub async fn runs_to_expire(
+        &self,
+        now: UnixTime,
+        heartbeat_timeout_secs: i64,
+        limit: u32,
+    ) -> Result<Vec<Run>, StoreError> {
+        dispatch!(self.runs_to_expire(now, heartbeat_timeout_secs, limit))
+    }
+
+    /// Expires those of `run_ids` that are still live and past their
+    /// deadline (their grants revoked in the ledger first, so a run is
+    /// never recorded expired while its grant lives), and returns them.
+    /// Each run expires once, on whichever node gets there first.
+    pub async fn expire_revoked_runs(
+        &self,
+        now: UnixTime,
+        heartbeat_timeout_secs: i64,
+        run_ids: &[String],
+    ) -> Result<Ended, StoreError> {
+        dispatch!(self.expire_runs(now, heartbeat_timeout_secs, Some(run_ids)))
     }
 
     /// Kills every live run of every tenant (emergency revoke) and returns them.
@@ -598,10 +623,21 @@ impl Store {
     /// Appends events in one transaction, in order. Refusals among them are
     /// audited too. Returns their sequence numbers.
     pub async fn append_events(&self, events: &[NewEvent]) -> Result<Vec<i64>, StoreError> {
-        if events.is_empty() {
+        self.record_events(events, &[]).await
+    }
+
+    /// Appends events and adds refusal counts (see [`RefusalCount`]) in
+    /// one transaction. Refusals among the events are audited; counts are
+    /// not. Returns the events' sequence numbers.
+    pub async fn record_events(
+        &self,
+        events: &[NewEvent],
+        counts: &[RefusalCount],
+    ) -> Result<Vec<i64>, StoreError> {
+        if events.is_empty() && counts.is_empty() {
             return Ok(Vec::new());
         }
-        dispatch!(self.append_events(events))
+        dispatch!(self.append_events(events, counts))
     }
 
     /// Refusals, newest first.

@@ -221,6 +221,51 @@ pub struct Event {
     /// What was recorded.
     #[serde(flatten)]
     pub event: NewEvent,
+    /// How many refusals the row stands for: 1, but for an aggregate of
+    /// refusals from callers who proved nothing ([`RefusalCount`]).
+    pub count: i64,
+    /// An aggregate's listener (`api`, `proxy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listener: Option<String>,
+    /// An aggregate's client address (none: not known, or folded in with
+    /// others once too many addresses were counted at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+}
+
+/// Refusals from callers who proved nothing (a missing or bad token or
+/// grant), counted instead of itemized: one row per minute, listener,
+/// client address, kind and reason, whose count every node adds to.
+/// Never audited; pruned with the other events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusalCount {
+    /// The start of the minute (Unix seconds, a multiple of 60).
+    pub minute: UnixTime,
+    /// `api` or `proxy`.
+    pub listener: String,
+    /// The client's address, when known.
+    pub client: Option<String>,
+    /// The refusal kind.
+    pub kind: String,
+    /// The reason code.
+    pub reason: String,
+    /// How many.
+    pub count: i64,
+}
+
+impl RefusalCount {
+    /// The row's key: equal for the same minute, listener, client, kind and
+    /// reason, on any node.
+    pub fn key(&self) -> String {
+        format!(
+            "{}|{}|{}|{}|{}",
+            self.minute,
+            self.listener,
+            self.client.as_deref().unwrap_or("-"),
+            self.kind,
+            self.reason
+        )
+    }
 }
 
 impl Event {

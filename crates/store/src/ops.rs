@@ -14,7 +14,7 @@ use sqlx::{Pool, Transaction};
 use crate::audit::{AuditEntry, AuditRecord};
 use crate::model::{
     AdminSession, Credential, DependencyScan, DoorLease, Ended, Event, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease,
-    NewRun, Page, PageRequest, PolicyVersion, RefusalFilter, Resealed, Run, RunStatus, TenantSettings,
+    NewRun, Page, PageRequest, PolicyVersion, RefusalCount, RefusalFilter, Resealed, Run, RunStatus, TenantSettings,
 };
 
 type Tx = Transaction<'static, Db>;
@@ -667,21 +667,62 @@ pub(crate) async fn finish_run(
     }
 }
 
+/// Live runs past their heartbeat deadline or lifetime, oldest first (at
+/// most `limit`): what the sweep revokes in the ledger, then expires.
+pub(crate) async fn runs_to_expire(
+    pool: &Pool<Db>,
+    now: UnixTime,
+    heartbeat_timeout_secs: i64,
+    limit: u32,
+) -> Result<Vec<Run>, StoreError> {
+    let rows: Vec<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE status = 'live' AND (expires_at <= $1 OR heartbeat_at + $2 <= $1) \
+         ORDER BY run_id LIMIT $3"
+    )))
+    .bind(now)
+    .bind(heartbeat_timeout_secs)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    runs_from(rows)
+}
+
+/// Expires the live runs past their deadline (only those of `only`, when
+/// given: the runs whose grants the ledger has revoked).
 pub(crate) async fn expire_runs(
     pool: &Pool<Db>,
     now: UnixTime,
     heartbeat_timeout_secs: i64,
+    only: Option<&[String]>,
 ) -> Result<Ended, StoreError> {
+    if only.is_some_and(<[String]>::is_empty) {
+        return Ok(Ended::default());
+    }
     let mut tx = begin_write(pool).await?;
-    let rows: Vec<RunRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "UPDATE runs SET status = 'expired', ended_at = $1, ended_by = 'gatehouse', end_reason = \
-         CASE WHEN expires_at <= $1 THEN 'lifetime_over' ELSE 'heartbeat_lost' END \
-         WHERE status = 'live' AND (expires_at <= $1 OR heartbeat_at + $2 <= $1) RETURNING {RUN_COLUMNS}"
-    )))
-    .bind(now)
-    .bind(heartbeat_timeout_secs)
-    .fetch_all(tx.conn())
-    .await?;
+    let mut update = sqlx::QueryBuilder::<Db>::new(
+        "UPDATE runs SET status = 'expired', ended_at = ",
+    );
+    update
+        .push_bind(now)
+        .push(", ended_by = 'gatehouse', end_reason = CASE WHEN expires_at <= ")
+        .push_bind(now)
+        .push(" THEN 'lifetime_over' ELSE 'heartbeat_lost' END WHERE status = 'live' AND (expires_at <= ")
+        .push_bind(now)
+        .push(" OR heartbeat_at + ")
+        .push_bind(heartbeat_timeout_secs)
+        .push(" <= ")
+        .push_bind(now)
+        .push(")");
+    if let Some(ids) = only {
+        update.push(" AND run_id IN (");
+        let mut list = update.separated(", ");
+        for id in ids {
+            list.push_bind(id.as_str());
+        }
+        update.push(")");
+    }
+    update.push(format_args!(" RETURNING {RUN_COLUMNS}"));
+    let rows: Vec<RunRow> = update.build_query_as().fetch_all(tx.conn()).await?;
     let mut runs = runs_from(rows)?;
     runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
     let records: Vec<AuditRecord> = runs
@@ -713,17 +754,23 @@ pub(crate) async fn kill_all_runs(
     Ok(killed)
 }
 
-pub(crate) async fn append_events(pool: &Pool<Db>, events: &[NewEvent]) -> Result<Vec<i64>, StoreError> {
+pub(crate) async fn append_events(
+    pool: &Pool<Db>,
+    events: &[NewEvent],
+    counts: &[RefusalCount],
+) -> Result<Vec<i64>, StoreError> {
     let mut tx = begin_write(pool).await?;
     // Numbers are taken under the control lock, so batches from several
-    // nodes never interleave and each batch goes in as one statement.
+    // nodes never interleave and each batch goes in as one statement. A
+    // count that adds to an existing row leaves its number unused.
     let first: i64 = sqlx::query_scalar(
         "UPDATE control SET event_seq = event_seq + $1 WHERE id = 1 RETURNING event_seq - $1 + 1",
     )
-    .bind(i64::try_from(events.len()).map_err(|_| StoreError::Corrupt)?)
+    .bind(i64::try_from(events.len() + counts.len()).map_err(|_| StoreError::Corrupt)?)
     .fetch_one(tx.conn())
     .await?;
     let seqs: Vec<i64> = (first..).take(events.len()).collect();
+    add_refusal_counts(&mut tx, counts, first + seqs.len() as i64).await?;
     let numbered: Vec<(&NewEvent, i64)> = events.iter().zip(seqs.iter().copied()).collect();
     let mut shared = Shared::default();
     for chunk in in_fixed_chunks(&numbered) {
@@ -751,6 +798,36 @@ pub(crate) async fn append_events(pool: &Pool<Db>, events: &[NewEvent]) -> Resul
     tx.append_audit(&refusal_records(events, &seqs)).await?;
     tx.commit().await?;
     Ok(seqs)
+}
+
+/// Adds refusal counts to their rows (one per minute, listener, client,
+/// kind and reason, whichever node made it), numbering new rows from
+/// `first`. Never audited: these callers proved nothing.
+async fn add_refusal_counts(tx: &mut WriteTx, counts: &[RefusalCount], first: i64) -> Result<(), StoreError> {
+    let numbered: Vec<(&RefusalCount, i64, String)> =
+        counts.iter().zip(first..).map(|(c, seq)| (c, seq, c.key())).collect();
+    for chunk in in_fixed_chunks(&numbered) {
+        let mut upsert = sqlx::QueryBuilder::<Db>::new(
+            "INSERT INTO events (seq, at, kind, reason, dry_run, refusal, count, listener, client, noise_key) ",
+        );
+        upsert.push_values(chunk, |mut row, (c, seq, key)| {
+            row.push_bind(*seq)
+                .push_bind(c.minute)
+                .push_bind(c.kind.as_str())
+                .push_bind(c.reason.as_str())
+                .push_bind(0_i64)
+                .push_bind(1_i64)
+                .push_bind(c.count)
+                .push_bind(c.listener.as_str())
+                .push_bind(c.client.as_deref())
+                .push_bind(key.as_str());
+        });
+        upsert.push(
+            " ON CONFLICT (noise_key) WHERE noise_key IS NOT NULL DO UPDATE SET count = events.count + excluded.count",
+        );
+        upsert.build().execute(tx.conn()).await?;
+    }
+    Ok(())
 }
 
 /// One shared copy of each value that events of a batch repeat (their
@@ -809,10 +886,13 @@ struct EventRow {
     lease_id: Option<String>,
     dry_run: i64,
     refusal: i64,
+    count: i64,
+    listener: Option<String>,
+    client: Option<String>,
 }
 
-const EVENT_COLUMNS: &str =
-    "seq, at, tenant_id, run_id, kind, reason, host, rule, request_id, lease_id, dry_run, refusal";
+const EVENT_COLUMNS: &str = "seq, at, tenant_id, run_id, kind, reason, host, rule, request_id, lease_id, dry_run, \
+     refusal, count, listener, client";
 
 impl EventRow {
     fn into_event(self) -> Event {
@@ -831,6 +911,9 @@ impl EventRow {
                 dry_run: self.dry_run != 0,
                 refusal: self.refusal != 0,
             },
+            count: self.count,
+            listener: self.listener,
+            client: self.client,
         }
     }
 }

@@ -1047,15 +1047,21 @@ pub async fn kill_switch(
     let revoked =
         crate::control::throw_kill_switch(&state, &person.rid, &tenant_id, engaged, reason, &person.actor)
             .await?;
-    let text = if engaged {
-        format!(
+    let notice = if revoked.second_marker_pending {
+        Notice::error(format!(
+            "Kill switch engaged and {} run(s) killed ({} lease(s) revoked), but the ledger stopped answering \
+             before the second revocation marker: it is being retried. Engage the switch again to be sure.",
+            revoked.runs, revoked.leases
+        ))
+    } else if engaged {
+        Notice::ok(format!(
             "Kill switch engaged: {} run(s) killed, {} grant(s) and {} lease(s) revoked.",
             revoked.runs, revoked.grants, revoked.leases
-        )
+        ))
     } else {
-        "Kill switch released: runs can start again.".to_owned()
+        Notice::ok("Kill switch released: runs can start again.")
     };
-    let extras = Extras { notice: Notice::ok(text), ..Extras::default() };
+    let extras = Extras { notice, ..Extras::default() };
     render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
 }
 
@@ -1101,10 +1107,18 @@ pub async fn emergency_revoke(
     let Submitted { person, form } = submitted;
     let reason = reason_text(&form.reason)?;
     let revoked = crate::control::revoke_everything(&state, &person.rid, reason, &person.actor).await?;
-    let notice = Notice::ok(format!(
-        "Done: {} run(s) killed, every grant revoked ({} marker(s)), {} lease(s) revoked.",
-        revoked.runs, revoked.grants, revoked.leases
-    ));
+    let notice = if revoked.second_marker_pending {
+        Notice::error(format!(
+            "{} run(s) killed and {} lease(s) revoked, but the ledger stopped answering before the second \
+             revocation marker: it is being retried. Revoke again to be sure.",
+            revoked.runs, revoked.leases
+        ))
+    } else {
+        Notice::ok(format!(
+            "Done: {} run(s) killed, every grant revoked ({} marker(s)), {} lease(s) revoked.",
+            revoked.runs, revoked.grants, revoked.leases
+        ))
+    };
     let live_runs = live_run_count(&state, &person).await?;
     Ok(page(StatusCode::OK, &EmergencyPage { csrf: person.csrf(), person: person.actor, notice, live_runs }))
 }

@@ -385,6 +385,16 @@ fn config_check_lists_every_problem_and_serve_refuses_to_start() {
 
 pub(crate) struct Server(Child);
 
+impl Server {
+    /// Sends SIGTERM, as an orchestrator does, and waits for the exit.
+    pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.0.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success(), "kill -TERM {pid}");
+        self.0.wait().unwrap()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.0.kill();

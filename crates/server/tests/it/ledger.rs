@@ -156,12 +156,43 @@ fn the_cli_revokes_in_the_shared_ledger() {
 
     let out = gatehouse(tmp.path())
         .env("GATEHOUSE_REDIS_URL", redis.url())
-        .args(["grant", "revoke", "--exec-id", "e9", "--json"])
+        .args(["grant", "revoke", "--exec-id", "e9", "--actor", "ada", "--json"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap(), json!({"revoked": 1}));
     assert_eq!(spend(a.clone(), token, 1).1, ["grant_revoked"]);
+    // Audited in the node's store (the data directory's, here), naming the command line.
+    let audit = http(
+        &a,
+        &format!(
+            "GET /v1/audit HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\nconnection: close\r\n\r\n"
+        ),
+    );
+    let audit: Value = serde_json::from_str(audit.split("\r\n\r\n").nth(1).unwrap_or_default()).unwrap();
+    let entry = audit["items"].as_array().unwrap().iter().find(|e| e["action"] == "grants.revoke").cloned();
+    let entry = entry.unwrap_or_else(|| panic!("no grants.revoke entry: {audit}"));
+    assert_eq!((entry["actor"].as_str(), entry["subject"].as_str()), (Some("cli:ada"), Some("e9")));
+    assert_eq!(entry["detail"], json!({"scope": "exec", "revoked": 1}));
+    // A store that cannot take the entry: the revocation stands, and the command says it is not audited.
+    let out = gatehouse(tmp.path())
+        .env("GATEHOUSE_REDIS_URL", redis.url())
+        .args([
+            "grant",
+            "revoke",
+            "--exec-id",
+            "e9",
+            "--database-url",
+            "postgres://postgres@127.0.0.1:1/none",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not audited"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // No ledger configured, or one that cannot answer: exit 2, never a silent success.
     let out = gatehouse(tmp.path()).args(["grant", "revoke", "--all"]).output().unwrap();

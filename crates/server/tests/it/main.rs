@@ -18,6 +18,7 @@ mod leases_cluster;
 mod ledger;
 mod plane;
 mod proxy;
+mod record;
 mod rewrap;
 mod runs;
 mod scans;

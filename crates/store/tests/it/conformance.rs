@@ -8,8 +8,8 @@ use gatehouse_core::Reason;
 use gatehouse_store::files::StoredFile;
 use gatehouse_store::{
     Credential, DoorLease, LEASE_LIFETIME_SECS, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease, NewRun,
-    PageRequest, REFUSAL_SCAN_ROWS, RefusalFilter, Resealed, Run, RunStatus, SchemaState, Store, StoreConfig,
-    StoreError,
+    PageRequest, REFUSAL_SCAN_ROWS, RefusalCount, RefusalFilter, Resealed, Run, RunStatus, SchemaState,
+    Store, StoreConfig, StoreError,
 };
 use gatehouse_test_support::TestDatabase;
 
@@ -385,6 +385,35 @@ pub async fn runs_expire_by_lost_heartbeat_or_lifetime_once(f: Fresh) {
     assert_eq!(s.run("run_0003").await.unwrap().unwrap().status, RunStatus::Expired);
 }
 
+/// The sweep reads the runs past their deadline, revokes their grants in
+/// the ledger, and expires only those whose grants it revoked (and only
+/// while they are still live and due): a run whose grant could not be
+/// revoked stays live, for the next sweep of any node.
+pub async fn only_runs_whose_grants_were_revoked_are_expired(f: Fresh) {
+    let s = &f.store;
+    for n in 1..=3 {
+        s.create_run(&new_run(n, "t1", 1000), "p").await.unwrap();
+    }
+    s.heartbeat("run_0003", 1100, 120).await.unwrap();
+    let ids = |runs: &[Run]| runs.iter().map(|r| r.run_id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&s.runs_to_expire(1125, 120, 500).await.unwrap()), ["run_0001", "run_0002"]);
+    assert_eq!(ids(&s.runs_to_expire(1125, 120, 1).await.unwrap()), ["run_0001"], "bounded");
+    // run 1's grant could not be revoked; run 3 is not due.
+    let ended = s.expire_revoked_runs(1125, 120, &["run_0002".into(), "run_0003".into()]).await.unwrap();
+    assert_eq!(ids(&ended.runs), ["run_0002"]);
+    assert_eq!(ended.runs[0].end_reason.as_deref(), Some("heartbeat_lost"));
+    assert_eq!(s.run("run_0001").await.unwrap().unwrap().status, RunStatus::Live);
+    assert_eq!(ids(&s.runs_to_expire(1125, 120, 500).await.unwrap()), ["run_0001"]);
+    assert_eq!(s.expire_revoked_runs(1125, 120, &[]).await.unwrap(), Default::default());
+    // Another node gets there first: each run expires once.
+    let other = f.another_node().await;
+    let one = ["run_0001".to_owned()];
+    let (a, b) =
+        tokio::join!(s.expire_revoked_runs(1130, 120, &one), other.expire_revoked_runs(1130, 120, &one));
+    assert_eq!(a.unwrap().runs.len() + b.unwrap().runs.len(), 1);
+    assert_chain_intact(s).await;
+}
+
 pub async fn the_kill_switch_kills_live_runs_and_refuses_new_ones(f: Fresh) {
     let s = &f.store;
     for n in 0..3 {
@@ -611,6 +640,67 @@ pub async fn refusals_and_run_events_are_durable_filtered_and_paged(f: Fresh) {
         .collect();
     assert_eq!(kept, [150, 500], "newest number first");
     assert_eq!(s.prune_events(i64::MAX).await.unwrap(), 2);
+}
+
+/// Refusals from callers who proved nothing are counted, not itemized:
+/// one row per minute, listener, client, kind and reason, which every node
+/// adds to; listed with the others (with their count), never audited, and
+/// pruned like every event.
+pub async fn refusal_counts_add_up_across_nodes_unaudited_and_pruned(f: Fresh) {
+    let s = &f.store;
+    let other = f.another_node().await;
+    let count = |minute: i64, client: Option<&str>, reason: &str, count: i64| RefusalCount {
+        minute,
+        listener: "api".into(),
+        client: client.map(str::to_owned),
+        kind: "auth_refused".into(),
+        reason: reason.into(),
+        count,
+    };
+    let head = s.audit_head().await.unwrap();
+    s.record_events(&[], &[count(60, Some("192.0.2.1"), "service_token_invalid", 400)]).await.unwrap();
+    other
+        .record_events(
+            &[refusal("t1", None, "egress_refused", "policy_denied", None, 70)],
+            &[
+                count(60, Some("192.0.2.1"), "service_token_invalid", 600),
+                count(60, None, "service_token_missing", 5),
+                count(120, Some("192.0.2.1"), "service_token_invalid", 1),
+            ],
+        )
+        .await
+        .unwrap();
+    let listed = s.refusals(&RefusalFilter::default(), &PageRequest::default()).await.unwrap().items;
+    let rows: Vec<(i64, Option<&str>, Option<&str>, i64)> = listed
+        .iter()
+        .map(|e| (e.event.at, e.event.reason.as_deref(), e.client.as_deref(), e.count))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (120, Some("service_token_invalid"), Some("192.0.2.1"), 1),
+            (60, Some("service_token_missing"), None, 5),
+            (70, Some("policy_denied"), None, 1),
+            (60, Some("service_token_invalid"), Some("192.0.2.1"), 1000),
+        ],
+        "one row per minute, client and reason, newest number first"
+    );
+    assert!(
+        listed.iter().filter(|e| e.event.tenant_id.is_none()).all(|e| e.listener.as_deref() == Some("api"))
+    );
+    let audited = s.audit_entries(head.0, 100).await.unwrap();
+    assert_eq!(audited.len(), 1, "only the itemized refusal is audited: {audited:?}");
+    assert_eq!(audited[0].record.tenant_id.as_deref(), Some("t1"));
+    assert_chain_intact(s).await;
+    // A tenant's refusals never include the counts (they have no tenant).
+    let filter = RefusalFilter { tenant_id: Some("t1".into()), ..RefusalFilter::default() };
+    assert_eq!(s.refusals(&filter, &PageRequest::default()).await.unwrap().items.len(), 1);
+    assert_eq!(s.prune_events(100).await.unwrap(), 3, "the first minute's rows and the refusal at 70");
+    assert_eq!(s.prune_events(i64::MAX).await.unwrap(), 1);
+    // A minute pruned and counted again starts a new row.
+    s.record_events(&[], &[count(60, Some("192.0.2.1"), "service_token_invalid", 2)]).await.unwrap();
+    let listed = s.refusals(&RefusalFilter::default(), &PageRequest::default()).await.unwrap().items;
+    assert_eq!(listed.iter().map(|e| e.count).collect::<Vec<_>>(), [2]);
 }
 
 /// One page walks a bounded stretch of rows: a filter that matches only
@@ -1591,12 +1681,14 @@ conformance!(
     a_run_lives_until_it_ends_once,
     concurrent_end_and_cancel_change_the_run_once,
     runs_expire_by_lost_heartbeat_or_lifetime_once,
+    only_runs_whose_grants_were_revoked_are_expired,
     the_kill_switch_kills_live_runs_and_refuses_new_ones,
     a_run_created_while_the_switch_is_engaged_is_never_left_live,
     runs_created_at_once_are_each_answered_on_their_own,
     runs_list_newest_first_in_pages,
     refusals_and_run_events_are_durable_filtered_and_paged,
     event_numbers_only_grow_across_nodes_and_pruning,
+    refusal_counts_add_up_across_nodes_unaudited_and_pruned,
     a_rare_match_is_found_by_paging_on_not_by_walking_everything,
     nodes_appending_at_once_keep_one_unbroken_chain,
     the_scan_submitted_last_counts_whichever_finished_first,
