@@ -87,6 +87,10 @@ pub mod names {
     pub const OSV_DB: &str = "GATEHOUSE_OSV_DB";
     /// The OSV API (or a mirror, `gatehouse osv serve`) API dependency scans ask when no offline database is set [https://api.osv.dev].
     pub const OSV_URL: &str = "GATEHOUSE_OSV_URL";
+    /// Dependency scans parsing at once on this node; more wait their turn, before their body is read [2].
+    pub const DEPS_SCAN_CONCURRENCY: &str = "GATEHOUSE_DEPS_SCAN_CONCURRENCY";
+    /// How long a scan submission waits for its turn and its scan before it is answered `202` (pending), in milliseconds [20000].
+    pub const DEPS_SCAN_WAIT_MS: &str = "GATEHOUSE_DEPS_SCAN_WAIT_MS";
     /// Where files through grants are kept: `s3://bucket[/prefix]` (with the usual `AWS_*` settings) [the data dir's `objects`].
     pub const OBJECT_STORE_URL: &str = "GATEHOUSE_OBJECT_STORE_URL";
     /// A file session untouched (not written or read) this many days is deleted with its files [30].
@@ -236,6 +240,8 @@ pub mod names {
         SHUTDOWN_DRAIN_SECS,
         OSV_DB,
         OSV_URL,
+        DEPS_SCAN_CONCURRENCY,
+        DEPS_SCAN_WAIT_MS,
         OBJECT_STORE_URL,
         SESSION_TTL_DAYS,
         GRANT_MAX_LIFETIME_SECS,
@@ -472,6 +478,10 @@ pub struct Config {
     pub osv_db: Option<PathBuf>,
     /// The OSV API asked when there is no offline database, without a trailing `/`.
     pub osv_url: String,
+    /// Dependency scans parsing at once (`GATEHOUSE_DEPS_SCAN_CONCURRENCY`).
+    pub deps_scan_concurrency: usize,
+    /// How long a scan submission waits before it is answered pending (`GATEHOUSE_DEPS_SCAN_WAIT_MS`).
+    pub deps_scan_wait: std::time::Duration,
     /// Where files are kept: `s3://bucket[/prefix]`, or `None` for the
     /// local filesystem under the data directory.
     pub object_store_url: Option<String>,
@@ -1491,6 +1501,12 @@ impl Reader<'_> {
         let proxy_public_url = self.http_url(names::PROXY_PUBLIC_URL, &format!("http://{proxy_listen}"));
         let osv_db = self.get(names::OSV_DB).map(|p| PathBuf::from(p.trim()));
         let osv_url = self.http_url(names::OSV_URL, DEFAULT_OSV_URL);
+        let deps_scan_concurrency =
+            usize::try_from(self.int(names::DEPS_SCAN_CONCURRENCY, 2, 1..=64)).unwrap_or(2);
+        // Under the API's 30 s request timeout, with room to record and answer.
+        let deps_scan_wait = std::time::Duration::from_millis(
+            u64::try_from(self.int(names::DEPS_SCAN_WAIT_MS, 20_000, 0..=25_000)).unwrap_or(20_000),
+        );
         let object_store_url = self.get(names::OBJECT_STORE_URL).map(|u| u.trim().to_owned());
         if object_store_url.as_deref().is_some_and(|u| !u.starts_with("s3://") || u.contains(['@', '?', '#']))
         {
@@ -1591,6 +1607,8 @@ impl Reader<'_> {
             session_ttl_days,
             osv_db,
             osv_url,
+            deps_scan_concurrency,
+            deps_scan_wait,
             grant_max_lifetime_secs,
             connections,
             proxy_public_url,

@@ -283,6 +283,16 @@ closed_codes! {
         /// (`maxmemory-policy` other than `noeviction`): a revocation it
         /// evicts would be undone, so the node is not ready.
         LedgerEvictionUnsafe => "ledger_eviction_unsafe",
+        /// The dependency gate: a finding at or above the tenant's gate level (`unknown` counting as high).
+        DependencyGateSeverity => "dependency_gate_severity",
+        /// The dependency gate: the head's newest scan did not complete, so it cannot vouch for the head.
+        DependencyGateScanError => "dependency_gate_scan_error",
+        /// The dependency gate: no scan was submitted for the head being checked.
+        DependencyGateNoScan => "dependency_gate_no_scan",
+        /// The dependency gate: the head's newest scan is still running; check again when it has finished.
+        DependencyGateScanPending => "dependency_gate_scan_pending",
+        /// No dependency scan of this tenant has this id.
+        ScanUnknown => "scan_unknown",
     }
 }
 
@@ -495,6 +505,11 @@ mod tests {
                 "storage_unavailable",
                 "tenant_not_allowed",
                 "ledger_eviction_unsafe",
+                "dependency_gate_severity",
+                "dependency_gate_scan_error",
+                "dependency_gate_no_scan",
+                "dependency_gate_scan_pending",
+                "scan_unknown",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

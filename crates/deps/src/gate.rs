@@ -103,19 +103,29 @@ pub enum GateReason {
     /// The scan did not complete, so it cannot vouch for the pull request.
     #[serde(rename = "dependency_gate_scan_error")]
     ScanError,
-    /// An agent's pull request with the gate on and no scan: nothing vouches for it.
+    /// An agent's pull request with the gate on and no scan of the head checked: nothing vouches for it.
     #[serde(rename = "dependency_gate_no_scan")]
     NoScan,
+    /// The head's newest scan has not finished: nothing vouches for the head yet.
+    #[serde(rename = "dependency_gate_scan_pending")]
+    ScanPending,
 }
 
 impl GateReason {
+    /// The reason code in gatehouse's closed list ([`gatehouse_core::Reason`]).
+    pub fn reason(self) -> gatehouse_core::Reason {
+        use gatehouse_core::Reason;
+        match self {
+            Self::Severity => Reason::DependencyGateSeverity,
+            Self::ScanError => Reason::DependencyGateScanError,
+            Self::NoScan => Reason::DependencyGateNoScan,
+            Self::ScanPending => Reason::DependencyGateScanPending,
+        }
+    }
+
     /// The stable wire form.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Severity => "dependency_gate_severity",
-            Self::ScanError => "dependency_gate_scan_error",
-            Self::NoScan => "dependency_gate_no_scan",
-        }
+        self.reason().as_str()
     }
 }
 

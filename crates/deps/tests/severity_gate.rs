@@ -778,6 +778,13 @@ fn gate_json_shape() {
     );
     assert_eq!(GateReason::Severity.as_str(), "dependency_gate_severity");
     assert_eq!(GateReason::ScanError.as_str(), "dependency_gate_scan_error");
+    assert_eq!(GateReason::NoScan.as_str(), "dependency_gate_no_scan");
+    assert_eq!(GateReason::ScanPending.as_str(), "dependency_gate_scan_pending");
+    // The wire form serde writes is the code in gatehouse's closed list.
+    for r in [GateReason::Severity, GateReason::ScanError, GateReason::NoScan, GateReason::ScanPending] {
+        assert_eq!(serde_json::to_value(r).unwrap(), json!(r.reason().as_str()));
+        assert_eq!(gatehouse_core::Reason::parse(r.as_str()), Some(r.reason()));
+    }
 }
 
 #[test]

@@ -59,6 +59,7 @@ pub fn routes(table: crate::api::RouteTable) -> crate::api::RouteTable {
                 .layer(axum::extract::DefaultBodyLimit::max(crate::scans::MAX_SCAN_BODY_BYTES))
                 .get(crate::scans::list_scans),
         )
+        .route("/tenants/{tenant_id}/dependency-scans/{scan_id}", get(crate::scans::get_scan))
         .route("/tenants/{tenant_id}/gate-checks", post(crate::scans::gate_check))
         .route("/tenants/{tenant_id}/kill-switch", post(kill_switch))
         .route("/emergency-revoke", post(emergency_revoke))

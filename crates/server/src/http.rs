@@ -191,7 +191,12 @@ pub fn required_scope(template: &str) -> Scope {
         p if p == "/files" || p.contains("/files/") => Scope::Runs,
         p if p.ends_with("/egress-policy") || p.ends_with("/dependency-gate") => Scope::Policies,
         // The worker's pass: it submits pull requests' scans and asks the gate.
-        p if p.ends_with("/dependency-scans") || p.ends_with("/gate-checks") => Scope::Runs,
+        p if p.ends_with("/dependency-scans")
+            || p.ends_with("/dependency-scans/{scan_id}")
+            || p.ends_with("/gate-checks") =>
+        {
+            Scope::Runs
+        }
         _ => Scope::Admin,
     }
 }

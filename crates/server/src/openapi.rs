@@ -172,7 +172,7 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "post",
         path: "/v1/tenants/{tenant_id}/dependency-scans",
-        summary: "Scan a pull request's changed lockfiles (the committed bytes, base64) against OSV and record it; the newest submission counts.",
+        summary: "Scan a pull request's changed lockfiles (the committed bytes, base64) against OSV and record it; the newest submission for a head counts. Recorded pending when submitted; 201 with the scan when it finishes in time, else 202 with its id (it finishes in the background: GET it by id).",
         auth: true,
         body: Body::Json(&["repository", "pull_request", "head_sha", "lockfiles"]),
         answer: &[
@@ -200,11 +200,33 @@ pub const ROUTES: &[Route] = &[
         answer: &["items", "next_cursor"],
     },
     Route {
+        method: "get",
+        path: "/v1/tenants/{tenant_id}/dependency-scans/{scan_id}",
+        summary: "One scan: while pending its identity and status pending; finished, the scan as submitting it answers.",
+        auth: true,
+        body: Body::None,
+        answer: &[
+            "scan_id",
+            "created_at",
+            "tenant_id",
+            "repository",
+            "pull_request",
+            "head_sha",
+            "status",
+            "findings",
+            "gate",
+            "errors",
+            "checked",
+            "lockfiles",
+            "markdown",
+        ],
+    },
+    Route {
         method: "post",
         path: "/v1/tenants/{tenant_id}/gate-checks",
-        summary: "Whether the dependency gate blocks a pull request (actor agent or person) under the tenant's mode and its newest scan.",
+        summary: "Whether the dependency gate blocks a pull request's head (actor agent or person) under the tenant's mode and the head's newest submission: complete, by severity; pending, errored or none, blocked.",
         auth: true,
-        body: Body::Json(&["repository", "pull_request", "actor"]),
+        body: Body::Json(&["repository", "pull_request", "head_sha", "actor"]),
         answer: &["blocked", "policy_failure_code", "scan_id"],
     },
     Route {
@@ -488,6 +510,17 @@ fn object(fields: &[&str]) -> Value {
     json!({"type": "object", "properties": properties})
 }
 
+/// Answers besides a route's usual one: (method, path, status, what it
+/// means, its top-level fields). A route listed here answers its usual
+/// fields under this status's neighbour (`201` beside a `202`).
+const OTHER_ANSWERS: &[(&str, &str, &str, &str, &[&str])] = &[(
+    "post",
+    "/v1/tenants/{tenant_id}/dependency-scans",
+    "202",
+    "Submitted and recorded, not finished within GATEHOUSE_DEPS_SCAN_WAIT_MS: it finishes in the background; GET it by id",
+    &["scan_id", "created_at", "tenant_id", "repository", "pull_request", "head_sha", "status"],
+)];
+
 /// The document.
 pub fn document() -> Value {
     let mut paths = Map::new();
@@ -526,6 +559,16 @@ pub fn document() -> Value {
             .collect();
         if !params.is_empty() {
             op["parameters"] = Value::Array(params);
+        }
+        for (_, _, status, description, fields) in
+            OTHER_ANSWERS.iter().filter(|(m, p, ..)| *m == r.method && *p == r.path)
+        {
+            // The usual answer is then a creation's.
+            if let Some(usual) = op["responses"].as_object_mut().and_then(|all| all.remove("200")) {
+                op["responses"]["201"] = usual;
+            }
+            op["responses"][*status] = json!({"description": description,
+                "content": {"application/json": {"schema": object(fields)}}});
         }
         let entry = paths.entry(r.path.to_owned()).or_insert_with(|| json!({}));
         entry[r.method] = op;

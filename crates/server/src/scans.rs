@@ -3,19 +3,34 @@
 //! A scan is submitted with the exact committed bytes of each changed
 //! lockfile (head, and base when there is one), checked against OSV
 //! through the door (or the operator's offline database), recorded with its
-//! findings, and answered as `deps scan --format json` shapes it. The
-//! newest scan of a pull request, by submission, is the one that counts:
-//! its number is taken before OSV is asked, so of two scans submitted
-//! together the later one wins however long each took. A gate check reads
-//! the newest scan under the tenant's current gate mode; with the gate on,
-//! an agent's pull request that has no scan is blocked.
+//! findings, and answered as `deps scan --format json` shapes it.
+//!
+//! A submission is recorded (`pending`) when it takes its submission
+//! number, before OSV is asked, and the scan then runs in a task of its
+//! own: a submission that finishes within `GATEHOUSE_DEPS_SCAN_WAIT_MS` is
+//! answered `201` with the scan, one that does not `202` with its id, and
+//! finishes in the background either way (a request that times out, or a
+//! client that hangs up, loses nothing). A scan's memory-heavy part (the
+//! body read, decoded and parsed) takes one of `GATEHOUSE_DEPS_SCAN_CONCURRENCY`
+//! turns, taken before the body is read; asking OSV holds none, so a stalled
+//! OSV never holds up other tenants' scans. A scan still pending after
+//! [`SCAN_DEADLINE`] is errored by its own task, and one whose node stopped
+//! is marked errored once it is [`STALE_AFTER`] old (at a node's start and
+//! every ten minutes after).
+//!
+//! A gate check names the head commit it is about: the newest submission
+//! for that head decides, under the tenant's current gate mode (complete: by
+//! severity; pending, errored, or none: blocked), so a scan of an older
+//! head never vouches for a newer one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Extension, FromRequest as _, Path, Query, Request, State};
 use base64::Engine as _;
 use gatehouse_core::{ErrorCode, new_id};
 use gatehouse_deps::Package;
@@ -25,12 +40,12 @@ use gatehouse_deps::matching::Index;
 use gatehouse_deps::osv_client::OsvClient;
 use gatehouse_deps::scan::{self, BaseAbsent, Finding, ScanError, plan, read_base};
 use gatehouse_deps::severity::Level;
-use gatehouse_store::{AuditRecord, DependencyScan, PageRequest};
+use gatehouse_store::{AuditRecord, DependencyScan, NewScan, PageRequest, ScanOutcome, Store};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::control::{page, path_id, store, store_error};
-use crate::http::{ApiError, Caller, RequestId, StrictJson, bad_request};
+use crate::http::{ApiError, Caller, RequestId, StrictJson, bad_request, with_reason};
 use crate::osv::EgressTransport;
 use crate::state::AppState;
 
@@ -44,6 +59,31 @@ pub const MAX_LOCKFILES: usize = 100;
 /// The largest scan submission: base64 of several lockfiles near the
 /// parsers' own cap. Larger bodies are refused before they are read.
 pub const MAX_SCAN_BODY_BYTES: usize = 96 << 20;
+
+/// The longest a scan may run once submitted: past it, its task records it
+/// errored (`osv_timeout`), so nothing is pending for ever.
+pub const SCAN_DEADLINE: Duration = Duration::from_secs(600);
+
+/// A scan still pending this long after its submission was left by a node
+/// that stopped (its own task would have finished it by
+/// [`SCAN_DEADLINE`]): it is marked errored, and the gate says
+/// `dependency_gate_scan_error` for its head until a new submission.
+pub const STALE_AFTER: Duration = Duration::from_secs(660);
+
+/// How many scans parse at once and how long a submission waits.
+#[derive(Clone)]
+pub struct ScanLimits {
+    turns: Arc<tokio::sync::Semaphore>,
+    wait: Duration,
+}
+
+impl ScanLimits {
+    /// `concurrency` scans parse at once (at least one); a submission is
+    /// answered pending after `wait`.
+    pub fn new(concurrency: usize, wait: Duration) -> Self {
+        Self { turns: Arc::new(tokio::sync::Semaphore::new(concurrency.max(1))), wait }
+    }
+}
 
 /// Where a scan's advisories come from.
 pub enum OsvSource {
@@ -102,6 +142,7 @@ pub(crate) struct ScanRequest {
 pub(crate) struct GateCheckRequest {
     repository: String,
     pull_request: i64,
+    head_sha: String,
     actor: String,
 }
 
@@ -218,10 +259,7 @@ async fn tenant_gate_mode(state: &AppState, rid: &RequestId, tenant_id: &str) ->
 /// added and changed versions, the heads that could not be read, and a
 /// summary per lockfile. `files` are (path, head bytes, base bytes or why
 /// the base is absent).
-#[allow(clippy::type_complexity, reason = "one private call site")]
-fn plan_submission(
-    files: &[(String, Vec<u8>, Result<Vec<u8>, BaseAbsent>)],
-) -> (Vec<Package>, Vec<ScanError>, Vec<Value>) {
+fn plan_submission(files: &Files) -> (Vec<Package>, Vec<ScanError>, Vec<Value>) {
     let heads: BTreeMap<&str, &[u8]> = files.iter().map(|(p, h, _)| (p.as_str(), h.as_slice())).collect();
     let bases: BTreeMap<&str, &[u8]> =
         files.iter().filter_map(|(p, _, b)| b.as_ref().ok().map(|b| (p.as_str(), b.as_slice()))).collect();
@@ -263,46 +301,45 @@ fn plan_submission(
     (to_check.into_iter().collect(), errors, summaries)
 }
 
-/// `POST /v1/tenants/{t}/dependency-scans`.
-pub(crate) async fn submit_scan(
-    State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    Extension(caller): Extension<Caller>,
-    path: Result<Path<String>, PathRejection>,
-    StrictJson(req): StrictJson<ScanRequest>,
-) -> Result<(http::StatusCode, Json<Value>), ApiError> {
-    let tenant_id = path_id(path, &rid)?;
-    let source = state.osv.as_ref().ok_or_else(|| ApiError::new(ErrorCode::Forbidden, &rid))?;
-    check_pull_request(&rid, &req.repository, req.pull_request)?;
+/// A submission's lockfiles, decoded: (path, head bytes, base bytes or why
+/// the base is absent).
+type Files = Vec<(String, Vec<u8>, Result<Vec<u8>, BaseAbsent>)>;
+
+/// Checks a submission and decodes its lockfiles. Each base64 text is
+/// dropped as soon as it is decoded, so the body is never held twice.
+fn intake(rid: &RequestId, req: &mut ScanRequest) -> Result<Files, ApiError> {
+    check_pull_request(rid, &req.repository, req.pull_request)?;
     if !valid_sha(&req.head_sha) {
-        return Err(bad_request(&rid, "head_sha is the head commit's 40 or 64 lower-case hex digits"));
+        return Err(bad_request(rid, "head_sha is the head commit's 40 or 64 lower-case hex digits"));
     }
     if req.lockfiles.is_empty() || req.lockfiles.len() > MAX_LOCKFILES {
-        return Err(bad_request(&rid, "lockfiles holds 1 to 100 changed lockfiles"));
+        return Err(bad_request(rid, "lockfiles holds 1 to 100 changed lockfiles"));
     }
     let mut seen = BTreeSet::new();
-    let mut files = Vec::with_capacity(req.lockfiles.len());
     for l in &req.lockfiles {
         if !valid_repo_path(&l.path) {
             return Err(bad_request(
-                &rid,
+                rid,
                 "a lockfile path is relative, /-separated, without . or .. segments",
             ));
         }
         if !seen.insert(l.path.as_str()) {
-            return Err(bad_request(&rid, "a lockfile path is given twice"));
+            return Err(bad_request(rid, "a lockfile path is given twice"));
         }
-        let head = decode(&rid, &l.head_base64)?;
+    }
+    let mut files = Vec::with_capacity(req.lockfiles.len());
+    for l in &mut req.lockfiles {
+        let head = decode(rid, &std::mem::take(&mut l.head_base64))?;
         // The provider's contents API stops at 1 MB: a base it reported
         // larger, or sent larger, is read as absent and every head version
         // is checked.
-        let base = match (&l.base_base64, l.base_size) {
+        let base = match (l.base_base64.take(), l.base_size) {
             (_, Some(size)) if size > BASE_MAX_BYTES => {
                 Err(BaseAbsent::TooLarge { bytes: size, limit: BASE_MAX_BYTES })
             }
             (None, _) => Err(BaseAbsent::NotGiven),
             (Some(text), _) => {
-                let bytes = decode(&rid, text)?;
+                let bytes = decode(rid, &text)?;
                 let len = bytes.len() as u64;
                 if len > BASE_MAX_BYTES {
                     Err(BaseAbsent::TooLarge { bytes: len, limit: BASE_MAX_BYTES })
@@ -311,52 +348,209 @@ pub(crate) async fn submit_scan(
                 }
             }
         };
-        files.push((l.path.clone(), head, base));
+        files.push((std::mem::take(&mut l.path), head, base));
     }
-    let store = store(&state, &rid)?;
-    // The scan's place among the pull request's scans is taken now, before
-    // OSV is asked.
-    let submitted = store.next_scan_number().await.map_err(|e| store_error(&rid, &e))?;
-    let created_at = state.clock.now();
-    let mode = tenant_gate_mode(&state, &rid, &tenant_id).await?;
+    Ok(files)
+}
 
-    // Parsing is CPU work on up to 100 lockfiles: a blocking thread's.
-    let (to_check, mut errors, summaries) = tokio::task::spawn_blocking(move || plan_submission(&files))
-        .await
-        .map_err(|_| ApiError::new(ErrorCode::Internal, &rid))?;
+/// A submission as it is answered while its scan is pending (and the
+/// identity every stored scan's answer begins with).
+fn pending_answer(s: &DependencyScan) -> Value {
+    json!({"scan_id": s.scan_id, "created_at": s.created_at, "tenant_id": s.tenant_id,
+        "repository": s.repository, "pull_request": s.pull_request, "head_sha": s.head_sha,
+        "status": "pending"})
+}
+
+/// A stored scan as the API answers it: the recorded answer once finished;
+/// while pending, its identity and `"status": "pending"`; errored because
+/// its node stopped, its identity and the error.
+fn stored_answer(s: &DependencyScan) -> Value {
+    match (s.status.as_str(), s.report.is_empty()) {
+        ("pending", _) => pending_answer(s),
+        ("error", true) => {
+            let mut answer = pending_answer(s);
+            answer["status"] = json!("error");
+            answer["errors"] = json!([{"code": "scan_interrupted",
+                "message": "the node scanning it stopped before the scan finished; submit it again"}]);
+            answer
+        }
+        _ => serde_json::from_str(&s.report).unwrap_or_else(|_| unreadable(s)),
+    }
+}
+
+/// What a scan's task needs besides its lockfiles.
+struct ScanJob {
+    record: NewScan,
+    mode: GateMode,
+    store: Store,
+    source: Arc<OsvSource>,
+    actor: String,
+    request_id: String,
+    clock: Arc<dyn gatehouse_core::Clock>,
+}
+
+/// A submitted scan, run to its end whatever became of its request: the
+/// lockfiles parsed under the turn taken for them (released before OSV is
+/// asked), OSV asked within [`SCAN_DEADLINE`], the outcome recorded. The
+/// answer, or `None` when it could not be recorded (the scan then stays
+/// pending until it is marked errored as stale).
+async fn run_scan(job: ScanJob, files: Files, turn: tokio::sync::OwnedSemaphorePermit) -> Option<Value> {
+    let planned = tokio::task::spawn_blocking(move || plan_submission(&files)).await;
+    drop(turn);
+    let (to_check, mut errors, summaries) = planned.unwrap_or_else(|_| {
+        let stopped =
+            ScanError { code: "parse_failed".into(), message: "the lockfile parser stopped".into() };
+        (Vec::new(), vec![stopped], Vec::new())
+    });
     let checked = to_check.len();
-    let (findings, lookup_errors) = source.check(to_check).await;
+    let (findings, lookup_errors) =
+        tokio::time::timeout(SCAN_DEADLINE, job.source.check(to_check)).await.unwrap_or_else(|_| {
+            let late = ScanError {
+                code: "osv_timeout".into(),
+                message: format!("OSV did not answer within {} s", SCAN_DEADLINE.as_secs()),
+            };
+            (Vec::new(), vec![late])
+        });
     errors.extend(lookup_errors);
-    let report = scan::report(findings, errors, checked, None, mode);
+    let report = scan::report(findings, errors, checked, None, job.mode);
     let markdown = scan::render_markdown(&report);
-    let scan_id = new_id("scan");
-    let mut answer = serde_json::to_value(&report).map_err(|_| ApiError::new(ErrorCode::Internal, &rid))?;
+    let mut answer = serde_json::to_value(&report).unwrap_or_else(|_| json!({"status": "error"}));
+    let r = &job.record;
     if let Value::Object(fields) = &mut answer {
-        fields.insert("scan_id".into(), json!(scan_id));
-        fields.insert("created_at".into(), json!(created_at));
-        fields.insert("tenant_id".into(), json!(tenant_id));
-        fields.insert("repository".into(), json!(req.repository));
-        fields.insert("pull_request".into(), json!(req.pull_request));
-        fields.insert("head_sha".into(), json!(req.head_sha));
+        fields.insert("scan_id".into(), json!(r.scan_id));
+        fields.insert("created_at".into(), json!(r.created_at));
+        fields.insert("tenant_id".into(), json!(r.tenant_id));
+        fields.insert("repository".into(), json!(r.repository));
+        fields.insert("pull_request".into(), json!(r.pull_request));
+        fields.insert("head_sha".into(), json!(r.head_sha));
         fields.insert("lockfiles".into(), Value::Array(summaries));
         fields.insert("markdown".into(), json!(markdown));
     }
-    let record = DependencyScan {
-        scan_id,
-        submitted,
-        tenant_id,
-        repository: req.repository,
-        pull_request: req.pull_request,
-        head_sha: req.head_sha,
-        created_at,
+    let outcome = ScanOutcome {
         status: report.status.to_owned(),
         levels: report.findings.iter().map(|f| f.severity.as_str().to_owned()).collect(),
         report: answer.to_string(),
     };
-    store.record_scan(&record, &caller.name).await.map_err(|e| store_error(&rid, &e))?;
-    tracing::info!(request_id = %rid.0, tenant_id = %record.tenant_id, scan_id = %record.scan_id,
-        status = report.status, findings = report.findings.len(), checked = report.checked, "dependency scan recorded");
-    Ok((http::StatusCode::CREATED, Json(answer)))
+    let finished_at = job.clock.now();
+    match job.store.finish_scan(&r.scan_id, &outcome, finished_at, &job.actor).await {
+        Ok(true) => {
+            tracing::info!(request_id = %job.request_id, tenant_id = %r.tenant_id, scan_id = %r.scan_id,
+                status = report.status, findings = report.findings.len(), checked = report.checked,
+                "dependency scan recorded");
+            Some(answer)
+        }
+        Ok(false) => {
+            tracing::warn!(request_id = %job.request_id, scan_id = %r.scan_id,
+                "a dependency scan finished after it was marked errored; its result is dropped");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(request_id = %job.request_id, scan_id = %r.scan_id, code = e.code(),
+                "a finished dependency scan could not be recorded; it stays pending until marked errored");
+            None
+        }
+    }
+}
+
+/// `POST /v1/tenants/{t}/dependency-scans`.
+pub(crate) async fn submit_scan(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    path: Result<Path<String>, PathRejection>,
+    request: Request,
+) -> Result<(http::StatusCode, Json<Value>), ApiError> {
+    let deadline = tokio::time::Instant::now() + state.scan_limits.wait;
+    let tenant_id = path_id(path, &rid)?;
+    let source = state.osv.clone().ok_or_else(|| ApiError::new(ErrorCode::Forbidden, &rid))?;
+    let store = store(&state, &rid)?.clone();
+    // A turn before the body is read: at most that many bodies are in
+    // memory (read, decoded, parsed) at once on this node; the rest wait.
+    let turn = tokio::time::timeout_at(deadline, state.scan_limits.turns.clone().acquire_owned())
+        .await
+        .map_err(|_| {
+            ApiError(
+                gatehouse_core::PublicError::new(ErrorCode::Unavailable, rid.0.clone())
+                    .with_message("every scan turn stayed busy; submit again"),
+            )
+        })?
+        .map_err(|_| ApiError::new(ErrorCode::Internal, &rid))?;
+    let StrictJson(mut req) = StrictJson::<ScanRequest>::from_request(request, &state).await?;
+    let files = intake(&rid, &mut req)?;
+    let mode = tenant_gate_mode(&state, &rid, &tenant_id).await?;
+    let record = NewScan {
+        scan_id: new_id("scan"),
+        tenant_id,
+        repository: req.repository,
+        pull_request: req.pull_request,
+        head_sha: req.head_sha,
+        created_at: state.clock.now(),
+    };
+    // The submission is recorded, pending, with its number: from now on the
+    // gate counts it for its head, and its task finishes it whatever
+    // becomes of this request.
+    store.submit_scan(&record, &caller.name).await.map_err(|e| store_error(&rid, &e))?;
+    let pending = pending_answer(&DependencyScan {
+        scan_id: record.scan_id.clone(),
+        submitted: 0,
+        tenant_id: record.tenant_id.clone(),
+        repository: record.repository.clone(),
+        pull_request: record.pull_request,
+        head_sha: record.head_sha.clone(),
+        created_at: record.created_at,
+        status: "pending".into(),
+        finished_at: None,
+        levels: Vec::new(),
+        report: String::new(),
+    });
+    let job = ScanJob {
+        record,
+        mode,
+        store,
+        source,
+        actor: caller.name.clone(),
+        request_id: rid.0.clone(),
+        clock: state.clock.clone(),
+    };
+    let task = tokio::spawn(run_scan(job, files, turn));
+    match tokio::time::timeout_at(deadline, task).await {
+        Ok(Ok(Some(answer))) => Ok((http::StatusCode::CREATED, Json(answer))),
+        Ok(Ok(None)) => Err(ApiError::new(ErrorCode::Unavailable, &rid)),
+        Ok(Err(_)) => Err(ApiError::new(ErrorCode::Internal, &rid)),
+        Err(_) => Ok((http::StatusCode::ACCEPTED, Json(pending))),
+    }
+}
+
+/// `GET /v1/tenants/{t}/dependency-scans/{scan_id}`: one scan, pending or finished.
+pub(crate) async fn get_scan(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Path((tenant_id, scan_id)) =
+        path.map_err(|_| bad_request(&rid, "the path names a tenant and a scan"))?;
+    let found = store(&state, &rid)?.scan(&tenant_id, &scan_id).await.map_err(|e| store_error(&rid, &e))?;
+    found
+        .map(|s| Json(stored_answer(&s)))
+        .ok_or_else(|| with_reason(ErrorCode::NotFound, &rid, gatehouse_core::Reason::ScanUnknown))
+}
+
+/// Marks scans left pending by a stopped node as errored, now and every
+/// ten minutes (any node may: none holds a scan past [`SCAN_DEADLINE`]).
+pub async fn fail_stale_scans(store: Store, clock: Arc<dyn gatehouse_core::Clock>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(600));
+    loop {
+        tick.tick().await;
+        let now = clock.now();
+        let before = now - i64::try_from(STALE_AFTER.as_secs()).unwrap_or(i64::MAX);
+        match store.fail_stale_scans(before, now, "gatehouse").await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::warn!(scans = n, "dependency scans left pending by a stopped node marked errored")
+            }
+            Err(e) => tracing::warn!(code = e.code(), "stale dependency scans could not be marked errored"),
+        }
+    }
 }
 
 /// `GET /v1/tenants/{t}/dependency-scans?repository=&pull_request=`: newest first.
@@ -378,11 +572,7 @@ pub(crate) async fn list_scans(
         .scans(&tenant_id, q.repository.as_deref(), q.pull_request, &page)
         .await
         .map_err(|e| store_error(&rid, &e))?;
-    let items: Vec<Value> = found
-        .items
-        .iter()
-        .map(|s| serde_json::from_str(&s.report).unwrap_or_else(|_| unreadable(s)))
-        .collect();
+    let items: Vec<Value> = found.items.iter().map(stored_answer).collect();
     Ok(Json(json!({"items": items, "next_cursor": found.next_cursor})))
 }
 
@@ -393,10 +583,11 @@ fn unreadable(s: &DependencyScan) -> Value {
         "errors": [{"code": "scan_record_unreadable", "message": "the stored scan does not read"}]})
 }
 
-/// The gate's verdict for a pull request's newest scan (`None`: no scan).
-/// A person is never held to the gate; an agent's pull request with the
-/// gate on and no scan is blocked. A recorded level that does not read
-/// counts as an incomplete scan.
+/// The gate's verdict for a head's newest submission (`None`: none). A
+/// person is never held to the gate; with the gate on, an agent's head is
+/// blocked without a submission, while its newest one is pending, and when
+/// that one did not complete. A recorded level that does not read counts
+/// as an incomplete scan.
 pub fn gate_verdict(
     mode: GateMode,
     actor_is_person: bool,
@@ -408,6 +599,9 @@ pub fn gate_verdict(
     let Some(scan) = newest else {
         return Some(GateReason::NoScan);
     };
+    if scan.status == "pending" {
+        return Some(GateReason::ScanPending);
+    }
     let levels: Vec<Option<Level>> = scan.levels.iter().map(|l| Level::parse(l)).collect();
     let unreadable = levels.iter().any(Option::is_none);
     let levels: Vec<Level> = levels.into_iter().flatten().collect();
@@ -424,6 +618,9 @@ pub(crate) async fn gate_check(
 ) -> Result<Json<Value>, ApiError> {
     let tenant_id = path_id(path, &rid)?;
     check_pull_request(&rid, &req.repository, req.pull_request)?;
+    if !valid_sha(&req.head_sha) {
+        return Err(bad_request(&rid, "head_sha is the head commit checked: 40 or 64 lower-case hex digits"));
+    }
     let actor_is_person = match req.actor.as_str() {
         "agent" => false,
         "person" => true,
@@ -432,22 +629,15 @@ pub(crate) async fn gate_check(
     let mode = tenant_gate_mode(&state, &rid, &tenant_id).await?;
     let store = store(&state, &rid)?;
     let newest = store
-        .scans(
-            &tenant_id,
-            Some(&req.repository),
-            Some(req.pull_request),
-            &PageRequest { limit: 1, cursor: None },
-        )
+        .newest_scan_of_head(&tenant_id, &req.repository, req.pull_request, &req.head_sha)
         .await
-        .map_err(|e| store_error(&rid, &e))?
-        .items
-        .into_iter()
-        .next();
+        .map_err(|e| store_error(&rid, &e))?;
     let reason = gate_verdict(mode, actor_is_person, newest.as_ref());
     let scan_id = newest.map(|s| s.scan_id);
     let verdict = json!({"blocked": reason.is_some(), "policy_failure_code": reason.map(GateReason::as_str),
         "scan_id": scan_id});
-    let detail = json!({"repository": req.repository, "pull_request": req.pull_request, "actor": req.actor,
+    let detail = json!({"repository": req.repository, "pull_request": req.pull_request,
+        "head_sha": req.head_sha, "actor": req.actor,
         "mode": mode.as_str(), "blocked": reason.is_some(), "policy_failure_code": reason.map(GateReason::as_str),
         "scan_id": scan_id});
     let subject = format!("{}#{}", req.repository, req.pull_request);
@@ -528,6 +718,7 @@ mod tests {
             head_sha: "a".repeat(40),
             created_at: 0,
             status: status.into(),
+            finished_at: (status != "pending").then_some(1),
             levels: levels.iter().map(|l| (*l).to_owned()).collect(),
             report: "{}".into(),
         }
@@ -546,6 +737,11 @@ mod tests {
         assert_eq!(gate_verdict(High, true, None), None, "a person is never held to the gate");
         assert_eq!(gate_verdict(High, true, Some(&errored)), None);
         assert_eq!(gate_verdict(High, false, Some(&clean)), None);
+        let pending = scan("pending", &[]);
+        assert_eq!(gate_verdict(High, false, Some(&pending)), Some(GateReason::ScanPending));
+        assert_eq!(gate_verdict(Critical, false, Some(&pending)), Some(GateReason::ScanPending));
+        assert_eq!(gate_verdict(Off, false, Some(&pending)), None);
+        assert_eq!(gate_verdict(High, true, Some(&pending)), None);
         assert_eq!(gate_verdict(High, false, Some(&high)), Some(GateReason::Severity));
         assert_eq!(gate_verdict(Critical, false, Some(&high)), None);
         assert_eq!(gate_verdict(Critical, false, Some(&errored)), Some(GateReason::ScanError));

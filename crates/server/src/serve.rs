@@ -348,6 +348,9 @@ pub async fn background(state: &AppState, store: gatehouse_store::Store, retenti
     }
     tokio::spawn(state.policies.clone().follow(store.clone()));
     tokio::spawn(sweep_expired_runs(state.clone(), store.clone()));
+    if state.osv.is_some() {
+        tokio::spawn(crate::scans::fail_stale_scans(store.clone(), state.clock.clone()));
+    }
     if let Some(storage) = state.storage.clone() {
         tokio::spawn(crate::file_sweeper::run(state.clone(), store.clone(), storage, state.session_ttl_days));
     }

@@ -80,6 +80,8 @@ pub struct Inner {
     pub fetcher: Option<Fetcher>,
     /// Where dependency scans find advisories (worker and all).
     pub osv: Option<Arc<crate::scans::OsvSource>>,
+    /// Dependency scans' turns and how long a submission waits for its scan.
+    pub scan_limits: crate::scans::ScanLimits,
     /// Sniffing plus clamd when configured (`POST /v1/content/scan`).
     pub content: gatehouse_content::ContentScanner,
     /// Counters for `/metrics`.
@@ -280,6 +282,7 @@ impl AppState {
             proxy,
             fetcher,
             osv,
+            scan_limits: crate::scans::ScanLimits::new(config.deps_scan_concurrency, config.deps_scan_wait),
             content,
             metrics: Metrics::default(),
             credential_public_key: config.credential_public_key.filter(|_| config.role.mints()),

@@ -661,15 +661,56 @@ impl Store {
 
     // ---- dependency scans ----
 
-    /// The next scan's submission number, taken when a scan is submitted,
-    /// before it is checked: the order in which a pull request's scans count.
-    pub async fn next_scan_number(&self) -> Result<i64, StoreError> {
-        dispatch!(self.next_scan_number())
+    /// Records a submission as `pending` with its audit entry
+    /// (`dependency_scan.create`), taking its submission number in the same
+    /// transaction: the order in which a pull request's scans count. The
+    /// number is returned; it is taken before the scan is checked, so of two
+    /// submissions the later one counts whichever finishes first.
+    pub async fn submit_scan(&self, scan: &NewScan, actor: &str) -> Result<i64, StoreError> {
+        dispatch!(self.submit_scan(scan, actor))
     }
 
-    /// Records a finished scan and audits it.
-    pub async fn record_scan(&self, scan: &DependencyScan, actor: &str) -> Result<(), StoreError> {
-        dispatch!(self.record_scan(scan, actor))
+    /// Records a pending scan's outcome with its audit entry
+    /// (`dependency_scan.finish`). `false` (and nothing written) when the
+    /// scan is not pending: unknown, already finished, or marked errored by
+    /// [`Store::fail_stale_scans`] meanwhile.
+    pub async fn finish_scan(
+        &self,
+        scan_id: &str,
+        outcome: &ScanOutcome,
+        at: UnixTime,
+        actor: &str,
+    ) -> Result<bool, StoreError> {
+        dispatch!(self.finish_scan(scan_id, outcome, at, actor))
+    }
+
+    /// Marks every scan still pending that was submitted before `before` as
+    /// errored (`status: "error"`, an empty report), each with its audit
+    /// entry (`dependency_scan.finish`, `"interrupted": true`): its node
+    /// stopped before finishing it. Returns how many.
+    pub async fn fail_stale_scans(
+        &self,
+        before: UnixTime,
+        at: UnixTime,
+        actor: &str,
+    ) -> Result<u64, StoreError> {
+        dispatch!(self.fail_stale_scans(before, at, actor))
+    }
+
+    /// One of a tenant's scans, by id.
+    pub async fn scan(&self, tenant_id: &str, scan_id: &str) -> Result<Option<DependencyScan>, StoreError> {
+        dispatch!(self.scan(tenant_id, scan_id))
+    }
+
+    /// The newest submission (pending, or finished) for a pull request's head commit.
+    pub async fn newest_scan_of_head(
+        &self,
+        tenant_id: &str,
+        repository: &str,
+        pull_request: i64,
+        head_sha: &str,
+    ) -> Result<Option<DependencyScan>, StoreError> {
+        dispatch!(self.newest_scan_of_head(tenant_id, repository, pull_request, head_sha))
     }
 
     /// A tenant's scans (of one repository, one pull request, when given), last submitted first.

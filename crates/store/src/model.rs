@@ -346,11 +346,43 @@ pub struct DependencyScan {
     pub head_sha: String,
     /// When it was submitted.
     pub created_at: UnixTime,
-    /// `ok` or `error` (the scan did not complete).
+    /// `pending` (submitted, not finished), `ok`, or `error` (the scan did not complete).
     pub status: String,
+    /// When it finished (or was marked errored); `None` while pending.
+    pub finished_at: Option<UnixTime>,
     /// The levels of its findings, as the gate reads them (`high`, `unknown`, ...).
     pub levels: Vec<String>,
-    /// The scan as the API answered it (JSON text).
+    /// The scan as the API answered it (JSON text); empty while pending, and
+    /// for a scan marked errored because its node stopped.
+    pub report: String,
+}
+
+/// A scan submission, recorded as `pending` when it takes its number
+/// ([`Store::submit_scan`](crate::Store::submit_scan)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewScan {
+    /// `scan_` + UUIDv7.
+    pub scan_id: String,
+    /// The tenant.
+    pub tenant_id: String,
+    /// The repository (`owner/name`).
+    pub repository: String,
+    /// The pull request's number.
+    pub pull_request: i64,
+    /// The head commit scanned.
+    pub head_sha: String,
+    /// When it was submitted.
+    pub created_at: UnixTime,
+}
+
+/// What a finished scan found ([`Store::finish_scan`](crate::Store::finish_scan)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanOutcome {
+    /// `ok` or `error`.
+    pub status: String,
+    /// The levels of its findings, as the gate reads them.
+    pub levels: Vec<String>,
+    /// The scan as the API answers it (JSON text).
     pub report: String,
 }
 

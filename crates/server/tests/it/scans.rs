@@ -3,6 +3,7 @@
 
 use base64::Engine as _;
 use gatehouse_config::names;
+use gatehouse_core::Clock as _;
 use gatehouse_test_support::TestDatabase;
 use serde_json::{Value, json};
 
@@ -33,10 +34,15 @@ fn submission(pull_request: i64, lockfiles: Value) -> Value {
 }
 
 async fn gate(node: &Node, actor: &str) -> Value {
+    gate_of(node, actor, SHA).await
+}
+
+/// The gate check for the head `head_sha` of pull request 7.
+async fn gate_of(node: &Node, actor: &str, head_sha: &str) -> Value {
     let reply = call(
         node,
         "/v1/tenants/t1/gate-checks",
-        json!({"repository": "octo/app", "pull_request": 7, "actor": actor}),
+        json!({"repository": "octo/app", "pull_request": 7, "head_sha": head_sha, "actor": actor}),
     )
     .await;
     assert_eq!(reply.status, 200, "{}", reply.text);
@@ -137,11 +143,21 @@ async fn scans_and_the_gate_work_end_to_end(node: Node) {
     let actions: Vec<&str> =
         audit["items"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
     assert_eq!(actions.iter().filter(|a| **a == "dependency_scan.create").count(), 3);
+    assert_eq!(actions.iter().filter(|a| **a == "dependency_scan.finish").count(), 3);
     assert_eq!(actions.iter().filter(|a| **a == "gate.check").count(), 6);
     let first_check =
         audit["items"].as_array().unwrap().iter().find(|e| e["action"] == "gate.check").unwrap();
     assert_eq!(first_check["detail"]["policy_failure_code"], "dependency_gate_no_scan");
     assert_eq!(first_check["subject"], "octo/app#7");
+    assert_eq!(first_check["detail"]["head_sha"], SHA);
+
+    // One scan by its id, as listed; another tenant's or an unknown id is not found.
+    let one = get(&node, &format!("/v1/tenants/t1/dependency-scans/{bad_id}")).await;
+    assert_eq!(one.status, 200, "{}", one.text);
+    assert_eq!(one.json(), bad);
+    assert_eq!(get(&node, &format!("/v1/tenants/t2/dependency-scans/{bad_id}")).await.status, 404);
+    let unknown = get(&node, "/v1/tenants/t1/dependency-scans/scan_none").await;
+    assert_eq!((unknown.status, unknown.json()["error"]["reason"].as_str()), (404, Some("scan_unknown")));
 }
 
 #[tokio::test]
@@ -321,13 +337,15 @@ async fn bad_submissions_are_refused_with_nothing_recorded() {
         assert_eq!(reply.status, 400, "{body}: {}", reply.text);
         assert_eq!(reply.json()["error"]["code"], "bad_request", "{}", reply.text);
     }
-    let reply = call(
-        &node,
-        "/v1/tenants/t1/gate-checks",
-        json!({"repository": "octo/app", "pull_request": 7, "actor": "bot"}),
-    )
-    .await;
-    assert_eq!(reply.status, 400);
+    for body in [
+        json!({"repository": "octo/app", "pull_request": 7, "head_sha": SHA, "actor": "bot"}),
+        // The head is part of the question: a check without it is refused, never answered for some head.
+        json!({"repository": "octo/app", "pull_request": 7, "actor": "agent"}),
+        json!({"repository": "octo/app", "pull_request": 7, "head_sha": "HEAD", "actor": "agent"}),
+    ] {
+        let reply = call(&node, "/v1/tenants/t1/gate-checks", body.clone()).await;
+        assert_eq!(reply.status, 400, "{body}: {}", reply.text);
+    }
     let listed = get(&node, "/v1/tenants/t1/dependency-scans").await.json();
     assert_eq!(listed["items"], json!([]));
     assert_eq!(gate(&node, "agent").await["policy_failure_code"], "dependency_gate_no_scan");
@@ -377,4 +395,190 @@ async fn credentials_in_a_lockfile_never_reach_the_answer_or_the_store() {
         let bytes = std::fs::read(node.data.path().join(file)).unwrap_or_default();
         assert!(!bytes.windows(secret.len()).any(|w| w == secret.as_bytes()), "{file} holds the credential");
     }
+}
+
+/// A TCP relay in front of `upstream` that holds every byte a client sends
+/// while `open` is false: an OSV that stalls, request by request, even on
+/// a connection kept from an earlier request.
+#[allow(clippy::disallowed_methods, reason = "a test relay to the OSV mirror under test, on loopback")]
+async fn stalling_relay(upstream: &str, open: tokio::sync::watch::Receiver<bool>) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let upstream = upstream.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((client, _)) = listener.accept().await else { return };
+            let (upstream, mut open) = (upstream.clone(), open.clone());
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else { return };
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+                });
+                let mut buf = vec![0u8; 16 * 1024];
+                loop {
+                    let n = match client_read.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    if open.wait_for(|o| *o).await.is_err()
+                        || server_write.write_all(&buf[..n]).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Polls a scan until it is no longer pending.
+async fn finished(node: &Node, scan_id: &str) -> Value {
+    for _ in 0..300 {
+        let reply = get(node, &format!("/v1/tenants/t1/dependency-scans/{scan_id}")).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let scan = reply.json();
+        if scan["status"] != "pending" {
+            return scan;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the scan {scan_id} never finished");
+}
+
+#[tokio::test]
+async fn a_scan_of_an_older_head_never_vouches_for_a_newer_one_whose_scan_stalls() {
+    let (_mirror, mirror_url) = crate::deps::mirror(std::path::Path::new(&osv_mini()));
+    let (open, opened) = tokio::sync::watch::channel(true);
+    let osv = stalling_relay(&mirror_url, opened).await;
+    let node = node_with(
+        "all",
+        &[
+            (names::OSV_URL, &osv),
+            (names::EGRESS_ALLOW_RANGES, "127.0.0.1/32"),
+            (names::DEPS_SCAN_WAIT_MS, "500"),
+        ],
+    )
+    .await;
+    let (clean_head, bad_head, unscanned_head) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+    let scan_of = |head: &str, lock: &str| {
+        json!({"repository": "octo/app", "pull_request": 7, "head_sha": head,
+            "lockfiles": [{"path": "package-lock.json", "head_base64": b64(lock)}]})
+    };
+
+    // The agent pushes a clean head; its scan finishes in time and passes.
+    let clean = submit(&node, scan_of(&clean_head, &npm_lock(&[("lodash", "4.17.21")]))).await;
+    assert_eq!((clean["status"].as_str(), clean["checked"].as_u64()), (Some("ok"), Some(1)), "{clean}");
+    assert_eq!(gate_of(&node, "agent", &clean_head).await["blocked"], false);
+
+    // Then a vulnerable head, whose scan stalls at OSV: answered 202, pending.
+    open.send(false).unwrap();
+    let reply = call(
+        &node,
+        "/v1/tenants/t1/dependency-scans",
+        scan_of(&bad_head, &npm_lock(&[("lodash", "4.17.20")])),
+    )
+    .await;
+    assert_eq!(reply.status, 202, "{}", reply.text);
+    let pending = reply.json();
+    assert_eq!(pending["status"], "pending");
+    assert_eq!(pending["head_sha"], bad_head.as_str());
+    let scan_id = pending["scan_id"].as_str().unwrap().to_owned();
+    let polled = get(&node, &format!("/v1/tenants/t1/dependency-scans/{scan_id}")).await.json();
+    assert_eq!(polled, pending, "pollable while pending");
+
+    // The gate asks about the new head: blocked while its scan is pending,
+    // never passed on the older head's clean scan.
+    assert_eq!(
+        gate_of(&node, "agent", &bad_head).await,
+        json!({"blocked": true, "policy_failure_code": "dependency_gate_scan_pending", "scan_id": scan_id})
+    );
+    assert_eq!(gate_of(&node, "person", &bad_head).await["blocked"], false, "a person is never held");
+    // A head nobody submitted has no scan, whatever other heads have.
+    assert_eq!(
+        gate_of(&node, "agent", &unscanned_head).await,
+        json!({"blocked": true, "policy_failure_code": "dependency_gate_no_scan", "scan_id": null})
+    );
+
+    // OSV answers again: the scan finishes in the background (its request
+    // is long answered) and the gate judges the new head by its result.
+    open.send(true).unwrap();
+    let done = finished(&node, &scan_id).await;
+    assert_eq!(done["status"], "ok", "{done}");
+    assert!(done["findings"].as_array().unwrap().iter().any(|f| f["id"] == "GHSA-35jh-r3h4-6jhm"), "{done}");
+    assert_eq!(
+        gate_of(&node, "agent", &bad_head).await,
+        json!({"blocked": true, "policy_failure_code": "dependency_gate_severity", "scan_id": scan_id})
+    );
+    let listed =
+        get(&node, "/v1/tenants/t1/dependency-scans?repository=octo/app&pull_request=7").await.json();
+    assert_eq!(listed["items"][0], done, "the list shows the finished scan");
+
+    // A newer submission for the same head counts from the moment it is
+    // submitted: pending again until it finishes.
+    open.send(false).unwrap();
+    let reply = call(
+        &node,
+        "/v1/tenants/t1/dependency-scans",
+        scan_of(&bad_head, &npm_lock(&[("lodash", "4.17.21")])),
+    )
+    .await;
+    assert_eq!(reply.status, 202, "{}", reply.text);
+    let again = reply.json()["scan_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        gate_of(&node, "agent", &bad_head).await["policy_failure_code"],
+        "dependency_gate_scan_pending"
+    );
+    open.send(true).unwrap();
+    assert_eq!(finished(&node, &again).await["status"], "ok");
+    assert_eq!(
+        gate_of(&node, "agent", &bad_head).await,
+        json!({"blocked": false, "policy_failure_code": null, "scan_id": again})
+    );
+}
+
+#[tokio::test]
+async fn a_scan_left_pending_by_a_stopped_node_is_marked_errored_and_blocks() {
+    let node = node_with("all", &[(names::OSV_DB, &osv_mini())]).await;
+    let store = node.state.store.clone().unwrap();
+    // A node took the submission and stopped before finishing it.
+    let submitted = gatehouse_store::NewScan {
+        scan_id: "scan_orphan".into(),
+        tenant_id: "t1".into(),
+        repository: "octo/app".into(),
+        pull_request: 7,
+        head_sha: SHA.into(),
+        created_at: node.clock.now(),
+    };
+    store.submit_scan(&submitted, "worker").await.unwrap();
+    assert_eq!(gate(&node, "agent").await["policy_failure_code"], "dependency_gate_scan_pending");
+    let before = node.clock.now() + 1;
+    assert_eq!(store.fail_stale_scans(before, node.clock.now(), "gatehouse").await.unwrap(), 1);
+    assert_eq!(
+        gate(&node, "agent").await,
+        json!({"blocked": true, "policy_failure_code": "dependency_gate_scan_error", "scan_id": "scan_orphan"})
+    );
+    let scan = get(&node, "/v1/tenants/t1/dependency-scans/scan_orphan").await.json();
+    assert_eq!(
+        (scan["status"].as_str(), scan["errors"][0]["code"].as_str()),
+        (Some("error"), Some("scan_interrupted"))
+    );
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_the_pending_answer_and_the_scan_by_id() {
+    let node = node_with("all", &[(names::OSV_DB, &osv_mini())]).await;
+    let doc = get(&node, "/openapi.json").await.json();
+    let paths = &doc["paths"];
+    let submit = &paths["/v1/tenants/{tenant_id}/dependency-scans"]["post"]["responses"];
+    assert!(submit["201"].is_object() && submit["202"].is_object(), "{submit}");
+    let fields = submit["202"]["content"]["application/json"]["schema"]["properties"].as_object().unwrap();
+    assert!(fields.contains_key("scan_id") && fields.contains_key("status"));
+    assert!(paths["/v1/tenants/{tenant_id}/dependency-scans/{scan_id}"]["get"].is_object());
+    let check =
+        &paths["/v1/tenants/{tenant_id}/gate-checks"]["post"]["requestBody"]["content"]["application/json"];
+    assert!(check["schema"]["properties"]["head_sha"].is_object());
 }

@@ -182,6 +182,7 @@ const RULES: &[(&str, &str, TenantRule, &str, &str)] = &[
     ("get", "/v1/tenants/{tenant_id}/dependency-gate", TenantRule::Path, "", ""),
     ("post", "/v1/tenants/{tenant_id}/dependency-scans", TenantRule::Path, "", "{}"),
     ("get", "/v1/tenants/{tenant_id}/dependency-scans", TenantRule::Path, "", ""),
+    ("get", "/v1/tenants/{tenant_id}/dependency-scans/{scan_id}", TenantRule::Path, "", ""),
     ("post", "/v1/tenants/{tenant_id}/gate-checks", TenantRule::Path, "", "{}"),
     ("post", "/v1/tenants/{tenant_id}/kill-switch", TenantRule::Path, "", r#"{"engaged": false}"#),
     ("post", "/v1/emergency-revoke", TenantRule::Global, "", "{}"),

@@ -788,21 +788,19 @@ pub async fn nodes_appending_at_once_keep_one_unbroken_chain(f: Fresh) {
     assert_eq!(a.current_policy("t2").await.unwrap().unwrap().version, 25);
 }
 
-fn scan(
-    id: &str,
-    submitted: i64,
-    pull_request: i64,
-    status: &str,
-    levels: &[&str],
-) -> gatehouse_store::DependencyScan {
-    gatehouse_store::DependencyScan {
+fn submission(id: &str, pull_request: i64, head: char, created_at: i64) -> gatehouse_store::NewScan {
+    gatehouse_store::NewScan {
         scan_id: id.into(),
-        submitted,
         tenant_id: "t1".into(),
         repository: "octo/app".into(),
         pull_request,
-        head_sha: "a".repeat(40),
-        created_at: 100 + submitted,
+        head_sha: head.to_string().repeat(40),
+        created_at,
+    }
+}
+
+fn outcome(id: &str, status: &str, levels: &[&str]) -> gatehouse_store::ScanOutcome {
+    gatehouse_store::ScanOutcome {
         status: status.into(),
         levels: levels.iter().map(|l| (*l).to_owned()).collect(),
         report: format!("{{\"scan_id\":\"{id}\"}}"),
@@ -811,55 +809,106 @@ fn scan(
 
 pub async fn the_scan_submitted_last_counts_whichever_finished_first(f: Fresh) {
     let other = f.another_node().await;
-    // Two nodes take numbers at once: each gets its own, and they only grow.
-    let (a, b) = tokio::join!(f.store.next_scan_number(), other.next_scan_number());
+    // Two nodes submit at once: each submission gets its own number, recorded pending with it.
+    let (sa, sb) = (submission("scan_a", 7, 'a', 100), submission("scan_b", 7, 'a', 100));
+    let (a, b) = tokio::join!(f.store.submit_scan(&sa, "worker"), other.submit_scan(&sb, "worker"));
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_ne!(a, b);
-    let (first, second) = (a.min(b), a.max(b));
-    // The later submission finishes first; the earlier one is recorded after it.
-    other.record_scan(&scan("scan_second", second, 7, "ok", &[]), "worker").await.unwrap();
-    f.store
-        .record_scan(&scan("scan_first", first, 7, "error", &["high", "unknown"]), "worker")
-        .await
-        .unwrap();
-    f.store
-        .record_scan(
-            &scan("scan_other_pr", f.store.next_scan_number().await.unwrap(), 8, "ok", &[]),
-            "worker",
-        )
-        .await
-        .unwrap();
+    let (first, second) = if a < b { ("scan_a", "scan_b") } else { ("scan_b", "scan_a") };
+    let pending = f.store.scan("t1", second).await.unwrap().unwrap();
+    assert_eq!(
+        (pending.status.as_str(), pending.finished_at, pending.report.as_str()),
+        ("pending", None, "")
+    );
+    let newest = f.store.newest_scan_of_head("t1", "octo/app", 7, &"a".repeat(40)).await.unwrap().unwrap();
+    assert_eq!(
+        (newest.scan_id.as_str(), newest.status.as_str()),
+        (second, "pending"),
+        "pending counts at once"
+    );
+    // The later submission finishes first; the earlier one after it.
+    assert!(other.finish_scan(second, &outcome(second, "ok", &[]), 150, "worker").await.unwrap());
+    assert!(
+        f.store
+            .finish_scan(first, &outcome(first, "error", &["high", "unknown"]), 160, "worker")
+            .await
+            .unwrap()
+    );
+    // A scan finishes once.
+    assert!(!f.store.finish_scan(first, &outcome(first, "ok", &[]), 170, "worker").await.unwrap());
+    assert!(
+        !f.store.finish_scan("scan_none", &outcome("scan_none", "ok", &[]), 170, "worker").await.unwrap()
+    );
+    let newest = f.store.newest_scan_of_head("t1", "octo/app", 7, &"a".repeat(40)).await.unwrap().unwrap();
+    assert_eq!(
+        (newest.scan_id.as_str(), newest.status.as_str(), newest.finished_at),
+        (second, "ok", Some(150)),
+        "submission order, not completion order"
+    );
+    // Another head of the same pull request, and another pull request.
+    f.store.submit_scan(&submission("scan_head_b", 7, 'b', 200), "worker").await.unwrap();
+    f.store.submit_scan(&submission("scan_other_pr", 8, 'a', 210), "worker").await.unwrap();
+    let head_b = f.store.newest_scan_of_head("t1", "octo/app", 7, &"b".repeat(40)).await.unwrap().unwrap();
+    assert_eq!(head_b.scan_id, "scan_head_b");
+    let head_a = f.store.newest_scan_of_head("t1", "octo/app", 7, &"a".repeat(40)).await.unwrap().unwrap();
+    assert_eq!(head_a.scan_id, second, "a newer head's submission is not the old head's");
+    assert_eq!(f.store.newest_scan_of_head("t1", "octo/app", 7, &"c".repeat(40)).await.unwrap(), None);
+    assert_eq!(f.store.newest_scan_of_head("t2", "octo/app", 7, &"a".repeat(40)).await.unwrap(), None);
+    assert_eq!(f.store.scan("t2", second).await.unwrap(), None, "scans are their tenant's own");
+
     let newest = |pr| {
         let store = f.store.clone();
         async move {
             store
-                .scans("t1", Some("octo/app"), Some(pr), &PageRequest { limit: 1, cursor: None })
+                .scans("t1", Some("octo/app"), Some(pr), &PageRequest { limit: 2, cursor: None })
                 .await
                 .unwrap()
         }
     };
     let seven = newest(7).await;
-    assert_eq!(seven.items[0].scan_id, "scan_second", "submission order, not completion order");
-    assert!(seven.next_cursor.is_some());
+    assert_eq!(seven.items[0].scan_id, "scan_head_b");
+    assert_eq!(seven.items[1].scan_id, second);
     let older = f
         .store
         .scans("t1", Some("octo/app"), Some(7), &PageRequest { limit: 5, cursor: seven.next_cursor })
         .await
         .unwrap();
+    let read = &older.items[0];
     assert_eq!(
-        older.items,
-        vec![scan("scan_first", first, 7, "error", &["high", "unknown"])],
+        (read.scan_id.as_str(), read.status.as_str(), read.levels.clone(), read.finished_at, read.created_at),
+        (first, "error", vec!["high".to_owned(), "unknown".to_owned()], Some(160), 100),
         "read back whole"
     );
+    assert_eq!(read.report, format!("{{\"scan_id\":\"{first}\"}}"));
     assert_eq!(newest(8).await.items[0].scan_id, "scan_other_pr");
     let all = f.store.scans("t1", None, None, &PageRequest::default()).await.unwrap();
-    assert_eq!(all.items.len(), 3);
+    assert_eq!(all.items.len(), 4);
     assert_eq!(f.store.scans("t2", None, None, &PageRequest::default()).await.unwrap().items, vec![]);
     // A scan id is recorded once.
-    assert!(f.store.record_scan(&scan("scan_second", 99, 7, "ok", &[]), "worker").await.is_err());
+    assert!(f.store.submit_scan(&submission(second, 7, 'a', 300), "worker").await.is_err());
+
+    // A node that stopped leaves its scans pending: those submitted before
+    // the bound are marked errored, once; newer ones are left to finish.
+    assert_eq!(f.store.fail_stale_scans(205, 400, "gatehouse").await.unwrap(), 1);
+    let failed = f.store.scan("t1", "scan_head_b").await.unwrap().unwrap();
+    assert_eq!(
+        (failed.status.as_str(), failed.finished_at, failed.report.as_str()),
+        ("error", Some(400), "")
+    );
+    assert_eq!(f.store.scan("t1", "scan_other_pr").await.unwrap().unwrap().status, "pending");
+    assert_eq!(f.store.fail_stale_scans(205, 401, "gatehouse").await.unwrap(), 0);
+    assert!(
+        !f.store.finish_scan("scan_head_b", &outcome("scan_head_b", "ok", &[]), 402, "worker").await.unwrap(),
+        "a scan marked errored is never finished later"
+    );
+
     let audit = f.store.audit_entries(0, 100).await.unwrap();
-    assert_eq!(audit.iter().filter(|e| e.record.action == "dependency_scan.create").count(), 3);
-    assert_eq!(assert_chain_intact(&f.store).await, 3, "the refused duplicate left nothing");
+    assert_eq!(audit.iter().filter(|e| e.record.action == "dependency_scan.create").count(), 4);
+    let finished: Vec<_> = audit.iter().filter(|e| e.record.action == "dependency_scan.finish").collect();
+    assert_eq!(finished.len(), 3);
+    assert_eq!(finished[2].record.detail["interrupted"], true);
+    assert_eq!(finished[2].record.subject, "scan_head_b");
+    assert_eq!(assert_chain_intact(&f.store).await, 7, "the refused duplicate left nothing");
 }
 
 pub async fn the_verifier_names_the_first_tampered_entry(f: Fresh) {
