@@ -53,7 +53,7 @@ fn tables() -> (RouteTable, RouteTable, RouteTable) {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/openapi.json", get(|| async { Json(crate::openapi::document()) }));
+        .route("/openapi.json", get(openapi));
     let v1 = RouteTable::new("/v1")
         .route("/manifests/sign", post(sign_manifest))
         .route("/manifests/verify", post(verify_manifest))
@@ -95,6 +95,10 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(state.clone(), crate::http::request_context))
         .with_state(state)
+}
+
+async fn openapi(State(state): State<AppState>) -> Json<Value> {
+    Json(crate::openapi::document(state.tenant_isolation_strict))
 }
 
 async fn healthz() -> Json<Value> {
@@ -410,6 +414,7 @@ async fn open_grant(
 struct ConsumeRequest {
     #[serde(default)]
     token: Option<String>,
+    #[serde(deserialize_with = "crate::http::object")]
     operation: Operation,
 }
 
