@@ -132,7 +132,7 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "get",
         path: "/readyz",
-        summary: "Readiness: the ledger and a configured clamd answer (503 otherwise, with the reason).",
+        summary: "Readiness: the ledger, the store (where the role has one) and a configured clamd answer (503 otherwise, with the reason).",
         auth: false,
         query: &[],
         body: Body::None,
