@@ -53,7 +53,7 @@ fn tables() -> (RouteTable, RouteTable, RouteTable) {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/openapi.json", get(|| async { Json(crate::openapi::document()) }));
+        .route("/openapi.json", get(openapi));
     let v1 = RouteTable::new("/v1")
         .route("/manifests/sign", post(sign_manifest))
         .route("/manifests/verify", post(verify_manifest))
@@ -97,13 +97,18 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+async fn openapi(State(state): State<AppState>) -> Json<Value> {
+    Json(crate::openapi::document(state.tenant_isolation_strict))
+}
+
 async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Ready when every dependency this node needs can answer: a node whose
-/// ledger is unreachable refuses all grant traffic, so it says so here and
-/// load balancers route around it.
+/// Ready when every dependency this node needs can answer (its ledger, its
+/// store where its role has one, a configured clamd): a node whose ledger
+/// or database is unreachable refuses the traffic that needs them, so it
+/// says so here and load balancers route around it.
 async fn readyz(State(state): State<AppState>) -> Response {
     match readiness(&state).await {
         Ok(()) => Json(json!({"status": "ready", "role": state.role.as_str()})).into_response(),
@@ -116,13 +121,15 @@ async fn readyz(State(state): State<AppState>) -> Response {
 
 /// How long one readiness answer stands. `/readyz` is unauthenticated: with
 /// the answer kept for a second, however often it is called it costs the
-/// ledger and clamd at most one round trip each per second.
+/// ledger, the store and clamd at most one round trip each per second.
 const READINESS_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The ledger answers (and, on Redis, cannot evict what it is told:
-/// `ledger_eviction_unsafe`), and a configured scanner answers (a node whose
-/// scanner cannot would refuse every upload: route traffic elsewhere). One
-/// caller probes while the others wait for its answer.
+/// `ledger_eviction_unsafe`), the store answers where the role has one
+/// (`store_unavailable`: runs, policies, refusals and leases all live
+/// there), and a configured scanner answers (a node whose scanner cannot
+/// would refuse every upload: route traffic elsewhere). One caller probes
+/// while the others wait for its answer.
 async fn readiness(state: &AppState) -> Result<(), Reason> {
     let mut cached = state.readiness.lock().await;
     if let Some((at, answer)) = *cached
@@ -139,6 +146,9 @@ async fn probe_readiness(state: &AppState) -> Result<(), Reason> {
     if let Some(ledger) = state.ledger.as_ref() {
         ledger.get("readyz-probe").await?;
         ledger.check_retention().await?;
+    }
+    if let Some(store) = state.store.as_ref() {
+        store.ping().await.map_err(|e| e.reason())?;
     }
     if let Some(clamd) = state.content.clamd() {
         clamd.ping().await.map_err(|e| e.reason())?;
@@ -410,6 +420,7 @@ async fn open_grant(
 struct ConsumeRequest {
     #[serde(default)]
     token: Option<String>,
+    #[serde(deserialize_with = "crate::http::object")]
     operation: Operation,
 }
 

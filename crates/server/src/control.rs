@@ -106,7 +106,7 @@ pub(crate) fn path_id(
 /// people, so bounded and free of control characters.
 pub(crate) fn check_text(rid: &RequestId, text: Option<&str>) -> Result<(), ApiError> {
     match text {
-        Some(t) if t.len() > 500 || t.chars().any(char::is_control) => {
+        Some(t) if t.chars().count() > 500 || t.chars().any(char::is_control) => {
             Err(bad_request(rid, "free text is at most 500 characters, without control characters"))
         }
         _ => Ok(()),
@@ -163,7 +163,7 @@ struct CreateRun {
     output_session_id: Option<String>,
     #[serde(default)]
     conversation_id: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::http::object")]
     budgets: RunBudgets,
     #[serde(default)]
     ttl_secs: Option<i64>,

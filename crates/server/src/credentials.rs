@@ -61,7 +61,7 @@ pub(crate) struct CreateCredential {
     name: String,
     purpose: String,
     host: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::http::optional_object")]
     inject: Option<InjectSpec>,
     /// The secret may go over plain `http://` (a test server, an internal
     /// host); by default it is injected over TLS only.
@@ -206,7 +206,7 @@ pub(crate) async fn create_credential(
     serving(&state, &rid)?;
     let tenant_id = path_id(path, &rid)?;
     let store = store(&state, &rid)?;
-    if req.name.is_empty() || req.name.len() > 128 || req.name.chars().any(char::is_control) {
+    if req.name.is_empty() || req.name.chars().count() > 128 || req.name.chars().any(char::is_control) {
         return Err(bad_request(&rid, "name is 1-128 characters without control characters"));
     }
     let host = purpose_and_host(&rid, &req.purpose, &req.host)?;

@@ -278,8 +278,8 @@ pub fn request_id_of<B>(req: &http::Request<B>) -> RequestId {
     req.extensions().get::<RequestId>().cloned().unwrap_or_else(|| RequestId(new_id("req")))
 }
 
-/// A JSON body parsed strictly: `application/json` only, size-capped,
-/// duplicate keys refused (a body two parsers read differently is an attack
+/// A JSON body parsed strictly: `application/json` only, size-capped, an
+/// object (never an array or a scalar), duplicate keys refused (a body two parsers read differently is an attack
 /// on whatever signs or checks it), and every failure mapped to the safe
 /// error shape with no fragment of the input echoed back.
 pub struct StrictJson<T>(pub T);
@@ -310,6 +310,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StrictJson<T> {
             tracing::debug!(request_id = %request_id.0, error = %e, "rejected request body");
             ApiError::new(ErrorCode::InvalidJson, &request_id)
         })?;
+        let mut value = value;
+        integral_numbers(&mut value);
+        // Every body this API takes is an object: a derived `Deserialize`
+        // would also read a struct from an array (`[]`, `[null, null]`).
+        if !value.is_object() {
+            return Err(bad_request(&request_id, "the request body must be a JSON object"));
+        }
         T::deserialize(value).map(StrictJson).map_err(|_| {
             ApiError(
                 PublicError::new(ErrorCode::BadRequest, request_id.0.clone())
@@ -317,6 +324,64 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StrictJson<T> {
             )
         })
     }
+}
+
+/// Numbers written with a fraction or an exponent whose value is an integer
+/// within ±(2^53-1) (`2.0`, `1e3`) become that integer: JSON has one number
+/// type, JSON Schema's `integer` is any number without a fractional part,
+/// and RFC 8785 writes both forms alike, so a count or an id given as `2.0`
+/// means 2 here too (and a body's digest is the same either way).
+fn integral_numbers(value: &mut serde_json::Value) {
+    const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+    match value {
+        serde_json::Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f.abs() <= MAX_SAFE
+            {
+                // Exact: an integral f64 within ±2^53-1 converts without loss.
+                let integer = f as i64;
+                *value = serde_json::Value::from(integer);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(integral_numbers),
+        serde_json::Value::Object(fields) => fields.values_mut().for_each(integral_numbers),
+        _ => {}
+    }
+}
+
+/// A field that is a JSON object, read as `T`, for `#[serde(deserialize_with)]`:
+/// a derived `Deserialize` also reads a struct (and an internally tagged
+/// enum) from an array, which this API never takes for one.
+pub(crate) fn object<'de, D: serde::Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<T, D::Error> {
+    use serde::Deserialize as _;
+    let value = serde_json::Value::deserialize(d)?;
+    if !value.is_object() {
+        return Err(serde::de::Error::custom("expected a JSON object"));
+    }
+    T::deserialize(value).map_err(serde::de::Error::custom)
+}
+
+/// [`object`] for an optional field: `null` or absent is `None`.
+pub(crate) fn optional_object<'de, D: serde::Deserializer<'de>, T: DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    use serde::Deserialize as _;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => Ok(None),
+        value => object(value).map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+/// [`object`] for each element of a list.
+pub(crate) fn objects<'de, D: serde::Deserializer<'de>, T: DeserializeOwned>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    use serde::Deserialize as _;
+    Vec::<serde_json::Value>::deserialize(d)?
+        .into_iter()
+        .map(|value| object(value).map_err(serde::de::Error::custom))
+        .collect()
 }
 
 /// Fallback for unknown routes.

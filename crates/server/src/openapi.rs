@@ -3,34 +3,119 @@
 //! the real router, and compares the paths the router was given
 //! (`api::served_paths`) and the methods it answers on each with the table,
 //! so neither can have a route the other lacks.
+//!
+//! The document states every constraint the server enforces on what it is
+//! given (ids, enums, ranges, required fields, `additionalProperties: false`
+//! where the server refuses unknown fields, `null` where it takes one), so
+//! a client or fuzzer generating requests from it sends what the server
+//! accepts, and what violates it is refused: `.ci/run` holds the two equal
+//! with schemathesis against a real `gatehouse serve`.
 
 use serde_json::{Map, Value, json};
 
 /// One documented route.
 pub struct Route {
-    /// `get`, `post` or `put`.
+    /// `get`, `post`, `put` or `delete`.
     pub method: &'static str,
-    /// The path, with `{param}` placeholders.
+    /// The path, with `{param}` placeholders (each an id, but `{name}`, a
+    /// file name).
     pub path: &'static str,
     /// What it does.
     pub summary: &'static str,
     /// Whether it takes the internal service token.
     pub auth: bool,
-    /// The request body: `None`, a JSON object's field names, or raw bytes.
+    /// The query parameters it reads (it refuses any other).
+    pub query: &'static [Param],
+    /// The request body.
     pub body: Body,
-    /// The answer's top-level fields (JSON).
-    pub answer: &'static [&'static str],
+    /// The success status.
+    pub status: u16,
+    /// The answer.
+    pub answer: Answer,
+}
+
+/// A query parameter.
+pub struct Param {
+    /// Its name.
+    pub name: &'static str,
+    /// Whether it must be given.
+    pub required: bool,
+    /// Its schema.
+    pub schema: fn() -> Value,
 }
 
 /// A request body.
 pub enum Body {
     /// No body.
     None,
-    /// A JSON object with these fields.
-    Json(&'static [&'static str]),
-    /// Raw bytes (the content to scan).
+    /// A JSON object (`application/json`), described by this schema.
+    Json(fn() -> Value),
+    /// Raw bytes, streamed (possibly none).
     Raw,
 }
+
+/// A success answer.
+pub enum Answer {
+    /// A JSON object with these top-level fields.
+    Json(&'static [&'static str]),
+    /// Prometheus text exposition.
+    Text,
+    /// Bytes of any type (a file's content, an upstream's answer).
+    Bytes,
+}
+
+const fn param(name: &'static str, required: bool, schema: fn() -> Value) -> Param {
+    Param { name, required, schema }
+}
+
+/// `limit` and `cursor` of a paged list.
+const PAGE_QUERY: &[Param] = &[param("limit", false, schema::limit), param("cursor", false, schema::id)];
+const RUNS_QUERY: &[Param] = &[
+    param("tenant_id", false, schema::id),
+    param("status", false, schema::run_status),
+    param("limit", false, schema::limit),
+    param("cursor", false, schema::id),
+];
+const EVENTS_QUERY: &[Param] = &[param("after", false, schema::int64), param("limit", false, schema::limit)];
+const AUDIT_QUERY: &[Param] = EVENTS_QUERY;
+const REFUSALS_QUERY: &[Param] = &[
+    param("tenant_id", false, schema::id),
+    param("run_id", false, schema::id),
+    param("kind", false, schema::refusal_kind),
+    param("reason", false, schema::reason),
+    param("host", false, schema::host_filter),
+    param("since", false, schema::int64),
+    param("limit", false, schema::limit),
+    param("cursor", false, schema::id),
+];
+const LEASES_QUERY: &[Param] = &[
+    param("tenant_id", false, schema::id),
+    param("run_id", false, schema::id),
+    param("credential_id", false, schema::id),
+    param("status", false, schema::lease_status),
+    param("limit", false, schema::limit),
+    param("cursor", false, schema::id),
+];
+const SCANS_QUERY: &[Param] = &[
+    param("repository", false, schema::repository),
+    param("pull_request", false, schema::pull_request),
+    param("limit", false, schema::limit),
+    param("cursor", false, schema::id),
+];
+const RAW_FETCH_QUERY: &[Param] = &[
+    param("url", true, schema::string),
+    param("method", false, schema::method),
+    param("purpose", true, schema::fetch_purpose),
+];
+const FILES_QUERY: &[Param] = &[
+    param("tenant_id", false, schema::id),
+    param("user_id", true, schema::id),
+    param("resource", true, schema::id),
+    param("name", true, schema::file_name),
+    param("conversation_id", false, schema::id),
+];
+const SCAN_CONTENT_QUERY: &[Param] =
+    &[param("tenant_id", false, schema::id), param("run_id", false, schema::id)];
 
 /// Every route the router serves.
 pub const ROUTES: &[Route] = &[
@@ -39,143 +124,170 @@ pub const ROUTES: &[Route] = &[
         path: "/healthz",
         summary: "Liveness.",
         auth: false,
+        query: &[],
         body: Body::None,
-        answer: &["status"],
+        status: 200,
+        answer: Answer::Json(&["status"]),
     },
     Route {
         method: "get",
         path: "/readyz",
-        summary: "Readiness: the ledger and a configured clamd answer (503 otherwise, with the reason).",
+        summary: "Readiness: the ledger, the store (where the role has one) and a configured clamd answer (503 otherwise, with the reason).",
         auth: false,
+        query: &[],
         body: Body::None,
-        answer: &["status", "role", "reason"],
+        status: 200,
+        answer: Answer::Json(&["status", "role", "reason"]),
     },
     Route {
         method: "get",
         path: "/metrics",
         summary: "Prometheus text exposition.",
         auth: false,
+        query: &[],
         body: Body::None,
-        answer: &[],
+        status: 200,
+        answer: Answer::Text,
     },
     Route {
         method: "get",
         path: "/openapi.json",
         summary: "This document.",
         auth: false,
+        query: &[],
         body: Body::None,
-        answer: &["openapi", "info", "paths"],
+        status: 200,
+        answer: Answer::Json(&["openapi", "info", "paths"]),
     },
     Route {
         method: "post",
         path: "/v1/manifests/sign",
         summary: "Sign an execution manifest bound to a request body (worker).",
         auth: true,
-        body: Body::Json(&["claims", "body"]),
-        answer: &["token", "kid", "exp", "execute_body_sha256"],
+        query: &[],
+        body: Body::Json(schema::sign_request),
+        status: 200,
+        answer: Answer::Json(&["token", "kid", "exp", "execute_body_sha256"]),
     },
     Route {
         method: "post",
         path: "/v1/manifests/verify",
         summary: "Verify a manifest against a request body.",
         auth: true,
-        body: Body::Json(&["token", "body"]),
-        answer: &["valid", "claims", "reason"],
+        query: &[],
+        body: Body::Json(schema::verify_request),
+        status: 200,
+        answer: Answer::Json(&["valid", "claims", "reason"]),
     },
     Route {
         method: "post",
         path: "/v1/grants",
         summary: "Mint an egress grant and register its ledger record.",
         auth: true,
-        body: Body::Json(&[
-            "exec_id",
-            "tenant_id",
-            "user_id",
-            "input_files",
-            "read_sessions",
-            "output_session_id",
-        ]),
-        answer: &["token", "grant_id", "exp"],
+        query: &[],
+        body: Body::Json(schema::grant_request),
+        status: 200,
+        answer: Answer::Json(&["token", "grant_id", "exp"]),
     },
     Route {
         method: "post",
         path: "/v1/grants/open",
         summary: "Open a grant: its claims and ledger state.",
         auth: true,
-        body: Body::Json(&["token"]),
-        answer: &["valid", "claims", "ledger", "reason"],
+        query: &[],
+        body: Body::Json(schema::open_request),
+        status: 200,
+        answer: Answer::Json(&["valid", "claims", "ledger", "reason"]),
     },
     Route {
         method: "post",
         path: "/v1/grants/consume",
         summary: "Spend from a grant's budget.",
         auth: true,
-        body: Body::Json(&["token", "operation"]),
-        answer: &["allowed", "remaining", "reason"],
+        query: &[],
+        body: Body::Json(schema::consume_request),
+        status: 200,
+        answer: Answer::Json(&["allowed", "remaining", "reason"]),
     },
     Route {
         method: "post",
         path: "/v1/grants/revoke",
         summary: "Revoke grants by run, tenant or all.",
         auth: true,
-        body: Body::Json(&["exec_id", "tenant_id", "all"]),
-        answer: &["revoked"],
+        query: &[],
+        body: Body::Json(schema::revoke_request),
+        status: 200,
+        answer: Answer::Json(&["revoked"]),
     },
     Route {
         method: "post",
         path: "/v1/grants/{grant_id}/revoke",
         summary: "Revoke one grant.",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &["revoked"],
+        status: 200,
+        answer: Answer::Json(&["revoked"]),
     },
     Route {
         method: "get",
         path: "/v1/refusals",
         summary: "Durable refusals, newest first, paged (`limit`, `cursor`); narrowed by `tenant_id`, `run_id`, `kind`, `reason`, `host` and `since`.",
         auth: true,
+        query: REFUSALS_QUERY,
         body: Body::None,
-        answer: &["items", "next_cursor"],
+        status: 200,
+        answer: Answer::Json(&["items", "next_cursor"]),
     },
     Route {
         method: "put",
         path: "/v1/tenants/{tenant_id}/egress-policy",
         summary: "Store a new version of a tenant's egress policy (400 policy_unreadable if it does not read).",
         auth: true,
-        body: Body::Json(&["mode", "allow", "deny", "dry_run"]),
-        answer: &["tenant_id", "version", "policy"],
+        query: &[],
+        body: Body::Json(schema::policy_document),
+        status: 200,
+        answer: Answer::Json(&["tenant_id", "version", "policy"]),
     },
     Route {
         method: "get",
         path: "/v1/tenants/{tenant_id}/egress-policy",
         summary: "A tenant's current egress policy and its version (0 and open when it never had one).",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &["tenant_id", "version", "policy", "actor", "created_at"],
+        status: 200,
+        answer: Answer::Json(&["tenant_id", "version", "policy", "actor", "created_at"]),
     },
     Route {
         method: "put",
         path: "/v1/tenants/{tenant_id}/dependency-gate",
         summary: "Set a tenant's dependency gate: off, high or critical.",
         auth: true,
-        body: Body::Json(&["mode"]),
-        answer: &["tenant_id", "mode"],
+        query: &[],
+        body: Body::Json(schema::gate_mode),
+        status: 200,
+        answer: Answer::Json(&["tenant_id", "mode"]),
     },
     Route {
         method: "get",
         path: "/v1/tenants/{tenant_id}/dependency-gate",
         summary: "A tenant's dependency gate mode [high].",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &["tenant_id", "mode"],
+        status: 200,
+        answer: Answer::Json(&["tenant_id", "mode"]),
     },
     Route {
         method: "post",
         path: "/v1/tenants/{tenant_id}/dependency-scans",
         summary: "Scan a pull request's changed lockfiles (the committed bytes, base64) against OSV and record it; the newest submission for a head counts. Recorded pending when submitted; 201 with the scan when it finishes in time, else 202 with its id (it finishes in the background: GET it by id).",
         auth: true,
-        body: Body::Json(&["repository", "pull_request", "head_sha", "lockfiles"]),
-        answer: &[
+        query: &[],
+        body: Body::Json(schema::scan_request),
+        status: 201,
+        answer: Answer::Json(&[
             "scan_id",
             "created_at",
             "tenant_id",
@@ -189,23 +301,27 @@ pub const ROUTES: &[Route] = &[
             "checked",
             "lockfiles",
             "markdown",
-        ],
+        ]),
     },
     Route {
         method: "get",
         path: "/v1/tenants/{tenant_id}/dependency-scans",
         summary: "A tenant's scans (?repository=&pull_request=), newest submission first.",
         auth: true,
+        query: SCANS_QUERY,
         body: Body::None,
-        answer: &["items", "next_cursor"],
+        status: 200,
+        answer: Answer::Json(&["items", "next_cursor"]),
     },
     Route {
         method: "get",
         path: "/v1/tenants/{tenant_id}/dependency-scans/{scan_id}",
         summary: "One scan: while pending its identity and status pending; finished, the scan as submitting it answers.",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &[
+        status: 200,
+        answer: Answer::Json(&[
             "scan_id",
             "created_at",
             "tenant_id",
@@ -219,50 +335,47 @@ pub const ROUTES: &[Route] = &[
             "checked",
             "lockfiles",
             "markdown",
-        ],
+        ]),
     },
     Route {
         method: "post",
         path: "/v1/tenants/{tenant_id}/gate-checks",
         summary: "Whether the dependency gate blocks a pull request's head (actor agent or person) under the tenant's mode and the head's newest submission: complete, by severity; pending, errored or none, blocked.",
         auth: true,
-        body: Body::Json(&["repository", "pull_request", "head_sha", "actor"]),
-        answer: &["blocked", "policy_failure_code", "scan_id"],
+        query: &[],
+        body: Body::Json(schema::gate_check_request),
+        status: 200,
+        answer: Answer::Json(&["blocked", "policy_failure_code", "scan_id"]),
     },
     Route {
         method: "post",
         path: "/v1/tenants/{tenant_id}/kill-switch",
         summary: "Engage (kill every live run, revoke every grant, refuse new runs) or release a tenant's kill switch.",
         auth: true,
-        body: Body::Json(&["engaged", "reason"]),
-        answer: &["engaged", "revoked"],
+        query: &[],
+        body: Body::Json(schema::kill_switch_request),
+        status: 200,
+        answer: Answer::Json(&["engaged", "revoked"]),
     },
     Route {
         method: "post",
         path: "/v1/emergency-revoke",
         summary: "Kill every live run of every tenant and revoke every grant, in one step.",
         auth: true,
-        body: Body::Json(&["reason"]),
-        answer: &["revoked"],
+        query: &[],
+        body: Body::Json(schema::emergency_request),
+        status: 200,
+        answer: Answer::Json(&["revoked"]),
     },
     Route {
         method: "post",
         path: "/v1/runs",
         summary: "Start a run: record it, register and mint its grant, sign its manifest bound to the execute body (201).",
         auth: true,
-        body: Body::Json(&[
-            "tenant_id",
-            "user_id",
-            "body",
-            "claims",
-            "input_files",
-            "read_sessions",
-            "output_session_id",
-            "conversation_id",
-            "budgets",
-            "ttl_secs",
-        ]),
-        answer: &[
+        query: &[],
+        body: Body::Json(schema::run_request),
+        status: 201,
+        answer: Answer::Json(&[
             "run_id",
             "status",
             "manifest",
@@ -272,23 +385,27 @@ pub const ROUTES: &[Route] = &[
             "expires_at",
             "proxy",
             "ca_certificate_pem",
-        ],
+        ]),
     },
     Route {
         method: "get",
         path: "/v1/runs",
         summary: "Runs, newest first, paged; narrowed by `tenant_id` and `status`.",
         auth: true,
+        query: RUNS_QUERY,
         body: Body::None,
-        answer: &["items", "next_cursor"],
+        status: 200,
+        answer: Answer::Json(&["items", "next_cursor"]),
     },
     Route {
         method: "get",
         path: "/v1/runs/{run_id}",
         summary: "One run: status, times, end reason, its ledger counters and budgets.",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &[
+        status: 200,
+        answer: Answer::Json(&[
             "run_id",
             "tenant_id",
             "user_id",
@@ -299,143 +416,185 @@ pub const ROUTES: &[Route] = &[
             "end_reason",
             "ledger",
             "leases",
-        ],
+        ]),
     },
     Route {
         method: "post",
         path: "/v1/runs/{run_id}/heartbeat",
         summary: "A live run's heartbeat (409 run_not_live otherwise).",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &["status", "heartbeat_at", "leases_renewed"],
+        status: 200,
+        answer: Answer::Json(&["status", "heartbeat_at", "leases_renewed"]),
     },
     Route {
         method: "post",
         path: "/v1/runs/{run_id}/end",
         summary: "End a run (outcome succeeded or failed) and revoke its grant; idempotent.",
         auth: true,
-        body: Body::Json(&["outcome"]),
-        answer: &["status", "revoked"],
+        query: &[],
+        body: Body::Json(schema::end_request),
+        status: 200,
+        answer: Answer::Json(&["status", "revoked"]),
     },
     Route {
         method: "post",
         path: "/v1/runs/{run_id}/cancel",
         summary: "Cancel a run and revoke its grant; idempotent.",
         auth: true,
-        body: Body::Json(&["actor"]),
-        answer: &["status", "revoked"],
+        query: &[],
+        body: Body::Json(schema::cancel_request),
+        status: 200,
+        answer: Answer::Json(&["status", "revoked"]),
     },
     Route {
         method: "get",
         path: "/v1/runs/{run_id}/events",
         summary: "One run's events after `after` (refusals inside it, run_ended, ...), oldest first.",
         auth: true,
+        query: EVENTS_QUERY,
         body: Body::None,
-        answer: &["items", "next_cursor"],
+        status: 200,
+        answer: Answer::Json(&["items", "next_cursor"]),
     },
     Route {
         method: "post",
         path: "/v1/tenants/{tenant_id}/credentials",
         summary: "Store a credential, sealed at once to the gateway's key; the answer carries its fingerprint, never the secret.",
         auth: true,
-        body: Body::Json(&["name", "purpose", "host", "inject", "secret"]),
-        answer: &["credential_id", "name", "purpose", "host", "fingerprint", "created_at"],
+        query: &[],
+        body: Body::Json(schema::credential_request),
+        status: 201,
+        answer: Answer::Json(&["credential_id", "name", "purpose", "host", "fingerprint", "created_at"]),
     },
     Route {
         method: "get",
         path: "/v1/tenants/{tenant_id}/credentials",
         summary: "The tenant's credentials, newest first (fingerprints, never secrets).",
         auth: true,
+        query: PAGE_QUERY,
         body: Body::None,
-        answer: &["items", "next_cursor"],
+        status: 200,
+        answer: Answer::Json(&["items", "next_cursor"]),
     },
     Route {
         method: "get",
         path: "/v1/tenants/{tenant_id}/credentials/{credential_id}",
         summary: "One credential (its fingerprint, never its secret).",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &["credential_id", "name", "purpose", "host", "fingerprint", "created_at"],
+        status: 200,
+        answer: Answer::Json(&["credential_id", "name", "purpose", "host", "fingerprint", "created_at"]),
     },
     Route {
         method: "delete",
         path: "/v1/tenants/{tenant_id}/credentials/{credential_id}",
         summary: "Delete a credential and revoke its leases.",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &["deleted", "revoked"],
+        status: 200,
+        answer: Answer::Json(&["deleted", "revoked"]),
     },
     Route {
         method: "put",
         path: "/v1/tenants/{tenant_id}/credentials/{credential_id}/secret",
         summary: "Rotate a credential's secret: runs holding leases on it inject the new one from their next request.",
         auth: true,
-        body: Body::Json(&["secret"]),
-        answer: &["credential_id", "fingerprint", "version"],
+        query: &[],
+        body: Body::Json(schema::secret_request),
+        status: 200,
+        answer: Answer::Json(&["credential_id", "fingerprint", "version"]),
     },
     Route {
         method: "post",
         path: "/v1/runs/{run_id}/leases",
         summary: "Lease a credential to a live run for its one host and purpose, 120 s, renewed by the run's heartbeat.",
         auth: true,
-        body: Body::Json(&["credential_id", "purpose", "host"]),
-        answer: &["lease_id", "run_id", "credential_id", "purpose", "host", "expires_at", "placeholder"],
+        query: &[],
+        body: Body::Json(schema::lease_request),
+        status: 201,
+        answer: Answer::Json(&[
+            "lease_id",
+            "run_id",
+            "credential_id",
+            "purpose",
+            "host",
+            "expires_at",
+            "placeholder",
+        ]),
     },
     Route {
         method: "get",
         path: "/v1/leases",
         summary: "Leases, newest first, narrowed by tenant_id, run_id, credential_id and status (live, expired, revoked).",
         auth: true,
+        query: LEASES_QUERY,
         body: Body::None,
-        answer: &["items", "next_cursor"],
+        status: 200,
+        answer: Answer::Json(&["items", "next_cursor"]),
     },
     Route {
         method: "post",
         path: "/v1/leases/{lease_id}/revoke",
         summary: "Revoke a lease on every node before answering; its run never gets another.",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &["revoked"],
+        status: 200,
+        answer: Answer::Json(&["revoked"]),
     },
     Route {
         method: "get",
         path: "/v1/audit",
         summary: "The hash-chained audit log after `after`, in order.",
         auth: true,
+        query: AUDIT_QUERY,
         body: Body::None,
-        answer: &["items", "next_cursor"],
+        status: 200,
+        answer: Answer::Json(&["items", "next_cursor"]),
     },
     Route {
         method: "post",
         path: "/v1/egress/fetch",
         summary: "Make an outbound request on a run's behalf through the door.",
         auth: true,
-        body: Body::Json(&["grant", "method", "url", "headers", "body_base64", "purpose", "sign_with"]),
-        answer: &["status", "headers", "body_base64", "redirects"],
+        query: &[],
+        body: Body::Json(schema::fetch_request),
+        status: 200,
+        answer: Answer::Json(&["status", "headers", "body_base64", "redirects"]),
     },
     Route {
         method: "post",
         path: "/v1/egress/fetch/raw",
         summary: "The same fetch with both bodies streamed: query url, method, purpose; the grant in x-gatehouse-grant, upstream headers as x-gatehouse-header: name: value; the body is the upstream body, the answer the upstream's status, headers and body, with x-gatehouse-redirects.",
         auth: true,
+        query: RAW_FETCH_QUERY,
         body: Body::Raw,
-        answer: &[],
+        status: 200,
+        answer: Answer::Bytes,
     },
     Route {
         method: "post",
         path: "/v1/files",
         summary: "Store a user's input file (the body, streamed and content-scanned); query: tenant_id, user_id, resource (kind:id:version for a resource shared in the tenant), name, conversation_id.",
         auth: true,
+        query: FILES_QUERY,
         body: Body::Raw,
-        answer: &["file_id", "bytes", "sha256", "verdict"],
+        status: 201,
+        answer: Answer::Json(&["file_id", "bytes", "sha256", "verdict"]),
     },
     Route {
         method: "get",
         path: "/v1/tenants/{tenant_id}/files/{file_id}",
         summary: "An input file's record (never its content).",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &[
+        status: 200,
+        answer: Answer::Json(&[
             "file_id",
             "name",
             "bytes",
@@ -445,68 +604,514 @@ pub const ROUTES: &[Route] = &[
             "user_id",
             "session_id",
             "resource",
-        ],
+        ]),
     },
     Route {
         method: "delete",
         path: "/v1/tenants/{tenant_id}/files/{file_id}",
         summary: "Delete an input file.",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &["deleted"],
+        status: 200,
+        answer: Answer::Json(&["deleted"]),
     },
     Route {
         method: "get",
         path: "/v1/files/{file_id}",
         summary: "The sandbox reads an input file its grant names (bearer: the run's grant; a read_file spend). The body is the content.",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &[],
+        status: 200,
+        answer: Answer::Bytes,
     },
     Route {
         method: "get",
         path: "/v1/sessions/{session_id}/files",
         summary: "The sandbox lists a session its grant may read (bearer: the run's grant; a read_session spend).",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &["session_id", "items"],
+        status: 200,
+        answer: Answer::Json(&["session_id", "items"]),
     },
     Route {
         method: "get",
         path: "/v1/sessions/{session_id}/files/{name}",
         summary: "The sandbox reads a file of a session its grant may read (bearer: the run's grant; a read_session spend). The body is the content.",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &[],
+        status: 200,
+        answer: Answer::Bytes,
     },
     Route {
         method: "put",
         path: "/v1/sessions/{session_id}/files/{name}",
         summary: "The sandbox writes a file into its output session (bearer: the run's grant): an output file and every byte spent first, content-scanned, kept only if accepted.",
         auth: true,
+        query: &[],
         body: Body::Raw,
-        answer: &["file_id", "bytes", "sha256", "verdict"],
+        status: 201,
+        answer: Answer::Json(&["file_id", "bytes", "sha256", "verdict"]),
     },
     Route {
         method: "post",
         path: "/v1/content/scan",
         summary: "Judge content by its bytes (and clamd, when configured); query: tenant_id, run_id.",
         auth: true,
+        query: SCAN_CONTENT_QUERY,
         body: Body::Raw,
-        answer: &["verdict", "kind", "reason", "offset", "signature", "bytes"],
+        status: 200,
+        answer: Answer::Json(&["verdict", "kind", "reason", "offset", "signature", "bytes"]),
     },
     Route {
         method: "get",
         path: "/v1/content/scanner",
         summary: "Whether a malware scanner is configured and answering.",
         auth: true,
+        query: &[],
         body: Body::None,
-        answer: &["configured", "address", "reachable", "version", "max_bytes"],
+        status: 200,
+        answer: Answer::Json(&["configured", "address", "reachable", "version", "max_bytes"]),
     },
 ];
 
-fn object(fields: &[&str]) -> Value {
-    let properties: Map<String, Value> = fields.iter().map(|f| ((*f).to_owned(), json!({}))).collect();
+/// The schemas of parameters and bodies, each the rule the server applies.
+pub mod schema {
+    use serde_json::{Value, json};
+
+    /// The largest integer a budget or JSON body may hold (2^53 - 1).
+    const MAX_SAFE: u64 = (1 << 53) - 1;
+    /// Control characters (Unicode `Cc`), which free text may not hold.
+    const NO_CONTROLS: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";
+
+    /// Any string.
+    pub fn string() -> Value {
+        json!({"type": "string"})
+    }
+
+    /// An id (`gatehouse_core::is_valid_id`): 1-128 characters of
+    /// `[A-Za-z0-9._:-]`, not `.` or `..`.
+    pub fn id() -> Value {
+        json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 128,
+            "pattern": "^[A-Za-z0-9._:-]{1,128}$",
+            "not": {"enum": [".", ".."]},
+        })
+    }
+
+    /// `schema`, or `null` (an `Option` the server reads `null` as absent).
+    pub fn nullable(mut schema: Value) -> Value {
+        match schema.get("type").cloned() {
+            Some(Value::String(t)) => schema["type"] = json!([t, "null"]),
+            _ => schema = json!({"anyOf": [schema, {"type": "null"}]}),
+        }
+        schema
+    }
+
+    fn one_of(values: &[&str]) -> Value {
+        json!({"type": "string", "enum": values})
+    }
+
+    /// A page's size.
+    pub fn limit() -> Value {
+        json!({"type": "integer", "minimum": 1, "maximum": 500})
+    }
+
+    /// A signed 64-bit integer (a sequence number, a time).
+    pub fn int64() -> Value {
+        json!({"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX})
+    }
+
+    fn uint64() -> Value {
+        json!({"type": "integer", "minimum": 0, "maximum": u64::MAX})
+    }
+
+    fn budget() -> Value {
+        nullable(json!({"type": "integer", "minimum": 0, "maximum": MAX_SAFE}))
+    }
+
+    fn strings() -> Value {
+        json!({"type": "array", "items": {"type": "string"}})
+    }
+
+    /// Free text (a reason, an actor): at most 500 characters, no control
+    /// character.
+    fn text() -> Value {
+        json!({"type": "string", "maxLength": 500, "pattern": NO_CONTROLS})
+    }
+
+    /// An HTTP method: a token (RFC 9110).
+    pub fn method() -> Value {
+        json!({"type": "string", "minLength": 1, "pattern": "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"})
+    }
+
+    /// A run's status.
+    pub fn run_status() -> Value {
+        one_of(&["live", "ended", "cancelled", "killed", "expired"])
+    }
+
+    /// A lease's status.
+    pub fn lease_status() -> Value {
+        one_of(&["live", "expired", "revoked"])
+    }
+
+    /// A refusal kind.
+    pub fn refusal_kind() -> Value {
+        let kinds: Vec<&str> = gatehouse_core::RefusalKind::ALL.iter().map(|k| k.as_str()).collect();
+        one_of(&kinds)
+    }
+
+    /// A reason code.
+    pub fn reason() -> Value {
+        let reasons: Vec<&str> = gatehouse_core::Reason::ALL.iter().map(|r| r.as_str()).collect();
+        one_of(&reasons)
+    }
+
+    /// A host a refusal list is narrowed to: at most 253 bytes, no control
+    /// character or whitespace.
+    pub fn host_filter() -> Value {
+        json!({"type": "string", "maxLength": 253, "pattern": "^[^\\s\\u0000-\\u001F\\u007F-\\u009F]*$"})
+    }
+
+    /// What a fetch is for.
+    pub fn fetch_purpose() -> Value {
+        let purposes: Vec<&str> = crate::api::FetchPurpose::ALL.iter().map(|p| p.as_str()).collect();
+        one_of(&purposes)
+    }
+
+    /// A file's name (`gatehouse_files::check_name`): 1-255 bytes, not only
+    /// dots, no separator, control or bidirectional formatting character,
+    /// no whitespace at either end.
+    pub fn file_name() -> Value {
+        json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "pattern": "^[^/\\\\\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u202A-\\u202E\\u2066-\\u2069]+$",
+            "not": {"anyOf": [{"pattern": "^\\.+$"}, {"pattern": "^\\s"}, {"pattern": "\\s$"}]},
+        })
+    }
+
+    /// A JSON object with these properties (`required` among them), and
+    /// no other.
+    fn closed(properties: Value, required: &[&str]) -> Value {
+        json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+    }
+
+    /// Any JSON value (an execute body: canonicalizable, its integers
+    /// within ±2^53-1).
+    fn any() -> Value {
+        json!({})
+    }
+
+    fn run_ids() -> Value {
+        json!({
+            "exec_id": id(),
+            "tenant_id": nullable(id()),
+            "user_id": id(),
+            "input_files": strings(),
+            "read_sessions": strings(),
+            "output_session_id": nullable(id()),
+        })
+    }
+
+    /// A manifest's claims (`ManifestClaims`, which refuses any other).
+    fn manifest_claims() -> Value {
+        let mut claims = run_ids();
+        for budget in ["max_upload_bytes", "max_output_files", "max_requests", "max_egress_bytes"] {
+            claims[budget] = nullable(uint64());
+        }
+        // Set by the signer whatever is given.
+        for set in ["v", "typ", "kid"] {
+            claims[set] = any();
+        }
+        claims["execute_body_sha256"] = json!({"type": "string", "pattern": "^[0-9a-f]{64}$"});
+        claims["iat"] = int64();
+        claims["exp"] = int64();
+        claims
+    }
+
+    /// `POST /v1/manifests/sign`.
+    pub fn sign_request() -> Value {
+        let claims = manifest_claims();
+        closed(
+            json!({
+                "claims": closed(claims, &["exec_id", "user_id"]),
+                "body": any(),
+                "ttl_seconds": nullable(json!({"type": "integer", "minimum": 1, "maximum": i64::MAX})),
+            }),
+            &["claims", "body"],
+        )
+    }
+
+    /// `POST /v1/manifests/verify`.
+    pub fn verify_request() -> Value {
+        closed(json!({"token": nullable(string()), "body": any()}), &["body"])
+    }
+
+    /// `POST /v1/grants`.
+    pub fn grant_request() -> Value {
+        let mut properties = run_ids();
+        properties["grant_id"] = nullable(id());
+        for field in ["max_upload_bytes", "max_output_files", "max_requests", "max_egress_bytes"] {
+            properties[field] = budget();
+        }
+        properties["iat"] = nullable(int64());
+        properties["exp"] = nullable(int64());
+        closed(properties, &["exec_id", "user_id"])
+    }
+
+    /// `POST /v1/grants/open`.
+    pub fn open_request() -> Value {
+        closed(json!({"token": nullable(string())}), &[])
+    }
+
+    /// `POST /v1/grants/consume`: the operation by its `kind`.
+    pub fn consume_request() -> Value {
+        let kind = |k: &str| json!({"type": "string", "const": k});
+        let operation = json!({"oneOf": [
+            {"type": "object", "properties": {"kind": kind("request")}, "required": ["kind"]},
+            {"type": "object", "properties": {"kind": kind("tool_call")}, "required": ["kind"]},
+            closed(json!({"kind": kind("read_file"), "file": string()}), &["kind", "file"]),
+            closed(json!({"kind": kind("read_session"), "session": string()}), &["kind", "session"]),
+            closed(
+                json!({"kind": kind("upload"), "session": string(), "bytes": uint64(), "output_file_id": string()}),
+                &["kind", "session", "bytes", "output_file_id"],
+            ),
+            closed(json!({"kind": kind("egress"), "bytes": uint64()}), &["kind", "bytes"]),
+        ]});
+        closed(json!({"token": nullable(string()), "operation": operation}), &["operation"])
+    }
+
+    /// `POST /v1/grants/revoke`: exactly one of a run, a tenant or all.
+    pub fn revoke_request() -> Value {
+        let none = json!({"type": "null"});
+        let not_all = json!({"type": "boolean", "const": false});
+        let mut schema = closed(
+            json!({"exec_id": nullable(id()), "tenant_id": nullable(id()), "all": {"type": "boolean"}}),
+            &[],
+        );
+        schema["oneOf"] = json!([
+            {"properties": {"exec_id": id(), "tenant_id": none, "all": not_all}, "required": ["exec_id"]},
+            {"properties": {"tenant_id": id(), "exec_id": none, "all": not_all}, "required": ["tenant_id"]},
+            {"properties": {"all": {"const": true}, "exec_id": none, "tenant_id": none}, "required": ["all"]},
+        ]);
+        schema
+    }
+
+    /// `PUT /v1/tenants/{tenant_id}/egress-policy`.
+    pub fn policy_document() -> Value {
+        closed(
+            json!({
+                "mode": one_of(&["open", "allowlist"]),
+                "allow": strings(),
+                "deny": strings(),
+                "dry_run": {"type": "boolean"},
+            }),
+            &["mode"],
+        )
+    }
+
+    /// `PUT /v1/tenants/{tenant_id}/dependency-gate`.
+    pub fn gate_mode() -> Value {
+        closed(json!({"mode": one_of(&["off", "high", "critical"])}), &["mode"])
+    }
+
+    /// A repository: `owner/name` (segments of `[A-Za-z0-9._-]`, not `.`
+    /// or `..`), at most 200 bytes.
+    pub fn repository() -> Value {
+        json!({
+            "type": "string",
+            "maxLength": 200,
+            "pattern": "^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)+$",
+            "not": {"pattern": "(^|/)\\.\\.?(/|$)"},
+        })
+    }
+
+    /// A pull request's number.
+    pub fn pull_request() -> Value {
+        json!({"type": "integer", "minimum": 1, "maximum": i64::MAX})
+    }
+
+    /// `POST /v1/tenants/{tenant_id}/dependency-scans`.
+    pub fn scan_request() -> Value {
+        let lockfile = closed(
+            json!({
+                "path": {"type": "string", "minLength": 1, "maxLength": 500},
+                "head_base64": string(),
+                "base_base64": nullable(string()),
+                "base_size": nullable(uint64()),
+            }),
+            &["path", "head_base64"],
+        );
+        closed(
+            json!({
+                "repository": repository(),
+                "pull_request": pull_request(),
+                "head_sha": {"type": "string", "pattern": "^([0-9a-f]{40}|[0-9a-f]{64})$"},
+                "lockfiles": {"type": "array", "items": lockfile, "minItems": 1, "maxItems": 100},
+            }),
+            &["repository", "pull_request", "head_sha", "lockfiles"],
+        )
+    }
+
+    /// `POST /v1/tenants/{tenant_id}/gate-checks`.
+    pub fn gate_check_request() -> Value {
+        closed(
+            json!({
+                "repository": repository(),
+                "pull_request": pull_request(),
+                "head_sha": {"type": "string", "pattern": "^([0-9a-f]{40}|[0-9a-f]{64})$"},
+                "actor": one_of(&["agent", "person"]),
+            }),
+            &["repository", "pull_request", "head_sha", "actor"],
+        )
+    }
+
+    /// `POST /v1/tenants/{tenant_id}/kill-switch`.
+    pub fn kill_switch_request() -> Value {
+        closed(json!({"engaged": {"type": "boolean"}, "reason": nullable(text())}), &["engaged"])
+    }
+
+    /// `POST /v1/emergency-revoke`.
+    pub fn emergency_request() -> Value {
+        closed(json!({"reason": nullable(text())}), &[])
+    }
+
+    /// A run's extra manifest claims: the run's own ids, files, sessions
+    /// and budgets are its top-level fields, which a claim may only repeat
+    /// (its `exec_id` is made by the server).
+    fn run_claims() -> Value {
+        let mut claims = manifest_claims();
+        if let Some(properties) = claims.as_object_mut() {
+            properties.remove("exec_id");
+        }
+        closed(claims, &[])
+    }
+
+    /// `POST /v1/runs`.
+    pub fn run_request() -> Value {
+        let budgets = closed(
+            json!({
+                "max_requests": budget(),
+                "max_upload_bytes": budget(),
+                "max_output_files": budget(),
+                "max_egress_bytes": budget(),
+            }),
+            &[],
+        );
+        closed(
+            json!({
+                "tenant_id": id(),
+                "user_id": id(),
+                "body": any(),
+                "claims": run_claims(),
+                "input_files": strings(),
+                "read_sessions": strings(),
+                "output_session_id": nullable(id()),
+                "conversation_id": nullable(id()),
+                "budgets": budgets,
+                "ttl_secs": nullable(json!({"type": "integer", "minimum": 1, "maximum": i64::MAX})),
+            }),
+            &["tenant_id", "user_id", "body"],
+        )
+    }
+
+    /// `POST /v1/runs/{run_id}/end`.
+    pub fn end_request() -> Value {
+        closed(json!({"outcome": one_of(&["succeeded", "failed"])}), &["outcome"])
+    }
+
+    /// `POST /v1/runs/{run_id}/cancel`.
+    pub fn cancel_request() -> Value {
+        closed(json!({"actor": nullable(text())}), &[])
+    }
+
+    /// A credential's host: one host name (IDNA) or address, without
+    /// scheme, port, path or user; what no host holds is refused.
+    fn host() -> Value {
+        json!({"type": "string", "minLength": 1, "pattern": "^[^\\s\\u0000-\\u001F\\u007F-\\u009F\\\\@%/?#<>^|]+$"})
+    }
+
+    fn credential_purpose() -> Value {
+        one_of(&crate::credentials::PURPOSES)
+    }
+
+    /// `POST /v1/tenants/{tenant_id}/credentials`: `inject` is
+    /// `{"header", "format"}` or `{"basic_username"}`.
+    pub fn credential_request() -> Value {
+        let inject = json!({"oneOf": [
+            closed(json!({"header": string(), "format": string(), "basic_username": {"type": "null"}}), &["header", "format"]),
+            closed(json!({"basic_username": string(), "header": {"type": "null"}, "format": {"type": "null"}}), &["basic_username"]),
+        ]});
+        let mut schema = closed(
+            json!({
+                "name": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": NO_CONTROLS},
+                "purpose": credential_purpose(),
+                "host": host(),
+                "inject": nullable(inject),
+                "allow_plain_http": {"type": "boolean"},
+                "secret": secret(),
+            }),
+            &["name", "purpose", "host", "secret"],
+        );
+        // A webhook signing secret signs deliveries and takes no inject
+        // rule; every other credential needs one.
+        schema["if"] =
+            json!({"properties": {"purpose": {"const": "webhook_signing"}}, "required": ["purpose"]});
+        schema["then"] = json!({"properties": {"inject": {"type": "null"}}});
+        schema["else"] = json!({"properties": {"inject": {"type": "object"}}, "required": ["inject"]});
+        schema
+    }
+
+    /// A credential's secret: 1-4096 bytes, no control character.
+    fn secret() -> Value {
+        json!({"type": "string", "minLength": 1, "maxLength": 4096, "pattern": NO_CONTROLS})
+    }
+
+    /// `PUT /v1/tenants/{tenant_id}/credentials/{credential_id}/secret`.
+    pub fn secret_request() -> Value {
+        closed(json!({"secret": secret()}), &["secret"])
+    }
+
+    /// `POST /v1/runs/{run_id}/leases`.
+    pub fn lease_request() -> Value {
+        closed(
+            json!({"credential_id": id(), "purpose": credential_purpose(), "host": host()}),
+            &["credential_id", "purpose", "host"],
+        )
+    }
+
+    /// `POST /v1/egress/fetch`.
+    pub fn fetch_request() -> Value {
+        let header = json!({
+            "type": "array",
+            "prefixItems": [string(), string()],
+            "items": false,
+            "minItems": 2,
+        });
+        closed(
+            json!({
+                "grant": nullable(string()),
+                "method": method(),
+                "url": string(),
+                "headers": {"type": "array", "items": header},
+                "body_base64": nullable(string()),
+                "purpose": fetch_purpose(),
+                "sign_with": nullable(string()),
+            }),
+            &["url", "purpose"],
+        )
+    }
+}
+
+fn fields(names: &[&str]) -> Value {
+    let properties: Map<String, Value> = names.iter().map(|f| ((*f).to_owned(), json!({}))).collect();
     json!({"type": "object", "properties": properties})
 }
 
@@ -521,32 +1126,67 @@ const OTHER_ANSWERS: &[(&str, &str, &str, &str, &[&str])] = &[(
     &["scan_id", "created_at", "tenant_id", "repository", "pull_request", "head_sha", "status"],
 )];
 
-/// The document.
-pub fn document() -> Value {
+fn answer(answer: &Answer) -> Value {
+    match answer {
+        Answer::Json(names) => json!({"application/json": {"schema": fields(names)}}),
+        Answer::Text => json!({"text/plain": {"schema": {"type": "string"}}}),
+        Answer::Bytes => json!({"*/*": {"schema": {}}}),
+    }
+}
+
+/// A path parameter's schema: `{name}` is a file name, every other one an id.
+fn path_param(name: &str) -> Value {
+    if name == "name" { schema::file_name() } else { schema::id() }
+}
+
+/// Under strict tenant isolation (`CODEAPI_TENANT_ISOLATION_STRICT`, the
+/// default) a request that takes a tenant must name one: `tenant_id` is
+/// required (and not `null`) where it is otherwise optional.
+fn require_tenant(object: &mut Value) {
+    object["properties"]["tenant_id"] = schema::id();
+    if let Some(required) = object["required"].as_array_mut() {
+        required.push(json!("tenant_id"));
+    }
+}
+
+/// The document, for a node that requires a tenant (`strict_tenants`) or not.
+pub fn document(strict_tenants: bool) -> Value {
     let mut paths = Map::new();
     for r in ROUTES {
-        let mut op = json!({
-            "summary": r.summary,
-            "responses": {
-                "200": {"description": "OK", "content": {"application/json": {"schema": object(r.answer)}}},
-                "default": {
-                    "description": "The safe error shape",
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-                },
+        let mut responses = json!({
+            r.status.to_string(): {"description": "OK", "content": answer(&r.answer)},
+            "default": {
+                "description": "The safe error shape",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
             },
         });
+        if r.path == "/readyz" {
+            responses["503"] = json!({
+                "description": "Not ready, and why",
+                "content": {"application/json": {"schema": fields(&["status", "role", "reason"])}},
+            });
+        }
+        let mut op = json!({"summary": r.summary, "responses": responses});
         if r.auth {
             op["security"] = json!([{"serviceToken": []}]);
         }
         match r.body {
             Body::None => {}
-            Body::Json(fields) => {
+            Body::Json(schema) => {
+                let mut schema = schema();
+                if strict_tenants {
+                    match r.path {
+                        "/v1/grants" => require_tenant(&mut schema),
+                        "/v1/manifests/sign" => require_tenant(&mut schema["properties"]["claims"]),
+                        _ => {}
+                    }
+                }
                 op["requestBody"] =
-                    json!({"required": true, "content": {"application/json": {"schema": object(fields)}}});
+                    json!({"required": true, "content": {"application/json": {"schema": schema}}});
             }
             Body::Raw => {
                 op["requestBody"] = json!({
-                    "required": true,
+                    "required": false,
                     "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
                 });
             }
@@ -555,12 +1195,17 @@ pub fn document() -> Value {
             .path
             .split('/')
             .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
-            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": path_param(name)}))
+            .chain(r.query.iter().map(|p| {
+                let required =
+                    p.required || (strict_tenants && r.path == "/v1/files" && p.name == "tenant_id");
+                json!({"name": p.name, "in": "query", "required": required, "schema": (p.schema)()})
+            }))
             .collect();
         if !params.is_empty() {
             op["parameters"] = Value::Array(params);
         }
-        for (_, _, status, description, fields) in
+        for (_, _, status, description, names) in
             OTHER_ANSWERS.iter().filter(|(m, p, ..)| *m == r.method && *p == r.path)
         {
             // The usual answer is then a creation's.
@@ -568,7 +1213,7 @@ pub fn document() -> Value {
                 op["responses"]["201"] = usual;
             }
             op["responses"][*status] = json!({"description": description,
-                "content": {"application/json": {"schema": object(fields)}}});
+                "content": {"application/json": {"schema": fields(names)}}});
         }
         let entry = paths.entry(r.path.to_owned()).or_insert_with(|| json!({}));
         entry[r.method] = op;
@@ -585,7 +1230,17 @@ pub fn document() -> Value {
             "schemas": {"Error": {
                 "type": "object",
                 "required": ["error"],
-                "properties": {"error": object(&["code", "message", "reason", "request_id"])},
+                "properties": {"error": {
+                    "type": "object",
+                    "required": ["code", "message", "request_id"],
+                    "properties": {
+                        "code": {"type": "string"},
+                        "message": {"type": "string"},
+                        "reason": {"type": "string"},
+                        "retryable": {"type": "boolean"},
+                        "request_id": {"type": "string"},
+                    },
+                }},
             }},
         },
         "paths": paths,

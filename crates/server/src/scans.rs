@@ -134,6 +134,7 @@ pub(crate) struct ScanRequest {
     repository: String,
     pull_request: i64,
     head_sha: String,
+    #[serde(deserialize_with = "crate::http::objects")]
     lockfiles: Vec<SubmittedLockfile>,
 }
 

@@ -506,6 +506,127 @@ async fn readiness_reflects_the_ledger() {
     assert_eq!(r.json()["reason"], "ledger_unavailable");
 }
 
+/// A route's path with every placeholder filled with a valid id.
+fn concrete(path: &str) -> String {
+    path.split('/').map(|seg| if seg.starts_with('{') { "x-1" } else { seg }).collect::<Vec<_>>().join("/")
+}
+
+#[tokio::test]
+async fn bodies_that_are_not_json_objects_are_refused_everywhere() {
+    use gatehouse_server::openapi::{Body as Documented, ROUTES};
+    let node = node().await;
+    let mut checked = 0;
+    for route in ROUTES.iter().filter(|r| matches!(r.body, Documented::Json(_))) {
+        for body in
+            ["[]", "[null, null]", "[null, null, null, null, null, null, null, null]", "\"x\"", "7", "null"]
+        {
+            let request = Request::builder()
+                .method(route.method.to_uppercase().as_str())
+                .uri(concrete(route.path))
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .header("content-type", "application/json")
+                .body(Body::from(body))
+                .unwrap();
+            let r = send(&node.router, request).await;
+            assert_eq!(r.status, 400, "{} {} with {body}: {}", route.method, route.path, r.text);
+            assert_eq!(r.json()["error"]["code"], "bad_request", "{}", r.text);
+            checked += 1;
+        }
+    }
+    assert!(checked > 60);
+    // Objects inside a body are objects too, never arrays read as structs.
+    let nested = [
+        ("/v1/runs", json!({"tenant_id": "t1", "user_id": "u1", "body": {}, "budgets": [null, null]})),
+        ("/v1/grants/consume", json!({"token": "x", "operation": ["request"]})),
+        (
+            "/v1/tenants/t1/credentials",
+            json!({"name": "n", "purpose": "git_provider", "host": "example.com", "inject": ["authorization", "Bearer {secret}"], "secret": "s"}),
+        ),
+    ];
+    for (path, body) in nested {
+        let r = call(&node, path, body).await;
+        assert_eq!(r.status, 400, "{path}: {}", r.text);
+    }
+}
+
+#[tokio::test]
+async fn a_whole_number_written_with_a_fraction_is_that_integer() {
+    // JSON has one number type and JSON Schema's integer is any number
+    // without a fractional part: 5.0 and 5e0 are the budget 5.
+    let node = node().await;
+    let grant = json!({"exec_id": "e1", "tenant_id": "t1", "user_id": "u1", "max_requests": 5.0, "max_egress_bytes": 1e3});
+    let r = call(&node, "/v1/grants", grant).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let opened = call(&node, "/v1/grants/open", json!({"token": r.json()["token"]})).await;
+    assert_eq!(opened.json()["claims"]["max_requests"], 5, "{}", opened.text);
+    // A fraction stays a fraction, refused where an integer is wanted.
+    let r = call(
+        &node,
+        "/v1/grants",
+        json!({"exec_id": "e2", "tenant_id": "t1", "user_id": "u1", "max_requests": 5.5}),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+}
+
+#[tokio::test]
+async fn openapi_states_the_constraints_the_server_enforces() {
+    use gatehouse_server::openapi::{Body as Documented, ROUTES};
+    let node = node().await;
+    let doc = send(&node.router, Request::get("/openapi.json").body(Body::empty()).unwrap()).await.json();
+    let operation = |method: &str, path: &str| doc["paths"][path][method].clone();
+    // Ids in paths: the pattern the server checks.
+    for route in ROUTES {
+        for param in operation(route.method, route.path)["parameters"].as_array().into_iter().flatten() {
+            if param["in"] == "path" && param["name"] != "name" {
+                assert_eq!(
+                    param["schema"]["pattern"], "^[A-Za-z0-9._:-]{1,128}$",
+                    "{} {}",
+                    route.method, route.path
+                );
+                assert_eq!(param["schema"]["not"], json!({"enum": [".", ".."]}));
+            }
+        }
+    }
+    // /metrics is Prometheus text, as served.
+    let metrics = operation("get", "/metrics");
+    assert!(metrics["responses"]["200"]["content"]["text/plain"].is_object(), "{metrics}");
+    let served = send(&node.router, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert!(served.headers["content-type"].to_str().unwrap().starts_with("text/plain"));
+    // A 201 is documented as a 201.
+    assert!(operation("post", "/v1/runs")["responses"]["201"].is_object());
+    // Every JSON body is a closed object, and the server refuses a field
+    // it does not know on every one of them.
+    for route in ROUTES.iter().filter(|r| matches!(r.body, Documented::Json(_))) {
+        let schema =
+            &operation(route.method, route.path)["requestBody"]["content"]["application/json"]["schema"];
+        assert_eq!(schema["type"], "object", "{} {}", route.method, route.path);
+        assert_eq!(schema["additionalProperties"], false, "{} {}", route.method, route.path);
+        let request = Request::builder()
+            .method(route.method.to_uppercase().as_str())
+            .uri(concrete(route.path))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .header("content-type", "application/json")
+            .body(Body::from(r#"{"x-unknown": 1}"#))
+            .unwrap();
+        let r = send(&node.router, request).await;
+        assert_eq!(r.status, 400, "{} {}: {}", route.method, route.path, r.text);
+    }
+    // Enums and required fields, as the handlers check them.
+    let end = operation("post", "/v1/runs/{run_id}/end");
+    let end = &end["requestBody"]["content"]["application/json"]["schema"];
+    assert_eq!(end["properties"]["outcome"]["enum"], json!(["succeeded", "failed"]));
+    assert_eq!(end["required"], json!(["outcome"]));
+    // Under strict tenant isolation (the default) a grant names its tenant.
+    let grants = operation("post", "/v1/grants");
+    let grants = &grants["requestBody"]["content"]["application/json"]["schema"];
+    assert!(grants["required"].as_array().unwrap().contains(&json!("tenant_id")), "{grants}");
+    let refusals = operation("get", "/v1/refusals");
+    let limit =
+        refusals["parameters"].as_array().unwrap().iter().find(|p| p["name"] == "limit").unwrap().clone();
+    assert_eq!(limit["schema"], json!({"type": "integer", "minimum": 1, "maximum": 500}));
+}
+
 #[tokio::test]
 async fn openapi_documents_every_route_and_only_real_ones() {
     let node = node().await;

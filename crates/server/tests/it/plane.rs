@@ -165,6 +165,27 @@ fn a_store_that_goes_away_fails_closed_and_recovers() {
 }
 
 #[test]
+fn a_node_whose_database_is_gone_is_not_ready() {
+    let db = TestDatabase::create();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_server, addr, _) = node(
+        tmp.path(),
+        &private_key_pem(),
+        &[("GATEHOUSE_DATABASE_URL", db.url()), ("GATEHOUSE_STORE_TIMEOUT_MS", "1000")],
+    );
+    let readyz = || api(&addr, "GET", "/readyz", &Value::Null);
+    assert_eq!(readyz()["status"], "ready");
+    db.set_reachable(false);
+    // Within the second an answer stands, and the store's timeout.
+    let down = within(Duration::from_secs(5), || readyz()["reason"] == "store_unavailable");
+    assert!(down.is_some(), "a node whose database is gone still says it is ready: {}", readyz());
+    assert_eq!(readyz()["status"], "not_ready");
+    db.set_reachable(true);
+    let back = within(Duration::from_secs(10), || readyz()["status"] == "ready");
+    assert!(back.is_some(), "readiness did not come back with the database: {}", readyz());
+}
+
+#[test]
 fn the_audit_command_line_catches_edits_and_truncation() {
     let tmp = tempfile::tempdir().unwrap();
     let cli = |args: &[&str]| {
