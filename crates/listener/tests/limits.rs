@@ -23,9 +23,25 @@ const LIMITS: Limits = Limits {
     max_connections_per_client: 3,
 };
 
-/// `/slow` answers after 1.2 s (longer than the idle timeout); anything else at once.
+/// Set once a `/slow-in-hand` request has reached the handler.
+static IN_HAND: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Waits (at most 5 s) until `condition` holds.
+async fn until(mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !condition() {
+        assert!(Instant::now() < deadline, "the condition never held");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `/slow` answers after 1.2 s (longer than the idle timeout), and so does
+/// `/slow-in-hand`, which says it arrived (`IN_HAND`); anything else at once.
 async fn handler(req: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    if req.uri().path() == "/slow" {
+    if req.uri().path() == "/slow-in-hand" {
+        IN_HAND.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    if req.uri().path().starts_with("/slow") {
         tokio::time::sleep(Duration::from_millis(1200)).await;
     }
     Ok(Response::new(Full::new(Bytes::from_static(b"ok"))))
@@ -145,11 +161,21 @@ async fn connections_over_a_clients_cap_are_closed_at_once_and_others_are_served
     // Another address is not affected.
     let mut other = connect(addr, [127, 0, 0, 3]).await;
     assert!(round_trip(&mut other, "/").await.starts_with("HTTP/1.1 200"));
-    // A slot given back is usable again.
+    // A slot given back is usable again, once the listener has seen the
+    // connection close (until then a new one is still over the cap).
     drop(held.pop());
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut again = connect(addr, [127, 0, 0, 2]).await;
-    assert!(round_trip(&mut again, "/").await.starts_with("HTTP/1.1 200"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut again = connect(addr, [127, 0, 0, 2]).await;
+        let _ = again.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+        let (answer, _) = read_to_close(&mut again).await;
+        if answer.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert_eq!(answer, "", "over the cap is closed unanswered");
+        assert!(Instant::now() < deadline, "the slot given back never became usable");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
@@ -171,8 +197,9 @@ async fn connections_over_the_listeners_cap_are_closed_at_once() {
 async fn shutdown_finishes_the_request_in_hand_then_returns() {
     let (addr, stop, served) = start(LIMITS).await;
     let mut client = connect(addr, [127, 0, 0, 1]).await;
-    client.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    client.write_all(b"GET /slow-in-hand HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    // Shut down once the request is in the handler's hands.
+    until(|| IN_HAND.load(std::sync::atomic::Ordering::SeqCst)).await;
     stop.send(()).unwrap();
     let (answer, _) = read_to_close(&mut client).await;
     assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("ok"), "{answer}");

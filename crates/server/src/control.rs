@@ -593,7 +593,7 @@ async fn run_events(
     Extension(rid): Extension<RequestId>,
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<EventsQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let run_id = path_id(path, &rid)?;
     let Ok(Query(q)) = query else {
         return Err(bad_request(&rid, "the query may hold after and limit only"));
@@ -603,7 +603,7 @@ async fn run_events(
         return Err(bad_request(&rid, "limit is 1 to 500"));
     }
     let store = store(&state, &rid)?;
-    flush(&state).await;
+    let complete = flush(&state).await;
     if store.run(&run_id).await.map_err(|e| store_error(&rid, &e))?.is_none() {
         return Err(with_reason(ErrorCode::NotFound, &rid, Reason::RunUnknown));
     }
@@ -618,16 +618,40 @@ async fn run_events(
         })
         .collect();
     let next = items.last().and_then(|e| e["seq"].as_i64()).filter(|_| items.len() == limit as usize);
-    Ok(Json(json!({"items": items, "next_cursor": next.map(|s| s.to_string())})))
+    Ok(record_answer(&rid, complete, json!({"items": items, "next_cursor": next.map(|s| s.to_string())})))
 }
 
+/// How long a record read waits for this node's queued events.
+const FLUSH_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Lets this node's queued events reach the store before a read, so a
-/// caller sees what it just caused.
-pub(crate) async fn flush(state: &AppState) {
-    if let Some(queue) = state.refusals.queue() {
-        queue.flush(std::time::Duration::from_secs(2)).await;
+/// caller sees what it just caused. Whether they did: a store too slow to
+/// take them within [`FLUSH_WITHIN`] leaves the read short, which its
+/// answer says ([`record_answer`]).
+pub(crate) async fn flush(state: &AppState) -> bool {
+    match state.refusals.queue() {
+        Some(queue) => queue.flush(FLUSH_WITHIN).await,
+        None => true,
     }
 }
+
+/// The answer of a read of the record (refusals, run events, audit), with
+/// `x-gatehouse-record-complete`: `true` when every event this node had
+/// queued before the read was in the store, `false` when the read did not
+/// wait for them all (read again to see them).
+pub(crate) fn record_answer(rid: &RequestId, complete: bool, body: Value) -> Response {
+    if !complete {
+        tracing::warn!(request_id = %rid.0, "a record read did not wait for every queued event");
+    }
+    let mut response = Json(body).into_response();
+    response
+        .headers_mut()
+        .insert(RECORD_COMPLETE, http::HeaderValue::from_static(if complete { "true" } else { "false" }));
+    response
+}
+
+/// The header a record read's answer says whether it is complete in.
+pub const RECORD_COMPLETE: &str = "x-gatehouse-record-complete";
 
 // ---- tenants ----
 
@@ -1214,7 +1238,7 @@ async fn list_refusals(
     Extension(rid): Extension<RequestId>,
     Extension(caller): Extension<Caller>,
     query: Result<Query<RefusalQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let Ok(Query(q)) = query else {
         return Err(bad_request(
             &rid,
@@ -1239,7 +1263,7 @@ async fn list_refusals(
     let page = page(&rid, q.limit, q.cursor)?;
     let store = store(&state, &rid)?;
     let tenants = crate::tenancy::narrowed(&state, &rid, &caller, q.tenant_id)?;
-    flush(&state).await;
+    let complete = flush(&state).await;
     let filter = RefusalFilter {
         tenant_id: None,
         run_id: q.run_id,
@@ -1278,7 +1302,7 @@ async fn list_refusals(
             v
         })
         .collect();
-    Ok(Json(json!({"items": items, "next_cursor": found.next_cursor})))
+    Ok(record_answer(&rid, complete, json!({"items": items, "next_cursor": found.next_cursor})))
 }
 
 #[derive(Deserialize)]
@@ -1296,7 +1320,7 @@ async fn list_audit(
     Extension(rid): Extension<RequestId>,
     Extension(caller): Extension<Caller>,
     query: Result<Query<AuditQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let Ok(Query(q)) = query else {
         return Err(bad_request(&rid, "the query may hold after and limit only"));
     };
@@ -1305,15 +1329,19 @@ async fn list_audit(
         return Err(bad_request(&rid, "limit is 1 to 500"));
     }
     let store = store(&state, &rid)?;
-    flush(&state).await;
+    let complete = flush(&state).await;
     let after = q.after.unwrap_or(0);
     if caller.acts_globally() {
         let entries = store.audit_entries(after, limit).await.map_err(|e| store_error(&rid, &e))?;
         let next = entries.last().map(|e| e.seq.to_string()).filter(|_| entries.len() == limit as usize);
-        return Ok(Json(json!({"items": entries, "next_cursor": next})));
+        return Ok(record_answer(&rid, complete, json!({"items": entries, "next_cursor": next})));
     }
     // Anyone else reads the entries of its tenants (and its own actions),
     // a bounded stretch of the chain per page.
     let (entries, next) = audit_narrowed(store, &rid, &caller, after, limit).await?;
-    Ok(Json(json!({"items": entries, "next_cursor": next.map(|seq| seq.to_string())})))
+    Ok(record_answer(
+        &rid,
+        complete,
+        json!({"items": entries, "next_cursor": next.map(|seq| seq.to_string())}),
+    ))
 }

@@ -1160,6 +1160,12 @@ pub fn document(strict_tenants: bool) -> Value {
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
             },
         });
+        if matches!(r.path, "/v1/refusals" | "/v1/runs/{run_id}/events" | "/v1/audit") {
+            responses[r.status.to_string()]["headers"] = json!({crate::control::RECORD_COMPLETE: {
+                "description": "Whether every event this node queued before the read was in the store (false: read again).",
+                "schema": {"type": "string", "enum": ["true", "false"]},
+            }});
+        }
         if r.path == "/readyz" {
             responses["503"] = json!({
                 "description": "Not ready, and why",

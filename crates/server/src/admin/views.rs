@@ -394,8 +394,9 @@ async fn render_tenant(
     let store = crate::control::store(state, rid)?;
     let fail = |e: gatehouse_store::StoreError| store_failure(rid, &e);
     let now = state.clock.now();
-    // What this node recorded a moment ago is on the page.
-    crate::control::flush(state).await;
+    // What this node recorded a moment ago is on the page, or the page
+    // says it may not be.
+    let complete = crate::control::flush(state).await;
     let settings = store.tenant(tenant_id).await.map_err(fail)?;
     let (policy_view, policy) = match settings.as_ref().and_then(|t| t.policy.as_ref()) {
         None => (
@@ -511,7 +512,13 @@ async fn render_tenant(
         person: person.actor.clone(),
         csrf: person.csrf(),
         tenant_id: tenant_id.to_owned(),
-        notice: extras.notice,
+        notice: extras.notice.or_else(|| {
+            (!complete).then(|| Notice {
+                kind: "error",
+                text: "The store is slow: the latest refusals may not be listed yet. Reload the page to see them."
+                    .to_owned(),
+            })
+        }),
         policy: policy_view,
         test_url: extras.test_url,
         test: extras.test,

@@ -495,6 +495,52 @@ async fn malformed_path_parameters_get_the_safe_shape() {
 }
 
 #[tokio::test]
+async fn a_record_read_that_could_not_wait_for_the_queue_says_so() {
+    use std::io::{BufRead as _, Write as _};
+    let node = node().await;
+    let refusals = || async {
+        let req = Request::get("/v1/refusals")
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .body(Body::empty())
+            .unwrap();
+        send(&node.router, req).await
+    };
+    let complete = |r: &Reply| r.headers["x-gatehouse-record-complete"].to_str().unwrap().to_owned();
+    assert_eq!(complete(&refusals().await), "true");
+    // Another process holds the store's write lock: the event writer waits.
+    let mut lock = std::process::Command::new("sqlite3")
+        .arg(node.data.path().join("gatehouse.db"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sqlite3 is installed");
+    lock.stdin.as_mut().unwrap().write_all(b"BEGIN IMMEDIATE;\nSELECT 'locked';\n").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(lock.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "locked");
+    // A refused request: its refusal is queued for the store.
+    let r = send(&node.router, Request::get("/v1/runs").body(Body::empty()).unwrap()).await;
+    assert_eq!(r.status, 401);
+    let short = refusals().await;
+    assert_eq!(short.status, 200, "{}", short.text);
+    assert_eq!(complete(&short), "false", "a read that did not wait for the queue said it was complete");
+    // The lock goes; the refusal reaches the store and the read is whole.
+    drop(lock.stdin.take());
+    lock.wait().unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut whole = refusals().await;
+    while complete(&whole) != "true" && tokio::time::Instant::now() < deadline {
+        whole = refusals().await;
+    }
+    assert_eq!(complete(&whole), "true");
+    assert!(
+        whole.json()["items"].as_array().unwrap().iter().any(|i| i["reason"] == "service_token_missing"),
+        "{}",
+        whole.text
+    );
+}
+
+#[tokio::test]
 async fn readiness_reflects_the_ledger() {
     let node = node().await;
     let r = send(&node.router, Request::get("/readyz").body(Body::empty()).unwrap()).await;

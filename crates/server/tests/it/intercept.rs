@@ -7,12 +7,14 @@
 use std::io::Write as _;
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use gatehouse_egress::intercept::{InterceptCa, Leaves};
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::cli::{Server, gatehouse, spawn_server};
+use crate::plane::within;
 use crate::proxy::{api, proxy_address};
 use crate::support::{GRANT_SECRET, TOKEN, private_key_pem};
 
@@ -178,9 +180,14 @@ fn https_to_a_lease_host_is_intercepted_and_injected_and_every_other_tunnel_stay
     // cleanly, and the failure is recorded.
     let out = curl(&["-x", &proxy, "--cacert", upstream_ca_file.to_str().unwrap(), &url]);
     assert!(!out.status.success(), "{}", text(&out));
+    // The gateway records the failed handshake once it sees it fail, which
+    // may be after curl has given up: wait for the record.
     let refusals =
-        api(&api_addr, "GET", &format!("/v1/refusals?run_id={run_id}&reason=tls_failed"), &json!({}));
-    assert_eq!(refusals["items"].as_array().map(Vec::len), Some(1), "{refusals}");
+        || api(&api_addr, "GET", &format!("/v1/refusals?run_id={run_id}&reason=tls_failed"), &json!({}));
+    let recorded =
+        within(Duration::from_secs(10), || refusals()["items"].as_array().is_some_and(|i| !i.is_empty()));
+    assert!(recorded.is_some(), "the failed handshake never reached the record: {}", refusals());
+    assert_eq!(refusals()["items"].as_array().map(Vec::len), Some(1), "{}", refusals());
 
     // Another host: opaque, whatever the run holds.
     let other_url = format!("https://127.0.0.2:{}/", other.port);
@@ -309,8 +316,11 @@ fn inside_an_intercepted_tunnel_each_request_is_spent_and_an_untrusted_upstream_
     assert!(answer.contains("HTTP/1.1 502") && answer.contains("x-gatehouse-reason: tls_failed"), "{answer}");
     assert!(rogue.seen.lock().unwrap().is_empty(), "the rogue upstream got a request");
     let refusals =
-        api(&api_addr, "GET", &format!("/v1/refusals?run_id={rogue_run}&reason=tls_failed"), &json!({}));
-    assert_eq!(refusals["items"].as_array().map(Vec::len), Some(1), "{refusals}");
+        || api(&api_addr, "GET", &format!("/v1/refusals?run_id={rogue_run}&reason=tls_failed"), &json!({}));
+    let recorded =
+        within(Duration::from_secs(10), || refusals()["items"].as_array().is_some_and(|i| !i.is_empty()));
+    assert!(recorded.is_some(), "the upstream's bad certificate never reached the record: {}", refusals());
+    assert_eq!(refusals()["items"].as_array().map(Vec::len), Some(1), "{}", refusals());
 
     drop(server);
     let log = log.join().unwrap();

@@ -201,13 +201,17 @@ fn leases_hold_across_two_nodes_on_postgres_and_redis() {
     assert!(refused_with(&out, "run_not_live"), "{out}");
     assert_eq!(upstream.count(), before, "nothing reached the upstream for an ended run");
 
-    // Both nodes' refusals are in the one record.
-    let refusals = api(&a.api, "GET", "/v1/refusals?kind=secret_refused", &json!({}));
-    let reasons: Vec<&str> =
-        refusals["items"].as_array().unwrap().iter().filter_map(|r| r["reason"].as_str()).collect();
-    for reason in ["lease_revoked", "run_not_live"] {
-        assert!(reasons.contains(&reason), "{reason} in {refusals}");
-    }
+    // Both nodes' refusals are in the one record: A's read waits for what
+    // A queued, never for B's writer, so it polls until B's are in too.
+    let refusals = || api(&a.api, "GET", "/v1/refusals?kind=secret_refused", &json!({}));
+    let both = within(Duration::from_secs(10), || {
+        let listed = refusals();
+        let reasons: Vec<&str> =
+            listed["items"].as_array().unwrap().iter().filter_map(|r| r["reason"].as_str()).collect();
+        ["lease_revoked", "run_not_live"].iter().all(|reason| reasons.contains(reason))
+    });
+    let refusals = refusals();
+    assert!(both.is_some(), "lease_revoked and run_not_live in {refusals}");
     assert!(!refusals.to_string().contains(&secret) && !refusals.to_string().contains(&rotated));
 }
 

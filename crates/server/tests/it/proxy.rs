@@ -111,16 +111,25 @@ fn opened_internal_ranges_are_logged_loudly_at_startup() {
     assert!(line.contains("WARN") && line.contains("127.0.0.0/8"), "{line}");
 }
 
+/// A read of the record that said it could not wait for every queued event
+/// (`x-gatehouse-record-complete: false`) is read again, for up to 30 s.
 pub(crate) fn api(addr: &str, method: &str, path: &str, body: &Value) -> Value {
     let body = body.to_string();
-    let response = http(
-        addr,
-        &format!(
-            "{method} {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        ),
-    );
-    serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap_or_default()).unwrap()
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let response = http(
+            addr,
+            &format!(
+                "{method} {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        );
+        let (head, rest) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        if head.contains("\r\nx-gatehouse-record-complete: false") && std::time::Instant::now() < deadline {
+            continue;
+        }
+        return serde_json::from_str(rest).unwrap();
+    }
 }
 
 fn curl(args: &[&str]) -> (String, String) {

@@ -252,9 +252,21 @@ async fn a_run_whose_heartbeat_is_lost_expires_and_its_grant_dies() {
         (status["status"].as_str(), status["end_reason"].as_str()),
         (Some("expired"), Some("heartbeat_lost"))
     );
-    assert_eq!(spend(&node, &run["grant"]).await["reason"], "grant_revoked");
-    let events = get(&node, &format!("/v1/runs/{id}/events")).await.json();
-    assert_eq!(events["items"][0]["reason"], "heartbeat_lost");
+    // Expiry records the status first, then revokes the grant and writes
+    // the run_ended event: wait for each, within a deadline.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut spent = spend(&node, &run["grant"]).await;
+    while spent["reason"] != "grant_revoked" && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        spent = spend(&node, &run["grant"]).await;
+    }
+    assert_eq!(spent["reason"], "grant_revoked", "{spent}");
+    let mut events = get(&node, &format!("/v1/runs/{id}/events")).await.json();
+    while events["items"][0]["reason"] != "heartbeat_lost" && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        events = get(&node, &format!("/v1/runs/{id}/events")).await.json();
+    }
+    assert_eq!(events["items"][0]["reason"], "heartbeat_lost", "{events}");
 }
 
 /// The door's decision for `url` under the node's replica of `tenant`'s policy.

@@ -104,11 +104,7 @@ pub async fn node_with(role: &str, extra: &[(&str, &str)]) -> Node {
 
 /// The node's recorded refusals, oldest first, through `GET /v1/refusals`.
 pub async fn refusals(node: &Node) -> Vec<Value> {
-    let req = Request::get("/v1/refusals?limit=500")
-        .header("authorization", format!("Bearer {TOKEN}"))
-        .body(Body::empty())
-        .unwrap();
-    let reply = send(&node.router, req).await;
+    let reply = get(node, "/v1/refusals?limit=500").await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     let mut items = reply.json()["items"].as_array().unwrap().clone();
     items.reverse();
@@ -148,10 +144,22 @@ pub fn post(path: &str, body: &str) -> Request<Body> {
 }
 
 /// `GET path` with the service token.
+/// A read of the record (refusals, run events, audit) that said it could
+/// not wait for every queued event (`x-gatehouse-record-complete: false`,
+/// a store slowed by a busy machine) is read again, for up to 30 s.
 pub async fn get(node: &Node, path: &str) -> Reply {
-    let req =
-        Request::get(path).header("authorization", format!("Bearer {TOKEN}")).body(Body::empty()).unwrap();
-    send(&node.router, req).await
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let req = Request::get(path)
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .body(Body::empty())
+            .unwrap();
+        let reply = send(&node.router, req).await;
+        let short = reply.headers.get("x-gatehouse-record-complete").is_some_and(|v| v == "false");
+        if !short || tokio::time::Instant::now() >= deadline {
+            return reply;
+        }
+    }
 }
 
 /// `PUT path` with the service token and a JSON body.
