@@ -48,10 +48,10 @@ fn json_text(len: usize) -> Vec<u8> {
     out
 }
 
-/// The pairs a Basic rule's injection scrubs: the secret and its Basic form.
-fn pairs() -> Vec<(Vec<u8>, Vec<u8>)> {
+/// A live lease for a Basic rule (git's `x-access-token`).
+fn basic_lease() -> LeaseEntry {
     let lease_id = "lease_0123456789abcdef0123456789abcdef";
-    let entry = LeaseEntry {
+    LeaseEntry {
         lease_id: lease_id.to_owned(),
         placeholder: placeholder_for(lease_id).unwrap(),
         host: "api.example".to_owned(),
@@ -59,27 +59,22 @@ fn pairs() -> Vec<(Vec<u8>, Vec<u8>)> {
         state: LeaseState::Live { expires_at: i64::MAX },
         rule: InjectRule::basic("x-access-token").unwrap(),
         allow_plain_http: false,
-    };
+    }
+}
+
+/// The pairs the previous scrubber took for the same injection: the secret
+/// and its Basic form as sent.
+fn pairs(entry: &LeaseEntry) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut headers = http::HeaderMap::new();
-    apply(&mut headers, &entry, SECRET).unwrap();
+    apply(&mut headers, entry, SECRET).unwrap();
     let sent = headers[http::header::AUTHORIZATION].to_str().unwrap().trim_start_matches("Basic ").to_owned();
     vec![(SECRET.to_vec(), entry.placeholder.clone().into_bytes()), (sent.into_bytes(), b"known".to_vec())]
 }
 
 fn scrub(c: &mut Criterion) {
-    let mut lease_headers = http::HeaderMap::new();
-    let lease_id = "lease_0123456789abcdef0123456789abcdef";
-    let entry = LeaseEntry {
-        lease_id: lease_id.to_owned(),
-        placeholder: placeholder_for(lease_id).unwrap(),
-        host: "api.example".to_owned(),
-        granted_at: 0,
-        state: LeaseState::Live { expires_at: i64::MAX },
-        rule: InjectRule::basic("x-access-token").unwrap(),
-        allow_plain_http: false,
-    };
-    let today = apply(&mut lease_headers, &entry, SECRET).unwrap();
-    let pairs = pairs();
+    let entry = basic_lease();
+    let today = apply(&mut http::HeaderMap::new(), &entry, SECRET).unwrap();
+    let pairs = pairs(&entry);
     let mut group = c.benchmark_group("scrub");
     for (size, label) in [(1usize << 20, "1MiB"), (16 << 20, "16MiB")] {
         for (input, body) in [("json", json_text(size)), ("random", random(size, 0x9e37_79b9_7f4a_7c15))] {
