@@ -84,19 +84,23 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
     let mut out = Collector::default();
     let mut warned = BTreeSet::new();
     for p in &packages {
-        let line = src.line_at(p.span().start);
+        // Counted only when a message needs it: counting for every package
+        // walked the text from its start each time (quadratic: minutes for a
+        // 25 MiB Cargo.lock).
+        let start = p.span().start;
+        let line = || src.line_at(start);
         let p = p.get_ref();
         if !valid_name(&p.name) {
             return Err(src.error(
                 ParseErrorCode::Structure,
-                Some(line),
+                Some(line()),
                 "package `name` is not a crate name",
             ));
         }
         if !valid_version(&p.version) {
             return Err(src.error(
                 ParseErrorCode::Structure,
-                Some(line),
+                Some(line()),
                 "package `version` is not a version",
             ));
         }
@@ -107,7 +111,7 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
             if !CRATES_IO.contains(&source.as_str()) && warned.insert(source.clone()) {
                 out.warn(
                     "other_registry",
-                    Some(line),
+                    Some(line()),
                     format!(
                         "crates from a registry other than crates.io ({}) are matched against crates.io advisories by name",
                         host_of(source)
@@ -121,7 +125,7 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
         } else if warned.insert(source.clone()) {
             out.warn(
                 "unknown_source",
-                Some(line),
+                Some(line()),
                 "a package source of an unknown kind; its crates are matched against crates.io advisories by name",
             );
         }

@@ -78,19 +78,21 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
     };
     let mut out = Collector::default();
     for p in &packages {
-        let line = src.line_at(p.span().start);
+        // Counted only when a message needs it (for every package, it was quadratic).
+        let start = p.span().start;
+        let line = || src.line_at(start);
         let p = p.get_ref();
         if !valid_name(&p.name) {
             return Err(src.error(
                 ParseErrorCode::Structure,
-                Some(line),
+                Some(line()),
                 "package `name` is not a package name",
             ));
         }
         if !valid_version(&p.version) {
             return Err(src.error(
                 ParseErrorCode::Structure,
-                Some(line),
+                Some(line()),
                 "package `version` is not a version",
             ));
         }
@@ -99,7 +101,7 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
             Some(Some("directory" | "file")) => continue,
             Some(_) => out.warn(
                 "unknown_source",
-                Some(line),
+                Some(line()),
                 format!("{} has a source of an unknown type; it is matched against PyPI advisories", p.name),
             ),
         }
