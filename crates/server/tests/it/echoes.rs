@@ -5,7 +5,7 @@
 //! and in a header's name. And the run tries to place the placeholder where
 //! an echo could be cut, and to send the secret over plain HTTP.
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufReader, Write as _};
 use std::net::TcpListener;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -42,14 +42,7 @@ impl Hostile {
                 let (log, whole) = (log.clone(), whole.clone());
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let mut head = String::new();
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                            break;
-                        }
-                        head.push_str(&line);
-                    }
+                    let head = crate::leases::read_head(&mut reader);
                     log.lock().unwrap().push(head.clone());
                     let length = head
                         .lines()

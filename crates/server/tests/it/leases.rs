@@ -6,7 +6,7 @@
 //! an API answer, not a refusal or audit entry, not a log line, not the
 //! database file.
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufReader, Write as _};
 use std::net::TcpListener;
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
@@ -23,6 +23,18 @@ pub(crate) struct Echo {
     seen: Arc<Mutex<Vec<String>>>,
 }
 
+/// A request head as it arrives, up to its blank line (or the end).
+pub(crate) fn read_head(reader: &mut impl std::io::BufRead) -> String {
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            return head;
+        }
+        head.push_str(&line);
+    }
+}
+
 impl Echo {
     pub(crate) fn start(ip: &str, port: u16) -> Self {
         let listener = TcpListener::bind((ip, port)).unwrap();
@@ -34,14 +46,7 @@ impl Echo {
                 let log = log.clone();
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let mut head = String::new();
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                            break;
-                        }
-                        head.push_str(&line);
-                    }
+                    let head = read_head(&mut reader);
                     log.lock().unwrap().push(head.clone());
                     let auth = head
                         .lines()
