@@ -78,6 +78,11 @@ pub trait LedgerBackend {
 
     /// The record, for the admin view (`None` when unknown or purged).
     fn get(&self, grant_id: &str) -> impl Future<Output = Result<Option<GrantRecord>, Reason>> + Send;
+
+    /// The grant's lease generation alone (0 for no record: nothing was
+    /// registered to bump). The door reads it right before every injection,
+    /// so it is one field, one round trip.
+    fn lease_generation(&self, grant_id: &str) -> impl Future<Output = Result<u64, Reason>> + Send;
 }
 
 /// The configured backend.
@@ -122,6 +127,13 @@ impl LedgerBackend for Ledger {
         match self {
             Ledger::Memory(l) => l.get(grant_id).await,
             Ledger::Redis(l) => l.get(grant_id).await,
+        }
+    }
+
+    async fn lease_generation(&self, grant_id: &str) -> Result<u64, Reason> {
+        match self {
+            Ledger::Memory(l) => l.lease_generation(grant_id).await,
+            Ledger::Redis(l) => l.lease_generation(grant_id).await,
         }
     }
 }

@@ -131,6 +131,11 @@ impl LedgerBackend for MemoryLedger {
         Ok(record.lease_generation)
     }
 
+    async fn lease_generation(&self, grant_id: &str) -> Result<u64, Reason> {
+        let map = self.shard(grant_id).lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(map.get(grant_id).map_or(0, |record| record.lease_generation))
+    }
+
     async fn revoke(&self, scope: &RevokeScope) -> Result<u64, Reason> {
         Ok(match scope {
             RevokeScope::Tenant(t) => self.epochs_mut().revoke_tenant(t),

@@ -473,6 +473,16 @@ impl LedgerBackend for RedisLedger {
         u64::try_from(generation).map_err(|_| Reason::GrantUnknown)
     }
 
+    async fn lease_generation(&self, grant_id: &str) -> Result<u64, Reason> {
+        let [rec, ..] = self.record_keys(grant_id);
+        let mut conn = self.conn.clone();
+        let generation: Option<String> = self
+            .run("lease_generation", redis::cmd("HGET").arg(&rec).arg("lg").query_async(&mut conn))
+            .await?;
+        // A field that is not a number was not written by the bump script.
+        generation.map_or(Ok(0), |g| g.parse::<u64>().map_err(|_| Reason::LedgerUnavailable))
+    }
+
     async fn get(&self, grant_id: &str) -> Result<Option<GrantRecord>, Reason> {
         let [rec, _, _, outs] = self.record_keys(grant_id);
         let mut conn = self.conn.clone();

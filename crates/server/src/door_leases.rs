@@ -288,14 +288,7 @@ impl LeaseSource for DoorLeases {
     }
 
     fn current_generation<'a>(&'a self, grant_id: &'a str) -> LeaseFuture<'a, Result<u64, Reason>> {
-        Box::pin(async move {
-            match self.ledger.get(grant_id).await {
-                Ok(Some(record)) => Ok(record.lease_generation),
-                // No record: nothing was registered to bump, so no change.
-                Ok(None) => Ok(0),
-                Err(reason) => Err(reason),
-            }
-        })
+        Box::pin(async move { self.ledger.lease_generation(grant_id).await })
     }
 
     fn leaked<'a>(&'a self, lease_id: &'a str, grant_id: &'a str) -> LeaseFuture<'a, ()> {

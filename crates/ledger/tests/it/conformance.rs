@@ -115,7 +115,9 @@ async fn refuses_unknown_expired_and_revoked_grants(l: impl LedgerBackend) {
 
 async fn every_spend_answers_with_the_lease_generation(l: impl LedgerBackend) {
     assert_eq!(l.bump_lease_generation("nope").await, Err(Reason::GrantUnknown));
+    assert_eq!(l.lease_generation("nope").await, Ok(0), "no record: nothing to bump");
     l.register(&registration("g1")).await.unwrap();
+    assert_eq!(l.lease_generation("g1").await, Ok(0));
     let spent = l.consume("g1", &Operation::Request, NOW).await.unwrap();
     assert_eq!(spent.lease_generation, 0, "no lease changed yet");
     assert_eq!(l.bump_lease_generation("g1").await, Ok(1));
@@ -123,6 +125,7 @@ async fn every_spend_answers_with_the_lease_generation(l: impl LedgerBackend) {
     assert_eq!(l.consume("g1", &Operation::Request, NOW).await.unwrap().lease_generation, 2);
     assert_eq!(l.consume("g1", &Operation::Egress { bytes: 1 }, NOW).await.unwrap().lease_generation, 2);
     assert_eq!(l.get("g1").await.unwrap().unwrap().lease_generation, 2);
+    assert_eq!(l.lease_generation("g1").await, Ok(2), "the door's one-field read agrees");
     // Nothing else moved: the generation is not a budget.
     assert_eq!(l.get("g1").await.unwrap().unwrap().request_count, 2);
 }
