@@ -134,6 +134,9 @@ pub async fn index(State(state): State<AppState>, person: Person) -> Result<Resp
                     Ok(doc) => format!("{} (version {})", mode_name(doc.mode), p.version),
                     Err(_) => format!("unreadable (version {})", p.version),
                 },
+                // Its current version is gone from the store: the door
+                // refuses the tenant's requests, so the page never says open.
+                None if t.policy_missing => "unreadable (its current version is missing)".to_owned(),
                 None => "open (never set)".to_owned(),
             },
             tenant_id: t.tenant_id,
@@ -398,7 +401,24 @@ async fn render_tenant(
     // says it may not be.
     let complete = crate::control::flush(state).await;
     let settings = store.tenant(tenant_id).await.map_err(fail)?;
+    let missing = settings.as_ref().is_some_and(|t| t.policy_missing);
     let (policy_view, policy) = match settings.as_ref().and_then(|t| t.policy.as_ref()) {
+        None if missing => {
+            let problem =
+                gatehouse_egress::PolicyError::unreadable("its current version is missing from the store");
+            let view = PolicyView {
+                version: 0,
+                actor: None,
+                created_at: String::new(),
+                // The form to replace it starts from the closed mode.
+                mode: "allowlist",
+                allow: String::new(),
+                deny: String::new(),
+                dry_run: false,
+                unreadable: Some(problem.detail.clone()),
+            };
+            (view, Err(problem))
+        }
         None => (
             PolicyView {
                 version: 0,

@@ -774,3 +774,27 @@ async fn sign_out_everywhere_ends_every_session_and_is_audited() {
     assert_eq!(ada.sign_in("ada", PASSWORD).await.status, 303);
     assert_eq!(ada.get("/admin").await.status, 200);
 }
+
+/// A tenant whose current policy row is gone from the store is refused at
+/// the door (`policy_unreadable`); the page says so and never shows it as
+/// open, in the list of tenants or on the tenant's own page.
+#[tokio::test]
+async fn a_tenant_whose_policy_row_is_gone_reads_unreadable_never_open() {
+    let node = admin_node().await;
+    put(&node, "/v1/tenants/t1/egress-policy", json!({"mode": "allowlist", "allow": ["a.example"]})).await;
+    let url = format!("sqlite://{}", node.data.path().join("gatehouse.db").display());
+    let raw = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query("DELETE FROM policy_versions WHERE tenant_id = 't1'").execute(&raw).await.unwrap();
+    let mut ada = Visitor::new(&node);
+    ada.sign_in("ada", PASSWORD).await;
+    let index = ada.get("/admin").await.text;
+    let row = index
+        .split(">t1</a>")
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap_or_else(|| panic!("{index}"));
+    assert!(row.contains("unreadable") && !row.contains("open (never set)"), "{index}");
+    let tenant = ada.get("/admin/tenants/t1").await.text;
+    assert!(tenant.contains("The stored policy is unreadable"), "{tenant}");
+    assert!(!tenant.contains(r#"<option value="open" selected>"#), "{tenant}");
+}

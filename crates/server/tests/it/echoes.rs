@@ -119,6 +119,8 @@ fn holds_a_window(text: &str) -> bool {
 /// line, headers and body as text (the fetch API's JSON answer as it is).
 struct Doors<'a> {
     api: &'a str,
+    /// Every answer any door gave the run, for the sweep at the end.
+    seen: std::cell::RefCell<String>,
     proxy: String,
     grant: String,
     /// The interception CA the run was given, for its trust store.
@@ -126,13 +128,19 @@ struct Doors<'a> {
 }
 
 impl Doors<'_> {
+    /// `out`, kept for the sweep.
+    fn saw(&self, out: String) -> String {
+        self.seen.borrow_mut().push_str(&out);
+        out
+    }
+
     fn proxy(&self, url: &str, headers: &[String]) -> String {
         let mut command = Command::new("curl");
         command.args(["-s", "-S", "--max-time", "10", "-D", "-", "-x", &self.proxy]);
         for header in headers {
             command.args(["-H", header]);
         }
-        String::from_utf8_lossy(&command.arg(url).output().unwrap().stdout).into_owned()
+        self.saw(String::from_utf8_lossy(&command.arg(url).output().unwrap().stdout).into_owned())
     }
 
     fn fetch(&self, url: &str, headers: &[String]) -> String {
@@ -153,7 +161,7 @@ impl Doors<'_> {
             .as_str()
             .map(|b| base64::engine::general_purpose::STANDARD.decode(b).unwrap())
             .unwrap_or_default();
-        format!("{answer}\n{}", String::from_utf8_lossy(&body))
+        self.saw(format!("{answer}\n{}", String::from_utf8_lossy(&body)))
     }
 
     fn raw(&self, url: &str, headers: &[String]) -> String {
@@ -168,7 +176,7 @@ impl Doors<'_> {
             format!("url={}&purpose=git_provider&method=GET", url.replace(':', "%3A").replace('/', "%2F"));
         let api = self.api;
         let out = command.arg(format!("http://{api}/v1/egress/fetch/raw?{query}")).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.saw(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     fn all(&self, url: &str, headers: &[String]) -> [(&'static str, String); 3] {
@@ -218,14 +226,76 @@ fn run_with_lease<'a>(
     let placeholder = lease["placeholder"].as_str().unwrap_or_else(|| panic!("{lease}")).to_owned();
     let proxy = format!("http://grant:{grant}@{proxy_addr}");
     let ca_pem = run["ca_certificate_pem"].as_str().unwrap_or_default().to_owned();
-    (Doors { api: api_addr, proxy, grant, ca_pem }, placeholder)
+    (Doors { api: api_addr, seen: Default::default(), proxy, grant, ca_pem }, placeholder)
+}
+
+/// The canary sweep of a node the hostile upstream worked on: the run's
+/// refusals carry every reason in `reasons`, and neither the secret nor any
+/// 8 of its bytes is in what the run saw, in an API listing of the record
+/// (refusals, audit, leases), the metrics, any log line, or any file under
+/// the node's directory (its database, write-ahead log, files).
+fn sweep(
+    server: crate::cli::Server,
+    log: std::thread::JoinHandle<String>,
+    dir: &std::path::Path,
+    api_addr: &str,
+    seen: &str,
+    reasons: &[&str],
+) {
+    let get = |path: &str| api(api_addr, "GET", path, &Value::Null).to_string();
+    let mut record = String::new();
+    for reason in reasons {
+        let refusals = api(api_addr, "GET", &format!("/v1/refusals?reason={reason}"), &Value::Null);
+        assert!(refusals["items"].as_array().is_some_and(|i| !i.is_empty()), "{reason} recorded: {refusals}");
+        record.push_str(&refusals.to_string());
+    }
+    for path in
+        ["/v1/refusals?limit=500", "/v1/audit", "/v1/leases?tenant_id=t1", "/v1/tenants/t1/credentials"]
+    {
+        record.push_str(&get(path));
+    }
+    let metrics = crate::cli::http(api_addr, "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    drop(server);
+    let logs = log.join().unwrap();
+    assert!(!logs.is_empty(), "the node logged nothing");
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_owned()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push((path.display().to_string(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    assert!(
+        files.iter().any(|(name, _)| name.contains("gatehouse.db")),
+        "no database under {}",
+        dir.display()
+    );
+    let mut places: Vec<(String, Vec<u8>)> = vec![
+        ("what the run saw".into(), seen.as_bytes().to_vec()),
+        ("the record as the API lists it".into(), record.into_bytes()),
+        ("metrics".into(), metrics.into_bytes()),
+        ("logs".into(), logs.into_bytes()),
+    ];
+    places.extend(files);
+    for (what, bytes) in &places {
+        assert!(
+            !SECRET.as_bytes().windows(8).any(|w| bytes.windows(8).any(|b| b == w)),
+            "{what} holds 8 bytes of the secret"
+        );
+        gatehouse_test_support::assert_no_key_material(SECRET.as_bytes(), bytes, what);
+    }
 }
 
 #[test]
 fn no_echo_hands_the_secret_back_at_any_door() {
     let upstream = Hostile::start();
     let tmp = tempfile::tempdir().unwrap();
-    let (_server, api_addr, proxy_addr, _log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
+    let (server, api_addr, proxy_addr, log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
     let credential_id = credential(&api_addr, "echoed", true);
     let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &credential_id, "127.0.0.1");
     let bearer = vec![format!("authorization: Bearer {placeholder}")];
@@ -314,6 +384,7 @@ fn no_echo_hands_the_secret_back_at_any_door() {
     assert!(raw.contains("lease_placeholder_misplaced"), "{raw}");
     assert!(upstream.bodies.lock().unwrap().is_empty(), "no body went out whole");
     let sent = upstream.count();
+    let mut seen = format!("{}{proxied}{fetched}{raw}", doors.seen.take());
 
     // A credential that does not allow plain HTTP is injected over TLS only.
     let tls_only = credential(&api_addr, "tls-only", false);
@@ -324,6 +395,9 @@ fn no_echo_hands_the_secret_back_at_any_door() {
         }
     }
     assert_eq!(upstream.count(), sent, "nothing went out in clear");
+    seen.push_str(&doors.seen.take());
+    let reasons = ["content_encoding_invalid", "lease_placeholder_misplaced", "lease_plain_http"];
+    sweep(server, log, tmp.path(), &api_addr, &seen, &reasons);
 }
 
 /// Where a node keeps its state, for tests that write it behind its back.
@@ -361,8 +435,9 @@ impl Backend {
 #[test]
 fn a_store_row_edited_to_steer_a_secret_gets_nothing_on_sqlite() {
     let tmp = tempfile::tempdir().unwrap();
-    let (_server, api_addr, proxy_addr, _log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
-    steering_gets_nothing(&Backend::Sqlite(tmp.path().to_owned()), &api_addr, &proxy_addr);
+    let (server, api_addr, proxy_addr, log) = start_logging(tmp.path(), &crate::proxy::Upstream::start());
+    let seen = steering_gets_nothing(&Backend::Sqlite(tmp.path().to_owned()), &api_addr, &proxy_addr);
+    sweep(server, log, tmp.path(), &api_addr, &seen, &["lease_unavailable"]);
 }
 
 #[test]
@@ -380,7 +455,8 @@ fn a_store_row_edited_to_steer_a_secret_gets_nothing_on_postgres() {
 
 /// A lease row, then a credential's host, then its rule, edited in the
 /// store to steer the secret: each is refused and counted as tampering.
-fn steering_gets_nothing(store: &Backend, api_addr: &str, proxy_addr: &str) {
+/// What the run saw, for the sweep.
+fn steering_gets_nothing(store: &Backend, api_addr: &str, proxy_addr: &str) -> String {
     let upstream = Hostile::start();
     let credential_id = credential(api_addr, "steered", true);
     let at = |host: &str| format!("http://{host}:{}/window/0/200", upstream.port);
@@ -397,6 +473,7 @@ fn steering_gets_nothing(store: &Backend, api_addr: &str, proxy_addr: &str) {
     assert_eq!(tampering(), 0);
 
     // A lease row pointed at another host: its credential's sealed host disagrees.
+    let mut seen = String::new();
     let (doors, placeholder) = run_with_lease(api_addr, proxy_addr, &credential_id, "127.0.0.1");
     store.edit("UPDATE leases SET host = '127.0.0.2' WHERE credential_id IN (SELECT credential_id FROM credentials WHERE name = 'steered')");
     let bearer = vec![format!("authorization: Bearer {placeholder}")];
@@ -409,12 +486,14 @@ fn steering_gets_nothing(store: &Backend, api_addr: &str, proxy_addr: &str) {
     assert!(tampering() > 0);
 
     // The credential row pointed there too: the sealed secret no longer opens.
+    seen.push_str(&doors.seen.take());
     store.edit("UPDATE credentials SET host = '127.0.0.2' WHERE name = 'steered'");
     let (doors, placeholder) = run_with_lease(api_addr, proxy_addr, &credential_id, "127.0.0.2");
     let before = tampering();
     for (door, out) in doors.all(&at("127.0.0.2"), &[format!("authorization: Bearer {placeholder}")]) {
         assert!(out.contains("lease_unavailable"), "{door}: {out}");
     }
+    seen.push_str(&doors.seen.take());
     // Or its inject rule rewritten to put the secret in a header the upstream echoes.
     store.edit("UPDATE credentials SET host = '127.0.0.1', inject = '{\"header\":\"x-echo-me\",\"format\":\"{secret}\",\"allow_plain_http\":true}' WHERE name = 'steered'");
     let (doors, _) = run_with_lease(api_addr, proxy_addr, &credential_id, "127.0.0.1");
@@ -423,6 +502,8 @@ fn steering_gets_nothing(store: &Backend, api_addr: &str, proxy_addr: &str) {
     }
     assert_eq!(upstream.count(), 0, "nothing went out with a steered secret");
     assert!(tampering() > before);
+    seen.push_str(&doors.seen.take());
+    seen
 }
 
 /// A leak whose revocation the store cannot record at once is refused all
@@ -483,12 +564,13 @@ fn no_echo_hands_the_secret_back_inside_an_intercepted_tunnel() {
     let tmp = tempfile::tempdir().unwrap();
     let upstream_ca_file = tmp.path().join("upstream-ca.pem");
     std::fs::write(&upstream_ca_file, upstream_ca.cert_pem()).unwrap();
-    let (_server, api_addr, proxy_addr, _log) =
+    let (server, api_addr, proxy_addr, log) =
         crate::intercept::start(tmp.path(), &upstream_ca_file, &[upstream.port]);
     let credential_id = credential(&api_addr, "tunnelled", false);
     let (doors, placeholder) = run_with_lease(&api_addr, &proxy_addr, &credential_id, "127.0.0.1");
     let run_ca = tmp.path().join("run-ca.pem");
     std::fs::write(&run_ca, doors.ca_pem.as_bytes()).unwrap();
+    let seen = std::cell::RefCell::new(String::new());
     let tunnel = |path: &str, headers: &[String]| {
         let mut command = Command::new("curl");
         command.args(["-s", "-S", "--max-time", "10", "-D", "-", "-x", &doors.proxy, "--cacert"]);
@@ -498,7 +580,9 @@ fn no_echo_hands_the_secret_back_inside_an_intercepted_tunnel() {
         }
         let url = format!("https://127.0.0.1:{}/{path}", upstream.port);
         let out = command.arg(url).output().unwrap();
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        let out = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        seen.borrow_mut().push_str(&out);
+        out
     };
     let bearer = vec![format!("authorization: Bearer {placeholder}")];
     let whole = tunnel("window/0/200", &bearer);
@@ -518,6 +602,15 @@ fn no_echo_hands_the_secret_back_inside_an_intercepted_tunnel() {
     let out = tunnel("window/0/200", &[format!("x-api-key: {placeholder}")]);
     assert!(out.contains("lease_placeholder_misplaced"), "{out}");
     assert_eq!(upstream.seen.lock().unwrap().len(), sent, "nothing went out for a misplaced placeholder");
+    let seen = seen.take();
+    sweep(
+        server,
+        log,
+        tmp.path(),
+        &api_addr,
+        &seen,
+        &["content_encoding_invalid", "lease_placeholder_misplaced"],
+    );
 }
 
 /// A webhook signing lease moved in the store onto another tenant's run
