@@ -169,7 +169,16 @@ async fn sweep_leftovers(
     live_since: UnixTime,
     dated_before: UnixTime,
 ) -> Result<(u64, u64), Reason> {
-    let leftovers: Vec<Leftover> = storage.leftovers().await.map_err(|e| e.reason())?;
+    // A storage that will not list them (S3 credentials without
+    // s3:ListBucketMultipartUploads, say) costs this step only: the rest of
+    // the pass still runs.
+    let leftovers: Vec<Leftover> = match storage.leftovers().await {
+        Ok(leftovers) => leftovers,
+        Err(e) => {
+            tracing::warn!(reason = %e.reason(), "unfinished uploads could not be listed; none were removed");
+            return Ok((0, 0));
+        }
+    };
     let (mut removed, mut expired) = (0, 0);
     for batch in leftovers.chunks(OBJECT_BATCH) {
         let ids: Vec<String> = batch.iter().map(|l| l.path.file_id().to_owned()).collect();

@@ -316,7 +316,7 @@ pub(crate) async fn expire_upload(pool: &Pool<Db>, file_id: &str, before: UnixTi
 }
 
 /// What the store says of each of `file_ids` that it knows (an id it does
-/// not know has neither a record nor an upload). One statement per chunk,
+/// not know has neither a record nor an upload), by id. One statement per chunk,
 /// so a record and the upload row it replaced are read at one instant: an
 /// upload committing meanwhile is seen as one or the other, never neither.
 pub(crate) async fn file_states(
@@ -355,5 +355,6 @@ pub(crate) async fn file_states(
             }
         }
     }
+    states.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     Ok(states)
 }
