@@ -139,25 +139,44 @@ async fn states_of(
     Ok(ids.iter().map(|id| known.iter().find(|(k, _)| k == id).map(|(_, state)| *state)).collect())
 }
 
-/// Whether what an upload wrote goes: never while its upload is in
-/// progress or its record is there; a stale upload's row is expired first
-/// (so no commit can follow; `None` when another node or a commit got
-/// there first: kept, judged again next pass); what the store knows
-/// nothing of goes once the storage dates it before `dated_before`.
-async fn goes(
+/// What becomes of something an upload wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judged {
+    /// Its record is there, or its upload is in progress (or was, until
+    /// another node or a commit got to its stale row first: judged again
+    /// next pass).
+    Kept,
+    /// Its upload's stale row was expired by this pass: no commit can
+    /// follow, and all the upload wrote goes.
+    Expired,
+    /// The store knows nothing of it and the storage dates it past the
+    /// grace: it goes.
+    Orphan,
+}
+
+/// Judges what an upload wrote by the store: never removed while its
+/// upload is in progress or its record is there; a stale upload's row is
+/// expired first; what the store knows nothing of goes once the storage
+/// dates it before `dated_before`.
+async fn judge(
     store: &Store,
     state: Option<FileState>,
     file_id: &str,
     live_since: UnixTime,
     dated_at: i64,
     dated_before: UnixTime,
-) -> Result<Option<bool>, Reason> {
+) -> Result<Judged, Reason> {
     Ok(match state {
-        Some(FileState::Recorded | FileState::Uploading) => None,
+        Some(FileState::Recorded | FileState::Uploading) => Judged::Kept,
         Some(FileState::Stale) => {
-            store.expire_upload(file_id, live_since).await.map_err(|e| e.reason())?.then_some(true)
+            if store.expire_upload(file_id, live_since).await.map_err(|e| e.reason())? {
+                Judged::Expired
+            } else {
+                Judged::Kept
+            }
         }
-        None => (dated_at < dated_before).then_some(false),
+        None if dated_at < dated_before => Judged::Orphan,
+        None => Judged::Kept,
     })
 }
 
@@ -188,10 +207,11 @@ async fn sweep_leftovers(
             // A recorded file's upload completed: what is left of it under
             // its name is no upload in progress, and goes by its date.
             let state = state.filter(|s| *s != FileState::Recorded);
-            let Some(expiring) = goes(store, state, id, live_since, leftover.dated_at, dated_before).await?
-            else {
+            let judged = judge(store, state, id, live_since, leftover.dated_at, dated_before).await?;
+            if judged == Judged::Kept {
                 continue;
-            };
+            }
+            let expiring = judged == Judged::Expired;
             if expiring {
                 expired += 1;
                 // Its object too, if the upload got as far as completing it.
@@ -228,7 +248,7 @@ async fn expire_stale_uploads(store: &Store, storage: &Storage, live_since: Unix
 }
 
 /// Deletes every object that has neither a record nor an upload in
-/// progress (see [`goes`]): (deleted, uploads expired on the way).
+/// progress (see [`judge`]): (deleted, uploads expired on the way).
 async fn sweep_orphans(
     store: &Store,
     storage: &Storage,
@@ -249,11 +269,11 @@ async fn sweep_orphans(
             let states = states_of(store, &ids, live_since).await?;
             for (object, state) in batch.drain(..).zip(states) {
                 let id = object.path.file_id();
-                let Some(expiring) =
-                    goes(store, state, id, live_since, object.modified_at, dated_before).await?
-                else {
+                let judged = judge(store, state, id, live_since, object.modified_at, dated_before).await?;
+                if judged == Judged::Kept {
                     continue;
-                };
+                }
+                let expiring = judged == Judged::Expired;
                 expired += u64::from(expiring);
                 if storage.delete(&object.path).await.is_ok() {
                     orphans += 1;
