@@ -293,6 +293,8 @@ closed_codes! {
         DependencyGateScanPending => "dependency_gate_scan_pending",
         /// No dependency scan of this tenant has this id.
         ScanUnknown => "scan_unknown",
+        /// An upload outlived the file sweeper's bound before its record was written: the sweeper judged it abandoned and removed its object, so nothing was kept. Upload again.
+        UploadExpired => "upload_expired",
     }
 }
 
@@ -510,6 +512,7 @@ mod tests {
                 "dependency_gate_no_scan",
                 "dependency_gate_scan_pending",
                 "scan_unknown",
+                "upload_expired",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

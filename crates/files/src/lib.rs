@@ -25,7 +25,7 @@ pub mod storage;
 pub use layout::ObjectPath;
 pub use name::check_name;
 #[cfg(feature = "storage")]
-pub use storage::{Storage, Stored, Upload};
+pub use storage::{Leftover, Storage, Stored, Upload};
 
 use gatehouse_core::Reason;
 

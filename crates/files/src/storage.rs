@@ -8,8 +8,14 @@
 //! dropped, cut off or refused midway leaves nothing a reader can see (the
 //! local store stages into a temporary file renamed at the end; S3 keeps
 //! parts invisible until `CompleteMultipartUpload`).
+//!
+//! An upload that never finishes (its node crashed, or its abort failed)
+//! leaves a staging file on the local filesystem or an incomplete multipart
+//! upload on S3, which no listing of objects shows and which S3 bills for:
+//! [`Storage::leftovers`] finds them and [`Storage::remove_leftover`] removes
+//! one, for the sweeper to judge by its upload's row in the store.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -31,11 +37,47 @@ const LOCAL_READ_CHUNK: u64 = 1 << 20;
 /// S3 busy while the next part fills, few enough to bound memory.
 const PARTS_IN_FLIGHT: usize = 2;
 
+/// The most leftovers one call to [`Storage::leftovers`] returns: a pass
+/// removes these, the next pass finds the rest.
+const LEFTOVERS_AT_ONCE: usize = 10_000;
+
 /// Where files are kept.
 #[derive(Clone)]
 pub struct Storage {
     store: Arc<dyn ObjectStore>,
     described: String,
+    backend: Backend,
+}
+
+/// What [`Storage::leftovers`] needs beyond the object store's interface,
+/// which lists neither staging files nor multipart uploads.
+#[derive(Clone)]
+enum Backend {
+    /// The directory the local store is rooted at.
+    Local { root: PathBuf },
+    /// The bucket's own client (multipart uploads are listed at its root),
+    /// the key prefix gatehouse keeps under, and an HTTP client with the
+    /// same settings as the store's, to send the signed listing.
+    S3 { s3: Arc<object_store::aws::AmazonS3>, prefix: String, http: object_store::client::HttpClient },
+}
+
+/// What an upload that never finished left behind: a local staging file,
+/// or an incomplete S3 multipart upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    /// The object it was to become.
+    pub path: ObjectPath,
+    /// When the storage says it was last written (a staging file) or begun
+    /// (a multipart upload), Unix seconds; `i64::MAX` when it gave no
+    /// readable date (never old).
+    pub dated_at: i64,
+    handle: LeftoverHandle,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum LeftoverHandle {
+    Staged(PathBuf),
+    Multipart { key: String, upload_id: String },
 }
 
 impl std::fmt::Debug for Storage {
@@ -79,7 +121,11 @@ impl Storage {
             // A file is on disk before its record says it is stored: a
             // crash never leaves a record over a torn or empty object.
             .with_fsync(true);
-        Ok(Self { store: Arc::new(store), described: format!("file://{}", root.display()) })
+        Ok(Self {
+            store: Arc::new(store),
+            described: format!("file://{}", root.display()),
+            backend: Backend::Local { root: root.to_owned() },
+        })
     }
 
     /// S3-compatible storage at `s3://bucket[/prefix]`. Credentials, region
@@ -141,14 +187,24 @@ impl Storage {
         }
         let mut builder =
             object_store::aws::AmazonS3Builder::new().with_bucket_name(bucket).with_retry(retry);
+        let mut client_options = object_store::ClientOptions::new();
         for (key, value) in &given {
             let key = key.parse().map_err(|_| FileError::Config(format!("unknown S3 setting {key}")))?;
+            if let object_store::aws::AmazonS3ConfigKey::Client(client_key) = &key {
+                client_options = client_options.with_config(*client_key, value);
+            }
             builder = builder.with_config(key, value);
         }
         let s3 = builder.build().map_err(|e| FileError::Config(format!("S3 settings: {e}")))?;
+        let http = object_store::client::HttpConnector::connect(
+            &object_store::client::ReqwestConnector::default(),
+            &client_options,
+        )
+        .map_err(|e| FileError::Config(format!("S3 settings: {e}")))?;
+        let backend = Backend::S3 { s3: Arc::new(s3.clone()), prefix: prefix.to_owned(), http };
         let store: Arc<dyn ObjectStore> =
             if prefix.is_empty() { Arc::new(s3) } else { Arc::new(PrefixStore::new(s3, prefix)) };
-        Ok(Self { store, described: format!("s3://{bucket}/{prefix}") })
+        Ok(Self { store, described: format!("s3://{bucket}/{prefix}"), backend })
     }
 
     /// The configured store: `url` if given (`s3://...`), else the local
@@ -222,6 +278,203 @@ impl Storage {
         });
         Ok(listing.boxed())
     }
+
+    /// Uploads that never finished, up to [`LEFTOVERS_AT_ONCE`]: local
+    /// staging files (`{object}#{n}`, which object_store writes beside the
+    /// object and renames into place), or S3's incomplete multipart uploads
+    /// under gatehouse's prefix. Only those of gatehouse's shape are listed.
+    /// The caller judges each by its upload's row in the store: one still
+    /// uploading must be kept.
+    pub async fn leftovers(&self) -> Result<Vec<Leftover>, FileError> {
+        match &self.backend {
+            Backend::Local { root } => {
+                let root = root.clone();
+                tokio::task::spawn_blocking(move || staged_files(&root))
+                    .await
+                    .unwrap_or(Err(FileError::Unavailable))
+            }
+            Backend::S3 { s3, prefix, http } => multipart_uploads(s3, prefix, http).await,
+        }
+    }
+
+    /// Removes a leftover (aborts a multipart upload, deletes a staging
+    /// file); one already gone is not an error.
+    pub async fn remove_leftover(&self, leftover: &Leftover) -> Result<(), FileError> {
+        match (&self.backend, &leftover.handle) {
+            (_, LeftoverHandle::Staged(file)) => match tokio::fs::remove_file(file).await {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => {
+                    tracing::warn!(error = %e.kind(), "a staging file could not be removed");
+                    Err(FileError::Unavailable)
+                }
+            },
+            (Backend::S3 { s3, .. }, LeftoverHandle::Multipart { key, upload_id }) => {
+                use object_store::multipart::MultipartStore as _;
+                match s3.abort_multipart(&object_store::path::Path::from(key.as_str()), upload_id).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(unavailable(e)),
+                }
+            }
+            (Backend::Local { .. }, LeftoverHandle::Multipart { .. }) => Err(FileError::PathInvalid),
+        }
+    }
+}
+
+/// The local store's staging files under `root/ns`, oldest first.
+fn staged_files(root: &Path) -> Result<Vec<Leftover>, FileError> {
+    let mut found = Vec::new();
+    let namespaces = match std::fs::read_dir(root.join(ROOT)) {
+        Ok(dirs) => dirs,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
+        Err(e) => {
+            tracing::warn!(error = %e.kind(), "listing the local store");
+            return Err(FileError::Unavailable);
+        }
+    };
+    for namespace in namespaces.flatten() {
+        let Ok(files) = std::fs::read_dir(namespace.path()) else { continue };
+        let namespace = namespace.file_name();
+        for file in files.flatten() {
+            let name = file.file_name();
+            let (Some(namespace), Some(name)) = (namespace.to_str(), name.to_str()) else { continue };
+            // object_store's staging name: the object's, `#`, then digits.
+            let Some((object, suffix)) = name.split_once('#') else { continue };
+            if suffix.is_empty() || !suffix.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let Some(path) = ObjectPath::parse(&format!("{ROOT}/{namespace}/{object}")) else { continue };
+            let dated_at = file
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(i64::MAX, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            found.push(Leftover { path, dated_at, handle: LeftoverHandle::Staged(file.path()) });
+            if found.len() >= LEFTOVERS_AT_ONCE {
+                return Ok(found);
+            }
+        }
+    }
+    found.sort_by_key(|l| l.dated_at);
+    Ok(found)
+}
+
+/// One page of S3's `ListMultipartUploads` answer, as far as it is read.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct MultipartListing {
+    #[serde(default)]
+    is_truncated: bool,
+    #[serde(default)]
+    next_key_marker: Option<String>,
+    #[serde(default)]
+    next_upload_id_marker: Option<String>,
+    #[serde(default, rename = "Upload")]
+    uploads: Vec<MultipartListed>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct MultipartListed {
+    key: String,
+    upload_id: String,
+    #[serde(default)]
+    initiated: String,
+}
+
+/// S3's incomplete multipart uploads under `prefix/ns/`. object_store has
+/// no call for `ListMultipartUploads`, so the request is signed by its own
+/// signer (its endpoint, credentials and region, the query folded into the
+/// signature) and sent with an HTTP client of the store's settings.
+async fn multipart_uploads(
+    s3: &object_store::aws::AmazonS3,
+    prefix: &str,
+    http: &object_store::client::HttpClient,
+) -> Result<Vec<Leftover>, FileError> {
+    use object_store::signer::{SignedUrlOptions, Signer as _};
+    let key_prefix = if prefix.is_empty() { format!("{ROOT}/") } else { format!("{prefix}/{ROOT}/") };
+    let mut found = Vec::new();
+    let mut markers: Option<(String, String)> = None;
+    loop {
+        let mut query =
+            vec![("uploads".to_owned(), String::new()), ("prefix".to_owned(), key_prefix.clone())];
+        if let Some((key, upload)) = &markers {
+            query.push(("key-marker".to_owned(), key.clone()));
+            query.push(("upload-id-marker".to_owned(), upload.clone()));
+        }
+        let options = SignedUrlOptions::new().with_query(query);
+        let url = s3
+            .signed_url_opts(
+                http::Method::GET,
+                &object_store::path::Path::from(""),
+                std::time::Duration::from_secs(300),
+                &options,
+            )
+            .await
+            .map_err(unavailable)?;
+        let request = http::Request::get(url.as_str())
+            .body(object_store::client::HttpRequestBody::empty())
+            .map_err(|_| FileError::Unavailable)?;
+        let response = http.execute(request).await.map_err(|e| {
+            tracing::warn!(error = %e, "listing multipart uploads");
+            FileError::Unavailable
+        })?;
+        let status = response.status();
+        let body = response.into_body().bytes().await.map_err(|e| {
+            tracing::warn!(error = %e, "listing multipart uploads");
+            FileError::Unavailable
+        })?;
+        if !status.is_success() {
+            tracing::warn!(%status, "listing multipart uploads was refused");
+            return Err(FileError::Unavailable);
+        }
+        let text = std::str::from_utf8(&body).map_err(|_| FileError::Unavailable)?;
+        let page: MultipartListing = quick_xml::de::from_str(text).map_err(|e| {
+            tracing::warn!(error = %e, "a multipart upload listing did not read");
+            FileError::Unavailable
+        })?;
+        for upload in page.uploads {
+            let within = upload.key.strip_prefix(prefix).map(|k| k.trim_start_matches('/'));
+            let Some(path) = within.and_then(ObjectPath::parse) else { continue };
+            let dated_at = utc_seconds(&upload.initiated).unwrap_or(i64::MAX);
+            let handle = LeftoverHandle::Multipart { key: upload.key, upload_id: upload.upload_id };
+            found.push(Leftover { path, dated_at, handle });
+        }
+        let next = page.next_key_marker.zip(page.next_upload_id_marker);
+        match next {
+            Some(next)
+                if page.is_truncated
+                    && found.len() < LEFTOVERS_AT_ONCE
+                    && markers.as_ref() != Some(&next) =>
+            {
+                markers = Some(next);
+            }
+            _ => return Ok(found),
+        }
+    }
+}
+
+/// Unix seconds of an S3 date (`2026-12-05T09:47:01.000Z`, UTC).
+fn utc_seconds(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() < 20 || !text.ends_with('Z') || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' {
+        return None;
+    }
+    let n = |from: usize, to: usize| text.get(from..to)?.parse::<i64>().ok();
+    let (y, m, d, hh, mm, ss) = (n(0, 4)?, n(5, 7)?, n(8, 10)?, n(11, 13)?, n(14, 16)?, n(17, 19)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
 }
 
 /// An upload in progress. Dropped without [`Upload::finish`], it is

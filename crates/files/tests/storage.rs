@@ -34,6 +34,18 @@ async fn listed(storage: &Storage, key: Option<&str>) -> Vec<Listed> {
     storage.list(key).unwrap().map(|l| l.unwrap()).collect().await
 }
 
+/// The suite's aborted and dropped uploads left nothing unfinished behind
+/// (a dropped upload is aborted in the background: given a few seconds).
+async fn no_leftovers(storage: &Storage) {
+    for _ in 0..50 {
+        if storage.leftovers().await.unwrap().is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("left behind: {:?}", storage.leftovers().await.unwrap());
+}
+
 /// What every store must do.
 async fn suite(storage: &Storage) {
     // A large upload in uneven chunks (over S3's 5 MiB part size, so it is
@@ -98,6 +110,22 @@ async fn suite(storage: &Storage) {
     storage.delete(&big).await.unwrap();
     assert_eq!(storage.read(&big).await.err(), Some(FileError::NotFound));
     assert_eq!(listed(storage, Some(KEY_A)).await.len(), 1);
+
+    // An upload its node never finished nor aborted (it crashed): a
+    // leftover, listed under the object it was to become, which no listing
+    // of objects shows, until it is removed.
+    let crashed = path(KEY_B);
+    let mut upload = storage.begin(&crashed).await.unwrap();
+    upload.write(Bytes::from_static(b"half")).await.unwrap();
+    let _crashed = std::mem::ManuallyDrop::new(upload);
+    let found: Vec<_> =
+        storage.leftovers().await.unwrap().into_iter().filter(|l| l.path == crashed).collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(listed(storage, None).await.iter().all(|l| l.path != crashed));
+    storage.remove_leftover(&found[0]).await.unwrap();
+    storage.remove_leftover(&found[0]).await.unwrap();
+    assert!(storage.leftovers().await.unwrap().iter().all(|l| l.path != crashed), "removed, once");
+    assert_eq!(storage.read(&crashed).await.err(), Some(FileError::NotFound), "and nothing became visible");
 }
 
 #[tokio::test]
@@ -105,7 +133,19 @@ async fn the_local_filesystem_keeps_files_whole_or_not_at_all() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("objects");
     let storage = Storage::local(&root).unwrap();
+    // Not of gatehouse's shape: never listed as a leftover.
+    std::fs::create_dir_all(root.join("ns").join(KEY_A)).unwrap();
+    std::fs::write(root.join("ns").join(KEY_A).join("notes.txt#1"), "x").unwrap();
+    std::fs::write(root.join("ns").join(KEY_A).join(format!("{}#tmp", new_id("file"))), "x").unwrap();
     suite(&storage).await;
+    no_leftovers(&storage).await;
+    // The foreign files go, for the count below.
+    for entry in std::fs::read_dir(root.join("ns").join(KEY_A)).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name().to_string_lossy().contains('#') {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
     use std::os::unix::fs::PermissionsExt as _;
     assert_eq!(std::fs::metadata(&root).unwrap().permissions().mode() & 0o777, 0o700);
     // Nothing else was left under the root: no staging file of the
@@ -127,7 +167,17 @@ async fn s3_keeps_files_whole_or_not_at_all_under_its_prefix() {
     s3.create_bucket("gatehouse-files");
     let storage = Storage::s3_with("s3://gatehouse-files/tenant-data/v1", &s3.settings()).unwrap();
     assert_eq!(storage.describe(), "s3://gatehouse-files/tenant-data/v1");
+    // Another application's unfinished upload in the bucket, outside the
+    // prefix: never listed, never aborted.
+    let foreign = std::process::Command::new("curl")
+        .args(["-s", "-S", "-f", "-X", "POST"])
+        .arg(format!("{}/gatehouse-files/other/ns/{KEY_A}/{}?uploads", s3.endpoint(), new_id("file")))
+        .status()
+        .unwrap();
+    assert!(foreign.success());
     suite(&storage).await;
+    no_leftovers(&storage).await;
+    assert_eq!(s3.multipart_uploads("gatehouse-files").len(), 1, "the other application's stays");
     let keys = s3.keys("gatehouse-files");
     assert_eq!(keys.len(), 2, "{keys:?}");
     assert!(

@@ -27,7 +27,7 @@ use gatehouse_files::{FileError, ObjectPath, Storage, check_name};
 use gatehouse_ledger::{Operation, refusal_kind, spend};
 use gatehouse_listener::PeerAddr;
 use gatehouse_store::Store;
-use gatehouse_store::files::StoredFile;
+use gatehouse_store::files::{FileUpload, StoredFile, UploadFate};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -139,10 +139,12 @@ async fn store_input(
     let key = sessions.derive(&principal, &namespace).map_err(|reason| refused(&rid, reason))?;
     let file_id = new_id("file");
     let path = ObjectPath::new(&key, &file_id).map_err(|e| file_error(&rid, &e))?;
+    begin_upload(&state, store, &rid, &path).await?;
     let outcome = take_in(&state, storage, &path, body, None).await;
     let (stored, verdict) = match outcome {
         Ok(kept) => kept,
         Err(failed) => {
+            forget_upload(store, &file_id).await;
             return Err(failed.answer(&state, &rid, q.tenant_id.as_deref(), None));
         }
     };
@@ -399,10 +401,14 @@ async fn upload(
     spend_for(&state, &rid, &claims, &op).await?;
     let file_id = new_id("file");
     let path = ObjectPath::new(&claims.session_key, &file_id).map_err(|e| file_error(&rid, &e))?;
+    begin_upload(&state, store, &rid, &path).await?;
     let outcome = take_in(&state, storage, &path, body, Some(declared)).await;
     let (stored, verdict) = match outcome {
         Ok(kept) => kept,
-        Err(failed) => return Err(failed.answer(&state, &rid, claims.tenant_id.as_deref(), Some(&claims))),
+        Err(failed) => {
+            forget_upload(store, &file_id).await;
+            return Err(failed.answer(&state, &rid, claims.tenant_id.as_deref(), Some(&claims)));
+        }
     };
     let file = StoredFile {
         file_id,
@@ -421,9 +427,50 @@ async fn upload(
     Ok((StatusCode::CREATED, Json(kept(&file))).into_response())
 }
 
+/// This process's name in the upload rows it writes (for an operator
+/// reading the table: which node took an upload in).
+fn node_name() -> &'static str {
+    static NODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NODE.get_or_init(|| new_id("node"))
+}
+
+/// Records the upload to `path` before a byte of it is written: until its
+/// record replaces this row, the sweeper keeps what the upload writes
+/// (however old the storage dates it), and removes it once the row is
+/// older than the sweeper's bound.
+async fn begin_upload(
+    state: &AppState,
+    store: &Store,
+    rid: &RequestId,
+    path: &ObjectPath,
+) -> Result<(), ApiError> {
+    let upload = FileUpload {
+        file_id: path.file_id().to_owned(),
+        namespace: path.namespace().to_owned(),
+        node: node_name().to_owned(),
+        started_at: state.clock.now(),
+    };
+    store.begin_upload(&upload).await.map_err(|e| crate::control::store_error(rid, &e))
+}
+
+/// An upload that kept nothing: its row goes (left behind on failure, the
+/// sweeper expires it).
+async fn forget_upload(store: &Store, file_id: &str) {
+    if let Err(e) = store.abandon_upload(file_id).await {
+        tracing::warn!(
+            file_id,
+            code = e.code(),
+            "an upload's row could not be removed; the sweeper expires it"
+        );
+    }
+}
+
 /// Records a file whose object is complete; a file it replaces loses its
-/// object. If the record cannot be written, the new object goes (else it
-/// would be an orphan until the sweeper came).
+/// object. A commit that errs may still have gone through (the store timed
+/// out or the connection broke after the commit was sent): the store is
+/// asked again, in a way no late commit can overtake, and the new object is
+/// deleted only when its record is certainly absent. When the store cannot
+/// say, the object stays for the sweeper, which judges it by its record.
 async fn record(
     store: &Store,
     storage: &Storage,
@@ -438,10 +485,22 @@ async fn record(
             }
             Ok(())
         }
-        Err(e) => {
-            remove_object(storage, file).await;
-            Err(crate::control::store_error(rid, &e))
-        }
+        Err(e) => match store.abandon_upload(&file.file_id).await {
+            // Kept after all. The record it replaced, if any, is gone and its
+            // object is an orphan the sweeper removes.
+            Ok(UploadFate::Committed) => {
+                tracing::warn!(file_id = %file.file_id, code = e.code(), "a commit that erred had gone through; the file is kept");
+                Ok(())
+            }
+            Ok(UploadFate::Abandoned) => {
+                remove_object(storage, file).await;
+                Err(crate::control::store_error(rid, &e))
+            }
+            Err(again) => {
+                tracing::warn!(file_id = %file.file_id, code = again.code(), "whether a file's record was written is unknown; its object is left to the sweeper");
+                Err(crate::control::store_error(rid, &e))
+            }
+        },
     }
 }
 

@@ -1,13 +1,25 @@
 //! The file sweeper: file sessions neither written nor read for
-//! `GATEHOUSE_SESSION_TTL_DAYS` are deleted with their objects, and objects
-//! without a record (an upload whose record was never written: a crash
-//! between the two) are removed. One node of a cluster sweeps at a time,
-//! holding a maintenance lease in the store; a pass is resumable (each
-//! session's records go in one audited transaction before its objects, and
-//! a deleted object stays deleted), and it reports what it deleted.
+//! `GATEHOUSE_SESSION_TTL_DAYS` are deleted with their objects, and what
+//! uploads that never committed left behind is removed: objects without a
+//! record, local staging files, S3's incomplete multipart uploads. One node
+//! of a cluster sweeps at a time, holding a maintenance lease in the store;
+//! a pass is resumable (each session's records go in one audited
+//! transaction before its objects, and a deleted object stays deleted), and
+//! it reports what it deleted.
+//!
+//! What an upload wrote is judged by the store, never by the storage's own
+//! dates (S3 may date an object from the start of its multipart upload, so
+//! a long upload's object is "old" the moment it completes): an upload's
+//! row, written before its first byte, keeps everything of it until the
+//! commit replaces the row with the record, or until the row is older than
+//! [`UPLOAD_BOUND_SECS`] and the sweeper expires it (a commit after that
+//! is refused). Storage dates only decide, after a grace, for what the
+//! store knows nothing of at all: leftovers of uploads whose row is gone
+//! (abandoned, or from before upload rows existed).
 
 use gatehouse_core::{Clock as _, Reason, UnixTime};
-use gatehouse_files::{ObjectPath, Storage};
+use gatehouse_files::{Leftover, ObjectPath, Storage};
+use gatehouse_store::files::FileState;
 use gatehouse_store::{AuditRecord, Store};
 
 use futures_util::StreamExt as _;
@@ -19,10 +31,18 @@ const EVERY_SECS: u64 = 600;
 /// How long a taken lease lasts: longer than a pass takes, so two nodes
 /// never sweep at once; short enough that a dead holder is soon replaced.
 const LEASE_SECS: i64 = 1800;
-/// An object younger than this is never an orphan: an upload's object is
-/// complete a moment before its record is written.
+/// An upload's row older than this (by the clock of the node that wrote it
+/// and of the sweeping node) is stale: the upload is over, whether its node
+/// died or its abort failed. An upload lasts at most the request timeout
+/// (`http::REQUEST_TIMEOUT`, 30 s); the rest is margin for nodes' clocks
+/// and a slow store.
+pub const UPLOAD_BOUND_SECS: i64 = 3600;
+/// What the store knows nothing of (no record, no upload row) is removed
+/// once the storage dates it this old: a row is written before an upload's
+/// first byte, so this only waits out uploads begun without one (a node
+/// older than upload rows, during an upgrade).
 pub const ORPHAN_GRACE_SECS: i64 = 3600;
-/// Sessions taken from the store at a time.
+/// Sessions and upload rows taken from the store at a time.
 const SESSION_BATCH: i64 = 100;
 /// Objects checked against the store at a time.
 const OBJECT_BATCH: usize = 256;
@@ -38,12 +58,19 @@ pub struct SweepReport {
     pub bytes: u64,
     /// Objects that had no record.
     pub orphans: u64,
+    /// Uploads whose row went stale without a commit: expired (their
+    /// objects and leftovers removed, a late commit refused).
+    pub expired_uploads: u64,
+    /// Local staging files and S3 incomplete multipart uploads removed.
+    pub leftovers: u64,
 }
 
 /// One pass: sessions untouched for `ttl_days` at `now` (the node's clock,
-/// which wrote their times), then orphans older than the grace at
+/// which wrote their times and the upload rows' times), then what
+/// uncommitted uploads left: leftovers, stale upload rows with their
+/// objects, and orphan objects. The storage's own dates are compared with
 /// `wall_now` (the real time: an object's time is the store's, never a
-/// test's manual clock).
+/// test's manual clock), and only for what the store knows nothing of.
 pub async fn sweep(
     store: &Store,
     storage: &Storage,
@@ -78,9 +105,17 @@ pub async fn sweep(
             break;
         }
     }
-    report.orphans = sweep_orphans(store, storage, wall_now).await?;
-    if report.orphans > 0 {
-        let detail = serde_json::json!({"orphans": report.orphans});
+    let live_since = now - UPLOAD_BOUND_SECS;
+    let dated_before = wall_now - ORPHAN_GRACE_SECS;
+    let (leftovers, expired) = sweep_leftovers(store, storage, live_since, dated_before).await?;
+    report.leftovers = leftovers;
+    report.expired_uploads = expired + expire_stale_uploads(store, storage, live_since).await?;
+    let (orphans, expired) = sweep_orphans(store, storage, live_since, dated_before).await?;
+    report.orphans = orphans;
+    report.expired_uploads += expired;
+    if report.orphans > 0 || report.expired_uploads > 0 || report.leftovers > 0 {
+        let detail = serde_json::json!({"orphans": report.orphans,
+            "expired_uploads": report.expired_uploads, "leftovers": report.leftovers});
         let record = AuditRecord {
             at: now,
             actor: "gatehouse".into(),
@@ -94,31 +129,159 @@ pub async fn sweep(
     Ok(report)
 }
 
-/// Deletes every object older than the grace that has no record.
-async fn sweep_orphans(store: &Store, storage: &Storage, now: UnixTime) -> Result<u64, Reason> {
+/// What the store says of each id, `None` for what it knows nothing of.
+async fn states_of(
+    store: &Store,
+    ids: &[String],
+    live_since: UnixTime,
+) -> Result<Vec<Option<FileState>>, Reason> {
+    let known = store.file_states(ids, live_since).await.map_err(|e| e.reason())?;
+    Ok(ids.iter().map(|id| known.iter().find(|(k, _)| k == id).map(|(_, state)| *state)).collect())
+}
+
+/// What becomes of something an upload wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judged {
+    /// Its record is there, or its upload is in progress (or was, until
+    /// another node or a commit got to its stale row first: judged again
+    /// next pass).
+    Kept,
+    /// Its upload's stale row was expired by this pass: no commit can
+    /// follow, and all the upload wrote goes.
+    Expired,
+    /// The store knows nothing of it and the storage dates it past the
+    /// grace: it goes.
+    Orphan,
+}
+
+/// Judges what an upload wrote by the store: never removed while its
+/// upload is in progress or its record is there; a stale upload's row is
+/// expired first; what the store knows nothing of goes once the storage
+/// dates it before `dated_before`.
+async fn judge(
+    store: &Store,
+    state: Option<FileState>,
+    file_id: &str,
+    live_since: UnixTime,
+    dated_at: i64,
+    dated_before: UnixTime,
+) -> Result<Judged, Reason> {
+    Ok(match state {
+        Some(FileState::Recorded | FileState::Uploading) => Judged::Kept,
+        Some(FileState::Stale) => {
+            if store.expire_upload(file_id, live_since).await.map_err(|e| e.reason())? {
+                Judged::Expired
+            } else {
+                Judged::Kept
+            }
+        }
+        None if dated_at < dated_before => Judged::Orphan,
+        None => Judged::Kept,
+    })
+}
+
+/// Removes local staging files and S3 incomplete multipart uploads no
+/// upload in progress owns: (removed, uploads expired on the way).
+async fn sweep_leftovers(
+    store: &Store,
+    storage: &Storage,
+    live_since: UnixTime,
+    dated_before: UnixTime,
+) -> Result<(u64, u64), Reason> {
+    // A storage that will not list them (S3 credentials without
+    // s3:ListBucketMultipartUploads, say) costs this step only: the rest of
+    // the pass still runs.
+    let leftovers: Vec<Leftover> = match storage.leftovers().await {
+        Ok(leftovers) => leftovers,
+        Err(e) => {
+            tracing::warn!(reason = %e.reason(), "unfinished uploads could not be listed; none were removed");
+            return Ok((0, 0));
+        }
+    };
+    let (mut removed, mut expired) = (0, 0);
+    for batch in leftovers.chunks(OBJECT_BATCH) {
+        let ids: Vec<String> = batch.iter().map(|l| l.path.file_id().to_owned()).collect();
+        let states = states_of(store, &ids, live_since).await?;
+        for (leftover, state) in batch.iter().zip(states) {
+            let id = leftover.path.file_id();
+            // A recorded file's upload completed: what is left of it under
+            // its name is no upload in progress, and goes by its date.
+            let state = state.filter(|s| *s != FileState::Recorded);
+            let judged = judge(store, state, id, live_since, leftover.dated_at, dated_before).await?;
+            if judged == Judged::Kept {
+                continue;
+            }
+            let expiring = judged == Judged::Expired;
+            if expiring {
+                expired += 1;
+                // Its object too, if the upload got as far as completing it.
+                let _ = storage.delete(&leftover.path).await;
+            }
+            if storage.remove_leftover(leftover).await.is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    Ok((removed, expired))
+}
+
+/// Expires upload rows older than the bound and deletes their objects.
+async fn expire_stale_uploads(store: &Store, storage: &Storage, live_since: UnixTime) -> Result<u64, Reason> {
+    let mut expired = 0;
+    loop {
+        let stale = store.stale_uploads(live_since, SESSION_BATCH).await.map_err(|e| e.reason())?;
+        for upload in &stale {
+            if !store.expire_upload(&upload.file_id, live_since).await.map_err(|e| e.reason())? {
+                continue;
+            }
+            expired += 1;
+            if let Ok(path) = ObjectPath::new(&upload.namespace, &upload.file_id) {
+                // Left behind on failure, the store knows nothing of it: an
+                // orphan a later pass removes by its date.
+                let _ = storage.delete(&path).await;
+            }
+        }
+        if stale.len() < SESSION_BATCH as usize {
+            return Ok(expired);
+        }
+    }
+}
+
+/// Deletes every object that has neither a record nor an upload in
+/// progress (see [`judge`]): (deleted, uploads expired on the way).
+async fn sweep_orphans(
+    store: &Store,
+    storage: &Storage,
+    live_since: UnixTime,
+    dated_before: UnixTime,
+) -> Result<(u64, u64), Reason> {
     let mut listing = storage.list(None).map_err(|e| e.reason())?;
-    let mut orphans = 0;
+    let (mut orphans, mut expired) = (0, 0);
     let mut batch = Vec::with_capacity(OBJECT_BATCH);
     loop {
         let next = listing.next().await;
         let last = next.is_none();
         if let Some(object) = next {
-            let object = object.map_err(|e| e.reason())?;
-            if object.modified_at < now - ORPHAN_GRACE_SECS {
-                batch.push(object.path);
-            }
+            batch.push(object.map_err(|e| e.reason())?);
         }
         if batch.len() >= OBJECT_BATCH || (last && !batch.is_empty()) {
-            let ids: Vec<String> = batch.iter().map(|p| p.file_id().to_owned()).collect();
-            let known = store.known_file_ids(&ids).await.map_err(|e| e.reason())?;
-            for path in batch.drain(..) {
-                if !known.iter().any(|k| k == path.file_id()) && storage.delete(&path).await.is_ok() {
+            let ids: Vec<String> = batch.iter().map(|o| o.path.file_id().to_owned()).collect();
+            let states = states_of(store, &ids, live_since).await?;
+            for (object, state) in batch.drain(..).zip(states) {
+                let id = object.path.file_id();
+                let judged = judge(store, state, id, live_since, object.modified_at, dated_before).await?;
+                if judged == Judged::Kept {
+                    continue;
+                }
+                let expiring = judged == Judged::Expired;
+                expired += u64::from(expiring);
+                if storage.delete(&object.path).await.is_ok() {
                     orphans += 1;
                 }
             }
         }
         if last {
-            return Ok(orphans);
+            return Ok((orphans, expired));
         }
     }
 }
@@ -146,7 +309,9 @@ pub async fn run(state: crate::state::AppState, store: Store, storage: Storage, 
                 files = r.files,
                 bytes = r.bytes,
                 orphans = r.orphans,
-                "file sweeper deleted stale sessions and orphan objects"
+                expired_uploads = r.expired_uploads,
+                leftovers = r.leftovers,
+                "file sweeper deleted stale sessions, orphan objects and what unfinished uploads left"
             ),
             Err(reason) => tracing::warn!(%reason, "the file sweeper stopped early; the next pass resumes"),
         }

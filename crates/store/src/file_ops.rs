@@ -15,6 +15,17 @@ pub(crate) async fn record_file(
     actor: &str,
 ) -> Result<Option<files::StoredFile>, StoreError> {
     let mut tx = begin_write(pool).await?;
+    // The upload's row goes in the same transaction as the record comes: a
+    // commit and the sweeper's (or an abandoning caller's) deletion of the
+    // row are ordered, and only one of them finds it.
+    let began: Option<String> =
+        sqlx::query_scalar("DELETE FROM file_uploads WHERE file_id = $1 RETURNING file_id")
+            .bind(&file.file_id)
+            .fetch_optional(tx.conn())
+            .await?;
+    if began.is_none() {
+        return Err(StoreError::Refused(gatehouse_core::Reason::UploadExpired));
+    }
     let mut replaced = None;
     if let Some(session_id) = &file.session_id {
         replaced = sqlx::query_as::<_, files::StoredFile>(sqlx::AssertSqlSafe(format!(
@@ -248,17 +259,102 @@ pub(crate) async fn sweep_file_session(
     Ok(swept)
 }
 
-/// Which of `file_ids` have a record.
-pub(crate) async fn known_file_ids(pool: &Pool<Db>, file_ids: &[String]) -> Result<Vec<String>, StoreError> {
-    let mut known = Vec::new();
+/// Records an upload about to begin.
+pub(crate) async fn begin_upload(pool: &Pool<Db>, upload: &files::FileUpload) -> Result<(), StoreError> {
+    sqlx::query("INSERT INTO file_uploads (file_id, namespace, node, started_at) VALUES ($1, $2, $3, $4)")
+        .bind(&upload.file_id)
+        .bind(&upload.namespace)
+        .bind(&upload.node)
+        .bind(upload.started_at)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// After a failed or uncertain commit: deletes the upload's row (so no
+/// commit can come after), then reads whether the record is there. On
+/// PostgreSQL a commit still in flight holds the row, so the deletion waits
+/// for it and the read that follows sees its outcome.
+pub(crate) async fn abandon_upload(pool: &Pool<Db>, file_id: &str) -> Result<files::UploadFate, StoreError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("DELETE FROM file_uploads WHERE file_id = $1").bind(file_id).execute(&mut *tx).await?;
+    let recorded: Option<String> = sqlx::query_scalar("SELECT file_id FROM files WHERE file_id = $1")
+        .bind(file_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(if recorded.is_some() { files::UploadFate::Committed } else { files::UploadFate::Abandoned })
+}
+
+/// Uploads begun before `before` that never committed, oldest first.
+pub(crate) async fn stale_uploads(
+    pool: &Pool<Db>,
+    before: UnixTime,
+    limit: i64,
+) -> Result<Vec<files::FileUpload>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT file_id, namespace, node, started_at FROM file_uploads WHERE started_at < $1 \
+         ORDER BY started_at LIMIT $2",
+    )
+    .bind(before)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Deletes the upload's row if it is still there and began before
+/// `before`: `true` when this call deleted it (no commit can follow, and
+/// the upload's leftovers are the caller's to remove).
+pub(crate) async fn expire_upload(pool: &Pool<Db>, file_id: &str, before: UnixTime) -> Result<bool, StoreError> {
+    let deleted: Option<String> =
+        sqlx::query_scalar("DELETE FROM file_uploads WHERE file_id = $1 AND started_at < $2 RETURNING file_id")
+            .bind(file_id)
+            .bind(before)
+            .fetch_optional(pool)
+            .await?;
+    Ok(deleted.is_some())
+}
+
+/// What the store says of each of `file_ids` that it knows (an id it does
+/// not know has neither a record nor an upload), by id. One statement per chunk,
+/// so a record and the upload row it replaced are read at one instant: an
+/// upload committing meanwhile is seen as one or the other, never neither.
+pub(crate) async fn file_states(
+    pool: &Pool<Db>,
+    file_ids: &[String],
+    live_since: UnixTime,
+) -> Result<Vec<(String, files::FileState)>, StoreError> {
+    let mut states: Vec<(String, files::FileState)> = Vec::new();
     for chunk in in_fixed_chunks(file_ids) {
-        let mut query = sqlx::QueryBuilder::<Db>::new("SELECT file_id FROM files WHERE file_id IN (");
+        let mut query = sqlx::QueryBuilder::<Db>::new("SELECT file_id, 0 FROM files WHERE file_id IN (");
+        let mut ids = query.separated(", ");
+        for id in chunk {
+            ids.push_bind(id);
+        }
+        query.push(") UNION ALL SELECT file_id, CASE WHEN started_at >= ");
+        query.push_bind(live_since);
+        query.push(" THEN 1 ELSE 2 END FROM file_uploads WHERE file_id IN (");
         let mut ids = query.separated(", ");
         for id in chunk {
             ids.push_bind(id);
         }
         query.push(")");
-        known.extend(query.build_query_scalar::<String>().fetch_all(pool).await?);
+        let rows: Vec<(String, i32)> = query.build_query_as().fetch_all(pool).await?;
+        for (id, state) in rows {
+            let state = match state {
+                0 => files::FileState::Recorded,
+                1 => files::FileState::Uploading,
+                _ => files::FileState::Stale,
+            };
+            // A record wins over an upload row of the same id (a commit
+            // removes the row; both at once is not expected).
+            match states.iter_mut().find(|entry| entry.0 == id) {
+                Some(entry) if state == files::FileState::Recorded => entry.1 = state,
+                Some(_) => {}
+                None => states.push((id, state)),
+            }
+        }
     }
-    Ok(known)
+    states.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    Ok(states)
 }

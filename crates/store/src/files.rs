@@ -51,3 +51,40 @@ pub struct FileSession {
     /// Last written or read.
     pub touched_at: UnixTime,
 }
+
+/// An upload in progress, recorded before its object is begun (see
+/// [`crate::Store::begin_upload`]).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct FileUpload {
+    /// The file id its record will have.
+    pub file_id: String,
+    /// The session key whose namespace holds its object.
+    pub namespace: String,
+    /// The node taking it in.
+    pub node: String,
+    /// When it began (the node's clock).
+    pub started_at: UnixTime,
+}
+
+/// What the store says of a file id found in the object store, as the
+/// sweeper asks it: one answer per id, all read at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileState {
+    /// It has a record: its object is kept.
+    Recorded,
+    /// Its upload began after the bound asked about: in progress, kept.
+    Uploading,
+    /// Its upload began before the bound and never committed: stale.
+    Stale,
+}
+
+/// How an upload whose commit failed ended, once the store was asked again
+/// (see [`crate::Store::abandon_upload`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UploadFate {
+    /// The commit did go through: the record is there, the object is kept.
+    Committed,
+    /// No record is there and none can be written any more: the object
+    /// is the caller's to delete.
+    Abandoned,
+}

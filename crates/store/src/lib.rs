@@ -726,7 +726,9 @@ impl Store {
 
     // ---- files ----
 
-    /// Records a file whose object is complete, and audits it. A session's
+    /// Records a file whose object is complete, and audits it, in place of
+    /// its upload's row ([`Store::begin_upload`]; gone, the sweeper took
+    /// the upload: `upload_expired`, nothing recorded). A session's
     /// file replaces the file of the same name in that session: the replaced
     /// record is returned, and its object is the caller's to delete.
     pub async fn record_file(
@@ -811,10 +813,50 @@ impl Store {
         dispatch!(self.sweep_file_session(session, cutoff, actor, now))
     }
 
-    /// Which of `file_ids` have a record (the rest, in the object store,
-    /// are orphans).
-    pub async fn known_file_ids(&self, file_ids: &[String]) -> Result<Vec<String>, StoreError> {
-        dispatch!(self.known_file_ids(file_ids))
+    /// Records an upload before its object is begun. Its commit
+    /// ([`Store::record_file`]) replaces this row with the file's record;
+    /// until then the sweeper keeps the upload's object and leftovers while
+    /// the row is younger than its bound.
+    pub async fn begin_upload(&self, upload: &files::FileUpload) -> Result<(), StoreError> {
+        dispatch!(self.begin_upload(upload))
+    }
+
+    /// After a commit that failed or may have failed (the store errored or
+    /// timed out: it may have committed all the same): makes sure no
+    /// commit can follow, then answers whether the record is there. Only
+    /// [`files::UploadFate::Abandoned`] lets the caller delete the object;
+    /// an error leaves it to the sweeper, which judges by the record.
+    pub async fn abandon_upload(&self, file_id: &str) -> Result<files::UploadFate, StoreError> {
+        dispatch!(self.abandon_upload(file_id))
+    }
+
+    /// Up to `limit` uploads begun before `before` that never committed,
+    /// oldest first.
+    pub async fn stale_uploads(
+        &self,
+        before: UnixTime,
+        limit: i64,
+    ) -> Result<Vec<files::FileUpload>, StoreError> {
+        dispatch!(self.stale_uploads(before, limit))
+    }
+
+    /// Deletes an upload's row if it still began before `before`: `true`
+    /// when this call did, and the upload's object and leftovers are the
+    /// caller's to remove (a commit after it is refused, `upload_expired`).
+    pub async fn expire_upload(&self, file_id: &str, before: UnixTime) -> Result<bool, StoreError> {
+        dispatch!(self.expire_upload(file_id, before))
+    }
+
+    /// What the store says of each of `file_ids` it knows: a record, an
+    /// upload begun at or after `live_since`, or an older one. Ids absent
+    /// from the answer have neither. Read at one instant per batch, so an
+    /// upload committing meanwhile is never seen as neither.
+    pub async fn file_states(
+        &self,
+        file_ids: &[String],
+        live_since: UnixTime,
+    ) -> Result<Vec<(String, files::FileState)>, StoreError> {
+        dispatch!(self.file_states(file_ids, live_since))
     }
 
     // ---- the audit log ----

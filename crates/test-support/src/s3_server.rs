@@ -91,6 +91,27 @@ impl S3Server {
         listing.split("<Key>").skip(1).filter_map(|s| s.split("</Key>").next()).map(str::to_owned).collect()
     }
 
+    /// The keys of the incomplete multipart uploads in `bucket`
+    /// (`ListMultipartUploads`, first page), one per upload.
+    pub fn multipart_uploads(&self, bucket: &str) -> Vec<String> {
+        let out = Command::new("curl")
+            .args(["-s", "-S", "-f", &format!("{}/{bucket}?uploads", self.endpoint())])
+            .output()
+            .expect("curl is installed");
+        assert!(
+            out.status.success(),
+            "ListMultipartUploads {bucket}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listing = String::from_utf8_lossy(&out.stdout);
+        listing
+            .split("<Upload>")
+            .skip(1)
+            .filter_map(|u| u.split("<Key>").nth(1)?.split("</Key>").next())
+            .map(str::to_owned)
+            .collect()
+    }
+
     fn answers(&self) -> bool {
         Command::new("curl")
             .args(["-s", "-o", "/dev/null", "-f", "--max-time", "2", &format!("{}/", self.endpoint())])

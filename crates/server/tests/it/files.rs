@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::support::*;
 
 /// `POST /v1/files` as the platform: `query` then the content.
-async fn store_input(node: &Node, query: &str, content: &[u8]) -> Reply {
+pub(crate) async fn store_input(node: &Node, query: &str, content: &[u8]) -> Reply {
     let req = Request::post(format!("/v1/files?{query}"))
         .header("authorization", format!("Bearer {TOKEN}"))
         .body(Body::from(content.to_vec()))
@@ -265,7 +265,7 @@ async fn bad_platform_requests_store_nothing() {
 }
 
 /// Every file under `root`, at any depth.
-fn files_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn files_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut files = Vec::new();
     let mut dirs = vec![root.to_owned()];
     while let Some(dir) = dirs.pop() {

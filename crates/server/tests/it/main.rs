@@ -11,6 +11,7 @@ mod deps;
 mod echoes;
 mod files;
 mod files_cluster;
+mod files_sweep;
 mod intercept;
 mod lease_door;
 mod leases;

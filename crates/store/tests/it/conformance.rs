@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use gatehouse_core::Reason;
-use gatehouse_store::files::StoredFile;
+use gatehouse_store::files::{FileState, FileUpload, StoredFile, UploadFate};
 use gatehouse_store::{
     Credential, DoorLease, LEASE_LIFETIME_SECS, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease, NewRun,
     PageRequest, REFUSAL_SCAN_ROWS, RefusalCount, RefusalFilter, Resealed, Run, RunStatus, SchemaState,
@@ -1608,17 +1608,29 @@ fn file_record(
     }
 }
 
+/// Commits `file` as an upload does: its upload's row first, then the record.
+async fn commit(s: &Store, file: &StoredFile, actor: &str) -> Result<Option<StoredFile>, StoreError> {
+    let upload = FileUpload {
+        file_id: file.file_id.clone(),
+        namespace: file.namespace.clone(),
+        node: "node-test".into(),
+        started_at: file.created_at,
+    };
+    s.begin_upload(&upload).await?;
+    s.record_file(file, actor).await
+}
+
 pub async fn files_are_kept_per_tenant_and_a_session_name_is_replaced(f: Fresh) {
     let s = &f.store;
     let other = f.another_node().await;
     let input = file_record("file_in", "t1", "u1", None, "brief.pdf", 1_000);
-    assert_eq!(s.record_file(&input, "worker").await.unwrap(), None);
+    assert_eq!(commit(s, &input, "worker").await.unwrap(), None);
     // Only its own tenant resolves it: another tenant's, or none, never.
     assert_eq!(other.file(Some("t1"), "file_in").await.unwrap(), Some(input.clone()));
     assert_eq!(s.file(Some("t2"), "file_in").await.unwrap(), None);
     assert_eq!(s.file(None, "file_in").await.unwrap(), None);
     let untenanted = file_record("file_none", "", "u1", None, "x", 1_000);
-    s.record_file(&untenanted, "worker").await.unwrap();
+    commit(s, &untenanted, "worker").await.unwrap();
     assert_eq!(s.file(None, "file_none").await.unwrap().map(|f| f.file_id), Some("file_none".into()));
     assert_eq!(s.file(Some(""), "file_none").await.unwrap().map(|f| f.file_id), Some("file_none".into()));
     assert_eq!(s.file(Some("t1"), "file_none").await.unwrap(), None);
@@ -1628,9 +1640,9 @@ pub async fn files_are_kept_per_tenant_and_a_session_name_is_replaced(f: Fresh) 
     let first = file_record("file_1", "t1", "u1", Some("out-1"), "report.md", 1_100);
     let second = file_record("file_2", "t1", "u1", Some("out-1"), "report.md", 1_200);
     let beside = file_record("file_3", "t1", "u1", Some("out-1"), "data.csv", 1_200);
-    assert_eq!(s.record_file(&first, "run:r1").await.unwrap(), None);
-    assert_eq!(other.record_file(&second, "run:r1").await.unwrap(), Some(first.clone()));
-    s.record_file(&beside, "run:r1").await.unwrap();
+    assert_eq!(commit(s, &first, "run:r1").await.unwrap(), None);
+    assert_eq!(commit(&other, &second, "run:r1").await.unwrap(), Some(first.clone()));
+    commit(s, &beside, "run:r1").await.unwrap();
     let listed: Vec<String> = s
         .session_files(Some("t1"), "u1", NS, "out-1", 1_300)
         .await
@@ -1649,11 +1661,11 @@ pub async fn files_are_kept_per_tenant_and_a_session_name_is_replaced(f: Fresh) 
         namespace: "sk1_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB".into(),
         ..file_record("file_5", "t1", "u1", Some("out-1"), "report.md", 1_300)
     };
-    assert_eq!(s.record_file(&elsewhere, "run:r3").await.unwrap(), None, "nothing replaced");
+    assert_eq!(commit(s, &elsewhere, "run:r3").await.unwrap(), None, "nothing replaced");
     assert_eq!(s.session_files(Some("t1"), "u1", NS, "out-1", 1_300).await.unwrap().len(), 2);
     // The same name in another user's session is another file.
     let theirs = file_record("file_4", "t1", "u2", Some("out-1"), "report.md", 1_300);
-    assert_eq!(s.record_file(&theirs, "run:r2").await.unwrap(), None);
+    assert_eq!(commit(s, &theirs, "run:r2").await.unwrap(), None);
 
     // Deleted once, by its own tenant only.
     assert_eq!(s.delete_file(Some("t2"), "file_2", "worker", 1_400).await.unwrap(), None);
@@ -1679,7 +1691,7 @@ pub async fn stale_sessions_are_swept_once_and_never_from_under_a_live_run(f: Fr
     assert!(other.claim_maintenance("sweeper", "node-b", 1_900, 2_500).await.unwrap());
 
     // u1's session, written at 1_000; u1 has a live run: held.
-    s.record_file(&file_record("file_a", "t1", "u1", Some("out-1"), "a.txt", 1_000), "run:r").await.unwrap();
+    commit(s, &file_record("file_a", "t1", "u1", Some("out-1"), "a.txt", 1_000), "run:r").await.unwrap();
     let run = s.create_run(&new_run(1, "t1", 1_000), "platform").await.unwrap();
     assert!(s.stale_file_sessions(5_000, 10).await.unwrap().is_empty(), "held by u1's live run");
     s.finish_run(&run.run_id, RunStatus::Ended, "succeeded", "platform", 1_100).await.unwrap();
@@ -1695,9 +1707,54 @@ pub async fn stale_sessions_are_swept_once_and_never_from_under_a_live_run(f: Fr
     assert!(other.sweep_file_session(&stale[0], 9_000, "gatehouse", 9_100).await.unwrap().is_empty());
     assert_eq!(s.file(Some("t1"), "file_a").await.unwrap(), None);
     assert!(s.stale_file_sessions(i64::MAX, 10).await.unwrap().is_empty());
-    s.record_file(&file_record("file_b", "t1", "u2", None, "b.txt", 9_200), "worker").await.unwrap();
+    commit(s, &file_record("file_b", "t1", "u2", None, "b.txt", 9_200), "worker").await.unwrap();
     let ids: Vec<String> = ["file_a", "file_b", "file_none"].map(str::to_owned).to_vec();
-    assert_eq!(other.known_file_ids(&ids).await.unwrap(), ["file_b"]);
+    assert_eq!(other.file_states(&ids, 0).await.unwrap(), [("file_b".to_owned(), FileState::Recorded)]);
+    assert_chain_intact(s).await;
+}
+
+/// An upload's row stands for it until its commit replaces it with the
+/// record; a stale row expired by the sweeper, or one abandoned after an
+/// uncertain commit, can no longer commit; an abandoning caller learns
+/// whether the commit went through.
+pub async fn an_upload_commits_once_and_an_expired_or_abandoned_one_never(f: Fresh) {
+    let s = &f.store;
+    let other = f.another_node().await;
+    let upload = |id: &str, at: i64| FileUpload {
+        file_id: id.into(),
+        namespace: NS.into(),
+        node: "node-a".into(),
+        started_at: at,
+    };
+    let ids: Vec<String> = ["file_u1", "file_u2", "file_u3", "file_none"].map(str::to_owned).to_vec();
+    s.begin_upload(&upload("file_u1", 1_000)).await.unwrap();
+    s.begin_upload(&upload("file_u2", 5_000)).await.unwrap();
+    assert_eq!(
+        other.file_states(&ids, 2_000).await.unwrap(),
+        [("file_u1".to_owned(), FileState::Stale), ("file_u2".to_owned(), FileState::Uploading)]
+    );
+    assert_eq!(other.stale_uploads(2_000, 10).await.unwrap(), [upload("file_u1", 1_000)]);
+    // Expired only while still older than the bound, once.
+    assert!(!s.expire_upload("file_u1", 900).await.unwrap());
+    assert!(other.expire_upload("file_u1", 2_000).await.unwrap());
+    assert!(!s.expire_upload("file_u1", 2_000).await.unwrap());
+    // Its commit comes too late: refused, nothing recorded.
+    let late = file_record("file_u1", "t1", "u1", None, "late.txt", 2_100);
+    assert_eq!(s.record_file(&late, "worker").await, Err(StoreError::Refused(Reason::UploadExpired)));
+    assert_eq!(s.file(Some("t1"), "file_u1").await.unwrap(), None);
+
+    // A commit that went through: asked again, the caller learns so.
+    let done = file_record("file_u2", "t1", "u1", None, "done.txt", 5_100);
+    assert_eq!(s.record_file(&done, "worker").await.unwrap(), None);
+    assert_eq!(other.file_states(&ids, 2_000).await.unwrap(), [("file_u2".to_owned(), FileState::Recorded)]);
+    assert_eq!(other.abandon_upload("file_u2").await.unwrap(), UploadFate::Committed);
+    assert!(s.file(Some("t1"), "file_u2").await.unwrap().is_some());
+    // One that did not: abandoned, and no commit can follow.
+    s.begin_upload(&upload("file_u3", 6_000)).await.unwrap();
+    assert_eq!(other.abandon_upload("file_u3").await.unwrap(), UploadFate::Abandoned);
+    let after = file_record("file_u3", "t1", "u1", None, "after.txt", 6_100);
+    assert_eq!(s.record_file(&after, "worker").await, Err(StoreError::Refused(Reason::UploadExpired)));
+    assert!(s.stale_uploads(i64::MAX, 10).await.unwrap().is_empty());
     assert_chain_intact(s).await;
 }
 
@@ -1753,4 +1810,5 @@ conformance!(
     credentials_rotate_and_rewrap_by_version,
     files_are_kept_per_tenant_and_a_session_name_is_replaced,
     stale_sessions_are_swept_once_and_never_from_under_a_live_run,
+    an_upload_commits_once_and_an_expired_or_abandoned_one_never,
 );
