@@ -234,33 +234,28 @@ fn is_space(b: u8) -> bool {
 }
 
 /// The end of the stretch of base64 characters starting at `i`, 32 bytes
-/// at a time where it can.
+/// at a time where it can: a line of base64 ends inside its last block,
+/// which a mask of that block finds without reading it again byte by byte.
 fn alpha_run_end(data: &[u8], mut i: usize) -> usize {
-    // Words are short: look at the first bytes one by one.
-    let near = (i + 16).min(data.len());
-    if let Some(n) = data[i..near].iter().position(|&b| !is_alpha(b)) {
-        return i + n;
-    }
-    i = near;
-    while let Some(block) = data.get(i..i + 32) {
-        if !all_alpha_32(block) {
-            break;
+    while let Some(block) = data.get(i..i + 32).and_then(|b| <&[u8; 32]>::try_from(b).ok()) {
+        let ends = not_alpha_mask(block);
+        if ends != 0 {
+            return i + ends.trailing_zeros() as usize;
         }
         i += 32;
     }
     data[i..].iter().position(|&b| !is_alpha(b)).map_or(data.len(), |n| i + n)
 }
 
-/// Whether 32 bytes are all base64 characters: 0/1 flags in a fixed-size
-/// map, which compiles to vector compares.
+/// The bytes of 32 that are not base64 characters, as bits: 0/1 flags in a
+/// fixed-size map, which compiles to vector compares, then packed.
 #[inline(always)]
-fn all_alpha_32(block: &[u8]) -> bool {
+fn not_alpha_mask(block: &[u8; 32]) -> u32 {
     let mut flags = [0u8; 32];
     for (f, &b) in flags.iter_mut().zip(block) {
-        *f = u8::from(is_alpha(b));
+        *f = u8::from(!is_alpha(b));
     }
-    let words = flags.chunks_exact(8).map(|w| <[u8; 8]>::try_from(w).map_or(0, u64::from_le_bytes));
-    words.fold(u64::MAX, |acc, w| acc & w) == 0x0101_0101_0101_0101
+    pack(&flags)
 }
 
 /// Packs 8 0/1 flags, the bytes of `w` (little-endian), into the bits of a
@@ -1432,6 +1427,21 @@ mod tests {
         let expected =
             (0..SKIM_BLOCK).filter(|&k| is_candidate(block[k], prev[k])).fold(0u64, |m, k| m | 1 << k);
         assert_eq!(candidate_mask(&block, &prev), expected);
+    }
+
+    #[test]
+    fn a_stretch_of_base64_ends_where_a_byte_by_byte_look_ends_it() {
+        let mut data: Vec<u8> = b"ab+/-_09XYZ".iter().copied().cycle().take(200).collect();
+        for stop in [0usize, 1, 15, 16, 31, 32, 33, 63, 64, 100, 199] {
+            let mut d = data.clone();
+            d[stop] = b'=';
+            for from in [0usize, 1, 5, 31, 32, 40] {
+                let want = d[from..].iter().position(|&b| !is_alpha(b)).map_or(d.len(), |n| from + n);
+                assert_eq!(alpha_run_end(&d, from), want, "stop {stop} from {from}");
+            }
+        }
+        data.truncate(45);
+        assert_eq!(alpha_run_end(&data, 3), 45);
     }
 
     #[test]
