@@ -40,10 +40,13 @@
 //! Two modes read the text. *Run mode* keeps a run's characters (at most a
 //! few KiB, reused from run to run), marks its starts, tests and queues
 //! them, and searches the kept characters for `c3Rh` a block at a time.
-//! The *skim* reads everything else 32 bytes at a time and keeps nothing:
-//! two lowercase letters never begin a signature unless the second is a
-//! `v`, so it looks one by one only at the few other base64 characters of
-//! ordinary text (capitals, digits, `+ - / _`, `v`) and at backslashes. It
+//! The *skim* reads everything else 64 bytes at a time and keeps nothing:
+//! a lead whose first character is a lowercase letter has one of seven
+//! second characters (`H 3 G 0 v / _`), any other one of 19 first
+//! characters, so it looks one by one only at those bytes (a vector compare
+//! finds them; ordinary text has few: a `3` or a `v` counts only after a
+//! `c`, `y`, `z` or whitespace, and `C`..=`F` are no first) and at
+//! backslashes. It
 //! hands over to run mode, with the run's last 352 characters and which of
 //! them are starts (for a `c3Rh` still to come), at the segment of a start
 //! whose pair may be a lead, of a `3` that may be part of `c3Rh`, of an
@@ -165,8 +168,23 @@ static LEAD: [u64; 64] = {
     t
 };
 
-/// Bit 0: the character can be the first of a lead; bit 1: the second.
-static LEAD_ROLE: [u8; 256] = {
+/// Why the skim must look at a byte (flags of [`NEED`]): it may be the
+/// first character of a lead and is not a lowercase letter.
+const NEED_FIRST: u8 = 1;
+/// It may be the second character of a lead whose first is a lowercase
+/// letter (`aH`, `c3`, `eG`, `f0`, `yv`, `zv`, `z/`).
+const NEED_AFTER_LOWER: u8 = 2;
+/// It is the `3` of `c3Rh`.
+const NEED_THREE: u8 = 4;
+/// It is a backslash: an escape.
+const NEED_ESCAPE: u8 = 8;
+
+/// What the skim must check at each byte, by flag; 0 for the bytes it
+/// passes over. A lead whose first character is not a lowercase letter is
+/// caught at its first character, any other at its second, so each lead
+/// is looked at once and most capitals and digits of ordinary text (`C`,
+/// `E`, `1`, `2`, ...) not at all.
+static NEED: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut b = 0;
     while b < 256 {
@@ -174,19 +192,21 @@ static LEAD_ROLE: [u8; 256] = {
         let alpha = matches!(c, b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/' | b'-' | b'_');
         if alpha {
             let v = VALUE[b] as usize;
-            if LEAD[v] != 0 {
-                t[b] |= 1;
+            if LEAD[v] != 0 && !c.is_ascii_lowercase() {
+                t[b] |= NEED_FIRST;
             }
-            let mut v0 = 0;
-            while v0 < 64 {
-                if LEAD[v0] >> v & 1 == 1 {
-                    t[b] |= 2;
+            let mut c0 = b'a';
+            while c0 <= b'z' {
+                if LEAD[VALUE[c0 as usize] as usize] >> v & 1 == 1 {
+                    t[b] |= NEED_AFTER_LOWER;
                 }
-                v0 += 1;
+                c0 += 1;
             }
         }
         b += 1;
     }
+    t[b'3' as usize] |= NEED_THREE;
+    t[b'\\' as usize] |= NEED_ESCAPE;
     t
 };
 
@@ -214,46 +234,44 @@ fn is_space(b: u8) -> bool {
 }
 
 /// The end of the stretch of base64 characters starting at `i`, 32 bytes
-/// at a time where it can.
+/// at a time where it can: a line of base64 ends inside its last block,
+/// which a mask of that block finds without reading it again byte by byte.
 fn alpha_run_end(data: &[u8], mut i: usize) -> usize {
-    // Words are short: look at the first bytes one by one.
-    let near = (i + 16).min(data.len());
-    if let Some(n) = data[i..near].iter().position(|&b| !is_alpha(b)) {
-        return i + n;
-    }
-    i = near;
-    while let Some(block) = data.get(i..i + 32) {
-        if !all_alpha_32(block) {
-            break;
+    while let Some(block) = data.get(i..i + 32).and_then(|b| <&[u8; 32]>::try_from(b).ok()) {
+        let ends = not_alpha_mask(block);
+        if ends != 0 {
+            return i + ends.trailing_zeros() as usize;
         }
         i += 32;
     }
     data[i..].iter().position(|&b| !is_alpha(b)).map_or(data.len(), |n| i + n)
 }
 
-/// Whether 32 bytes are all base64 characters: 0/1 flags in a fixed-size
-/// map, which compiles to vector compares.
+/// The bytes of 32 that are not base64 characters, as bits: 0/1 flags in a
+/// fixed-size map, which compiles to vector compares, then packed.
 #[inline(always)]
-fn all_alpha_32(block: &[u8]) -> bool {
+fn not_alpha_mask(block: &[u8; 32]) -> u32 {
     let mut flags = [0u8; 32];
     for (f, &b) in flags.iter_mut().zip(block) {
-        *f = u8::from(is_alpha(b));
+        *f = u8::from(!is_alpha(b));
     }
-    let words = flags.chunks_exact(8).map(|w| <[u8; 8]>::try_from(w).map_or(0, u64::from_le_bytes));
-    words.fold(u64::MAX, |acc, w| acc & w) == 0x0101_0101_0101_0101
+    pack(&flags)
+}
+
+/// Packs 8 0/1 flags, the bytes of `w` (little-endian), into the bits of a
+/// byte, flag `k` at bit `k`.
+#[inline(always)]
+fn pack8(w: u64) -> u64 {
+    // Gathers bit 0 of each byte into the top byte (no carries: every
+    // product lands on a bit of its own).
+    w.wrapping_mul(0x0102_0408_1020_4080) >> 56
 }
 
 /// Packs 32 0/1 flags into the bits of a word, flag `k` at bit `k`.
 #[inline(always)]
 fn pack(flags: &[u8; 32]) -> u32 {
-    let mut out = 0;
-    for (k, word) in flags.chunks_exact(8).enumerate() {
-        let w = <[u8; 8]>::try_from(word).map_or(0, u64::from_le_bytes);
-        // Gathers bit 0 of each byte into the top byte (no carries: every
-        // product lands on a bit of its own).
-        out |= ((w.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32) << (8 * k);
-    }
-    out
+    let (words, _) = flags.as_chunks::<8>();
+    words.iter().enumerate().fold(0, |out, (k, w)| out | (pack8(u64::from_le_bytes(*w)) as u32) << (8 * k))
 }
 
 /// Where `c3Rh` begins in `hay`, in order: blocks of 32 bytes are searched
@@ -639,27 +657,47 @@ fn may_lead(data: &[u8], p: usize) -> bool {
     }
 }
 
-/// Bytes the skim looks at one by one: base64 characters that are not
-/// lowercase letters, `v`, and backslashes. A superset, for fewer compares
-/// (so the block scan vectorizes): all of `0`..=`_` (digits, capitals,
-/// `:;<=>?@[\]^`) and `+ - /` and `v`.
+/// Bytes the skim reads at once.
+const SKIM_BLOCK: usize = 64;
+
+/// Whether the skim must look at byte `b`, which follows `prev`: a superset
+/// of the bytes [`NEED`] flags, in compares that vectorize. `/`, `0`, `7`,
+/// `A`, `B`, `G`..=`_` (most capitals, `[\\]^_`); a `3` or a `v` only after
+/// the lowercase letter that makes it a lead or `c3Rh` (`c`; `y`, `z`) or
+/// after whitespace (or a control byte) that may join it to one. The table
+/// then sorts out the few extra bytes one by one; prose's lowercase
+/// letters, punctuation, most digits and the capitals `C`..=`F` are never
+/// looked at.
 #[inline(always)]
-fn is_odd(b: u8) -> bool {
-    (b.wrapping_sub(b'0') < 0x30) | ((b.wrapping_sub(0x2b) < 5) & (b & 1 == 1)) | (b == b'v')
+fn is_candidate(b: u8, prev: u8) -> bool {
+    let after_space = prev <= b' ';
+    (b.wrapping_sub(b'/') < 2)
+        | (b == b'7')
+        | (b.wrapping_sub(b'A') < 2)
+        | (b.wrapping_sub(b'G') < 25)
+        | ((b == b'3') & ((prev == b'c') | after_space))
+        | ((b == b'v') & ((prev.wrapping_sub(b'y') < 2) | after_space))
 }
 
-/// More odd bytes than this in 32 make the skim hand over to run mode:
-/// base64 itself, which run mode reads a segment at a time.
-const DENSE: u32 = 12;
+/// More candidates than this in a block make the skim hand over to run
+/// mode: base64 itself (about 25 of 64 of its characters are candidates),
+/// which run mode reads a segment at a time.
+const DENSE: u32 = 16;
 
-/// The odd bytes of 32, as bits.
+/// The candidates of a block, as bits, given the byte before each:
+/// 0/1 flags (vector compares), packed a word at a time unless there are
+/// none (a block of lowercase prose).
 #[inline(always)]
-fn odd_mask(block: &[u8; 32]) -> u32 {
-    let mut flags = [0u8; 32];
-    for (f, &b) in flags.iter_mut().zip(block) {
-        *f = u8::from(is_odd(b));
+fn candidate_mask(block: &[u8; SKIM_BLOCK], prev: &[u8; SKIM_BLOCK]) -> u64 {
+    let mut flags = [0u8; SKIM_BLOCK];
+    for ((f, &b), &p) in flags.iter_mut().zip(block).zip(prev) {
+        *f = u8::from(is_candidate(b, p));
     }
-    pack(&flags)
+    let (words, _) = flags.as_chunks::<8>();
+    if words.iter().fold(0, |acc, w| acc | u64::from_ne_bytes(*w)) == 0 {
+        return 0;
+    }
+    words.iter().enumerate().fold(0, |out, (k, w)| out | pack8(u64::from_le_bytes(*w)) << (8 * k))
 }
 
 /// Streaming search for base64 payloads in text.
@@ -680,6 +718,10 @@ pub struct PayloadFinder {
     /// The stretch's last characters before a hand-over, the end of a piece
     /// or the end of run mode.
     hist: History,
+    /// Whether the skim may read what run mode would otherwise: off only
+    /// in [`reference`](Self::reference), the slow mode the skim's answers
+    /// are checked against.
+    skim: bool,
 }
 
 impl Default for PayloadFinder {
@@ -701,7 +743,16 @@ impl PayloadFinder {
             skim_seg: 0,
             skim_in: false,
             hist: History::default(),
+            skim: true,
         }
+    }
+
+    /// A finder that reads every run in run mode and never skims: the same
+    /// answers as [`new`](Self::new), several times slower. The skim is an
+    /// optimization that must not change any answer; tests and fuzzing
+    /// compare the two.
+    pub fn reference() -> Self {
+        Self { skim: false, ..Self::new() }
     }
 
     /// The first payload found, if any.
@@ -774,41 +825,64 @@ impl PayloadFinder {
         self.found
     }
 
-    /// Outside run mode: proves, 32 bytes at a time, that no start can be
+    /// Outside run mode: proves, 64 bytes at a time, that no start can be
     /// judged a payload, and hands the run over to run mode (which keeps
     /// characters and judges them) where that proof fails.
     ///
-    /// The proof rests on [`lead`]: two lowercase letters never begin a
-    /// signature unless the second is a `v`. So only *odd* bytes are looked
-    /// at one by one: base64 characters that are not lowercase letters, `v`,
-    /// and backslashes. Run mode takes over at an odd byte's segment when it
-    /// is a start whose pair may be a lead, or the second character of such
-    /// a pair; at a `3` that may be the `3` of `c3Rh` (tar, 344 characters
-    /// after a start); at a backslash (an escape); and at a block dense with
-    /// odd bytes (base64 itself), which run mode reads faster.
+    /// The proof rests on [`lead`]: a lead whose first character is a
+    /// lowercase letter has one of seven second characters (`H 3 G 0 v / _`),
+    /// and any other lead has one of 19 first characters (capitals, `/ _ 0
+    /// 7`). So only those bytes, the `3` of `c3Rh` and backslashes are looked
+    /// at one by one ([`NEED`]), found by a vector compare over the block
+    /// ([`candidate_mask`]). Run mode takes over at such a byte's segment
+    /// when it is a start whose pair may be a lead, or the second character
+    /// of a pair whose lowercase first is a start; at a `3` that may be the
+    /// `3` of `c3Rh` (tar, 344 characters after a start); at a backslash (an
+    /// escape); and at a block dense with candidates (base64 itself), which
+    /// run mode reads faster. A lead whose first character comes before
+    /// the skim's `from` is no exception: the skim hands over at a start
+    /// whose pair the piece cuts, and run mode leaves only after testing
+    /// every start it read.
     fn skim(&mut self, data: &[u8], from: usize) -> usize {
         let entry_seg = self.skim_seg;
         let mut i = from;
+        if !self.skim {
+            // The reference: run mode at the first segment or escape.
+            if let Some(n) = data[from..].iter().position(|&b| is_alpha(b) || b == b'\\') {
+                return self.hand_over(data, segment_start(data, from + n, from));
+            }
+            i = data.len();
+        }
         while i < data.len() {
-            let end = (i + 32).min(data.len());
-            let mut odd = match data.get(i..i + 32).and_then(|b| <&[u8; 32]>::try_from(b).ok()) {
-                Some(block) => odd_mask(block),
-                None => {
-                    let mut tail = [b'a'; 32];
-                    tail[..end - i].copy_from_slice(&data[i..end]);
-                    odd_mask(&tail)
+            let end = (i + SKIM_BLOCK).min(data.len());
+            let block = data.get(i..end).and_then(|b| <&[u8; SKIM_BLOCK]>::try_from(b).ok());
+            let prev =
+                data.get(i.wrapping_sub(1)..end - 1).and_then(|b| <&[u8; SKIM_BLOCK]>::try_from(b).ok());
+            let mut candidates = match (block, prev) {
+                (Some(block), Some(prev)) if i > from => candidate_mask(block, prev),
+                _ => {
+                    // The first or last block: `a` is no candidate, and a
+                    // space before `from` makes its byte one whatever came
+                    // before (run mode's, or the previous piece's).
+                    let mut block = [b'a'; SKIM_BLOCK];
+                    let mut prev = [b' '; SKIM_BLOCK];
+                    block[..end - i].copy_from_slice(&data[i..end]);
+                    let known = usize::from(i == from);
+                    prev[known..end - i].copy_from_slice(&data[i + known - 1..end - 1]);
+                    candidate_mask(&block, &prev)
                 }
             };
             let mut seen = 0;
-            while odd != 0 {
-                let q = i + odd.trailing_zeros() as usize;
-                odd &= odd - 1;
+            while candidates != 0 {
+                let q = i + candidates.trailing_zeros() as usize;
+                candidates &= candidates - 1;
                 seen += 1;
-                // Every odd byte before this one has been looked at.
-                if seen > DENSE && (is_alpha(data[q]) || data[q] == b'\\') {
-                    return self.hand_over(data, segment_start(data, q, from));
-                }
-                if self.odd_needs_run_mode(data, q, from, entry_seg) {
+                // Every candidate before this one has been looked at: a
+                // block this dense is base64 (or as dense as it), which run
+                // mode reads faster.
+                if (seen > DENSE && (is_alpha(data[q]) || data[q] == b'\\'))
+                    || self.needs_run_mode(data, q, from, entry_seg)
+                {
                     return self.hand_over(data, segment_start(data, q, from));
                 }
             }
@@ -830,24 +904,24 @@ impl PayloadFinder {
         data.len()
     }
 
-    /// Whether the odd byte at `q` (see [`skim`](Self::skim)) needs run mode.
-    fn odd_needs_run_mode(&self, data: &[u8], q: usize, from: usize, entry_seg: u8) -> bool {
+    /// Whether the candidate at `q` (see [`skim`](Self::skim)) needs run mode.
+    fn needs_run_mode(&self, data: &[u8], q: usize, from: usize, entry_seg: u8) -> bool {
         let b = data[q];
-        if b == b'\\' {
-            return true;
-        }
-        if !is_alpha(b) {
+        let need = NEED[usize::from(b)];
+        if need == 0 {
             return false;
         }
-        if b == b'3' && self.tar_sta_at(data, q, from) {
+        if need & NEED_ESCAPE != 0 {
             return true;
         }
-        let role = LEAD_ROLE[usize::from(b)];
+        if need & NEED_THREE != 0 && self.tar_sta_at(data, q, from) {
+            return true;
+        }
         // As the first character of a pair.
-        if role & 1 == 1 && start_at(data, q, from, entry_seg) && may_lead(data, q) {
+        if need & NEED_FIRST != 0 && start_at(data, q, from, entry_seg) && may_lead(data, q) {
             return true;
         }
-        if role & 2 == 0 {
+        if need & NEED_AFTER_LOWER == 0 {
             return false;
         }
         // As the second: the character before it, if that is a start.
@@ -998,6 +1072,9 @@ impl PayloadFinder {
     /// this gap: every start tested, no start waiting, the tar search
     /// caught up and no `c3Rh` under way at the end.
     fn idle(&mut self) -> bool {
+        if !self.skim {
+            return false;
+        }
         let run = &mut self.run;
         // Not on the lines of a base64 block (skimming them would hand
         // them straight back), nor right after taking over.
@@ -1292,16 +1369,79 @@ mod tests {
 
     #[test]
     fn a_lead_needs_a_character_the_skim_looks_at() {
-        // The skim looks one by one only at base64 characters that are not
-        // lowercase letters, and at `v`: two lowercase letters are never a
-        // lead unless the second is a `v`.
-        for c0 in b'a'..=b'z' {
-            for c1 in b'a'..=b'z' {
-                assert!(!lead(c0, c1) || c1 == b'v', "{}{}", c0 as char, c1 as char);
+        // Every lead is caught at its first character, unless that is a
+        // lowercase letter: then at its second.
+        let alphabet: Vec<u8> = (0..=255u8).filter(|&b| CLASS[usize::from(b)] == Class::Alpha).collect();
+        for &c0 in &alphabet {
+            for &c1 in &alphabet {
+                if lead(c0, c1) {
+                    let caught = if c0.is_ascii_lowercase() {
+                        NEED[usize::from(c1)] & NEED_AFTER_LOWER != 0
+                    } else {
+                        NEED[usize::from(c0)] & NEED_FIRST != 0
+                    };
+                    assert!(caught, "{}{}", c0 as char, c1 as char);
+                }
             }
         }
         assert!(lead(b'f', b'0') && lead(b'T', b'V') && lead(b'U', b'E') && lead(b'y', b'v'));
         assert!(!lead(b'T', b'h') && !lead(b'A', b'n'));
+        // Common capitals and digits of prose are passed over.
+        for b in *b"CDEFJLOPRY1245689:;-+" {
+            assert_eq!(NEED[usize::from(b)], 0, "{}", b as char);
+        }
+    }
+
+    #[test]
+    fn the_block_scan_finds_every_byte_the_skim_needs() {
+        for b in 0..=255u8 {
+            for p in 0..=255u8 {
+                if NEED[usize::from(b)] == 0 || is_candidate(b, p) {
+                    continue;
+                }
+                // Passed over: a `3` or a `v` after a byte that makes it
+                // neither a lead's second (after a lowercase first) nor the
+                // `3` of `c3Rh`, nor joins it to one across whitespace.
+                assert!(matches!(b, b'3' | b'v'), "{b:#x} after {p:#x}");
+                assert!(!is_space(p), "{b:#x} after {p:#x}");
+                assert!(!(p.is_ascii_lowercase() && lead(p, b)), "{b:#x} after {p:#x}");
+                assert!(!(b == b'3' && p == b'c'), "c3");
+            }
+        }
+        let prev = [b'x'; SKIM_BLOCK];
+        for b in 0..=255u8 {
+            let mut block = [b'a'; SKIM_BLOCK];
+            let at = [0, 1, 7, 8, 15, 16, 31, 32, 47, 48, 63];
+            for k in at {
+                block[k] = b;
+            }
+            let want = if is_candidate(b, b'x') { at.iter().fold(0u64, |m, k| m | 1 << k) } else { 0 };
+            assert_eq!(candidate_mask(&block, &prev), want, "{b:#x}");
+        }
+        let mut block = [0u8; SKIM_BLOCK];
+        let mut prev = [0u8; SKIM_BLOCK];
+        for k in 0..SKIM_BLOCK {
+            block[k] = (k as u8).wrapping_mul(97).wrapping_add(13);
+            prev[k] = (k as u8).wrapping_mul(59).wrapping_add(3);
+        }
+        let expected =
+            (0..SKIM_BLOCK).filter(|&k| is_candidate(block[k], prev[k])).fold(0u64, |m, k| m | 1 << k);
+        assert_eq!(candidate_mask(&block, &prev), expected);
+    }
+
+    #[test]
+    fn a_stretch_of_base64_ends_where_a_byte_by_byte_look_ends_it() {
+        let mut data: Vec<u8> = b"ab+/-_09XYZ".iter().copied().cycle().take(200).collect();
+        for stop in [0usize, 1, 15, 16, 31, 32, 33, 63, 64, 100, 199] {
+            let mut d = data.clone();
+            d[stop] = b'=';
+            for from in [0usize, 1, 5, 31, 32, 40] {
+                let want = d[from..].iter().position(|&b| !is_alpha(b)).map_or(d.len(), |n| from + n);
+                assert_eq!(alpha_run_end(&d, from), want, "stop {stop} from {from}");
+            }
+        }
+        data.truncate(45);
+        assert_eq!(alpha_run_end(&data, 3), 45);
     }
 
     #[test]

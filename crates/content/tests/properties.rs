@@ -11,7 +11,9 @@
 //! (e) base64 of an executable or archive with whitespace of any kind and
 //!     length between arbitrary characters is found;
 //! (f) ordinary prose and code, whatever whitespace joins its words, is not
-//!     a payload.
+//!     a payload;
+//! (g) the payload finder's skim changes no answer: the finder gives what
+//!     its reference (run mode everywhere) gives, around a piece boundary too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
@@ -89,6 +91,20 @@ fn streamed(content: &[u8], chunks: &[usize]) -> Finding {
 
 fn finder_streamed(content: &[u8], chunks: &[usize]) -> Option<embedded::Payload> {
     let mut f = PayloadFinder::new();
+    let mut rest = content;
+    for &size in chunks.iter().cycle() {
+        if rest.is_empty() {
+            break;
+        }
+        let (c, r) = rest.split_at(size.min(rest.len()));
+        f.update(c);
+        rest = r;
+    }
+    f.finish()
+}
+
+fn reference_streamed(content: &[u8], chunks: &[usize]) -> Option<embedded::Payload> {
+    let mut f = PayloadFinder::reference();
     let mut rest = content;
     for &size in chunks.iter().cycle() {
         if rest.is_empty() {
@@ -546,6 +562,34 @@ fn ordinary_text() -> impl Strategy<Value = String> {
         .prop_map(|v| v.into_iter().map(|(w, s)| format!("{w}{s}")).collect())
 }
 
+/// Pieces of text the skim must hand to run mode, or may skip: the leads of
+/// signatures (and pairs that are not), `c3Rh` whole or split, escapes,
+/// padding, quotes and short base64 words.
+fn skim_token() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => prop::sample::select(vec![
+            "c3Rh", "c", "3", "Rh", "R", "h", "c3", "yv", "zv", "z/", "z_", "aH", "eG", "f0", "TV", "TVqQ", "UE",
+            "UEsD", "f0VM", "H4sI", "N3q8", "/Td6", "_Td6", "/u3", "0M", "7a", "Ai", "AG", "Ql", "QlpoOTFBWSZT",
+            "Um", "Uy", "Vi", "IT", "KL", "MD", "SV", "TF", "Xy", "ZG", "C", "v", "V", "\\n", "\\/", "\\t",
+            "\\r\\n", "\\", "\\x", "=", "==", "\"", ",", ":", ";", "-", "+", "/", "_", "é", "—",
+        ]).prop_map(str::to_owned),
+        2 => "[A-Za-z0-9+/_-]{1,8}",
+        1 => "[A-Z0-9]{1,6}",
+    ]
+}
+
+/// Text for property (g): generated prose and code, payloads split by
+/// whitespace inside prose, and the skim's tokens joined by whitespace.
+fn skim_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        mixed_text(),
+        ordinary_text(),
+        (prose(), split_payload(), prose()).prop_map(|(a, (_, split), b)| format!("{a} {split} {b}")),
+        prop::collection::vec((skim_token(), prop_oneof![Just(String::new()), whitespace()]), 0..200)
+            .prop_map(|v| v.into_iter().map(|(t, s)| format!("{t}{s}")).collect()),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 256,
@@ -689,6 +733,29 @@ proptest! {
         prop_assert_eq!(finder_streamed(text.as_bytes(), &chunks), None);
         let expected = if text.is_empty() { Kind::Empty } else { Kind::Utf8Text };
         prop_assert_eq!(sniff_bytes(text.as_bytes(), CAP), Finding { kind: expected, reason: None, offset: None });
+    }
+
+    /// (g) The skim is an optimization: whatever the text, and wherever
+    /// a piece of the finder ends in it, the finder answers what its
+    /// reference answers (the same payload at the same offset, or none).
+    #[test]
+    fn the_skim_changes_no_answer(
+        parts in prop::collection::vec(skim_text(), 1..4),
+        piece_end in prop::option::of(0usize..1200),
+        chunks in chunk_sizes(),
+    ) {
+        let text = parts.concat();
+        let mut content = Vec::new();
+        if let Some(back) = piece_end {
+            // Filler the skim reads quickly, so the text straddles the end of
+            // the first piece.
+            content.extend(b"on a ".iter().cycle().take(embedded::PIECE.saturating_sub(back)));
+        }
+        content.extend_from_slice(text.as_bytes());
+        let expected = reference_streamed(&content, &[usize::MAX]);
+        prop_assert_eq!(embedded::find(&content), expected, "{:?}", text);
+        prop_assert_eq!(finder_streamed(&content, &chunks), expected);
+        prop_assert_eq!(reference_streamed(&content, &chunks), expected);
     }
 
     /// (d) The ELF sample's base64 inserted into prose at a word boundary is
