@@ -1,6 +1,7 @@
 //! The embedded-payload finder on arbitrary text: never panics, and feeding
 //! it in chunks (sizes taken from the first byte) finds what it finds in the
-//! whole text, at the same offset.
+//! whole text, at the same offset, and the fast skim finds what the
+//! reference finder (no skim) finds.
 #![no_main]
 
 use gatehouse_content::embedded::{self, PayloadFinder};
@@ -21,6 +22,9 @@ fuzz_target!(|data: &[u8]| {
         rest = tail;
     }
     assert_eq!(finder.finish(), whole, "chunked and whole search disagree");
+    let mut reference = PayloadFinder::reference();
+    reference.update(text);
+    assert_eq!(reference.finish(), whole, "the skim and the reference disagree");
     if let Some(p) = whole {
         assert!(p.offset < text.len() as u64, "offset {} past the end", p.offset);
     }
