@@ -719,6 +719,18 @@ pub fn osv_source(
 mod tests {
     use super::*;
 
+    /// The route as `http::request_context` sees it (`MatchedPath`, the
+    /// `/v1` nest included: the request log line shows it) waits outside
+    /// the request limit; nothing else does.
+    #[test]
+    fn only_a_scan_submission_queues_outside_the_request_limit() {
+        let route = "/v1/tenants/{tenant_id}/dependency-scans";
+        assert!(queues_for_a_turn(&http::Method::POST, route));
+        assert!(!queues_for_a_turn(&http::Method::GET, route));
+        assert!(!queues_for_a_turn(&http::Method::POST, "/v1/tenants/{tenant_id}/gate-checks"));
+        assert!(!queues_for_a_turn(&http::Method::GET, "/v1/tenants/{tenant_id}/dependency-scans/{scan_id}"));
+    }
+
     #[test]
     fn repository_names_and_paths_are_read_strictly() {
         assert!(valid_repository("octo/repo") && valid_repository("group/sub/repo.js"));

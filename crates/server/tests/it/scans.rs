@@ -588,6 +588,8 @@ async fn the_openapi_document_describes_the_pending_answer_and_the_scan_by_id() 
 /// and every one finishes.
 #[tokio::test]
 async fn submissions_beyond_the_turns_queue_and_all_are_answered() {
+    let logs = LogBuffer::global();
+    let mark = logs.mark();
     let node = node_with(
         "all",
         &[
@@ -649,4 +651,8 @@ async fn submissions_beyond_the_turns_queue_and_all_are_answered() {
         let scan_id = reply.json()["scan_id"].as_str().unwrap().to_owned();
         assert_eq!(finished(&node, &scan_id).await["status"], "ok");
     }
+    // The route as the request limit's middleware names it, which
+    // `scans::queues_for_a_turn` leaves out of the limit.
+    let log = logs.since(mark);
+    assert!(log.contains("path=/v1/tenants/{tenant_id}/dependency-scans "), "{log}");
 }
