@@ -5,7 +5,7 @@
 //! | crates.io | [`Scheme::SemVer`] | SemVer 2.0 with osv.dev's leniency: one leading `v` dropped, a missing minor or patch read as 0 |
 //! | npm | [`Scheme::Npm`] | SemVer 2.0; surrounding whitespace and a leading run of `=`/`v` are dropped first, as node-semver's `clean()` (used by npm when it normalizes a package's version) does; a missing minor or patch is 0, as osv.dev reads it |
 //! | Go | [`Scheme::Go`] | golang.org/x/mod/semver: an optional leading `v` (go.sum writes it, OSV does not), the shorthands `v1` and `v1.2` (no suffix) for `v1.0.0` and `v1.2.0` |
-//! | PyPI | [`Scheme::Pep440`] | PEP 440, through `pep440_rs`, local labels included; surrounding Unicode white space dropped, as `packaging` does |
+//! | PyPI | [`Scheme::Pep440`] | PEP 440 ([`Pep440`]), local labels included, numbers of any length; surrounding Unicode white space dropped, as `packaging` does |
 //! | RubyGems | [`Scheme::RubyGems`] | `Gem::Version` |
 //!
 //! Every SemVer scheme orders by SemVer precedence (section 11): build
@@ -33,9 +33,11 @@
 //! `packaging`'s own suite and 4,000 versions sorted by it
 //! (`tests/fixtures/pep440/`). The matcher, not this order, applies PEP
 //! 440's rule that a bound without a local label ignores the candidate's
-//! (see [`Version::public`]). One limit: `pep440_rs` holds numbers in 64
-//! bits, so a version with a number above `u64::MAX` (which `packaging`
-//! reads) is a [`VersionError`] here, never a wrong order.
+//! (see [`Version::public`]). Its numbers (epoch, release, pre, post, dev
+//! and numeric local segments) are of any length, as PEP 440 puts no bound
+//! on them and `packaging` reads them: `1.99999999999999999999999` is
+//! ordered above `1.18446744073709551615` and below `2`, never refused, and
+//! leading zeros are dropped (`1.01 == 1.1`).
 //!
 //! A string that is not a version in its scheme is a [`VersionError`], never
 //! a guess: the caller decides what an unreadable version means (the matcher
@@ -43,7 +45,6 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::str::FromStr;
 
 use crate::package::Ecosystem;
 
@@ -130,9 +131,9 @@ impl Scheme {
             }
             // packaging matches `\s*VERSION\s*`: Python's `\s`, which is
             // Unicode White_Space and the four ASCII separators 0x1C-0x1F.
-            Self::Pep440 => pep440_rs::Version::from_str(input.trim_matches(is_python_space))
-                .map(Version::Pep440)
-                .map_err(|e| err(e.to_string())),
+            Self::Pep440 => {
+                Pep440::parse(input.trim_matches(is_python_space)).map(Version::Pep440).map_err(err)
+            }
             Self::RubyGems => GemVersion::parse(input).map(Version::Gem).map_err(err),
         }
     }
@@ -184,7 +185,7 @@ pub enum Version {
     /// SemVer precedence: build metadata dropped.
     SemVer(SemVer),
     /// PEP 440.
-    Pep440(pep440_rs::Version),
+    Pep440(Pep440),
     /// `Gem::Version`.
     Gem(GemVersion),
 }
@@ -197,16 +198,14 @@ impl Version {
     /// for a PEP 440 version without a label.
     pub fn public(&self) -> std::borrow::Cow<'_, Self> {
         match self {
-            Self::Pep440(v) if !v.local().is_empty() => {
-                std::borrow::Cow::Owned(Self::Pep440(v.clone().without_local()))
-            }
+            Self::Pep440(v) if v.has_local() => std::borrow::Cow::Owned(Self::Pep440(v.without_local())),
             _ => std::borrow::Cow::Borrowed(self),
         }
     }
 
     /// True for a PEP 440 version with a local label (`1.0+ubuntu1`).
     pub fn has_local(&self) -> bool {
-        matches!(self, Self::Pep440(v) if !v.local().is_empty())
+        matches!(self, Self::Pep440(v) if v.has_local())
     }
 }
 
@@ -265,6 +264,201 @@ impl Number {
             return Err(format!("{:?} has a leading zero", cut(s)));
         }
         Ok(s.parse::<u64>().map_or_else(|_| Self::Big(Digits(s.into())), Self::Small))
+    }
+
+    /// ASCII digits, leading zeros dropped (PEP 440 reads `01` as 1).
+    fn of_digits(s: &str) -> Self {
+        let s = s.trim_start_matches('0');
+        match s {
+            "" => Self::Small(0),
+            s => s.parse::<u64>().map_or_else(|_| Self::Big(Digits(s.into())), Self::Small),
+        }
+    }
+
+    fn is_zero(&self) -> bool {
+        matches!(self, Self::Small(0))
+    }
+}
+
+/// A PEP 440 version, held as the order compares it: the fields are
+/// `packaging`'s comparison key, so the derived equality, hash and order are
+/// PEP 440's (`1.0 == 1.0.0`, `1.01 == 1.1`, `1.0.dev0 < 1.0a0`).
+///
+/// Numbers are [`Number`]s, of any length: PEP 440 bounds none, and
+/// `packaging` reads `1.99999999999999999999999` as the version it is, so a
+/// number past 64 bits is ordered, never refused or wrapped.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Pep440 {
+    epoch: Number,
+    /// The release segment without its trailing zeros.
+    release: Vec<Number>,
+    pre: PreKey,
+    /// `None` (no post-release) sorts below every post-release.
+    post: Option<Number>,
+    dev: DevKey,
+    /// The local label's segments; empty (no label) sorts below every label.
+    local: Vec<LocalSegment>,
+}
+
+/// A pre-release, in `packaging`'s order: a dev release of the release itself
+/// (`1.0.dev0`, no pre or post) below every pre-release, the release above them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum PreKey {
+    DevOfRelease,
+    Pre(PreKind, Number),
+    Release,
+}
+
+/// `a` (`alpha`), `b` (`beta`), `rc` (`c`, `pre`, `preview`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum PreKind {
+    Alpha,
+    Beta,
+    Rc,
+}
+
+/// A dev release below its version without one.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum DevKey {
+    Dev(Number),
+    None,
+}
+
+/// A local label's segment: letters (lowercased) below any number.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum LocalSegment {
+    Letters(Box<str>),
+    Number(Number),
+}
+
+impl Pep440 {
+    /// Parses `packaging`'s `VERSION_PATTERN` (ASCII letters in any case;
+    /// the caller trims the white space around it):
+    ///
+    /// ```text
+    /// v? (N!)? N(.N)* ([-_.]? (alpha|a|beta|b|preview|pre|c|rc) [-_.]? N?)?
+    ///    (-N | [-_.]? (post|rev|r) [-_.]? N?)? ([-_.]? dev [-_.]? N?)?
+    ///    (+ [a-z0-9]+ ([-_.] [a-z0-9]+)*)?
+    /// ```
+    ///
+    /// Read left to right without backtracking: where the pattern offers a
+    /// choice (a separator before a number, a longer or shorter label), only
+    /// one of them can lead to a match.
+    pub fn parse(input: &str) -> Result<Self, String> {
+        let lower = input.to_ascii_lowercase();
+        let (public, local) = match lower.split_once('+') {
+            Some((public, local)) => (public, Some(local)),
+            None => (lower.as_str(), None),
+        };
+        let mut s = Cursor(public.strip_prefix('v').unwrap_or(public).as_bytes());
+        let invalid = || format!("{:?} is not a PEP 440 version", cut(input));
+        let first = s.number().ok_or_else(invalid)?;
+        let (epoch, first) =
+            if s.eat(b"!") { (first, s.number().ok_or_else(invalid)?) } else { (Number::Small(0), first) };
+        let mut release = vec![first];
+        while s.0.first() == Some(&b'.') && s.0.get(1).is_some_and(u8::is_ascii_digit) {
+            s.eat(b".");
+            release.push(s.number().ok_or_else(invalid)?);
+        }
+        // `packaging` drops trailing zeros before comparing (`1.0 == 1`, `0.0 == 0`).
+        while release.last().is_some_and(Number::is_zero) {
+            release.pop();
+        }
+        let pre = s.labelled(&[
+            ("alpha", PreKind::Alpha),
+            ("a", PreKind::Alpha),
+            ("beta", PreKind::Beta),
+            ("b", PreKind::Beta),
+            ("preview", PreKind::Rc),
+            ("pre", PreKind::Rc),
+            ("c", PreKind::Rc),
+            ("rc", PreKind::Rc),
+        ]);
+        let post = if s.0.first() == Some(&b'-') && s.0.get(1).is_some_and(u8::is_ascii_digit) {
+            s.eat(b"-");
+            s.number()
+        } else {
+            s.labelled(&[("post", ()), ("rev", ()), ("r", ())]).map(|((), n)| n)
+        };
+        let dev = s.labelled(&[("dev", ())]).map(|((), n)| n);
+        if !s.0.is_empty() {
+            return Err(invalid());
+        }
+        let local = match local {
+            None => Vec::new(),
+            Some(label) => {
+                let mut segments = Vec::new();
+                for part in label.split(['-', '_', '.']) {
+                    if part.is_empty() || !part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                    {
+                        return Err(invalid());
+                    }
+                    segments.push(match part.bytes().all(|b| b.is_ascii_digit()) {
+                        true => LocalSegment::Number(Number::of_digits(part)),
+                        false => LocalSegment::Letters(part.into()),
+                    });
+                }
+                segments
+            }
+        };
+        let pre = match (pre, &post, &dev) {
+            (Some((kind, n)), _, _) => PreKey::Pre(kind, n),
+            (None, None, Some(_)) => PreKey::DevOfRelease,
+            (None, _, _) => PreKey::Release,
+        };
+        Ok(Self { epoch, release, pre, post, dev: dev.map_or(DevKey::None, DevKey::Dev), local })
+    }
+
+    /// Whether it has a local label (`1.0+ubuntu1`).
+    pub fn has_local(&self) -> bool {
+        !self.local.is_empty()
+    }
+
+    /// The version without its local label.
+    pub fn without_local(&self) -> Self {
+        Self { local: Vec::new(), ..self.clone() }
+    }
+}
+
+/// What is left of a PEP 440 version's text (lowercased), read from the front.
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn eat(&mut self, prefix: &[u8]) -> bool {
+        match self.0.strip_prefix(prefix) {
+            Some(rest) => {
+                self.0 = rest;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A run of digits, as a number (leading zeros dropped).
+    fn number(&mut self) -> Option<Number> {
+        let n = self.0.iter().take_while(|b| b.is_ascii_digit()).count();
+        let (digits, rest) = self.0.split_at(n);
+        self.0 = rest;
+        // ASCII digits: always UTF-8.
+        (n > 0).then(|| Number::of_digits(std::str::from_utf8(digits).unwrap_or("0")))
+    }
+
+    /// `[-_.]? LABEL [-_.]? N?`, the first of `labels` that is there (each
+    /// longer label before its own prefix); the number is 0 when absent.
+    fn labelled<T: Copy>(&mut self, labels: &[(&str, T)]) -> Option<(T, Number)> {
+        let after_separator = match self.0.first() {
+            Some(b'-' | b'_' | b'.') => &self.0[1..],
+            _ => self.0,
+        };
+        let (rest, value) = labels
+            .iter()
+            .find_map(|&(label, value)| after_separator.strip_prefix(label.as_bytes()).map(|r| (r, value)))?;
+        self.0 = rest;
+        if matches!(self.0.first(), Some(b'-' | b'_' | b'.')) {
+            self.0 = &self.0[1..];
+        }
+        // `1.0a-`: the pattern takes the separator even with no number after it.
+        Some((value, self.number().unwrap_or(Number::Small(0))))
     }
 }
 
@@ -550,6 +744,41 @@ mod tests {
         assert!(Scheme::Go.parse("v01.0.0").is_err());
         assert!(Scheme::Go.parse("v1.0.0-").is_err());
         assert!(Scheme::Go.parse("v1.0.0+").is_err());
+    }
+
+    #[test]
+    fn pep440_numbers_of_any_length_compare_as_numbers() {
+        let pep = |a: &str, b: &str| order(Scheme::Pep440, a, b);
+        let huge = "1.99999999999999999999999";
+        // Above u64::MAX, not refused, not wrapped.
+        assert_eq!(pep(huge, "1.18446744073709551615"), Ordering::Greater);
+        assert_eq!(pep(huge, "1.18446744073709551616"), Ordering::Greater);
+        assert_eq!(pep(huge, "2"), Ordering::Less);
+        assert_eq!(pep(huge, "1.5"), Ordering::Greater);
+        assert_eq!(pep("1.100000000000000000000000", huge), Ordering::Greater);
+        assert_eq!(pep(huge, "1.99999999999999999999998"), Ordering::Greater);
+        assert_eq!(pep(huge, "1.099999999999999999999999"), Ordering::Equal);
+        // Every numeric part: epoch, pre, post, dev, local.
+        assert_eq!(pep("99999999999999999999999!1.0", "18446744073709551615!9"), Ordering::Greater);
+        assert_eq!(pep("1.0a99999999999999999999999", "1.0a18446744073709551615"), Ordering::Greater);
+        assert_eq!(pep("1.0a99999999999999999999999", "1.0b0"), Ordering::Less);
+        assert_eq!(pep("1.0.post99999999999999999999999", "1.0.post1"), Ordering::Greater);
+        assert_eq!(pep("1.0.dev99999999999999999999999", "1.0.dev1"), Ordering::Greater);
+        assert_eq!(pep("1.0.dev99999999999999999999999", "1.0a0"), Ordering::Less);
+        assert_eq!(pep("1.0+99999999999999999999999", "1.0+18446744073709551616"), Ordering::Greater);
+        assert_eq!(pep("1.0+99999999999999999999999", "1.0+abc"), Ordering::Greater);
+        // Leading zeros are dropped, as `packaging` does; trailing zeros too.
+        assert_eq!(pep("1.01", "1.1"), Ordering::Equal);
+        assert_eq!(pep("01!1.0", "1!1"), Ordering::Equal);
+        assert_eq!(pep("1.0.00", "1"), Ordering::Equal);
+        assert_eq!(pep("0.0", "0"), Ordering::Equal);
+        assert_eq!(pep("1.0+0001", "1.0+1"), Ordering::Equal);
+        assert_eq!(pep("1.000000000000000000000000000001", "1.1"), Ordering::Equal);
+        assert_eq!(Scheme::Pep440.parse("1.01").ok(), Scheme::Pep440.parse("1.1").ok());
+        // A trailing separator with no number after it, as the pattern allows.
+        assert_eq!(pep("1.0a-", "1.0a0"), Ordering::Equal);
+        assert_eq!(pep("1.0-1", "1.0.post1"), Ordering::Equal);
+        assert_eq!(pep("1.0a-1", "1.0a1"), Ordering::Equal);
     }
 
     #[test]

@@ -93,7 +93,14 @@ pub async fn request_context(State(state): State<AppState>, mut req: Request, ne
     let path = req.extensions().get::<MatchedPath>().map_or("<unmatched>", MatchedPath::as_str).to_owned();
     let started = Instant::now();
 
-    let outcome = tokio::time::timeout(REQUEST_TIMEOUT, AssertUnwindSafe(next.run(req)).catch_unwind()).await;
+    let handler = AssertUnwindSafe(next.run(req)).catch_unwind();
+    // A scan submission queues for its turn outside the limit (its handler
+    // applies the limit from its turn on): a queue, not a refusal.
+    let outcome = if crate::scans::queues_for_a_turn(&method, &path) {
+        Ok(handler.await)
+    } else {
+        tokio::time::timeout(REQUEST_TIMEOUT, handler).await
+    };
     let mut response = match outcome {
         Ok(Ok(response)) => response,
         Ok(Err(_panic)) => {

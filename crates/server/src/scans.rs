@@ -12,8 +12,9 @@
 //! finishes in the background either way (a request that times out, or a
 //! client that hangs up, loses nothing). A scan's memory-heavy part (the
 //! body read, decoded and parsed) takes one of `GATEHOUSE_DEPS_SCAN_CONCURRENCY`
-//! turns, taken before the body is read; asking OSV holds none, so a stalled
-//! OSV never holds up other tenants' scans. A scan still pending after
+//! turns, taken before the body is read; the rest queue for one (never
+//! refused busy). Asking OSV holds none, so a stalled OSV never holds up
+//! other tenants' scans. A scan still pending after
 //! [`SCAN_DEADLINE`] is errored by its own task, and one whose node stopped
 //! is marked errored once it is [`STALE_AFTER`] old (at a node's start and
 //! every ten minutes after).
@@ -466,16 +467,49 @@ pub(crate) async fn submit_scan(
     let source = state.osv.clone().ok_or_else(|| ApiError::new(ErrorCode::Forbidden, &rid))?;
     let store = store(&state, &rid)?.clone();
     // A turn before the body is read: at most that many bodies are in
-    // memory (read, decoded, parsed) at once on this node; the rest wait.
-    let turn = tokio::time::timeout_at(deadline, state.scan_limits.turns.clone().acquire_owned())
+    // memory (read, decoded, parsed) at once on this node. The rest queue
+    // for one however long it takes, never refused for being busy: a
+    // submission waiting its turn holds its connection, not its body, so
+    // the node's memory is bounded whatever is submitted. (This route is
+    // outside the 30 s request limit while it waits; see `queues_for_a_turn`.)
+    let turn = state
+        .scan_limits
+        .turns
+        .clone()
+        .acquire_owned()
         .await
-        .map_err(|_| {
-            ApiError(
-                gatehouse_core::PublicError::new(ErrorCode::Unavailable, rid.0.clone())
-                    .with_message("every scan turn stayed busy; submit again"),
-            )
-        })?
         .map_err(|_| ApiError::new(ErrorCode::Internal, &rid))?;
+    // From its turn, the request limit every route has: the body, its
+    // recording and the wait for its scan (until `deadline`, or at once
+    // when it queued past it: 202, pending) fit in it.
+    tokio::time::timeout(
+        crate::http::REQUEST_TIMEOUT,
+        submit_with_turn(state, rid.clone(), caller, tenant_id, source, store, request, turn, deadline),
+    )
+    .await
+    .map_err(|_| ApiError::new(ErrorCode::Timeout, &rid))?
+}
+
+/// Whether a request is a scan submission, which waits for its turn
+/// outside the request limit (a queue, not a refusal): `http` applies the
+/// limit to every other request.
+pub(crate) fn queues_for_a_turn(method: &http::Method, route: &str) -> bool {
+    method == http::Method::POST && route.ends_with("/tenants/{tenant_id}/dependency-scans")
+}
+
+/// [`submit_scan`] once its turn is held.
+#[allow(clippy::too_many_arguments)]
+async fn submit_with_turn(
+    state: AppState,
+    rid: RequestId,
+    caller: Caller,
+    tenant_id: String,
+    source: Arc<OsvSource>,
+    store: Store,
+    request: Request,
+    turn: tokio::sync::OwnedSemaphorePermit,
+    deadline: tokio::time::Instant,
+) -> Result<(http::StatusCode, Json<Value>), ApiError> {
     let StrictJson(mut req) = StrictJson::<ScanRequest>::from_request(request, &state).await?;
     let files = intake(&rid, &mut req)?;
     let mode = tenant_gate_mode(&state, &rid, &tenant_id).await?;
@@ -684,6 +718,18 @@ pub fn osv_source(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The route as `http::request_context` sees it (`MatchedPath`, the
+    /// `/v1` nest included: the request log line shows it) waits outside
+    /// the request limit; nothing else does.
+    #[test]
+    fn only_a_scan_submission_queues_outside_the_request_limit() {
+        let route = "/v1/tenants/{tenant_id}/dependency-scans";
+        assert!(queues_for_a_turn(&http::Method::POST, route));
+        assert!(!queues_for_a_turn(&http::Method::GET, route));
+        assert!(!queues_for_a_turn(&http::Method::POST, "/v1/tenants/{tenant_id}/gate-checks"));
+        assert!(!queues_for_a_turn(&http::Method::GET, "/v1/tenants/{tenant_id}/dependency-scans/{scan_id}"));
+    }
 
     #[test]
     fn repository_names_and_paths_are_read_strictly() {

@@ -32,7 +32,7 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{Collector, Format, ParseError, ParseErrorCode, Parsed, Source};
+use super::{Collector, Format, ParseError, ParseErrorCode, Parsed, Source, toml_tables};
 use crate::package::Ecosystem;
 
 /// The two spellings of crates.io's index.
@@ -53,27 +53,47 @@ struct RawPackage {
 }
 
 pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
-    let lock: Lockfile = from_toml(src)?;
-    match &lock.version {
-        None => {}
-        Some(v) => match v.get_ref() {
-            toml::Value::Integer(3 | 4) => {}
-            toml::Value::Integer(n) => {
-                return Err(src.error(
-                    ParseErrorCode::UnsupportedVersion,
-                    Some(src.line_at(v.span().start)),
-                    format!("Cargo.lock version {n} is not one this parser reads (v1-v4)"),
-                ));
-            }
-            _ => {
-                return Err(src.error(
-                    ParseErrorCode::Structure,
-                    Some(src.line_at(v.span().start)),
-                    "`version` is not an integer",
-                ));
-            }
-        },
+    let mut out = Collector::default();
+    let mut warned = BTreeSet::new();
+    // One `[[package]]` at a time: the whole document costs 17x the text.
+    let read = toml_tables::read::<Lockfile, RawPackage>(src, |p, at| {
+        check_package(src, p, at, &mut out, &mut warned)
+    })?;
+    check_version(src, read.rest.version.as_ref(), |at| read.rest_doc.original(at))?;
+    if let Some(e) = read.refused {
+        return Err(e);
     }
+    match read.rest.package {
+        // `package = [...]` written inline: read beside the rest.
+        Some(packages) => {
+            for p in &packages {
+                check_package(
+                    src,
+                    p.get_ref(),
+                    read.rest_doc.original(p.span().start),
+                    &mut out,
+                    &mut warned,
+                )?;
+            }
+        }
+        None if read.any_package || read.rest.version.is_some() => {}
+        None => {
+            return Err(src.error(
+                ParseErrorCode::Structure,
+                None,
+                "no `version` and no [[package]] entries",
+            ));
+        }
+    }
+    Ok(out.finish(Format::CargoLock))
+}
+
+/// The whole document at once, as [`parse`] read it before it read one
+/// package at a time: what the tests hold [`parse`] equal to.
+#[cfg(test)]
+pub(crate) fn parse_whole(src: &Source<'_>) -> Result<Parsed, ParseError> {
+    let lock: Lockfile = from_toml(src)?;
+    check_version(src, lock.version.as_ref(), |at| at)?;
     let Some(packages) = lock.package else {
         if lock.version.is_some() {
             // `version = 3` and nothing else: no dependencies at all.
@@ -84,58 +104,86 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
     let mut out = Collector::default();
     let mut warned = BTreeSet::new();
     for p in &packages {
-        // Counted only when a message needs it: counting for every package
-        // walked the text from its start each time (quadratic: minutes for a
-        // 25 MiB Cargo.lock).
-        let start = p.span().start;
-        let line = || src.line_at(start);
-        let p = p.get_ref();
-        if !valid_name(&p.name) {
-            return Err(src.error(
-                ParseErrorCode::Structure,
-                Some(line()),
-                "package `name` is not a crate name",
-            ));
-        }
-        if !valid_version(&p.version) {
-            return Err(src.error(
-                ParseErrorCode::Structure,
-                Some(line()),
-                "package `version` is not a version",
-            ));
-        }
-        let Some(source) = &p.source else {
-            continue; // workspace member or path dependency
-        };
-        if source.starts_with("registry+") || source.starts_with("sparse+") {
-            if !CRATES_IO.contains(&source.as_str()) && warned.insert(source.clone()) {
-                out.warn(
-                    "other_registry",
-                    Some(line()),
-                    format!(
-                        "crates from a registry other than crates.io ({}) are matched against crates.io advisories by name",
-                        host_of(source)
-                    ),
-                );
-            }
-        } else if source.starts_with("git+") {
-            // Kept: see the module documentation.
-        } else if source.starts_with("path+") {
-            continue;
-        } else if warned.insert(source.clone()) {
-            out.warn(
-                "unknown_source",
-                Some(line()),
-                "a package source of an unknown kind; its crates are matched against crates.io advisories by name",
-            );
-        }
-        let commit = source.strip_prefix("git+").and_then(crate::package::commit_in);
-        out.add_git(Ecosystem::CratesIo, &p.name, &p.version, commit);
+        check_package(src, p.get_ref(), p.span().start, &mut out, &mut warned)?;
     }
     Ok(out.finish(Format::CargoLock))
 }
 
-/// Deserializes TOML, telling malformed TOML (`syntax`) from a wrong shape (`structure`).
+/// The `version` line, if any: v3 and v4 are read (v1 and v2 have none).
+/// `original` maps its span to the lockfile's offsets.
+fn check_version(
+    src: &Source<'_>,
+    version: Option<&Spanned<toml::Value>>,
+    original: impl Fn(usize) -> usize,
+) -> Result<(), ParseError> {
+    let Some(v) = version else { return Ok(()) };
+    match v.get_ref() {
+        toml::Value::Integer(3 | 4) => Ok(()),
+        toml::Value::Integer(n) => Err(src.error(
+            ParseErrorCode::UnsupportedVersion,
+            Some(src.line_at(original(v.span().start))),
+            format!("Cargo.lock version {n} is not one this parser reads (v1-v4)"),
+        )),
+        _ => Err(src.error(
+            ParseErrorCode::Structure,
+            Some(src.line_at(original(v.span().start))),
+            "`version` is not an integer",
+        )),
+    }
+}
+
+/// One `[[package]]` (its header at lockfile offset `start`): a crate to
+/// check goes to `out`, local code is left out, other sources warn once.
+fn check_package(
+    src: &Source<'_>,
+    p: &RawPackage,
+    start: usize,
+    out: &mut Collector,
+    warned: &mut BTreeSet<String>,
+) -> Result<(), ParseError> {
+    // Counted only when a message needs it: counting for every package
+    // walked the text from its start each time (quadratic: minutes for a
+    // 25 MiB Cargo.lock).
+    let line = || src.line_at(start);
+    if !valid_name(&p.name) {
+        return Err(src.error(ParseErrorCode::Structure, Some(line()), "package `name` is not a crate name"));
+    }
+    if !valid_version(&p.version) {
+        return Err(src.error(ParseErrorCode::Structure, Some(line()), "package `version` is not a version"));
+    }
+    let Some(source) = &p.source else {
+        return Ok(()); // workspace member or path dependency
+    };
+    if source.starts_with("registry+") || source.starts_with("sparse+") {
+        if !CRATES_IO.contains(&source.as_str()) && warned.insert(source.clone()) {
+            out.warn(
+                "other_registry",
+                Some(line()),
+                format!(
+                    "crates from a registry other than crates.io ({}) are matched against crates.io advisories by name",
+                    host_of(source)
+                ),
+            );
+        }
+    } else if source.starts_with("git+") {
+        // Kept: see the module documentation.
+    } else if source.starts_with("path+") {
+        return Ok(());
+    } else if warned.insert(source.clone()) {
+        out.warn(
+            "unknown_source",
+            Some(line()),
+            "a package source of an unknown kind; its crates are matched against crates.io advisories by name",
+        );
+    }
+    let commit = source.strip_prefix("git+").and_then(crate::package::commit_in);
+    out.add_git(Ecosystem::CratesIo, &p.name, &p.version, commit);
+    Ok(())
+}
+
+/// Deserializes the whole TOML document, telling malformed TOML (`syntax`)
+/// from a wrong shape (`structure`): the tests' reference for [`toml_tables`].
+#[cfg(test)]
 pub(super) fn from_toml<T: serde::de::DeserializeOwned>(src: &Source<'_>) -> Result<T, ParseError> {
     toml::from_str::<T>(src.text).map_err(|e| match toml::from_str::<toml::Table>(src.text) {
         Err(syntax) => src.toml_error(&syntax, ParseErrorCode::Syntax),

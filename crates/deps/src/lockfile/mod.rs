@@ -40,6 +40,7 @@ mod npm;
 mod pnpm;
 mod poetry;
 mod requirements;
+mod toml_tables;
 mod yarn;
 
 /// The largest lockfile read: 64 MiB. Real ones are a few MB; beyond this
@@ -208,7 +209,9 @@ impl Source<'_> {
     }
 
     /// A TOML error with `code` (the caller knows whether the TOML itself or
-    /// its shape is wrong), at the line its span starts on.
+    /// its shape is wrong), at the line its span starts on. Only the whole
+    /// document's parse, the tests' reference, has spans in the text itself.
+    #[cfg(test)]
     pub fn toml_error(&self, e: &toml::de::Error, code: ParseErrorCode) -> ParseError {
         let line = e.span().map(|s| self.line_at(s.start));
         self.error(code, line, format!("invalid TOML: {}", first_clause(e.message())))

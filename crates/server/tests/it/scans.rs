@@ -582,3 +582,77 @@ async fn the_openapi_document_describes_the_pending_answer_and_the_scan_by_id() 
         &paths["/v1/tenants/{tenant_id}/gate-checks"]["post"]["requestBody"]["content"]["application/json"];
     assert!(check["schema"]["properties"]["head_sha"].is_object());
 }
+
+/// More submissions than turns wait for one, however long the turns stay
+/// held: each is answered (201, or 202 pending), none refused busy (503),
+/// and every one finishes.
+#[tokio::test]
+async fn submissions_beyond_the_turns_queue_and_all_are_answered() {
+    let logs = LogBuffer::global();
+    let mark = logs.mark();
+    let node = node_with(
+        "all",
+        &[
+            (names::OSV_DB, &osv_mini()),
+            (names::DEPS_SCAN_CONCURRENCY, "1"),
+            (names::DEPS_SCAN_WAIT_MS, "100"),
+        ],
+    )
+    .await;
+    let body = |head: &str| {
+        json!({"repository": "octo/app", "pull_request": 7, "head_sha": head,
+            "lockfiles": [{"path": "package-lock.json", "head_base64": b64(&npm_lock(&[("lodash", "4.17.21")]))}]})
+        .to_string()
+    };
+    // The one turn, held by a submission whose body stalls halfway.
+    let slow = body(&"a".repeat(40));
+    let (first, rest) = slow.split_at(slow.len() / 2);
+    let (first, rest) = (bytes::Bytes::from(first.to_owned()), bytes::Bytes::from(rest.to_owned()));
+    let (finish, finished_rx) = tokio::sync::oneshot::channel::<()>();
+    let parts =
+        futures_util::stream::unfold((Some(first), Some((finished_rx, rest))), |(first, later)| async move {
+            if let Some(first) = first {
+                return Some((Ok::<_, std::io::Error>(first), (None, later)));
+            }
+            let (wait, rest) = later?;
+            let _ = wait.await;
+            Some((Ok(rest), (None, None)))
+        });
+    let request = http::Request::post("/v1/tenants/t1/dependency-scans")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from_stream(parts))
+        .unwrap();
+    let router = node.router.clone();
+    let stalled = tokio::spawn(async move { send(&router, request).await });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    // Three more, all waiting past GATEHOUSE_DEPS_SCAN_WAIT_MS for the turn.
+    let queued: Vec<_> = ["b", "c", "d"]
+        .into_iter()
+        .map(|h| {
+            let (router, body) = (node.router.clone(), body(&h.repeat(40)));
+            tokio::spawn(async move { send(&router, post("/v1/tenants/t1/dependency-scans", &body)).await })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert!(
+        queued.iter().all(|q| !q.is_finished()),
+        "a submission was answered (refused busy?) while the one turn was held"
+    );
+
+    finish.send(()).unwrap();
+    let mut replies = vec![stalled.await.unwrap()];
+    for q in queued {
+        replies.push(q.await.unwrap());
+    }
+    for reply in &replies {
+        assert!(matches!(reply.status, 201 | 202), "{} {}", reply.status, reply.text);
+        let scan_id = reply.json()["scan_id"].as_str().unwrap().to_owned();
+        assert_eq!(finished(&node, &scan_id).await["status"], "ok");
+    }
+    // The route as the request limit's middleware names it, which
+    // `scans::queues_for_a_turn` leaves out of the limit.
+    let log = logs.since(mark);
+    assert!(log.contains("path=/v1/tenants/{tenant_id}/dependency-scans "), "{log}");
+}
