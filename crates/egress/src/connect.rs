@@ -6,6 +6,7 @@
 //! check and connect (rebinding) therefore changes nothing.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use gatehouse_core::Reason;
@@ -43,6 +44,26 @@ pub async fn connect_pinned(
         }
     }
     Err(last)
+}
+
+/// Builds the TLS client configuration: the system's roots, plus the PEM
+/// certificates in `extra_roots` (an operator's internal CA).
+pub fn tls_config(
+    extra_roots: &[rustls::pki_types::CertificateDer<'static>],
+) -> Result<rustls::ClientConfig, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(native.certs);
+    for cert in extra_roots {
+        roots.add(cert.clone()).map_err(|e| format!("an extra root certificate is not usable: {e}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS configuration: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config)
 }
 
 #[cfg(test)]

@@ -21,9 +21,11 @@ use rustls::pki_types::ServerName;
 
 use crate::connect::connect_pinned;
 use crate::decision::{MAX_REDIRECTS, Purpose, decide_target_resolving};
+use crate::http1::{Limits, caller_headers_are_allowed};
+use crate::leases::LastCheck;
 use crate::meter::{EgressMeter, EgressRefused};
 use crate::policy::{Policy, PolicyError};
-use crate::proxy::{Limits, Resolver};
+use crate::resolve::Resolver;
 use crate::special::AddressGuard;
 use crate::target::{Host, Scheme, Target, parse_url};
 
@@ -47,26 +49,6 @@ pub struct FetchRequest {
     /// and decided: a request carrying a secret checks its lease is still
     /// usable then, however long resolving took.
     pub last_check: Option<LastCheck>,
-}
-
-/// A check made right before a hop is sent; an error refuses it.
-#[derive(Clone)]
-pub struct LastCheck(Arc<dyn Fn() -> LastCheckFuture + Send + Sync>);
-
-/// What a [`LastCheck`] answers with.
-pub type LastCheckFuture = std::pin::Pin<Box<dyn Future<Output = Result<(), Reason>> + Send>>;
-
-impl LastCheck {
-    /// A check made by calling `check`.
-    pub fn new(check: impl Fn() -> LastCheckFuture + Send + Sync + 'static) -> Self {
-        Self(Arc::new(check))
-    }
-}
-
-impl std::fmt::Debug for LastCheck {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LastCheck")
-    }
 }
 
 /// The final response.
@@ -121,26 +103,6 @@ impl std::fmt::Debug for Fetcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fetcher").field("resolver", &self.resolver).finish_non_exhaustive()
     }
-}
-
-/// Builds the TLS client configuration: the system's roots, plus the PEM
-/// certificates in `extra_roots` (an operator's internal CA).
-pub fn tls_config(
-    extra_roots: &[rustls::pki_types::CertificateDer<'static>],
-) -> Result<rustls::ClientConfig, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
-    roots.add_parsable_certificates(native.certs);
-    for cert in extra_roots {
-        roots.add(cert.clone()).map_err(|e| format!("an extra root certificate is not usable: {e}"))?;
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS configuration: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(config)
 }
 
 impl Fetcher {
@@ -319,7 +281,7 @@ impl Fetcher {
         }
         let fail = |reason| FetchRefusal::new(reason, Some(&target.host));
         if let Some(check) = last_check {
-            (check.0)().await.map_err(fail)?;
+            check.check().await.map_err(fail)?;
         }
         let stream =
             connect_pinned(&decision, &self.guard, self.limits.connect_timeout).await.map_err(fail)?;
@@ -430,7 +392,7 @@ where
             None if e.is_parse() => Reason::UpstreamBadResponse,
             None => Reason::UpstreamUnreachable,
         })?;
-    crate::proxy::framing_is_sound(response.headers())?;
+    crate::http1::framing_is_sound(response.headers())?;
     Ok(response)
 }
 
@@ -440,7 +402,7 @@ where
 /// upstream's framing, not what the caller receives.
 fn passed_on(head: &mut http::response::Parts, scrub: &crate::scrub::Scrub) -> Result<(), Reason> {
     scrub.answer(head)?;
-    crate::proxy::strip_hop_by_hop(&mut head.headers);
+    crate::http1::strip_hop_by_hop(&mut head.headers);
     head.headers.remove(header::CONTENT_LENGTH);
     Ok(())
 }
@@ -488,28 +450,6 @@ where
     fn is_end_stream(&self) -> bool {
         self.inner.is_end_stream()
     }
-}
-
-/// Headers only gatehouse sets on a fetch beyond the hop-by-hop ones
-/// ([`crate::proxy::HOP_BY_HOP`]): the message's length (which a caller could
-/// set to hang the upstream or cut the body), `Host` (which would name
-/// another virtual host behind the checked address) and `Expect` (a
-/// `100-continue` the fetch does not wait for).
-const GATEHOUSE_ONLY_HEADERS: &[&str] = &["content-length", "host", "expect"];
-
-/// Whether only gatehouse may set `name` (lowercase): hop-by-hop, framing,
-/// `Host`, `Expect`. Fetch callers and credential rules alike are held to it.
-pub(crate) fn gatehouse_only(name: &str) -> bool {
-    GATEHOUSE_ONLY_HEADERS.contains(&name) || crate::proxy::HOP_BY_HOP.contains(&name)
-}
-
-/// Refuses a caller's header that only gatehouse may set
-/// (`header_not_allowed`), instead of dropping it unseen or passing it on.
-pub fn caller_headers_are_allowed(headers: &HeaderMap) -> Result<(), Reason> {
-    if headers.keys().any(|name| gatehouse_only(name.as_str())) {
-        return Err(Reason::HeaderNotAllowed);
-    }
-    Ok(())
 }
 
 /// The absolute target a `Location` names, read as an RFC 3986 §4.1 URI
@@ -631,18 +571,5 @@ mod tests {
                 "{location:?}"
             );
         }
-    }
-
-    #[test]
-    fn framing_and_connection_headers_are_gatehouse_s_own() {
-        for name in GATEHOUSE_ONLY_HEADERS.iter().chain(crate::proxy::HOP_BY_HOP) {
-            let mut headers = HeaderMap::new();
-            headers.insert(http::HeaderName::from_static(name), HeaderValue::from_static("1"));
-            assert_eq!(caller_headers_are_allowed(&headers), Err(Reason::HeaderNotAllowed), "{name}");
-        }
-        let mut ordinary = HeaderMap::new();
-        ordinary.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
-        ordinary.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        assert_eq!(caller_headers_are_allowed(&ordinary), Ok(()));
     }
 }

@@ -104,7 +104,7 @@ impl InjectRule {
 /// or cut the body; `Host`; `Expect`), and any `proxy-*`.
 fn reserved_header(name: &HeaderName) -> bool {
     let name = name.as_str();
-    crate::fetch::gatehouse_only(name) || name.starts_with("proxy-")
+    crate::http1::gatehouse_only(name) || name.starts_with("proxy-")
 }
 
 fn check_header_rule(name: &HeaderName, format: &str) -> Result<(), &'static str> {
@@ -696,7 +696,7 @@ mod tests {
         ] {
             assert!(InjectRule::header(name, "Bearer {secret}").is_err(), "{name}");
         }
-        for name in crate::proxy::HOP_BY_HOP {
+        for name in crate::http1::HOP_BY_HOP {
             assert!(InjectRule::header(name, "{secret}").is_err(), "{name}");
         }
         for name in ["", "bad name", "bad:name", "bad\nname", "naïve"] {

@@ -1073,7 +1073,7 @@ mod tests {
         let leaves = Leaves::new(ca.clone(), 8);
         let (server, _) = leaves.server_config("api.example.com").unwrap();
         // The system's roots (what the fetch client trusts), and none at all.
-        for config in [crate::fetch::tls_config(&[]).unwrap(), client(RootCertStore::empty())] {
+        for config in [crate::connect::tls_config(&[]).unwrap(), client(RootCertStore::empty())] {
             let (client, server) = handshake(server.clone(), config, "api.example.com").await;
             let err = client.unwrap_err();
             assert!(

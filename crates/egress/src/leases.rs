@@ -53,6 +53,31 @@ pub trait LeaseSource: Send + Sync + 'static {
     fn current_generation<'a>(&'a self, grant_id: &'a str) -> LeaseFuture<'a, Result<u64, Reason>>;
 }
 
+/// A check made right before a hop is sent; an error refuses it.
+#[derive(Clone)]
+pub struct LastCheck(Arc<dyn Fn() -> LastCheckFuture + Send + Sync>);
+
+/// What a [`LastCheck`] answers with.
+pub type LastCheckFuture = Pin<Box<dyn Future<Output = Result<(), Reason>> + Send>>;
+
+impl LastCheck {
+    /// A check made by calling `check`.
+    pub fn new(check: impl Fn() -> LastCheckFuture + Send + Sync + 'static) -> Self {
+        Self(Arc::new(check))
+    }
+
+    /// Makes the check.
+    pub async fn check(&self) -> Result<(), Reason> {
+        (self.0)().await
+    }
+}
+
+impl std::fmt::Debug for LastCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LastCheck")
+    }
+}
+
 /// A run's leases, with their credentials' secrets sealed under this
 /// process's own key: a secret is in the clear only while one request
 /// that needs it is being sent.
@@ -303,7 +328,7 @@ pub async fn at_the_door(
 /// followed by an injection, however long resolving took.
 ///
 /// The fetch API resolves after the credential is in, so it calls this
-/// again from the fetcher's last check ([`crate::fetch::LastCheck`]).
+/// again from the fetcher's last check ([`LastCheck`]).
 pub async fn still_usable(
     source: &dyn LeaseSource,
     grant_id: &str,

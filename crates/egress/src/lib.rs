@@ -24,6 +24,7 @@ pub mod connect;
 pub mod decision;
 pub mod decode;
 pub mod fetch;
+pub mod http1;
 pub mod inject;
 pub mod intercept;
 pub mod leases;

@@ -26,7 +26,6 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -34,7 +33,7 @@ use gatehouse_capability::{GrantClaims, OpenedGrants};
 use gatehouse_core::{Clock, ErrorCode, PublicError, Reason, Refusal, RefusalKind, new_id};
 use gatehouse_ledger::{Ledger, LedgerBackend as _, Operation, Status, refusal_kind, spend};
 use gatehouse_listener::ClientStream;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Either, Full, Limited, combinators::UnsyncBoxBody};
 use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
@@ -45,6 +44,8 @@ use tokio::sync::Notify;
 
 use crate::connect::connect_pinned;
 use crate::decision::{Decision, Purpose, decide_target_resolving};
+pub use crate::http1::Limits;
+use crate::http1::{framing_is_sound, strip_hop_by_hop};
 use crate::leases::{
     Injected, LeaseSource, OfRun, Outbound, WatchedBody, at_the_door, mentions_placeholder,
     refused_before_the_leases, refused_in_body,
@@ -52,6 +53,7 @@ use crate::leases::{
 use crate::meter::EgressMeter;
 use crate::policy::{Policy, PolicyError};
 use crate::pool::{PoolKey, PooledBody, Upstream, UpstreamIo, UpstreamPool};
+pub use crate::resolve::{ResolveFn, Resolver};
 use crate::sni;
 use crate::special::AddressGuard;
 use crate::target::{Host, Scheme, Target, parse_authority, parse_url};
@@ -119,43 +121,6 @@ impl PolicySource for MemoryPolicies {
     }
 }
 
-/// A resolver supplied by the embedder (tests: answers that change between
-/// queries, to prove nothing resolves twice).
-pub type ResolveFn = dyn Fn(&str) -> Result<Vec<IpAddr>, ()> + Send + Sync;
-
-/// How names are resolved. Resolution happens once per request; the answer
-/// is what gets checked and what gets dialled.
-#[derive(Clone)]
-pub enum Resolver {
-    /// DNS (hickory).
-    Dns(Arc<crate::resolve::DnsResolver>),
-    /// Fixed answers; unknown names fail.
-    Static(Arc<HashMap<String, Vec<IpAddr>>>),
-    /// Any function.
-    Custom(Arc<ResolveFn>),
-}
-
-impl std::fmt::Debug for Resolver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Resolver::Dns(_) => "Resolver::Dns",
-            Resolver::Static(_) => "Resolver::Static",
-            Resolver::Custom(_) => "Resolver::Custom",
-        })
-    }
-}
-
-impl Resolver {
-    /// Resolves `host`; an error or empty answer refuses (fail closed).
-    pub async fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ()> {
-        match self {
-            Resolver::Dns(dns) => dns.lookup(host).await,
-            Resolver::Static(map) => map.get(host).cloned().ok_or(()),
-            Resolver::Custom(f) => f(host),
-        }
-    }
-}
-
 /// Counters of what the proxy let through (refusals are counted where they
 /// are recorded, by kind and reason).
 #[derive(Debug, Default)]
@@ -164,49 +129,6 @@ pub struct ProxyStats {
     pub forwarded: AtomicU64,
     /// Tunnels opened.
     pub tunnels: AtomicU64,
-}
-
-/// Limits applied to every request and tunnel.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// Ports `CONNECT` may reach [443]. Plain HTTP goes absolute-form,
-    /// where every request is checked; a tunnel to port 80 carries requests
-    /// for any virtual host unseen.
-    pub connect_ports: Vec<u16>,
-    /// How long a new tunnel's client may take to send its opening (the TLS
-    /// ClientHello the tunnel is held to).
-    pub hello_timeout: Duration,
-    /// Bytes a tunnel may carry, both directions together.
-    pub tunnel_bytes: u64,
-    /// How long a tunnel may stay open.
-    pub tunnel_duration: Duration,
-    /// Response body cap for forwarded requests.
-    pub response_bytes: usize,
-    /// Request body cap for forwarded requests (uploads).
-    pub request_bytes: usize,
-    /// How long one TCP connect to an upstream may take.
-    pub connect_timeout: Duration,
-    /// Time to the upstream's response headers.
-    pub response_timeout: Duration,
-    /// How long a forwarded request may take in all, its response body
-    /// included: an upstream that trickles a body cannot hold the proxy.
-    pub request_duration: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            connect_ports: vec![443],
-            hello_timeout: Duration::from_secs(10),
-            tunnel_bytes: 1 << 30,
-            tunnel_duration: Duration::from_secs(600),
-            response_bytes: 64 << 20,
-            request_bytes: 64 << 20,
-            connect_timeout: Duration::from_secs(10),
-            response_timeout: Duration::from_secs(30),
-            request_duration: Duration::from_secs(600),
-        }
-    }
 }
 
 /// Everything the proxy needs.
@@ -866,52 +788,6 @@ pub fn grant_from_proxy_authorization(value: &str) -> Option<String> {
         return (!password.is_empty()).then(|| password.to_owned());
     }
     None
-}
-
-/// Refuses an upstream answer whose framing is ambiguous (RFC 9112 §6.3):
-/// `Transfer-Encoding` beside `Content-Length`, or a `Content-Length` that
-/// is not one plain number. Passing either on would hand the client a
-/// length that does not describe the body (request smuggling's raw material).
-pub(crate) fn framing_is_sound(headers: &HeaderMap) -> Result<(), Reason> {
-    let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
-    let length = lengths.next();
-    let sound = match length {
-        None => true,
-        Some(_) if headers.contains_key(header::TRANSFER_ENCODING) || lengths.next().is_some() => false,
-        Some(v) => !v.is_empty() && v.as_bytes().iter().all(u8::is_ascii_digit),
-    };
-    if sound { Ok(()) } else { Err(Reason::UpstreamBadResponse) }
-}
-
-/// The hop-by-hop headers (RFC 9110 §7.6.1) and the proxy's own
-/// credentials: never passed from one side to the other.
-pub(crate) const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authorization",
-    "proxy-authenticate",
-];
-
-/// Removes [`HOP_BY_HOP`] headers and the ones `Connection` names.
-pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
-    }
-    for name in HOP_BY_HOP {
-        headers.remove(*name);
-    }
 }
 
 /// A fatal TLS alert record, `unrecognized_name` (RFC 8446 §6, RFC 6066 §3).

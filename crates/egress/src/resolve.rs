@@ -6,7 +6,9 @@
 //! `/etc/resolv.conf`, or from the operator (`GATEHOUSE_DNS_SERVERS`).
 //! An error, a timeout or an empty answer is a refusal: fail closed.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_resolver::TokioResolver;
@@ -66,5 +68,41 @@ impl DnsResolver {
         ips.sort();
         ips.dedup();
         if ips.is_empty() { Err(()) } else { Ok(ips) }
+    }
+}
+/// A resolver supplied by the embedder (tests: answers that change between
+/// queries, to prove nothing resolves twice).
+pub type ResolveFn = dyn Fn(&str) -> Result<Vec<IpAddr>, ()> + Send + Sync;
+
+/// How names are resolved. Resolution happens once per request; the answer
+/// is what gets checked and what gets dialled.
+#[derive(Clone)]
+pub enum Resolver {
+    /// DNS (hickory).
+    Dns(Arc<DnsResolver>),
+    /// Fixed answers; unknown names fail.
+    Static(Arc<HashMap<String, Vec<IpAddr>>>),
+    /// Any function.
+    Custom(Arc<ResolveFn>),
+}
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Resolver::Dns(_) => "Resolver::Dns",
+            Resolver::Static(_) => "Resolver::Static",
+            Resolver::Custom(_) => "Resolver::Custom",
+        })
+    }
+}
+
+impl Resolver {
+    /// Resolves `host`; an error or empty answer refuses (fail closed).
+    pub async fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, ()> {
+        match self {
+            Resolver::Dns(dns) => dns.lookup(host).await,
+            Resolver::Static(map) => map.get(host).cloned().ok_or(()),
+            Resolver::Custom(f) => f(host),
+        }
     }
 }

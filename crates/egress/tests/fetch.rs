@@ -7,7 +7,8 @@ use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use gatehouse_egress::fetch::{FetchRequest, Fetcher, tls_config};
+use gatehouse_egress::connect::tls_config;
+use gatehouse_egress::fetch::{FetchRequest, Fetcher};
 use gatehouse_egress::proxy::{Limits, Resolver};
 use gatehouse_egress::{AddressGuard, Policy, Purpose};
 

@@ -857,7 +857,8 @@ fn connect_to_port_80_is_off_by_default() {
 // ---- The fetch client -------------------------------------------------------
 
 use gatehouse_egress::Purpose;
-use gatehouse_egress::fetch::{FetchRequest, Fetcher, tls_config};
+use gatehouse_egress::connect::tls_config;
+use gatehouse_egress::fetch::{FetchRequest, Fetcher};
 use gatehouse_egress::{Policy, PolicyError};
 
 /// An upstream that routes by path: redirects of every kind, a big body.

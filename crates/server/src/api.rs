@@ -704,11 +704,11 @@ impl<'a> RunFetch<'a> {
     /// the fetch resolves its name after the credential went in, so the
     /// lease is checked again right before each hop goes out. A refusal
     /// there is recorded as the lease's.
-    fn lease_still_usable(&self, lease_id: String, generation: u64) -> gatehouse_egress::fetch::LastCheck {
+    fn lease_still_usable(&self, lease_id: String, generation: u64) -> gatehouse_egress::leases::LastCheck {
         let state = self.state.clone();
         let grant_id = self.claims.grant_id.clone();
         let run_id = self.claims.exec_id.clone();
-        gatehouse_egress::fetch::LastCheck::new(move || {
+        gatehouse_egress::leases::LastCheck::new(move || {
             let (state, grant_id, run_id, lease_id) =
                 (state.clone(), grant_id.clone(), run_id.clone(), lease_id.clone());
             Box::pin(async move {

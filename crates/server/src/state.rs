@@ -10,7 +10,8 @@ use gatehouse_capability::{GrantSealer, ManifestVerifier, OpenedGrants, ServiceT
 use gatehouse_config::{Config, Role, names};
 use gatehouse_core::Clock;
 use gatehouse_egress::AddressGuard;
-use gatehouse_egress::fetch::{Fetcher, tls_config};
+use gatehouse_egress::connect::tls_config;
+use gatehouse_egress::fetch::Fetcher;
 use gatehouse_egress::proxy::{Limits, Proxy, ProxyStats, Resolver};
 use gatehouse_egress::resolve::DnsResolver;
 use gatehouse_ledger::{Ledger, MemoryLedger, RedisLedger, RedisLedgerConfig};
