@@ -313,6 +313,14 @@ impl Reason {
                 | Reason::StorageUnavailable
         )
     }
+
+    /// The public error a refusal with this reason is answered with, at
+    /// every door and route alike: an outage is `unavailable` (503, worth
+    /// retrying), any other reason `refused` (403, final). One mapping, so
+    /// a refusal reads the same through the proxy and through the API.
+    pub const fn refusal_code(self) -> crate::ErrorCode {
+        if self.is_outage() { crate::ErrorCode::Unavailable } else { crate::ErrorCode::Refused }
+    }
 }
 
 closed_codes! {

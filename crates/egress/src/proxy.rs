@@ -256,8 +256,7 @@ impl Refused {
 
     /// A lease refusal: a security refusal of the run's request.
     fn lease(refusal: crate::inject::LeaseRefusal, host: Option<String>) -> Self {
-        let status =
-            if refusal.reason.is_outage() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::FORBIDDEN };
+        let status = refusal_status(refusal.reason);
         Self {
             host,
             lease_id: refusal.lease_id,
@@ -269,7 +268,7 @@ impl Refused {
         let reason = d.refusal().unwrap_or(Reason::UpstreamUnreachable);
         Self {
             // A policy that could not be read is an outage, not an answer.
-            status: if reason.is_outage() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::FORBIDDEN },
+            status: refusal_status(reason),
             reason,
             kind: RefusalKind::EgressRefused,
             rule: d.rule.clone(),
@@ -318,7 +317,7 @@ impl Proxy {
             );
         }
         // An outage is worth retrying; a spent or revoked grant is not.
-        let status = if reason.is_outage() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::FORBIDDEN };
+        let status = refusal_status(reason);
         Refused::new(status, refusal_kind(reason), reason)
     }
 
@@ -718,7 +717,7 @@ impl Proxy {
 
     /// The refusal of bytes the ledger would not pay for.
     fn egress_refused(&self, reason: Reason, host: Option<String>) -> Refused {
-        let status = if reason.is_outage() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::FORBIDDEN };
+        let status = refusal_status(reason);
         Refused { host, ..Refused::new(status, refusal_kind(reason), reason) }
     }
 
@@ -1007,17 +1006,22 @@ fn empty() -> ProxyBody {
     Full::new(Bytes::new()).map_err(|never| match never {}).boxed_unsync()
 }
 
+/// The status of a refusal with this reason: its public error's
+/// ([`Reason::refusal_code`]), 503 for an outage and 403 for an answer.
+fn refusal_status(reason: Reason) -> StatusCode {
+    StatusCode::from_u16(reason.refusal_code().http_status()).unwrap_or(StatusCode::FORBIDDEN)
+}
+
 fn refusal_response(refused: &Refused, request_id: &str) -> Response<ProxyBody> {
-    let code = if refused.status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
-        ErrorCode::Unauthorized
-    } else if refused.status == StatusCode::BAD_GATEWAY {
-        ErrorCode::BadGateway
-    } else if refused.status == StatusCode::PAYLOAD_TOO_LARGE {
-        ErrorCode::PayloadTooLarge
-    } else {
-        ErrorCode::Refused
+    let code = match refused.status {
+        StatusCode::PROXY_AUTHENTICATION_REQUIRED => ErrorCode::Unauthorized,
+        StatusCode::BAD_GATEWAY => ErrorCode::BadGateway,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+        // An outage: the same code the API answers one with.
+        StatusCode::SERVICE_UNAVAILABLE => ErrorCode::Unavailable,
+        _ => ErrorCode::Refused,
     };
-    let retryable = matches!(refused.status, StatusCode::SERVICE_UNAVAILABLE | StatusCode::BAD_GATEWAY);
+    let retryable = code.retryable();
     let mut body = PublicError::new(code, request_id).with_reason(refused.reason).to_json();
     if let Some(error) = body.get_mut("error").and_then(serde_json::Value::as_object_mut) {
         error.insert("retryable".into(), retryable.into());
@@ -1043,6 +1047,32 @@ fn refusal_response(refused: &Refused, request_id: &str) -> Response<ProxyBody> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a refusal's body says: its code and whether to retry.
+    async fn answered(refused: &Refused) -> (StatusCode, serde_json::Value, String) {
+        let response = refusal_response(refused, "req_1");
+        let status = response.status();
+        let retryable = response.headers()["x-gatehouse-retryable"].to_str().unwrap_or_default().to_owned();
+        let body = response.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        (status, serde_json::from_slice(&body).unwrap_or_default(), retryable)
+    }
+
+    #[tokio::test]
+    async fn a_refusal_reads_as_the_api_answers_it() {
+        for (reason, status, code, retryable) in [
+            (Reason::LedgerUnavailable, StatusCode::SERVICE_UNAVAILABLE, "unavailable", "true"),
+            (Reason::LeaseUnavailable, StatusCode::SERVICE_UNAVAILABLE, "unavailable", "true"),
+            (Reason::PolicyNotAllowed, StatusCode::FORBIDDEN, "refused", "false"),
+            (Reason::BudgetRequestsExhausted, StatusCode::FORBIDDEN, "refused", "false"),
+        ] {
+            let (got, body, again) =
+                answered(&Refused::new(refusal_status(reason), refusal_kind(reason), reason)).await;
+            assert_eq!((got, again.as_str()), (status, retryable), "{reason:?}");
+            assert_eq!(body["error"]["code"], code, "{reason:?}: {body}");
+            assert_eq!(body["error"]["code"], reason.refusal_code().as_str(), "the API's code for it");
+            assert_eq!(body["error"]["reason"], reason.as_str());
+        }
+    }
 
     #[test]
     fn grants_come_from_bearer_or_basic_password() {

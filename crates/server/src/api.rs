@@ -193,8 +193,7 @@ pub(crate) fn forbidden(rid: &RequestId) -> ApiError {
 
 /// A refusal: 403, or 503 when it is an outage (worth retrying).
 pub(crate) fn refused(rid: &RequestId, reason: Reason) -> ApiError {
-    let code = if reason.is_outage() { ErrorCode::Unavailable } else { ErrorCode::Refused };
-    with_reason(code, rid, reason)
+    with_reason(reason.refusal_code(), rid, reason)
 }
 
 #[derive(Deserialize)]
@@ -839,8 +838,7 @@ impl<'a> RunFetch<'a> {
                     | Reason::ContentEncodingInvalid
                     | Reason::ResponseTooLarge => ErrorCode::BadGateway,
                     Reason::HeaderNotAllowed => ErrorCode::BadRequest,
-                    r if r.is_outage() => ErrorCode::Unavailable,
-                    _ => ErrorCode::Refused,
+                    r => r.refusal_code(),
                 };
                 Err(ApiError(PublicError::new(code, self.rid.0.clone()).with_reason(refusal.reason)))
             }
