@@ -63,7 +63,7 @@ impl SessionToken {
 
     /// What the store keys the session by: SHA-256, lowercase hex.
     pub fn digest(&self) -> String {
-        hex(&Sha256::digest(self.0.as_bytes()))
+        hex::encode(Sha256::digest(self.0.as_bytes()))
     }
 
     /// The anti-forgery token the session's forms carry.
@@ -85,7 +85,7 @@ impl SessionToken {
     /// PHC string, lowercase hex. Stored with the session; a node holding
     /// another hash computes another value, and the session has ended.
     pub fn password_binding(&self, password: &AdminPasswordHash) -> String {
-        hex(&self.mac(&[PASSWORD_BINDING_LABEL, b"\0", password.as_str().as_bytes()]))
+        hex::encode(self.mac(&[PASSWORD_BINDING_LABEL, b"\0", password.as_str().as_bytes()]))
     }
 
     fn csrf_mac(&self) -> [u8; 32] {
@@ -102,14 +102,6 @@ impl SessionToken {
         }
         mac.finalize().into_bytes().into()
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 #[cfg(test)]

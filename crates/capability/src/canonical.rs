@@ -66,12 +66,7 @@ impl BodyDigest {
 
     /// Lowercase hex.
     pub fn to_hex(&self) -> String {
-        let mut s = String::with_capacity(64);
-        for b in self.0 {
-            s.push(char::from(HEX[usize::from(b >> 4)]));
-            s.push(char::from(HEX[usize::from(b & 0xf)]));
-        }
-        s
+        hex::encode(self.0)
     }
 }
 

@@ -672,17 +672,13 @@ impl FingerprintKey {
     /// HMAC-SHA-256(key, secret): stable for one key and secret, 128 bits so
     /// two credentials never share one by accident.
     pub fn fingerprint(&self, secret: &CredentialSecret) -> String {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut mac =
             <hmac::Hmac<Sha256>>::new_from_slice(self.key.as_ref()).unwrap_or_else(|_| unreachable!());
         mac.update(secret.expose());
         let tag = mac.finalize().into_bytes();
         let mut out = String::with_capacity(FINGERPRINT_PREFIX.len() + 32);
         out.push_str(FINGERPRINT_PREFIX);
-        for b in &tag[..16] {
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xf)]));
-        }
+        out.push_str(&hex::encode(&tag[..16]));
         out
     }
 }

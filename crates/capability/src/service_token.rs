@@ -146,7 +146,7 @@ impl CallerToken {
 
     /// The lowercase hex SHA-256 of `token`, as a caller file records it.
     pub fn digest_hex(token: &str) -> String {
-        Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(Sha256::digest(token.as_bytes()))
     }
 
     /// The caller's name.

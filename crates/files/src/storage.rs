@@ -512,7 +512,7 @@ impl Upload {
     pub async fn finish(mut self) -> Result<Stored, FileError> {
         let writer = self.writer.take().ok_or(FileError::Unavailable)?;
         writer.finish().await.map_err(unavailable)?;
-        let sha256 = self.hasher.clone().finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let sha256 = hex::encode(self.hasher.clone().finalize());
         Ok(Stored { bytes: self.bytes, sha256 })
     }
 

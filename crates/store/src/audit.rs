@@ -118,17 +118,7 @@ fn entry_hash_over(seq: i64, r: &AuditRecord, detail: &str, prev_hash: &str) -> 
     let mut h = Sha256::new();
     h.update(DOMAIN);
     h.update(body.as_bytes());
-    hex(&h.finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    s
+    hex::encode(h.finalize())
 }
 
 /// Why a chain is not intact.
@@ -324,7 +314,7 @@ mod tests {
         let mut h = Sha256::new();
         h.update(DOMAIN);
         h.update(gatehouse_capability::canonical::canonical_string(&body).unwrap().as_bytes());
-        hex(&h.finalize())
+        hex::encode(h.finalize())
     }
 
     #[test]

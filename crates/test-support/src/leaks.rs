@@ -55,10 +55,6 @@ pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The DER inside a PEM text (the base64 between its `-----` lines).
 pub fn pem_der(pem: &str) -> Vec<u8> {
     let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
@@ -104,8 +100,8 @@ pub fn key_forms(key: &[u8]) -> Vec<Form> {
     add("base64".into(), whole.clone().into_bytes());
     add("base64, unpadded".into(), whole.trim_end_matches('=').as_bytes().to_vec());
     add("base64url".into(), base64(key, URL_SAFE).trim_end_matches('=').as_bytes().to_vec());
-    add("hex".into(), hex(key).into_bytes());
-    add("HEX".into(), hex(key).to_uppercase().into_bytes());
+    add("hex".into(), hex::encode(key).into_bytes());
+    add("HEX".into(), hex::encode(key).to_uppercase().into_bytes());
 
     // Pieces of the material, each encoded at every alignment it can have.
     let material = key.strip_prefix(&ED25519_PKCS8_PREFIX[..]).unwrap_or(key);
@@ -113,8 +109,8 @@ pub fn key_forms(key: &[u8]) -> Vec<Form> {
     for start in 0..=material.len() - piece {
         let bytes = &material[start..start + piece];
         add(format!("DER piece at {start}"), bytes.to_vec());
-        add(format!("hex piece at {start}"), hex(bytes).into_bytes());
-        add(format!("HEX piece at {start}"), hex(bytes).to_uppercase().into_bytes());
+        add(format!("hex piece at {start}"), hex::encode(bytes).into_bytes());
+        add(format!("HEX piece at {start}"), hex::encode(bytes).to_uppercase().into_bytes());
         // Inside a longer base64 text the piece starts at any offset modulo
         // 3; the characters that depend on its bytes alone are those of the
         // whole 3-byte groups it covers.
@@ -196,11 +192,11 @@ mod tests {
             ("the PEM rewrapped", b64.as_bytes().chunks(10).collect::<Vec<_>>().join(&b"\r\n"[..])),
             ("the DER", [&b"\x00\x01"[..], &key, b"\xff"].concat()),
             ("base64url", base64(&key, URL_SAFE).into_bytes()),
-            ("hex", format!("key={}", hex(&key)).into_bytes()),
-            ("HEX", hex(&key).to_uppercase().into_bytes()),
-            ("the seed in hex", hex(seed).into_bytes()),
+            ("hex", format!("key={}", hex::encode(&key)).into_bytes()),
+            ("HEX", hex::encode(&key).to_uppercase().into_bytes()),
+            ("the seed in hex", hex::encode(seed).into_bytes()),
             ("the seed in base64", base64(seed, STANDARD).into_bytes()),
-            ("half the seed", hex(&seed[..16]).into_bytes()),
+            ("half the seed", hex::encode(&seed[..16]).into_bytes()),
             ("the seed inside other base64", base64(&[b"xy", seed, b"z"].concat(), URL_SAFE).into_bytes()),
             ("the seed inside other base64", base64(&[b"x", seed].concat(), STANDARD).into_bytes()),
             ("the raw seed", [b"seed:", seed].concat()),
@@ -216,7 +212,7 @@ mod tests {
         for b in &mut other[16..] {
             *b ^= 0x5a;
         }
-        for clean in [header_only, pem("PRIVATE KEY", &other), hex(&other), String::new()] {
+        for clean in [header_only, pem("PRIVATE KEY", &other), hex::encode(&other), String::new()] {
             assert_eq!(find_key_material(&key, clean.as_bytes()), None, "{clean}");
         }
     }
