@@ -113,15 +113,25 @@ pub(crate) fn check_text(rid: &RequestId, text: Option<&str>) -> Result<(), ApiE
     }
 }
 
+/// The most items one read of a list returns.
+const MAX_PAGE: u32 = 500;
+
+/// A list's `limit`: `default` when none is given, refused outside 1 to
+/// [`MAX_PAGE`]. Every list route reads its limit here.
+pub(crate) fn page_limit(rid: &RequestId, limit: Option<u32>, default: u32) -> Result<u32, ApiError> {
+    let limit = limit.unwrap_or(default);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(bad_request(rid, "limit is 1 to 500"));
+    }
+    Ok(limit)
+}
+
 pub(crate) fn page(
     rid: &RequestId,
     limit: Option<u32>,
     cursor: Option<String>,
 ) -> Result<PageRequest, ApiError> {
-    let limit = limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(bad_request(rid, "limit is 1 to 500"));
-    }
+    let limit = page_limit(rid, limit, 50)?;
     if cursor.as_deref().is_some_and(|c| !is_valid_id(c)) {
         return Err(bad_request(rid, "cursor is not one this API gave out"));
     }
@@ -598,10 +608,8 @@ async fn run_events(
     let Ok(Query(q)) = query else {
         return Err(bad_request(&rid, "the query may hold after and limit only"));
     };
-    let limit = q.limit.unwrap_or(500);
-    if !(1..=500).contains(&limit) {
-        return Err(bad_request(&rid, "limit is 1 to 500"));
-    }
+    // A run's events are read whole in one call where they fit.
+    let limit = page_limit(&rid, q.limit, MAX_PAGE)?;
     let store = store(&state, &rid)?;
     let complete = flush(&state).await;
     if store.run(&run_id).await.map_err(|e| store_error(&rid, &e))?.is_none() {
@@ -1324,10 +1332,7 @@ async fn list_audit(
     let Ok(Query(q)) = query else {
         return Err(bad_request(&rid, "the query may hold after and limit only"));
     };
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=500).contains(&limit) {
-        return Err(bad_request(&rid, "limit is 1 to 500"));
-    }
+    let limit = page_limit(&rid, q.limit, 100)?;
     let store = store(&state, &rid)?;
     let complete = flush(&state).await;
     let after = q.after.unwrap_or(0);
