@@ -7,6 +7,7 @@
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub mod clock;
+pub mod credentials;
 pub mod error;
 pub mod id;
 pub mod metadata;

@@ -775,11 +775,11 @@ impl Proxy {
 /// The grant in `Proxy-Authorization`: `Bearer <grant>`, or `Basic` whose
 /// password is the grant (any user name).
 pub fn grant_from_proxy_authorization(value: &str) -> Option<String> {
+    if let Some(token) = gatehouse_core::credentials::bearer_token(value) {
+        return Some(token.to_owned());
+    }
     let (scheme, rest) = value.trim().split_once(' ')?;
     let rest = rest.trim();
-    if scheme.eq_ignore_ascii_case("bearer") {
-        return (!rest.is_empty()).then(|| rest.to_owned());
-    }
     if scheme.eq_ignore_ascii_case("basic") {
         let decoded = base64::engine::general_purpose::STANDARD.decode(rest).ok()?;
         let text = String::from_utf8(decoded).ok()?;

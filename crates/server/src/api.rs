@@ -163,10 +163,9 @@ async fn metrics(State(state): State<AppState>, headers: http::HeaderMap) -> Res
         let presented = headers
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(gatehouse_core::credentials::bearer_token)
             .unwrap_or_default();
-        if headers.get_all(http::header::AUTHORIZATION).iter().count() != 1 || !token.verify(presented.trim())
-        {
+        if headers.get_all(http::header::AUTHORIZATION).iter().count() != 1 || !token.verify(presented) {
             let body = PublicError::new(ErrorCode::Unauthorized, new_id("req")).to_json();
             return (
                 http::StatusCode::UNAUTHORIZED,

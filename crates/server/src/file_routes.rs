@@ -22,6 +22,7 @@ use axum::{Extension, Json};
 use futures_util::StreamExt as _;
 use gatehouse_capability::GrantClaims;
 use gatehouse_capability::session_key::{Namespace, Principal};
+use gatehouse_core::credentials::bearer_token;
 use gatehouse_core::{ErrorCode, PublicError, Reason, Refusal, RefusalKind, is_valid_id, new_id};
 use gatehouse_files::{FileError, ObjectPath, Storage, check_name};
 use gatehouse_ledger::{Operation, refusal_kind, spend};
@@ -32,7 +33,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::api::{RouteTable, forbidden, refused};
-use crate::http::{ApiError, Caller, RequestId, bad_request, bearer, with_reason};
+use crate::http::{ApiError, Caller, RequestId, bad_request, with_reason};
 use crate::state::AppState;
 
 /// The platform's routes (service token, worker role).
@@ -226,7 +227,7 @@ fn grant_of(
     };
     let mut given = headers.get_all(header::AUTHORIZATION).iter();
     let token = match (given.next(), given.next()) {
-        (Some(value), None) => value.to_str().ok().and_then(bearer),
+        (Some(value), None) => value.to_str().ok().and_then(bearer_token),
         (Some(_), Some(_)) => {
             unproven(Reason::CredentialsAmbiguous);
             return Err(with_reason(ErrorCode::Unauthorized, rid, Reason::CredentialsAmbiguous));

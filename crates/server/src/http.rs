@@ -218,7 +218,7 @@ pub async fn require_service_token(State(state): State<AppState>, mut req: Reque
     let request_id = request_id_of(&req);
     let mut given = req.headers().get_all(header::AUTHORIZATION).iter();
     let (first, second) = (given.next(), given.next());
-    let presented = first.and_then(|v| v.to_str().ok()).and_then(bearer);
+    let presented = first.and_then(|v| v.to_str().ok()).and_then(gatehouse_core::credentials::bearer_token);
     let reason = match presented {
         // Two credentials: refused, never a guess at which one counts.
         _ if second.is_some() => Reason::CredentialsAmbiguous,
@@ -272,12 +272,6 @@ pub async fn require_service_token(State(state): State<AppState>, mut req: Reque
         ApiError(PublicError::new(ErrorCode::Unauthorized, request_id.0).with_reason(reason)).into_response();
     response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     response
-}
-
-/// The token of an `Authorization: Bearer …` value (scheme case-insensitive).
-pub fn bearer(value: &str) -> Option<&str> {
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
 }
 
 /// The request id set by [`request_context`].
