@@ -403,35 +403,29 @@ async fn render_tenant(
     let settings = store.tenant(tenant_id).await.map_err(fail)?;
     let missing = settings.as_ref().is_some_and(|t| t.policy_missing);
     let (policy_view, policy) = match settings.as_ref().and_then(|t| t.policy.as_ref()) {
-        None if missing => {
-            let problem =
-                gatehouse_egress::PolicyError::unreadable("its current version is missing from the store");
+        None => {
+            // Never set: the documented default, open. Set, but its current
+            // version gone from the store: the door refuses the tenant, and
+            // the form to replace it starts from the closed mode.
+            let policy = if missing {
+                Err(gatehouse_egress::PolicyError::unreadable(
+                    "its current version is missing from the store",
+                ))
+            } else {
+                Ok(Policy::open())
+            };
             let view = PolicyView {
                 version: 0,
                 actor: None,
                 created_at: String::new(),
-                // The form to replace it starts from the closed mode.
-                mode: "allowlist",
+                mode: if missing { "allowlist" } else { "open" },
                 allow: String::new(),
                 deny: String::new(),
                 dry_run: false,
-                unreadable: Some(problem.detail.clone()),
+                unreadable: policy.as_ref().err().map(|e| e.detail.clone()),
             };
-            (view, Err(problem))
+            (view, policy)
         }
-        None => (
-            PolicyView {
-                version: 0,
-                actor: None,
-                created_at: String::new(),
-                mode: "open",
-                allow: String::new(),
-                deny: String::new(),
-                dry_run: false,
-                unreadable: None,
-            },
-            Ok(Policy::open()),
-        ),
         Some(p) => {
             let doc = serde_json::from_str::<PolicyDocument>(&p.document).ok();
             let policy = Policy::from_json(p.document.as_bytes());
