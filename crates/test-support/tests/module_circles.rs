@@ -66,9 +66,12 @@ fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
 }
 
 /// `text` without its `//` comments (doc comments included: a link in prose
-/// is not a dependency).
+/// is not a dependency). A `//` after a `:` is a URL's (`"http://…"`), not
+/// a comment: the rest of its line is still read.
 fn without_comments(text: &str) -> String {
-    text.lines().map(|line| line.find("//").map_or(line, |at| &line[..at])).collect::<Vec<_>>().join("\n")
+    let comment_at =
+        |line: &str| line.match_indices("//").map(|(at, _)| at).find(|&at| !line[..at].ends_with(':'));
+    text.lines().map(|line| comment_at(line).map_or(line, |at| &line[..at])).collect::<Vec<_>>().join("\n")
 }
 
 fn is_ident(c: char) -> bool {
@@ -234,7 +237,11 @@ fn the_reader_sees_a_circle_and_its_ways_of_writing_a_path() {
             .map(|m| (m, PathBuf::new()))
             .collect();
     let a = vec!["a".to_owned()];
-    let seen = references("use crate::{b::Thing, c::d::{x, y}};\n// crate::nothing", &a, &all);
+    let seen = references(
+        "use crate::{c::d::{x, y}};\n// crate::b::nothing\nlet _ = (\"http://x\", crate::b::f());",
+        &a,
+        &all,
+    );
     assert_eq!(seen, [vec!["b".to_owned()], vec!["c".to_owned(), "d".to_owned()]].into_iter().collect());
     let d = vec!["c".to_owned(), "d".to_owned()];
     let seen = references("fn f() { super::super::a::run(); crate::b::go(); my_crate::a::no(); }", &d, &all);
