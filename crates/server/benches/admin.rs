@@ -56,7 +56,7 @@ async fn node(url: &str, dir: &std::path::Path, hash: &str) -> axum::Router {
     let store = gatehouse_server::serve::open_store(&config).await.unwrap();
     let state = AppState::from_config(config, Arc::new(SystemClock), Some(store.clone())).unwrap();
     gatehouse_server::serve::background(&state, store, 30).await;
-    gatehouse_server::api::router(state)
+    gatehouse_server::serve::router(state)
 }
 
 async fn sign_in(router: &axum::Router) -> String {

@@ -760,7 +760,7 @@ fn revoke(
         let scope = scope.clone();
         async move { ledger.revoke(&scope).await.map_err(|r| Fail(format!("{r}: the ledger did not answer"))) }
     })?;
-    let record = crate::control::revocation_record(&actor, SystemClock.now(), &scope, revoked);
+    let record = gatehouse_plane::tenants::revocation_record(&actor, SystemClock.now(), &scope, revoked);
     crate::control_cli::audit_one(&env, database_url, record).map_err(|e| {
         Fail(format!(
             "revoked {revoked} grant(s), but the revocation is not audited ({e}): run the command again"

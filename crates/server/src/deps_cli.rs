@@ -16,12 +16,12 @@ use gatehouse_deps::matching::Index;
 use gatehouse_deps::osv_client::{ClientConfig, OsvClient};
 use gatehouse_deps::scan::{self, BaseAbsent, ScanError};
 
-use crate::scans::OsvSource;
+use gatehouse_plane::scans::{EgressTransport, OsvSource};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// The largest base lockfile read; a larger one is read as absent.
-pub const DEFAULT_BASE_MAX_BYTES: u64 = crate::scans::BASE_MAX_BYTES;
+pub const DEFAULT_BASE_MAX_BYTES: u64 = gatehouse_plane::scans::BASE_MAX_BYTES;
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -131,7 +131,7 @@ pub fn deps_scan(
         if let Some(url) = &args.osv_url {
             config.base_url.clone_from(url);
         }
-        Some(OsvSource::Online(Box::new(OsvClient::new(crate::osv::EgressTransport::new(fetcher), config))))
+        Some(OsvSource::Online(Box::new(OsvClient::new(EgressTransport::new(fetcher), config))))
     };
     let findings = match source {
         None => Vec::new(),

@@ -780,7 +780,7 @@ pub mod schema {
 
     /// What a fetch is for.
     pub fn fetch_purpose() -> Value {
-        let purposes: Vec<&str> = crate::api::FetchPurpose::ALL.iter().map(|p| p.as_str()).collect();
+        let purposes: Vec<&str> = crate::metrics::FetchPurpose::ALL.iter().map(|p| p.as_str()).collect();
         one_of(&purposes)
     }
 
@@ -1039,7 +1039,7 @@ pub mod schema {
     }
 
     fn credential_purpose() -> Value {
-        one_of(&crate::credentials::PURPOSES)
+        one_of(&gatehouse_plane::credentials::PURPOSES)
     }
 
     /// `POST /v1/tenants/{tenant_id}/credentials`: `inject` is
@@ -1161,7 +1161,7 @@ pub fn document(strict_tenants: bool) -> Value {
             },
         });
         if matches!(r.path, "/v1/refusals" | "/v1/runs/{run_id}/events" | "/v1/audit") {
-            responses[r.status.to_string()]["headers"] = json!({crate::control::RECORD_COMPLETE: {
+            responses[r.status.to_string()]["headers"] = json!({crate::http::RECORD_COMPLETE: {
                 "description": "Whether every event this node queued before the read was in the store (false: read again).",
                 "schema": {"type": "string", "enum": ["true", "false"]},
             }});

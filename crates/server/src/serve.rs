@@ -192,10 +192,10 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
     let event_retention_days = config.event_retention_days;
     let shutdown_drain = config.shutdown_drain;
     let state = AppState::from_config(config, Arc::new(SystemClock), store)?;
-    if let Some(store) = state.store.clone() {
+    if let Some(store) = state.plane.store.clone() {
         background(&state, store, event_retention_days).await;
     }
-    if let Some(ledger @ Ledger::Redis(redis)) = &state.ledger {
+    if let Some(ledger @ Ledger::Redis(redis)) = &state.plane.ledger {
         // A Redis that may evict ledger keys could undo a revocation: refuse
         // to start. One that does not answer yet is waited for (readiness
         // says so, and checks the policy again once it answers).
@@ -214,7 +214,7 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
             }
         }
     }
-    if let Some(Ledger::Memory(memory)) = &state.ledger {
+    if let Some(Ledger::Memory(memory)) = &state.plane.ledger {
         // Records of long-expired grants are dropped from memory; Redis
         // expires its keys by itself.
         let memory = memory.clone();
@@ -239,7 +239,7 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
         _ => None,
     };
     state.metrics.watch_listener("api", listener.stats());
-    let app = crate::api::router(state.clone());
+    let app = router(state.clone());
     for line in generated {
         say!("{line}");
     }
@@ -247,7 +247,7 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
         say!("{line}");
     }
     say!("gatehouse {} listening on http://{bound} (role {})", env!("CARGO_PKG_VERSION"), role.as_str());
-    if state.admin.is_some() && state.store.is_some() {
+    if state.admin_page.is_some() && state.plane.store.is_some() {
         say!("gatehouse settings page: http://{bound}/admin");
     } else if matches!(role, gatehouse_config::Role::Worker | gatehouse_config::Role::All) {
         tracing::warn!("no settings page: set GATEHOUSE_ADMIN_PASSWORD_HASH (gatehouse admin hash-password)");
@@ -287,7 +287,7 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
 /// so a rolling restart loses none of them. What is left past the bound
 /// is said in the log.
 pub async fn drain_events(state: &AppState, within: std::time::Duration) {
-    let Some(queue) = state.refusals.queue() else { return };
+    let Some(queue) = state.plane.refusals.queue() else { return };
     let waiting = queue.waiting();
     if waiting == 0 {
         return;
@@ -333,26 +333,39 @@ pub async fn open_store(config: &Config) -> Result<gatehouse_store::Store, Strin
     Ok(store)
 }
 
+/// This node's HTTP face: the API, with the settings page beside it where
+/// the node serves one. The one place both are mounted: neither knows the
+/// other.
+pub fn router(state: AppState) -> axum::Router {
+    let pages = crate::admin::router(&state).unwrap_or_default();
+    crate::api::router(state, pages)
+}
+
 /// The store's background work on this node: the durable event writer, the
 /// policy replica, the expiry sweep, retention and closing revoked grants'
 /// connections. The replica is loaded before the node serves.
 pub async fn background(state: &AppState, store: gatehouse_store::Store, retention_days: i64) {
-    if let Some(queue) = state.refusals.queue() {
+    if let Some(queue) = state.plane.refusals.queue() {
         tokio::spawn(queue.clone().write_to(store.clone()));
     }
-    if let Err(e) = state.policies.refresh(&store).await {
+    if let Err(e) = state.plane.policies.refresh(&store).await {
         tracing::error!(
             code = e.code(),
             "egress policies could not be loaded: egress is refused until they are"
         );
     }
-    tokio::spawn(state.policies.clone().follow(store.clone()));
-    tokio::spawn(sweep_expired_runs(state.clone(), store.clone()));
-    if state.osv.is_some() {
-        tokio::spawn(crate::scans::fail_stale_scans(store.clone(), state.clock.clone()));
+    tokio::spawn(state.plane.policies.clone().follow(store.clone()));
+    tokio::spawn(sweep_expired_runs(state.clone()));
+    if state.plane.osv.is_some() {
+        tokio::spawn(gatehouse_plane::scans::fail_stale_scans(store.clone(), state.plane.clock.clone()));
     }
     if let Some(storage) = state.storage.clone() {
-        tokio::spawn(crate::file_sweeper::run(state.clone(), store.clone(), storage, state.session_ttl_days));
+        tokio::spawn(gatehouse_plane::files::run(
+            state.plane.clock.clone(),
+            store.clone(),
+            storage,
+            state.session_ttl_days,
+        ));
     }
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
@@ -376,62 +389,13 @@ pub async fn background(state: &AppState, store: gatehouse_store::Store, retenti
     }
 }
 
-/// Expires live runs whose heartbeat was lost or whose lifetime is over:
-/// each run's grant is revoked in the ledger first, and the run is written
-/// `expired` only once the ledger has revoked it (as ending a run does). A
-/// run whose grant the ledger could not revoke (an outage) stays live in
-/// the store, past its deadline, so the next sweep on any node, after a
-/// restart too, revokes it again: nothing to retry is kept in memory.
-pub async fn sweep_expired_runs(state: AppState, store: gatehouse_store::Store) {
+/// Expires live runs whose heartbeat was lost or whose lifetime is over,
+/// every two seconds ([`gatehouse_plane::Plane::expire_due_runs`]).
+pub async fn sweep_expired_runs(state: AppState) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
     loop {
         tick.tick().await;
-        expire_due_runs(&state, &store).await;
-    }
-}
-
-/// One pass of [`sweep_expired_runs`].
-pub async fn expire_due_runs(state: &AppState, store: &gatehouse_store::Store) {
-    use gatehouse_ledger::{LedgerBackend as _, RevokeScope};
-    let now = state.clock.now();
-    let timeout = state.run_heartbeat_timeout_secs;
-    let due = match store.runs_to_expire(now, timeout, 500).await {
-        Ok(due) => due,
-        Err(e) => {
-            tracing::warn!(code = e.code(), "expired runs could not be swept");
-            return;
-        }
-    };
-    if due.is_empty() {
-        return;
-    }
-    let mut revoked = Vec::with_capacity(due.len());
-    let mut unrevoked = 0_usize;
-    for run in due {
-        let gone = match state.ledger.as_ref() {
-            Some(ledger) => ledger.revoke(&RevokeScope::Grant(run.grant_id.clone())).await.is_ok(),
-            None => true,
-        };
-        if gone {
-            revoked.push(run.run_id);
-        } else {
-            unrevoked += 1;
-        }
-    }
-    if unrevoked > 0 {
-        tracing::warn!(
-            runs = unrevoked,
-            "runs past their deadline stay live until the ledger revokes their grants"
-        );
-    }
-    match store.expire_revoked_runs(now, timeout, &revoked).await {
-        Ok(ended) if !ended.runs.is_empty() => {
-            tracing::info!(runs = ended.runs.len(), "runs expired");
-            crate::control::after_runs_ended(state, &ended.runs);
-        }
-        Ok(_) => {}
-        // Their grants are dead already; the next sweep writes them.
-        Err(e) => tracing::warn!(code = e.code(), "expired runs could not be recorded"),
+        state.plane.expire_due_runs().await;
     }
 }
 

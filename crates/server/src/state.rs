@@ -1,9 +1,8 @@
-//! Shared state: the capabilities this node holds, its clock, its store,
-//! the refusal record and the metrics.
+//! Shared state: this node's control plane, and what its faces hold
+//! beside it (the door, callers' tokens, the fetch client, the content
+//! scanner, the metrics).
 
-use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use gatehouse_capability::manifest::ManifestSigner;
 use gatehouse_capability::{GrantSealer, ManifestVerifier, OpenedGrants, ServiceToken, SessionKeyDeriver};
@@ -15,11 +14,14 @@ use gatehouse_egress::fetch::Fetcher;
 use gatehouse_egress::proxy::{Limits, Proxy, ProxyStats, Resolver};
 use gatehouse_egress::resolve::DnsResolver;
 use gatehouse_ledger::{Ledger, MemoryLedger, RedisLedger, RedisLedgerConfig};
+use gatehouse_plane::door::DoorLeases;
+use gatehouse_plane::policy::PolicyCache;
+use gatehouse_plane::record::{EventQueue, RefusalLog};
+use gatehouse_plane::scans::{EgressTransport, OsvSource, ScanLimits};
+use gatehouse_plane::{Plane, Settings};
 use gatehouse_store::Store;
 
-use crate::api::FetchPurpose;
-use crate::events::{EventQueue, RefusalLog};
-use crate::policy_cache::PolicyCache;
+pub use crate::metrics::Metrics;
 
 /// Hosts whose leaf certificates a gateway keeps minted.
 const LEAF_CERTIFICATES: usize = 4096;
@@ -30,20 +32,10 @@ pub struct AppState(Arc<Inner>);
 
 /// See [`AppState`].
 pub struct Inner {
+    /// The control plane: runs, tenants, credentials and leases, the record.
+    pub plane: Plane,
     /// This node's role.
     pub role: Role,
-    /// Present on minting roles.
-    pub signer: Option<ManifestSigner>,
-    /// Present on verifying roles.
-    pub verifier: Option<ManifestVerifier>,
-    /// Present on roles that mint or open grants.
-    pub sealer: Option<GrantSealer>,
-    /// The grant ledger (roles that mint or open grants).
-    pub ledger: Option<Ledger>,
-    /// `CODEAPI_EGRESS_LEDGER_REQUIRED`: a grant without a live record is refused.
-    pub ledger_required: bool,
-    /// Derives storage namespaces (minting roles).
-    pub sessions: Option<SessionKeyDeriver>,
     /// The internal service token (every scope); `None` when not configured
     /// or authentication is explicitly off.
     pub service_token: Option<ServiceToken>,
@@ -53,46 +45,16 @@ pub struct Inner {
     pub metrics_token: Option<ServiceToken>,
     /// The last readiness answer and when it was taken (see `readiness`).
     pub readiness: tokio::sync::Mutex<Option<(std::time::Instant, Result<(), gatehouse_core::Reason>)>>,
-    /// `SANDBOX_REQUIRE_EGRESS_MANIFEST`.
-    pub require_manifest: bool,
-    /// `CODEAPI_TENANT_ISOLATION_STRICT`.
-    pub tenant_isolation_strict: bool,
-    /// Default manifest lifetime.
-    pub manifest_ttl_secs: i64,
-    /// Default grant lifetime.
-    pub grant_ttl_secs: i64,
-    /// The time.
-    pub clock: Arc<dyn Clock>,
-    /// The refusal record (logs, counters, the durable queue).
-    pub refusals: Arc<RefusalLog>,
-    /// Tenants' egress policies, replicated from the store.
-    pub policies: Arc<PolicyCache>,
-    /// Durable state (worker, gateway and all; a runner has none).
-    pub store: Option<Store>,
-    /// A live run without a heartbeat this long expires.
-    pub run_heartbeat_timeout_secs: i64,
-    /// Longest run lifetime accepted.
-    pub grant_max_lifetime_secs: i64,
     /// The proxy URL handed to sandboxes.
     pub proxy_public_url: String,
     /// The forward proxy (gateway and all).
     pub proxy: Option<Arc<Proxy>>,
     /// The fetch client behind `POST /v1/egress/fetch` (gateway and all).
     pub fetcher: Option<Fetcher>,
-    /// Where dependency scans find advisories (worker and all).
-    pub osv: Option<Arc<crate::scans::OsvSource>>,
-    /// Dependency scans' turns and how long a submission waits for its scan.
-    pub scan_limits: crate::scans::ScanLimits,
     /// Sniffing plus clamd when configured (`POST /v1/content/scan`).
     pub content: gatehouse_content::ContentScanner,
     /// Counters for `/metrics`.
     pub metrics: Metrics,
-    /// Worker: the gateway's public key new credentials are sealed to.
-    pub credential_public_key: Option<gatehouse_capability::SealingPublicKey>,
-    /// Worker: the keyed fingerprints credentials are shown by.
-    pub fingerprints: Option<gatehouse_capability::FingerprintKey>,
-    /// Gateway: runs' leases as the door reads them.
-    pub door_leases: Option<Arc<crate::door_leases::DoorLeases>>,
     /// Worker: the interception CA's certificate, returned with every run.
     pub intercept_ca_cert_pem: Option<String>,
     /// How this node resolves egress names (the settings page's "test a URL"
@@ -100,12 +62,22 @@ pub struct Inner {
     pub resolver: Resolver,
     /// The door's address guard (the operator's allowed ranges).
     pub egress_guard: AddressGuard,
-    /// The settings page (worker and all, with its password hash set).
-    pub admin: Option<Arc<crate::admin::Admin>>,
+    /// The settings page's sign-in (worker and all, with its password hash set).
+    pub admin_page: Option<AdminPage>,
     /// Where files through grants are kept (worker, gateway and all).
     pub storage: Option<gatehouse_files::Storage>,
     /// File sessions untouched this many days are swept.
     pub session_ttl_days: i64,
+}
+
+/// How the settings page signs people in.
+pub struct AdminPage {
+    /// The password's Argon2id hash.
+    pub password: gatehouse_capability::AdminPasswordHash,
+    /// The node listens on loopback (the cookie need not be `Secure`).
+    pub listens_on_loopback: bool,
+    /// Peers whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl std::ops::Deref for AppState {
@@ -178,7 +150,7 @@ impl AppState {
         // Dependency scans are the worker's (and `all`'s): the gate sits at the worker's pass.
         let osv = if matches!(config.role, Role::Worker | Role::All) {
             // An `all` node's fetch client serves OSV too; a worker builds its own.
-            Some(crate::scans::osv_source(config.osv_db.as_deref(), &config.osv_url, || match &fetcher {
+            Some(osv_source(config.osv_db.as_deref(), &config.osv_url, || match &fetcher {
                 Some(fetcher) => Ok(fetcher.clone()),
                 None => egress_fetcher(
                     &config.egress_allow_ranges,
@@ -191,15 +163,13 @@ impl AppState {
             None
         };
         let door_leases = match (&config.credential_keys, &store, &ledger) {
-            (Some(keys), Some(store), Some(ledger)) if runs_proxy => {
-                Some(Arc::new(crate::door_leases::DoorLeases::new(
-                    store.clone(),
-                    keys.clone(),
-                    ledger.clone(),
-                    refusals.clone(),
-                    clock.clone(),
-                )?))
-            }
+            (Some(keys), Some(store), Some(ledger)) if runs_proxy => Some(Arc::new(DoorLeases::new(
+                store.clone(),
+                keys.clone(),
+                ledger.clone(),
+                refusals.clone(),
+                clock.clone(),
+            )?)),
             _ => None,
         };
         // TLS is terminated only for hosts a run holds a live lease for,
@@ -258,34 +228,16 @@ impl AppState {
             config.clamd_timeout,
             config.content_max_bytes,
         );
-        Ok(Self(Arc::new(Inner {
-            role: config.role,
+        let plane = Plane::new(gatehouse_plane::Parts {
+            clock,
+            store,
+            ledger,
+            refusals,
+            policies,
             signer: config.manifest_signing_key.map(ManifestSigner::new),
             verifier,
             sealer,
-            ledger,
-            ledger_required: config.ledger_required,
             sessions,
-            service_token: if auth_required { config.service_token } else { None },
-            callers: if auth_required { config.callers } else { gatehouse_capability::Callers::default() },
-            metrics_token: config.metrics_token,
-            readiness: tokio::sync::Mutex::new(None),
-            require_manifest: config.require_manifest,
-            tenant_isolation_strict: config.tenant_isolation_strict,
-            manifest_ttl_secs: config.manifest_ttl_secs,
-            grant_ttl_secs: config.grant_ttl_secs,
-            refusals,
-            policies,
-            store,
-            run_heartbeat_timeout_secs: config.run_heartbeat_timeout_secs,
-            grant_max_lifetime_secs: config.grant_max_lifetime_secs,
-            proxy_public_url: config.proxy_public_url,
-            proxy,
-            fetcher,
-            osv,
-            scan_limits: crate::scans::ScanLimits::new(config.deps_scan_concurrency, config.deps_scan_wait),
-            content,
-            metrics: Metrics::default(),
             credential_public_key: config.credential_public_key.filter(|_| config.role.mints()),
             fingerprints: config
                 .session_key_secret
@@ -293,24 +245,74 @@ impl AppState {
                 .filter(|_| config.role.mints())
                 .map(gatehouse_capability::FingerprintKey::new),
             door_leases,
+            proxy: proxy.clone(),
+            osv,
+            scan_limits: ScanLimits::new(config.deps_scan_concurrency, config.deps_scan_wait),
+            settings: Settings {
+                keeps_credentials: config.role.mints(),
+                ledger_required: config.ledger_required,
+                tenant_isolation_strict: config.tenant_isolation_strict,
+                require_manifest: config.require_manifest,
+                manifest_ttl_secs: config.manifest_ttl_secs,
+                grant_ttl_secs: config.grant_ttl_secs,
+                grant_max_lifetime_secs: config.grant_max_lifetime_secs,
+                run_heartbeat_timeout_secs: config.run_heartbeat_timeout_secs,
+            },
+        });
+        Ok(Self(Arc::new(Inner {
+            plane,
+            role: config.role,
+            service_token: if auth_required { config.service_token } else { None },
+            callers: if auth_required { config.callers } else { gatehouse_capability::Callers::default() },
+            metrics_token: config.metrics_token,
+            readiness: tokio::sync::Mutex::new(None),
+            proxy_public_url: config.proxy_public_url,
+            proxy,
+            fetcher,
+            content,
+            metrics: Metrics::default(),
             intercept_ca_cert_pem: config.intercept_ca_cert_pem.clone().filter(|_| config.role.mints()),
             resolver,
             egress_guard: AddressGuard::new(config.egress_allow_ranges.clone()),
-            admin: config
+            admin_page: config
                 .admin_password_hash
                 .clone()
                 .filter(|_| matches!(config.role, Role::Worker | Role::All))
-                .map(|hash| {
-                    Arc::new(crate::admin::Admin::new(
-                        hash,
-                        config.listen.ip().is_loopback(),
-                        config.trusted_proxies.clone(),
-                    ))
+                .map(|password| AdminPage {
+                    password,
+                    listens_on_loopback: config.listen.ip().is_loopback(),
+                    trusted_proxies: config.trusted_proxies.clone(),
                 }),
             storage,
             session_ttl_days: config.session_ttl_days,
-            clock,
         })))
+    }
+}
+
+/// Where scans find advisories: the offline database at `osv_db` when
+/// set (loaded now, so a bad one stops the start), else the OSV API at
+/// `osv_url` through the door.
+pub fn osv_source(
+    osv_db: Option<&std::path::Path>,
+    osv_url: &str,
+    fetcher: impl FnOnce() -> Result<Fetcher, String>,
+) -> Result<Arc<OsvSource>, String> {
+    match osv_db {
+        Some(dir) => {
+            let advisories =
+                gatehouse_deps::osv::load_dir(dir).map_err(|e| format!("{}: {e}", names::OSV_DB))?;
+            Ok(Arc::new(OsvSource::Offline(Arc::new(gatehouse_deps::matching::Index::new(advisories)))))
+        }
+        None => {
+            let client = gatehouse_deps::osv_client::ClientConfig {
+                base_url: osv_url.to_owned(),
+                ..Default::default()
+            };
+            Ok(Arc::new(OsvSource::Online(Box::new(gatehouse_deps::osv_client::OsvClient::new(
+                EgressTransport::new(fetcher()?),
+                client,
+            )))))
+        }
     }
 }
 
@@ -371,166 +373,9 @@ pub fn dns_resolver(servers: &[std::net::SocketAddr]) -> Resolver {
     }
 }
 
-/// Response counters by status class. Labels come from closed sets only, so
-/// no request data can reach a metric label.
-#[derive(Default)]
-pub struct Metrics {
-    by_class: [AtomicU64; 5],
-    unsigned_passed: AtomicU64,
-    content_verdicts: [AtomicU64; 4],
-    egress_fetched: [AtomicU64; FetchPurpose::ALL.len()],
-    listeners: std::sync::Mutex<Vec<(&'static str, Arc<gatehouse_listener::ConnectionStats>)>>,
-}
-
 /// Grants the proxy keeps opened: a few per live run, with room to spare
 /// (each entry is well under a kilobyte).
 const OPENED_GRANTS: usize = 4096;
-
-const VERDICTS: [gatehouse_content::VerdictKind; 4] = [
-    gatehouse_content::VerdictKind::Clean,
-    gatehouse_content::VerdictKind::NotScanned,
-    gatehouse_content::VerdictKind::Refused,
-    gatehouse_content::VerdictKind::Infected,
-];
-
-impl Metrics {
-    /// Counts one response.
-    pub fn record_response(&self, status: u16) {
-        let class = usize::from(status / 100).saturating_sub(1).min(4);
-        self.by_class[class].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts an execute request that passed without a manifest because
-    /// `SANDBOX_REQUIRE_EGRESS_MANIFEST=false`.
-    pub fn record_unsigned(&self) {
-        self.unsigned_passed.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts one request the fetch API made on a run's behalf.
-    pub fn record_fetch(&self, purpose: FetchPurpose) {
-        if let Some(i) = FetchPurpose::ALL.iter().position(|p| *p == purpose) {
-            self.egress_fetched[i].fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Counts one content verdict.
-    pub fn record_content(&self, verdict: gatehouse_content::VerdictKind) {
-        if let Some(i) = VERDICTS.iter().position(|v| *v == verdict) {
-            self.content_verdicts[i].fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Reports a listener's connection counters under `listener="name"`.
-    pub fn watch_listener(&self, name: &'static str, stats: Arc<gatehouse_listener::ConnectionStats>) {
-        self.listeners.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((name, stats));
-    }
-
-    /// Prometheus text exposition of every counter.
-    pub fn render(
-        &self,
-        refusals: &RefusalLog,
-        proxy: Option<&ProxyStats>,
-        door_leases: Option<&crate::door_leases::DoorLeases>,
-    ) -> String {
-        let mut out = String::new();
-        let classes = self
-            .by_class
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (format!("{{class=\"{}xx\"}}", i + 1), c.load(Ordering::Relaxed)));
-        counter_family(
-            &mut out,
-            "gatehouse_http_responses_total",
-            "HTTP responses by status class.",
-            classes,
-        );
-        counter_family(
-            &mut out,
-            "gatehouse_unsigned_requests_total",
-            "Execute requests passed without a manifest (SANDBOX_REQUIRE_EGRESS_MANIFEST=false).",
-            [(String::new(), self.unsigned_passed.load(Ordering::Relaxed))],
-        );
-        let verdicts = VERDICTS
-            .iter()
-            .zip(&self.content_verdicts)
-            .map(|(v, c)| (format!("{{verdict=\"{}\"}}", v.as_str()), c.load(Ordering::Relaxed)));
-        counter_family(&mut out, "gatehouse_content_scans_total", "Content verdicts.", verdicts);
-        let by_purpose = FetchPurpose::ALL
-            .iter()
-            .zip(&self.egress_fetched)
-            .map(|(p, c)| (format!("{{purpose=\"{}\"}}", p.as_str()), c.load(Ordering::Relaxed)));
-        counter_family(
-            &mut out,
-            "gatehouse_egress_fetch_total",
-            "Fetch API requests made, by purpose.",
-            by_purpose,
-        );
-        let all_fetched = self.egress_fetched.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-        let fetched = [("{kind=\"fetch\"}".to_owned(), all_fetched)];
-        let proxied = proxy.into_iter().flat_map(|stats| {
-            [
-                ("{kind=\"request\"}".to_owned(), stats.forwarded.load(Ordering::Relaxed)),
-                ("{kind=\"tunnel\"}".to_owned(), stats.tunnels.load(Ordering::Relaxed)),
-            ]
-        });
-        counter_family(
-            &mut out,
-            "gatehouse_egress_allowed_total",
-            "Egress requests (proxied or fetched) and tunnels let through.",
-            proxied.chain(fetched),
-        );
-        let listeners = self.listeners.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        let connections = listeners.iter().flat_map(|(name, c)| {
-            [
-                ("accepted", c.accepted.load(Ordering::Relaxed)),
-                ("refused_listener_full", c.refused_listener_full.load(Ordering::Relaxed)),
-                ("refused_client_full", c.refused_client_full.load(Ordering::Relaxed)),
-                ("closed_idle", c.closed_idle.load(Ordering::Relaxed)),
-                ("closed_header_timeout", c.closed_header_timeout.load(Ordering::Relaxed)),
-            ]
-            .map(|(outcome, n)| (format!("{{listener=\"{name}\",outcome=\"{outcome}\"}}"), n))
-        });
-        counter_family(
-            &mut out,
-            "gatehouse_connections_total",
-            "Client connections by listener: accepted, closed at once over a cap, closed for idling or a slow header.",
-            connections,
-        );
-        let _ =
-            writeln!(out, "# HELP gatehouse_connections_open Client connections open now, tunnels included.");
-        let _ = writeln!(out, "# TYPE gatehouse_connections_open gauge");
-        for (name, c) in &listeners {
-            let _ = writeln!(
-                out,
-                "gatehouse_connections_open{{listener=\"{name}\"}} {}",
-                c.open.load(Ordering::Relaxed)
-            );
-        }
-        counter_family(
-            &mut out,
-            "gatehouse_credential_tampering_total",
-            "Lease or credential rows found not to match their credential's sealed facts (the store was written behind the API's back); each such lease is refused.",
-            [(String::new(), door_leases.map_or(0, crate::door_leases::DoorLeases::tampered))],
-        );
-        refusals.render(&mut out);
-        out
-    }
-}
-
-/// One Prometheus counter family: HELP, TYPE, then `name{labels} value` per
-/// sample. Labels come from closed sets only.
-pub(crate) fn counter_family(
-    out: &mut String,
-    name: &str,
-    help: &str,
-    samples: impl IntoIterator<Item = (String, u64)>,
-) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} counter");
-    for (labels, value) in samples {
-        let _ = writeln!(out, "{name}{labels} {value}");
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -21,13 +21,13 @@ mod client;
 mod throttle;
 mod views;
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use askama::Template;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::extract::{Extension, FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -39,7 +39,7 @@ use http::{HeaderValue, StatusCode, header};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::http::{ApiError, RequestId, request_id_of};
+use crate::http::{ApiError, RequestId, api_error, request_id_of};
 use crate::state::AppState;
 
 pub use throttle::{Admission, ClientKey, Outcome, SignInThrottle, Ticket};
@@ -114,8 +114,10 @@ impl Admin {
 
 /// The page's routes, when this node serves it (a store and a password).
 pub fn router(state: &AppState) -> Option<Router<AppState>> {
-    state.admin.as_ref()?;
-    state.store.as_ref()?;
+    let page = state.admin_page.as_ref()?;
+    state.plane.store.as_ref()?;
+    let admin =
+        Arc::new(Admin::new(page.password.clone(), page.listens_on_loopback, page.trusted_proxies.clone()));
     let pages = Router::new()
         .route("/admin", get(views::index))
         .route("/admin/login", get(views::login_page).post(sign_in))
@@ -133,13 +135,14 @@ pub fn router(state: &AppState) -> Option<Router<AppState>> {
         .route("/admin/tenants/{tenant_id}/runs/{run_id}/cancel", post(views::cancel_run))
         .route("/admin/tenants/{tenant_id}/leases/{lease_id}/revoke", post(views::revoke_lease))
         .route("/admin/emergency-revoke", get(views::emergency_page).post(views::emergency_revoke))
+        .layer(Extension(admin))
         .layer(middleware::from_fn(page_headers));
     Some(pages)
 }
 
-fn admin(state: &AppState) -> &Admin {
-    // `router` serves no page without it.
-    state.admin.as_deref().unwrap_or_else(|| unreachable!("the settings page is served only with its state"))
+/// The page's own state, which [`router`] puts in every request it serves.
+fn admin(extensions: &http::Extensions) -> Result<Arc<Admin>, PageError> {
+    extensions.get::<Arc<Admin>>().cloned().ok_or(PageError::NotFound)
 }
 
 /// Headers every page answers with.
@@ -253,9 +256,9 @@ impl FromRequestParts<AppState> for Person {
             .get::<RequestId>()
             .cloned()
             .unwrap_or_else(|| RequestId(gatehouse_core::new_id("req")));
-        let admin = admin(state);
+        let admin = admin(&parts.extensions)?;
         let refused = || {
-            state.refusals.record(
+            state.plane.refusals.record(
                 RefusalKind::AuthRefused,
                 Reason::AdminSessionInvalid,
                 None,
@@ -269,16 +272,16 @@ impl FromRequestParts<AppState> for Person {
             SessionCookie::Unusable => return Err(refused()),
             SessionCookie::Token(token) => token,
         };
-        let store = crate::control::store(state, &rid)?;
+        let store = state.plane.store().map_err(|e| PageError::Api(api_error(&rid, e)))?;
         let session = store
             .admin_session(
                 &token.digest(),
                 &token.password_binding(&admin.password),
-                state.clock.now(),
+                state.plane.clock.now(),
                 SESSION_IDLE_SECS,
             )
             .await
-            .map_err(|e| crate::control::store_error(&rid, &e))?;
+            .map_err(|e| store_failure(&rid, e))?;
         match session {
             Some(s) => Ok(Self { actor: s.person, token, rid }),
             None => Err(refused()),
@@ -355,7 +358,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for Submitted<T> {
             .map_err(|_| PageError::Bad("the form is too large"))?;
         let csrf: Csrf = serde_urlencoded_from(&bytes).ok_or(PageError::Forged)?;
         if cross_site || !person.token.csrf_matches(&csrf.csrf) {
-            state.refusals.record(
+            state.plane.refusals.record(
                 RefusalKind::AuthRefused,
                 Reason::AdminCsrfInvalid,
                 None,
@@ -400,13 +403,22 @@ fn valid_person(name: &str) -> bool {
 
 async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
     let rid = request_id_of(&req);
-    let admin = admin(&state);
+    let admin = match admin(req.extensions()) {
+        Ok(admin) => admin,
+        Err(e) => return e.into_response(),
+    };
     let peer = req.extensions().get::<gatehouse_listener::PeerAddr>().map(|p| p.0);
     let client = client::client_address(peer, req.headers(), &admin.trusted_proxies);
     if is_cross_site(req.headers()) {
         // Another site making a browser sign in: refused (it would sign the
         // person in to a session of the other site's choosing).
-        state.refusals.record(RefusalKind::AuthRefused, Reason::AdminCsrfInvalid, None, None, Some(&rid.0));
+        state.plane.refusals.record(
+            RefusalKind::AuthRefused,
+            Reason::AdminCsrfInvalid,
+            None,
+            None,
+            Some(&rid.0),
+        );
         return PageError::Forged.into_response();
     }
     let bytes = Bytes::from_request(req, &state).await.ok();
@@ -426,10 +438,10 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
     let admission = admin.throttle().admit(client, std::time::Instant::now());
     let (mut reservation, wait) = match admission {
         Admission::Check { ticket, wait } => {
-            (Reservation { admin, ticket: Some(ticket), checking: false }, wait)
+            (Reservation { admin: &admin, ticket: Some(ticket), checking: false }, wait)
         }
         Admission::Refused => {
-            state.refusals.record(
+            state.plane.refusals.record(
                 RefusalKind::AuthRefused,
                 Reason::AdminSignInThrottled,
                 None,
@@ -447,24 +459,30 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
         // Sign-ins are slowed (many failures in all): this one waits its turn.
         tokio::time::sleep(wait).await;
     }
-    if !verify_password(admin, &mut reservation, form.password).await {
+    if !verify_password(&admin, &mut reservation, form.password).await {
         reservation.settle(Outcome::Failed);
         tracing::warn!(request_id = %rid.0, client = %ClientKey::of(client), "settings page sign-in failed");
-        state.refusals.record(RefusalKind::AuthRefused, Reason::AdminSignInFailed, None, None, Some(&rid.0));
+        state.plane.refusals.record(
+            RefusalKind::AuthRefused,
+            Reason::AdminSignInFailed,
+            None,
+            None,
+            Some(&rid.0),
+        );
         return views::login(StatusCode::UNAUTHORIZED, "That password is not right.", &person);
     }
     reservation.settle(Outcome::Succeeded);
     let Ok(token) = SessionToken::generate() else {
         return PageError::Api(ApiError::new(ErrorCode::Internal, &rid)).into_response();
     };
-    let now: UnixTime = state.clock.now();
+    let now: UnixTime = state.plane.clock.now();
     let actor = format!("person:{person}");
-    let Some(store) = state.store.as_ref() else { return PageError::NotFound.into_response() };
+    let Some(store) = state.plane.store.as_ref() else { return PageError::NotFound.into_response() };
     let binding = token.password_binding(&admin.password);
     if let Err(e) =
         store.create_admin_session(&token.digest(), &binding, &actor, now, now + SESSION_LIFETIME_SECS).await
     {
-        return PageError::Api(crate::control::store_error(&rid, &e)).into_response();
+        return store_failure(&rid, e).into_response();
     }
     tracing::info!(request_id = %rid.0, person = %actor, "signed in to the settings page");
     let mut response = Redirect::to("/admin").into_response();
@@ -513,16 +531,20 @@ async fn verify_password(admin: &Admin, reservation: &mut Reservation<'_>, passw
     tokio::task::spawn_blocking(move || hash.verify(&password)).await.unwrap_or(false)
 }
 
-async fn sign_out(State(state): State<AppState>, submitted: Result<Submitted<Csrf>, PageError>) -> Response {
-    let admin = admin(&state);
+async fn sign_out(
+    State(state): State<AppState>,
+    Extension(admin): Extension<Arc<Admin>>,
+    submitted: Result<Submitted<Csrf>, PageError>,
+) -> Response {
     let submitted = match submitted {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
-    if let Some(store) = state.store.as_ref()
-        && let Err(e) = store.end_admin_session(&submitted.person.token.digest(), state.clock.now()).await
+    if let Some(store) = state.plane.store.as_ref()
+        && let Err(e) =
+            store.end_admin_session(&submitted.person.token.digest(), state.plane.clock.now()).await
     {
-        return PageError::Api(crate::control::store_error(&submitted.person.rid, &e)).into_response();
+        return store_failure(&submitted.person.rid, e).into_response();
     }
     let mut response = Redirect::to("/admin/login").into_response();
     if let Ok(cookie) = HeaderValue::from_str(&admin.cookie("", 0)) {
@@ -536,23 +558,23 @@ async fn sign_out(State(state): State<AppState>, submitted: Result<Submitted<Csr
 /// `admin.sign_out_everywhere` under the person.
 async fn sign_out_everywhere(
     State(state): State<AppState>,
+    Extension(admin): Extension<Arc<Admin>>,
     submitted: Result<Submitted<Csrf>, PageError>,
 ) -> Response {
-    let admin = admin(&state);
     let submitted = match submitted {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
     let person = &submitted.person;
-    if let Some(store) = state.store.as_ref() {
-        match store.end_all_admin_sessions(&person.actor, state.clock.now(), SESSION_IDLE_SECS).await {
+    if let Some(store) = state.plane.store.as_ref() {
+        match store.end_all_admin_sessions(&person.actor, state.plane.clock.now(), SESSION_IDLE_SECS).await {
             Ok(ended) => tracing::info!(
                 request_id = %person.rid.0,
                 person = %person.actor,
                 sessions = ended,
                 "signed every session of the settings page out"
             ),
-            Err(e) => return PageError::Api(crate::control::store_error(&person.rid, &e)).into_response(),
+            Err(e) => return store_failure(&person.rid, e).into_response(),
         }
     }
     let mut response = Redirect::to("/admin/login").into_response();
@@ -584,8 +606,13 @@ fn query_of<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, PageError> 
 }
 
 /// A store failure as a page.
-fn store_failure(rid: &RequestId, e: &StoreError) -> PageError {
-    PageError::Api(crate::control::store_error(rid, e))
+fn store_failure(rid: &RequestId, e: StoreError) -> PageError {
+    PageError::Api(api_error(rid, e.into()))
+}
+
+/// A plane operation's failure as a page.
+fn plane_failure(rid: &RequestId, e: gatehouse_plane::PlaneError) -> PageError {
+    PageError::Api(api_error(rid, e))
 }
 
 #[cfg(test)]

@@ -16,7 +16,11 @@ use gatehouse_store::{LeaseFilter, LeaseStatus, PageRequest, RefusalFilter, RunS
 use http::StatusCode;
 use serde::Deserialize;
 
-use super::{PageError, Person, Submitted, ids_path, page, query_of, store_failure, tenant_path};
+use gatehouse_plane::PlaneError;
+
+use super::{
+    PageError, Person, Submitted, ids_path, page, plane_failure, query_of, store_failure, tenant_path,
+};
 use crate::state::AppState;
 
 /// A line at the top of a page: what just happened.
@@ -124,8 +128,8 @@ struct IndexPage {
 
 /// The tenants with settings, and a way to open any tenant.
 pub async fn index(State(state): State<AppState>, person: Person) -> Result<Response, PageError> {
-    let store = crate::control::store(&state, &person.rid)?;
-    let (_, tenants) = store.settings_since(0).await.map_err(|e| store_failure(&person.rid, &e))?;
+    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
+    let (_, tenants) = store.settings_since(0).await.map_err(|e| store_failure(&person.rid, e))?;
     let tenants = tenants
         .into_iter()
         .map(|t| TenantRow {
@@ -394,12 +398,12 @@ async fn render_tenant(
     extras: Extras,
 ) -> Result<Response, PageError> {
     let rid = &person.rid;
-    let store = crate::control::store(state, rid)?;
-    let fail = |e: gatehouse_store::StoreError| store_failure(rid, &e);
-    let now = state.clock.now();
+    let store = state.plane.store().map_err(|e| plane_failure(rid, e))?;
+    let fail = |e: gatehouse_store::StoreError| store_failure(rid, e);
+    let now = state.plane.clock.now();
     // What this node recorded a moment ago is on the page, or the page
     // says it may not be.
-    let complete = crate::control::flush(state).await;
+    let complete = state.plane.flush().await;
     let settings = store.tenant(tenant_id).await.map_err(fail)?;
     let missing = settings.as_ref().is_some_and(|t| t.policy_missing);
     let (policy_view, policy) = match settings.as_ref().and_then(|t| t.policy.as_ref()) {
@@ -766,9 +770,7 @@ pub async fn save_policy(
         };
         return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
     }
-    match crate::control::store_policy(&state, &person.rid, &tenant_id, &doc, &person.actor, Some(version))
-        .await
-    {
+    match state.plane.set_policy(&person.rid.0, &tenant_id, &doc, &person.actor, Some(version)).await {
         Ok(stored) => {
             let extras = Extras {
                 notice: Notice::ok(format!("Policy saved as version {}.", stored.version)),
@@ -776,7 +778,7 @@ pub async fn save_policy(
             };
             render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
         }
-        Err(e) if e.0.reason == Some(Reason::PolicyStale) => {
+        Err(PlaneError::Conflict(Some(Reason::PolicyStale))) => {
             let extras = Extras {
                 notice: Notice::error(
                     "Not saved: the policy changed since this page was loaded (shown below as it is now). Your edit is kept in the form: check it against the current policy and save again.",
@@ -788,7 +790,7 @@ pub async fn save_policy(
             // save is a deliberate overwrite of what the person has seen.
             render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(plane_failure(&person.rid, e)),
     }
 }
 
@@ -811,8 +813,8 @@ pub async fn test_url(
     if url.len() > 8192 {
         return Err(PageError::Bad("a URL is at most 8192 characters"));
     }
-    let store = crate::control::store(&state, &person.rid)?;
-    let current = store.current_policy(&tenant_id).await.map_err(|e| store_failure(&person.rid, &e))?;
+    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
+    let current = store.current_policy(&tenant_id).await.map_err(|e| store_failure(&person.rid, e))?;
     let policy = match &current {
         Some(p) => Policy::from_json(p.document.as_bytes()),
         None => Ok(Policy::open()),
@@ -879,8 +881,8 @@ async fn current_document(
     person: &Person,
     tenant_id: &str,
 ) -> Result<(PolicyDocument, i64), PageError> {
-    let store = crate::control::store(state, &person.rid)?;
-    match store.current_policy(tenant_id).await.map_err(|e| store_failure(&person.rid, &e))? {
+    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
+    match store.current_policy(tenant_id).await.map_err(|e| store_failure(&person.rid, e))? {
         None => Ok((PolicyDocument::default(), 0)),
         Some(p) => match serde_json::from_str::<PolicyDocument>(&p.document) {
             Ok(doc) => Ok((doc, p.version)),
@@ -962,10 +964,11 @@ pub async fn confirm_allow(
         AllowStep::Stale(page) => return Ok(page),
     };
     doc.allow.push(host.clone());
-    let stored =
-        crate::control::store_policy(&state, &person.rid, &tenant_id, &doc, &person.actor, Some(version))
-            .await
-            .map_err(PageError::from)?;
+    let stored = state
+        .plane
+        .set_policy(&person.rid.0, &tenant_id, &doc, &person.actor, Some(version))
+        .await
+        .map_err(|e| plane_failure(&person.rid, e))?;
     let extras = Extras {
         notice: Notice::ok(format!("{host} is allowed (policy version {}).", stored.version)),
         ..Extras::default()
@@ -988,7 +991,11 @@ pub async fn save_gate(
 ) -> Result<Response, PageError> {
     let tenant_id = tenant_path(path)?;
     let Submitted { person, form } = submitted;
-    crate::control::store_gate_mode(&state, &person.rid, &tenant_id, &form.mode, &person.actor).await?;
+    state
+        .plane
+        .set_gate_mode(&tenant_id, &form.mode, &person.actor)
+        .await
+        .map_err(|e| plane_failure(&person.rid, e))?;
     Ok(back_to(&tenant_id))
 }
 
@@ -1002,20 +1009,16 @@ pub async fn cancel_run(
 ) -> Result<Response, PageError> {
     let (tenant_id, run_id) = ids_path(path)?;
     let person = submitted.person;
-    let store = crate::control::store(&state, &person.rid)?;
-    match store.run(&run_id).await.map_err(|e| store_failure(&person.rid, &e))? {
+    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
+    match store.run(&run_id).await.map_err(|e| store_failure(&person.rid, e))? {
         Some(run) if run.tenant_id == tenant_id => {}
         _ => return Err(PageError::NotFound),
     }
-    let _ended = crate::control::finish(
-        &state,
-        &person.rid,
-        &run_id,
-        RunStatus::Cancelled,
-        "cancelled",
-        &person.actor,
-    )
-    .await?;
+    state
+        .plane
+        .finish(&run_id, RunStatus::Cancelled, "cancelled", &person.actor)
+        .await
+        .map_err(|e| plane_failure(&person.rid, e))?;
     Ok(back_to(&tenant_id))
 }
 
@@ -1026,12 +1029,12 @@ pub async fn revoke_lease(
 ) -> Result<Response, PageError> {
     let (tenant_id, lease_id) = ids_path(path)?;
     let person = submitted.person;
-    let store = crate::control::store(&state, &person.rid)?;
-    match store.lease(&lease_id, state.clock.now()).await.map_err(|e| store_failure(&person.rid, &e))? {
+    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
+    match store.lease(&lease_id, state.plane.clock.now()).await.map_err(|e| store_failure(&person.rid, e))? {
         Some(lease) if lease.tenant_id == tenant_id => {}
         _ => return Err(PageError::NotFound),
     }
-    crate::credentials::revoke_one_lease(&state, &person.rid, &lease_id, &person.actor).await?;
+    state.plane.revoke_lease(&lease_id, &person.actor).await.map_err(|e| plane_failure(&person.rid, e))?;
     Ok(back_to(&tenant_id))
 }
 
@@ -1065,9 +1068,11 @@ pub async fn kill_switch(
         _ => return Err(PageError::Bad("engage or release")),
     };
     let reason = reason_text(&form.reason)?;
-    let revoked =
-        crate::control::throw_kill_switch(&state, &person.rid, &tenant_id, engaged, reason, &person.actor)
-            .await?;
+    let revoked = state
+        .plane
+        .throw_kill_switch(&person.rid.0, &tenant_id, engaged, reason, &person.actor)
+        .await
+        .map_err(|e| plane_failure(&person.rid, e))?;
     let notice = if revoked.second_marker_pending {
         Notice::error(format!(
             "Kill switch engaged and {} run(s) killed ({} lease(s) revoked), but the ledger stopped answering \
@@ -1099,11 +1104,11 @@ struct EmergencyPage {
 
 /// How many runs are live, in words ("at least 500" past a page).
 async fn live_run_count(state: &AppState, person: &Person) -> Result<String, PageError> {
-    let store = crate::control::store(state, &person.rid)?;
+    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
     let live = store
         .runs(None, Some(RunStatus::Live), &PageRequest { limit: 500, cursor: None })
         .await
-        .map_err(|e| store_failure(&person.rid, &e))?;
+        .map_err(|e| store_failure(&person.rid, e))?;
     Ok(if live.next_cursor.is_some() { "at least 500".to_owned() } else { live.items.len().to_string() })
 }
 
@@ -1127,7 +1132,11 @@ pub async fn emergency_revoke(
 ) -> Result<Response, PageError> {
     let Submitted { person, form } = submitted;
     let reason = reason_text(&form.reason)?;
-    let revoked = crate::control::revoke_everything(&state, &person.rid, reason, &person.actor).await?;
+    let revoked = state
+        .plane
+        .revoke_everything(&person.rid.0, reason, &person.actor)
+        .await
+        .map_err(|e| plane_failure(&person.rid, e))?;
     let notice = if revoked.second_marker_pending {
         Notice::error(format!(
             "{} run(s) killed and {} lease(s) revoked, but the ledger stopped answering before the second \

@@ -377,7 +377,7 @@ async fn allow_offers_the_narrowest_entry_shows_the_change_and_saves_it() {
     ada.sign_in("ada", PASSWORD).await;
     put(&node, "/v1/tenants/t1/egress-policy", json!({"mode": "allowlist", "allow": ["a.example"]})).await;
     for host in ["api.needed.example", "api.needed.example", "other.example"] {
-        node.state.refusals.record_refusal(Refusal {
+        node.state.plane.refusals.record_refusal(Refusal {
             kind: RefusalKind::EgressRefused,
             reason: Reason::PolicyNotAllowed,
             tenant_id: Some("t1".into()),
@@ -391,7 +391,7 @@ async fn allow_offers_the_narrowest_entry_shows_the_change_and_saves_it() {
         });
     }
     // Another tenant's refusals are not this tenant's to allow.
-    node.state.refusals.record_refusal(Refusal {
+    node.state.plane.refusals.record_refusal(Refusal {
         kind: RefusalKind::EgressRefused,
         reason: Reason::PolicyNotAllowed,
         tenant_id: Some("t2".into()),
@@ -512,7 +512,7 @@ async fn refusals_are_filtered_and_paged_and_bad_ids_are_not_found() {
     let mut ada = Visitor::new(&node);
     ada.sign_in("ada", PASSWORD).await;
     for i in 0..120 {
-        node.state.refusals.record_refusal(Refusal {
+        node.state.plane.refusals.record_refusal(Refusal {
             kind: if i % 2 == 0 { RefusalKind::EgressRefused } else { RefusalKind::BudgetExhausted },
             reason: if i % 2 == 0 { Reason::PolicyDenied } else { Reason::BudgetRequestsExhausted },
             tenant_id: Some("t1".into()),

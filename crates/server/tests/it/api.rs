@@ -673,6 +673,21 @@ async fn openapi_states_the_constraints_the_server_enforces() {
     assert_eq!(limit["schema"], json!({"type": "integer", "minimum": 1, "maximum": 500}));
 }
 
+/// The document is a contract users' clients are generated from: it changes
+/// only on purpose. These files are the document as it stood before the
+/// server was split into its faces and the plane (issue #28); a change to
+/// the API that means to change the document updates them in the same
+/// commit.
+#[test]
+fn the_openapi_document_is_byte_for_byte_the_recorded_one() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for (strict, file) in [(false, "openapi.json"), (true, "openapi-strict-tenants.json")] {
+        let recorded = std::fs::read_to_string(fixtures.join(file)).unwrap();
+        let now = serde_json::to_string(&gatehouse_server::openapi::document(strict)).unwrap();
+        assert!(now == recorded, "{file}: the OpenAPI document changed");
+    }
+}
+
 #[tokio::test]
 async fn openapi_documents_every_route_and_only_real_ones() {
     let node = node().await;

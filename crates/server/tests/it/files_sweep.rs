@@ -6,7 +6,7 @@
 
 use gatehouse_core::{Clock as _, Reason, new_id};
 use gatehouse_files::{ObjectPath, Storage};
-use gatehouse_server::file_sweeper::{UPLOAD_BOUND_SECS, sweep};
+use gatehouse_plane::files::{UPLOAD_BOUND_SECS, sweep};
 use gatehouse_store::files::{FileUpload, StoredFile};
 use gatehouse_store::{Store, StoreError};
 
@@ -227,7 +227,7 @@ async fn a_commit_that_errs_but_went_through_keeps_its_object() {
     let put = store_input(&node, "tenant_id=t1&user_id=u1&resource=r1&name=kept.txt", b"kept").await;
     assert_eq!(put.status, 201, "{}", put.text);
     let file_id = put.json()["file_id"].as_str().unwrap().to_owned();
-    let store = node.state.store.as_ref().unwrap();
+    let store = node.state.plane.store.as_ref().unwrap();
     let file = store.file(Some("t1"), &file_id).await.unwrap().expect("the record went through");
     let path = ObjectPath::new(&file.namespace, &file_id).unwrap();
     let (size, _) = node.state.storage.as_ref().unwrap().read(&path).await.unwrap();

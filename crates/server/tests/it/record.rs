@@ -27,7 +27,7 @@ async fn db_bytes(node: &Node) -> i64 {
 }
 
 async fn audit_head(node: &Node) -> i64 {
-    node.state.store.as_ref().unwrap().audit_head().await.unwrap().0
+    node.state.plane.store.as_ref().unwrap().audit_head().await.unwrap().0
 }
 
 /// Every refusal `GET /v1/refusals` lists (newest first), paged to the end.
@@ -342,7 +342,7 @@ async fn a_kill_switch_whose_ledger_fails_between_its_markers_says_what_it_did()
         gatehouse_test_support::RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let redis_url = redis.url();
     let node = node_with("all", &[(names::REDIS_URL, redis_url.as_str())]).await;
-    let ledger = node.state.ledger.clone().unwrap();
+    let ledger = node.state.plane.ledger.clone().unwrap();
     let mut runs = Vec::new();
     for _ in 0..2 {
         let created = call(

@@ -271,7 +271,7 @@ async fn a_run_whose_heartbeat_is_lost_expires_and_its_grant_dies() {
 
 /// The door's decision for `url` under the node's replica of `tenant`'s policy.
 fn decision(node: &Node, tenant: &str, url: &str) -> Option<String> {
-    let policy = node.state.policies.policy(Some(tenant));
+    let policy = node.state.plane.policies.policy(Some(tenant));
     let guard = AddressGuard::new(vec![]);
     let d = decide(url, policy.as_deref(), &guard, Purpose::Request, |_| {
         Ok(vec!["93.184.215.14".parse().unwrap()])
@@ -335,8 +335,8 @@ async fn a_stored_policy_that_does_not_read_refuses_every_request_of_its_tenant(
         .execute(&raw)
         .await
         .unwrap();
-    let store: &Store = node.state.store.as_ref().unwrap();
-    node.state.policies.refresh(store).await.unwrap();
+    let store: &Store = node.state.plane.store.as_ref().unwrap();
+    node.state.plane.policies.refresh(store).await.unwrap();
     assert_eq!(decision(&node, "t1", "https://a.example/").as_deref(), Some("policy_unreadable"));
     assert_eq!(decision(&node, "t2", "https://a.example/"), None, "other tenants are not affected");
 }
@@ -356,8 +356,8 @@ async fn a_missing_current_policy_row_refuses_and_never_reads_as_open() {
         .execute(&raw)
         .await
         .unwrap();
-    let store: &Store = node.state.store.as_ref().unwrap();
-    node.state.policies.refresh(store).await.unwrap();
+    let store: &Store = node.state.plane.store.as_ref().unwrap();
+    node.state.plane.policies.refresh(store).await.unwrap();
     assert_eq!(decision(&node, "t1", "https://b.example/").as_deref(), Some("policy_unreadable"));
     let read = get(&node, "/v1/tenants/t1/egress-policy").await;
     assert_eq!(read.json()["error"]["reason"], "policy_unreadable", "{}", read.text);

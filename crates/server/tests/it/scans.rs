@@ -543,7 +543,7 @@ async fn a_scan_of_an_older_head_never_vouches_for_a_newer_one_whose_scan_stalls
 #[tokio::test]
 async fn a_scan_left_pending_by_a_stopped_node_is_marked_errored_and_blocks() {
     let node = node_with("all", &[(names::OSV_DB, &osv_mini())]).await;
-    let store = node.state.store.clone().unwrap();
+    let store = node.state.plane.store.clone().unwrap();
     // A node took the submission and stopped before finishing it.
     let submitted = gatehouse_store::NewScan {
         scan_id: "scan_orphan".into(),

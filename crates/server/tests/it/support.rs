@@ -99,7 +99,7 @@ pub async fn node_with(role: &str, extra: &[(&str, &str)]) -> Node {
     if let Some(store) = store {
         gatehouse_server::serve::background(&state, store, retention).await;
     }
-    Node { router: gatehouse_server::api::router(state.clone()), state, clock, private_pem, data }
+    Node { router: gatehouse_server::serve::router(state.clone()), state, clock, private_pem, data }
 }
 
 /// The node's recorded refusals, oldest first, through `GET /v1/refusals`.

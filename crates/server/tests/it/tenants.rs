@@ -5,7 +5,7 @@
 
 use axum::body::Body;
 use gatehouse_config::names;
-use gatehouse_server::tenancy::{TenantRule, tenant_rule};
+use gatehouse_server::http::tenancy::{TenantRule, tenant_rule};
 use http::Request;
 use serde_json::{Value, json};
 

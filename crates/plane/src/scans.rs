@@ -26,14 +26,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-
 use std::time::Duration;
 
-use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Extension, FromRequest as _, Path, Query, Request, State};
 use base64::Engine as _;
-use gatehouse_core::{ErrorCode, new_id};
+use gatehouse_core::{Clock, Reason, new_id};
 use gatehouse_deps::Package;
 use gatehouse_deps::gate::{self, GateMode, GateReason};
 use gatehouse_deps::lockfile::{self, MAX_LOCKFILE_BYTES, ParseError, Parsed};
@@ -41,14 +37,12 @@ use gatehouse_deps::matching::Index;
 use gatehouse_deps::osv_client::OsvClient;
 use gatehouse_deps::scan::{self, BaseAbsent, Finding, ScanError, plan, read_base};
 use gatehouse_deps::severity::Level;
-use gatehouse_store::{AuditRecord, DependencyScan, NewScan, PageRequest, ScanOutcome, Store};
+use gatehouse_store::{AuditRecord, DependencyScan, NewScan, Page, PageRequest, ScanOutcome, Store};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::control::{page, path_id, store, store_error};
-use crate::http::{ApiError, Caller, RequestId, StrictJson, bad_request, with_reason};
-use crate::osv::EgressTransport;
-use crate::state::AppState;
+pub use crate::osv::EgressTransport;
+use crate::{Plane, PlaneError, Result};
 
 /// The largest base lockfile read; a larger one is read as absent (the git
 /// provider's contents API stops at 1 MB, as the seed says).
@@ -84,6 +78,17 @@ impl ScanLimits {
     pub fn new(concurrency: usize, wait: Duration) -> Self {
         Self { turns: Arc::new(tokio::sync::Semaphore::new(concurrency.max(1))), wait }
     }
+
+    /// How long a submission waits for its scan before it is answered pending.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// A turn to read, decode and parse one submission, however long the
+    /// queue for it.
+    pub async fn turn(&self) -> Result<tokio::sync::OwnedSemaphorePermit> {
+        self.turns.clone().acquire_owned().await.map_err(|_| PlaneError::Internal("scan_turns_closed"))
+    }
 }
 
 /// Where a scan's advisories come from.
@@ -118,9 +123,12 @@ impl OsvSource {
     }
 }
 
-#[derive(Deserialize)]
+/// One changed lockfile of a submission: its committed bytes at the head
+/// and at the base (standard base64), or the base's size when the provider
+/// would not give it.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct SubmittedLockfile {
+pub struct SubmittedLockfile {
     path: String,
     head_base64: String,
     #[serde(default)]
@@ -129,32 +137,35 @@ pub(crate) struct SubmittedLockfile {
     base_size: Option<u64>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ScanRequest {
-    repository: String,
-    pull_request: i64,
-    head_sha: String,
-    #[serde(deserialize_with = "crate::http::objects")]
-    lockfiles: Vec<SubmittedLockfile>,
+/// A pull request's dependency scan as submitted.
+#[derive(Debug)]
+pub struct Submission {
+    /// `owner/name`.
+    pub repository: String,
+    /// Its number.
+    pub pull_request: i64,
+    /// The head commit scanned.
+    pub head_sha: String,
+    /// Its changed lockfiles.
+    pub lockfiles: Vec<SubmittedLockfile>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct GateCheckRequest {
-    repository: String,
-    pull_request: i64,
-    head_sha: String,
-    actor: String,
+/// What a submission came to within its wait.
+#[derive(Debug)]
+pub enum Submitted {
+    /// Finished: the recorded answer.
+    Finished(Value),
+    /// Still running (it finishes in the background): its pending answer.
+    Pending(Value),
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ScanQuery {
-    repository: Option<String>,
-    pull_request: Option<i64>,
-    limit: Option<u32>,
-    cursor: Option<String>,
+/// A gate check's verdict, as audited.
+#[derive(Debug)]
+pub struct GateCheck {
+    /// Why the head is blocked (`None`: it is not).
+    pub reason: Option<GateReason>,
+    /// The submission that decided.
+    pub scan_id: Option<String>,
 }
 
 /// `owner/name` (one or more `/`-separated segments, as GitLab groups
@@ -171,7 +182,7 @@ fn valid_repository(s: &str) -> bool {
 }
 
 /// A git object id: SHA-1 (40) or SHA-256 (64) in lower-case hex.
-fn valid_sha(s: &str) -> bool {
+pub fn valid_sha(s: &str) -> bool {
     matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
@@ -185,15 +196,15 @@ fn valid_repo_path(s: &str) -> bool {
         && s.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
 }
 
-fn check_pull_request(rid: &RequestId, repository: &str, pull_request: i64) -> Result<(), ApiError> {
+/// A pull request as a caller names it: its repository and number, checked.
+pub fn check_pull_request(repository: &str, pull_request: i64) -> Result<()> {
     if !valid_repository(repository) {
-        return Err(bad_request(
-            rid,
+        return Err(PlaneError::invalid(
             "repository is owner/name: segments of [A-Za-z0-9._-], at most 200 bytes",
         ));
     }
     if pull_request < 1 {
-        return Err(bad_request(rid, "pull_request is the pull request's number, 1 or more"));
+        return Err(PlaneError::invalid("pull_request is the pull request's number, 1 or more"));
     }
     Ok(())
 }
@@ -237,24 +248,20 @@ fn parse_submitted(
     lockfile::parse_with(path, bytes, Some(&mut reader))
 }
 
-fn decode(rid: &RequestId, text: &str) -> Result<Vec<u8>, ApiError> {
+fn decode(text: &str) -> Result<Vec<u8>> {
     // Base64 is 4/3 of the bytes: refuse before decoding anything larger than a lockfile can be.
     if text.len() / 4 * 3 > MAX_LOCKFILE_BYTES + 3 {
-        return Err(bad_request(rid, "a lockfile is larger than the parser's limit"));
+        return Err(PlaneError::invalid("a lockfile is larger than the parser's limit"));
     }
     base64::engine::general_purpose::STANDARD
         .decode(text)
-        .map_err(|_| bad_request(rid, "head_base64 and base_base64 are standard base64"))
+        .map_err(|_| PlaneError::invalid("head_base64 and base_base64 are standard base64"))
 }
 
-fn gate_mode(text: &str) -> GateMode {
+/// A stored gate mode read back.
+pub fn gate_mode(text: &str) -> GateMode {
     // A stored mode that does not read is the strictest one: never looser than what was set.
     text.parse().unwrap_or(GateMode::High)
-}
-
-async fn tenant_gate_mode(state: &AppState, rid: &RequestId, tenant_id: &str) -> Result<GateMode, ApiError> {
-    let tenant = store(state, rid)?.tenant(tenant_id).await.map_err(|e| store_error(rid, &e))?;
-    Ok(tenant.map_or(GateMode::High, |t| gate_mode(&t.gate_mode)))
 }
 
 /// What a submission's lockfiles ask to check: the union of every head's
@@ -309,29 +316,28 @@ type Files = Vec<(String, Vec<u8>, Result<Vec<u8>, BaseAbsent>)>;
 
 /// Checks a submission and decodes its lockfiles. Each base64 text is
 /// dropped as soon as it is decoded, so the body is never held twice.
-fn intake(rid: &RequestId, req: &mut ScanRequest) -> Result<Files, ApiError> {
-    check_pull_request(rid, &req.repository, req.pull_request)?;
+fn intake(req: &mut Submission) -> Result<Files> {
+    check_pull_request(&req.repository, req.pull_request)?;
     if !valid_sha(&req.head_sha) {
-        return Err(bad_request(rid, "head_sha is the head commit's 40 or 64 lower-case hex digits"));
+        return Err(PlaneError::invalid("head_sha is the head commit's 40 or 64 lower-case hex digits"));
     }
     if req.lockfiles.is_empty() || req.lockfiles.len() > MAX_LOCKFILES {
-        return Err(bad_request(rid, "lockfiles holds 1 to 100 changed lockfiles"));
+        return Err(PlaneError::invalid("lockfiles holds 1 to 100 changed lockfiles"));
     }
     let mut seen = BTreeSet::new();
     for l in &req.lockfiles {
         if !valid_repo_path(&l.path) {
-            return Err(bad_request(
-                rid,
+            return Err(PlaneError::invalid(
                 "a lockfile path is relative, /-separated, without . or .. segments",
             ));
         }
         if !seen.insert(l.path.as_str()) {
-            return Err(bad_request(rid, "a lockfile path is given twice"));
+            return Err(PlaneError::invalid("a lockfile path is given twice"));
         }
     }
     let mut files = Vec::with_capacity(req.lockfiles.len());
     for l in &mut req.lockfiles {
-        let head = decode(rid, &std::mem::take(&mut l.head_base64))?;
+        let head = decode(&std::mem::take(&mut l.head_base64))?;
         // The provider's contents API stops at 1 MB: a base it reported
         // larger, or sent larger, is read as absent and every head version
         // is checked.
@@ -341,7 +347,7 @@ fn intake(rid: &RequestId, req: &mut ScanRequest) -> Result<Files, ApiError> {
             }
             (None, _) => Err(BaseAbsent::NotGiven),
             (Some(text), _) => {
-                let bytes = decode(rid, &text)?;
+                let bytes = decode(&text)?;
                 let len = bytes.len() as u64;
                 if len > BASE_MAX_BYTES {
                     Err(BaseAbsent::TooLarge { bytes: len, limit: BASE_MAX_BYTES })
@@ -388,7 +394,7 @@ struct ScanJob {
     source: Arc<OsvSource>,
     actor: String,
     request_id: String,
-    clock: Arc<dyn gatehouse_core::Clock>,
+    clock: Arc<dyn Clock>,
 }
 
 /// A submitted scan, run to its end whatever became of its request: the
@@ -454,125 +460,146 @@ async fn run_scan(job: ScanJob, files: Files, turn: tokio::sync::OwnedSemaphoreP
     }
 }
 
-/// `POST /v1/tenants/{t}/dependency-scans`.
-pub(crate) async fn submit_scan(
-    State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    Extension(caller): Extension<Caller>,
-    path: Result<Path<String>, PathRejection>,
-    request: Request,
-) -> Result<(http::StatusCode, Json<Value>), ApiError> {
-    let deadline = tokio::time::Instant::now() + state.scan_limits.wait;
-    let tenant_id = path_id(path, &rid)?;
-    let source = state.osv.clone().ok_or_else(|| ApiError::new(ErrorCode::Forbidden, &rid))?;
-    let store = store(&state, &rid)?.clone();
-    // A turn before the body is read: at most that many bodies are in
-    // memory (read, decoded, parsed) at once on this node. The rest queue
-    // for one however long it takes, never refused for being busy: a
-    // submission waiting its turn holds its connection, not its body, so
-    // the node's memory is bounded whatever is submitted. (This route is
-    // outside the 30 s request limit while it waits; see `queues_for_a_turn`.)
-    let turn = state
-        .scan_limits
-        .turns
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|_| ApiError::new(ErrorCode::Internal, &rid))?;
-    // From its turn, the request limit every route has: the body, its
-    // recording and the wait for its scan (until `deadline`, or at once
-    // when it queued past it: 202, pending) fit in it.
-    tokio::time::timeout(
-        crate::http::REQUEST_TIMEOUT,
-        submit_with_turn(state, rid.clone(), caller, tenant_id, source, store, request, turn, deadline),
-    )
-    .await
-    .map_err(|_| ApiError::new(ErrorCode::Timeout, &rid))?
-}
-
-/// Whether a request is a scan submission, which waits for its turn
-/// outside the request limit (a queue, not a refusal): `http` applies the
-/// limit to every other request.
-pub(crate) fn queues_for_a_turn(method: &http::Method, route: &str) -> bool {
-    method == http::Method::POST && route.ends_with("/tenants/{tenant_id}/dependency-scans")
-}
-
-/// [`submit_scan`] once its turn is held.
-#[allow(clippy::too_many_arguments)]
-async fn submit_with_turn(
-    state: AppState,
-    rid: RequestId,
-    caller: Caller,
-    tenant_id: String,
-    source: Arc<OsvSource>,
-    store: Store,
-    request: Request,
-    turn: tokio::sync::OwnedSemaphorePermit,
-    deadline: tokio::time::Instant,
-) -> Result<(http::StatusCode, Json<Value>), ApiError> {
-    let StrictJson(mut req) = StrictJson::<ScanRequest>::from_request(request, &state).await?;
-    let files = intake(&rid, &mut req)?;
-    let mode = tenant_gate_mode(&state, &rid, &tenant_id).await?;
-    let record = NewScan {
-        scan_id: new_id("scan"),
-        tenant_id,
-        repository: req.repository,
-        pull_request: req.pull_request,
-        head_sha: req.head_sha,
-        created_at: state.clock.now(),
-    };
-    // The submission is recorded, pending, with its number: from now on the
-    // gate counts it for its head, and its task finishes it whatever
-    // becomes of this request.
-    store.submit_scan(&record, &caller.name).await.map_err(|e| store_error(&rid, &e))?;
-    let pending = pending_answer(&DependencyScan {
-        scan_id: record.scan_id.clone(),
-        submitted: 0,
-        tenant_id: record.tenant_id.clone(),
-        repository: record.repository.clone(),
-        pull_request: record.pull_request,
-        head_sha: record.head_sha.clone(),
-        created_at: record.created_at,
-        status: "pending".into(),
-        finished_at: None,
-        levels: Vec::new(),
-        report: String::new(),
-    });
-    let job = ScanJob {
-        record,
-        mode,
-        store,
-        source,
-        actor: caller.name.clone(),
-        request_id: rid.0.clone(),
-        clock: state.clock.clone(),
-    };
-    let task = tokio::spawn(run_scan(job, files, turn));
-    match tokio::time::timeout_at(deadline, task).await {
-        Ok(Ok(Some(answer))) => Ok((http::StatusCode::CREATED, Json(answer))),
-        Ok(Ok(None)) => Err(ApiError::new(ErrorCode::Unavailable, &rid)),
-        Ok(Err(_)) => Err(ApiError::new(ErrorCode::Internal, &rid)),
-        Err(_) => Ok((http::StatusCode::ACCEPTED, Json(pending))),
+impl Plane {
+    /// A tenant's gate mode as the gate reads it.
+    async fn tenant_gate_mode(&self, tenant_id: &str) -> Result<GateMode> {
+        let tenant = self.store()?.tenant(tenant_id).await?;
+        Ok(tenant.map_or(GateMode::High, |t| gate_mode(&t.gate_mode)))
     }
-}
 
-/// `GET /v1/tenants/{t}/dependency-scans/{scan_id}`: one scan, pending or finished.
-pub(crate) async fn get_scan(
-    State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let Path((tenant_id, scan_id)) =
-        path.map_err(|_| bad_request(&rid, "the path names a tenant and a scan"))?;
-    let found = store(&state, &rid)?.scan(&tenant_id, &scan_id).await.map_err(|e| store_error(&rid, &e))?;
-    found
-        .map(|s| Json(stored_answer(&s)))
-        .ok_or_else(|| with_reason(ErrorCode::NotFound, &rid, gatehouse_core::Reason::ScanUnknown))
+    /// Records a submission (pending) and runs its scan in a task of its
+    /// own holding `turn` while it parses, then waits for it until
+    /// `deadline`: finished, or pending (it finishes in the background
+    /// whatever becomes of the caller).
+    pub async fn submit_scan(
+        &self,
+        request_id: &str,
+        actor: &str,
+        tenant_id: String,
+        mut submission: Submission,
+        turn: tokio::sync::OwnedSemaphorePermit,
+        deadline: tokio::time::Instant,
+    ) -> Result<Submitted> {
+        let source = self.osv.clone().ok_or(PlaneError::NotServed)?;
+        let store = self.store()?.clone();
+        let files = intake(&mut submission)?;
+        let mode = self.tenant_gate_mode(&tenant_id).await?;
+        let record = NewScan {
+            scan_id: new_id("scan"),
+            tenant_id,
+            repository: submission.repository,
+            pull_request: submission.pull_request,
+            head_sha: submission.head_sha,
+            created_at: self.clock.now(),
+        };
+        // The submission is recorded, pending, with its number: from now
+        // on the gate counts it for its head, and its task finishes it
+        // whatever becomes of this request.
+        store.submit_scan(&record, actor).await?;
+        let pending = pending_answer(&DependencyScan {
+            scan_id: record.scan_id.clone(),
+            submitted: 0,
+            tenant_id: record.tenant_id.clone(),
+            repository: record.repository.clone(),
+            pull_request: record.pull_request,
+            head_sha: record.head_sha.clone(),
+            created_at: record.created_at,
+            status: "pending".into(),
+            finished_at: None,
+            levels: Vec::new(),
+            report: String::new(),
+        });
+        let job = ScanJob {
+            record,
+            mode,
+            store,
+            source,
+            actor: actor.to_owned(),
+            request_id: request_id.to_owned(),
+            clock: self.clock.clone(),
+        };
+        let task = tokio::spawn(run_scan(job, files, turn));
+        match tokio::time::timeout_at(deadline, task).await {
+            Ok(Ok(Some(answer))) => Ok(Submitted::Finished(answer)),
+            Ok(Ok(None)) => Err(PlaneError::unavailable(Reason::StoreUnavailable)),
+            Ok(Err(_)) => Err(PlaneError::Internal("scan_task_failed")),
+            Err(_) => Ok(Submitted::Pending(pending)),
+        }
+    }
+
+    /// One scan of a tenant, as answered (pending or finished).
+    pub async fn scan(&self, tenant_id: &str, scan_id: &str) -> Result<Value> {
+        let found = self.store()?.scan(tenant_id, scan_id).await?;
+        found.map(|s| stored_answer(&s)).ok_or(PlaneError::NotFound(Some(Reason::ScanUnknown)))
+    }
+
+    /// One page of a tenant's scans, newest first, of a repository (and a
+    /// pull request of it) when given.
+    pub async fn scans(
+        &self,
+        tenant_id: &str,
+        repository: Option<&str>,
+        pull_request: Option<i64>,
+        page: &PageRequest,
+    ) -> Result<Page<Value>> {
+        if let Some(repository) = repository {
+            check_pull_request(repository, pull_request.unwrap_or(1))?;
+        } else if pull_request.is_some() {
+            return Err(PlaneError::invalid("pull_request needs its repository"));
+        }
+        let found = self.store()?.scans(tenant_id, repository, pull_request, page).await?;
+        Ok(Page { items: found.items.iter().map(stored_answer).collect(), next_cursor: found.next_cursor })
+    }
+
+    /// Whether a pull request's head may pass the gate: the newest
+    /// submission for that head decides, under the tenant's current mode.
+    /// Every check is audited (`gate.check`), and one that cannot be is
+    /// not answered.
+    pub async fn gate_check(
+        &self,
+        tenant_id: &str,
+        repository: &str,
+        pull_request: i64,
+        head_sha: &str,
+        actor: &str,
+        caller: &str,
+    ) -> Result<GateCheck> {
+        check_pull_request(repository, pull_request)?;
+        if !valid_sha(head_sha) {
+            return Err(PlaneError::invalid(
+                "head_sha is the head commit checked: 40 or 64 lower-case hex digits",
+            ));
+        }
+        let actor_is_person = match actor {
+            "agent" => false,
+            "person" => true,
+            _ => return Err(PlaneError::invalid("actor is agent or person")),
+        };
+        let mode = self.tenant_gate_mode(tenant_id).await?;
+        let store = self.store()?;
+        let newest = store.newest_scan_of_head(tenant_id, repository, pull_request, head_sha).await?;
+        let reason = gate_verdict(mode, actor_is_person, newest.as_ref());
+        let scan_id = newest.map(|s| s.scan_id);
+        let detail = json!({"repository": repository, "pull_request": pull_request,
+            "head_sha": head_sha, "actor": actor,
+            "mode": mode.as_str(), "blocked": reason.is_some(), "policy_failure_code": reason.map(GateReason::as_str),
+            "scan_id": scan_id});
+        let record = AuditRecord {
+            at: self.clock.now(),
+            actor: caller.to_owned(),
+            action: "gate.check".into(),
+            tenant_id: Some(tenant_id.to_owned()),
+            subject: format!("{repository}#{pull_request}"),
+            detail,
+        };
+        store.audit(&[record]).await?;
+        Ok(GateCheck { reason, scan_id })
+    }
 }
 
 /// Marks scans left pending by a stopped node as errored, now and every
 /// ten minutes (any node may: none holds a scan past [`SCAN_DEADLINE`]).
-pub async fn fail_stale_scans(store: Store, clock: Arc<dyn gatehouse_core::Clock>) {
+pub async fn fail_stale_scans(store: Store, clock: Arc<dyn Clock>) {
     let mut tick = tokio::time::interval(Duration::from_secs(600));
     loop {
         tick.tick().await;
@@ -586,29 +613,6 @@ pub async fn fail_stale_scans(store: Store, clock: Arc<dyn gatehouse_core::Clock
             Err(e) => tracing::warn!(code = e.code(), "stale dependency scans could not be marked errored"),
         }
     }
-}
-
-/// `GET /v1/tenants/{t}/dependency-scans?repository=&pull_request=`: newest first.
-pub(crate) async fn list_scans(
-    State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    path: Result<Path<String>, PathRejection>,
-    query: Result<Query<ScanQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let tenant_id = path_id(path, &rid)?;
-    let Query(q) = query.map_err(|_| bad_request(&rid, "repository, pull_request, limit and cursor only"))?;
-    if let Some(repository) = &q.repository {
-        check_pull_request(&rid, repository, q.pull_request.unwrap_or(1))?;
-    } else if q.pull_request.is_some() {
-        return Err(bad_request(&rid, "pull_request needs its repository"));
-    }
-    let page: PageRequest = page(&rid, q.limit, q.cursor)?;
-    let found = store(&state, &rid)?
-        .scans(&tenant_id, q.repository.as_deref(), q.pull_request, &page)
-        .await
-        .map_err(|e| store_error(&rid, &e))?;
-    let items: Vec<Value> = found.items.iter().map(stored_answer).collect();
-    Ok(Json(json!({"items": items, "next_cursor": found.next_cursor})))
 }
 
 /// A stored report that no longer reads: its identity and status, marked.
@@ -643,93 +647,9 @@ pub fn gate_verdict(
     gate::decide(mode, &levels, scan.status != "ok" || unreadable).reason
 }
 
-/// `POST /v1/tenants/{t}/gate-checks`.
-pub(crate) async fn gate_check(
-    State(state): State<AppState>,
-    Extension(rid): Extension<RequestId>,
-    Extension(caller): Extension<Caller>,
-    path: Result<Path<String>, PathRejection>,
-    StrictJson(req): StrictJson<GateCheckRequest>,
-) -> Result<Json<Value>, ApiError> {
-    let tenant_id = path_id(path, &rid)?;
-    check_pull_request(&rid, &req.repository, req.pull_request)?;
-    if !valid_sha(&req.head_sha) {
-        return Err(bad_request(&rid, "head_sha is the head commit checked: 40 or 64 lower-case hex digits"));
-    }
-    let actor_is_person = match req.actor.as_str() {
-        "agent" => false,
-        "person" => true,
-        _ => return Err(bad_request(&rid, "actor is agent or person")),
-    };
-    let mode = tenant_gate_mode(&state, &rid, &tenant_id).await?;
-    let store = store(&state, &rid)?;
-    let newest = store
-        .newest_scan_of_head(&tenant_id, &req.repository, req.pull_request, &req.head_sha)
-        .await
-        .map_err(|e| store_error(&rid, &e))?;
-    let reason = gate_verdict(mode, actor_is_person, newest.as_ref());
-    let scan_id = newest.map(|s| s.scan_id);
-    let verdict = json!({"blocked": reason.is_some(), "policy_failure_code": reason.map(GateReason::as_str),
-        "scan_id": scan_id});
-    let detail = json!({"repository": req.repository, "pull_request": req.pull_request,
-        "head_sha": req.head_sha, "actor": req.actor,
-        "mode": mode.as_str(), "blocked": reason.is_some(), "policy_failure_code": reason.map(GateReason::as_str),
-        "scan_id": scan_id});
-    let subject = format!("{}#{}", req.repository, req.pull_request);
-    let record = AuditRecord {
-        at: state.clock.now(),
-        actor: caller.name.clone(),
-        action: "gate.check".into(),
-        tenant_id: Some(tenant_id),
-        subject,
-        detail,
-    };
-    store.audit(&[record]).await.map_err(|e| store_error(&rid, &e))?;
-    Ok(Json(verdict))
-}
-
-/// Where scans find advisories: the offline database at `osv_db` when
-/// set (loaded now, so a bad one stops the start), else the OSV API at
-/// `osv_url` through the door.
-pub fn osv_source(
-    osv_db: Option<&std::path::Path>,
-    osv_url: &str,
-    fetcher: impl FnOnce() -> Result<gatehouse_egress::fetch::Fetcher, String>,
-) -> Result<Arc<OsvSource>, String> {
-    match osv_db {
-        Some(dir) => {
-            let advisories = gatehouse_deps::osv::load_dir(dir)
-                .map_err(|e| format!("{}: {e}", gatehouse_config::names::OSV_DB))?;
-            Ok(Arc::new(OsvSource::Offline(Arc::new(Index::new(advisories)))))
-        }
-        None => {
-            let client = gatehouse_deps::osv_client::ClientConfig {
-                base_url: osv_url.to_owned(),
-                ..Default::default()
-            };
-            Ok(Arc::new(OsvSource::Online(Box::new(OsvClient::new(
-                EgressTransport::new(fetcher()?),
-                client,
-            )))))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The route as `http::request_context` sees it (`MatchedPath`, the
-    /// `/v1` nest included: the request log line shows it) waits outside
-    /// the request limit; nothing else does.
-    #[test]
-    fn only_a_scan_submission_queues_outside_the_request_limit() {
-        let route = "/v1/tenants/{tenant_id}/dependency-scans";
-        assert!(queues_for_a_turn(&http::Method::POST, route));
-        assert!(!queues_for_a_turn(&http::Method::GET, route));
-        assert!(!queues_for_a_turn(&http::Method::POST, "/v1/tenants/{tenant_id}/gate-checks"));
-        assert!(!queues_for_a_turn(&http::Method::GET, "/v1/tenants/{tenant_id}/dependency-scans/{scan_id}"));
-    }
 
     #[test]
     fn repository_names_and_paths_are_read_strictly() {

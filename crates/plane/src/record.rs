@@ -38,10 +38,8 @@ use std::time::Duration;
 
 use gatehouse_core::{Clock, Reason, Refusal, RefusalKind};
 use gatehouse_egress::proxy::RefusalSink;
-use gatehouse_store::{NewEvent, RefusalCount, Store};
+use gatehouse_store::{AuditEntry, Event, NewEvent, Page, PageRequest, RefusalCount, RefusalFilter, Store};
 use tokio::sync::Notify;
-
-use crate::state::counter_family;
 
 /// Noise entries kept waiting for the store at most.
 const NOISE_CAP: usize = 10_000;
@@ -527,6 +525,143 @@ impl EventQueue {
                     self.put_back(taken);
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
+            }
+        }
+    }
+}
+
+/// One Prometheus counter family: HELP, TYPE, then `name{labels} value` per
+/// sample. Labels come from closed sets only.
+pub fn counter_family(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (String, u64)>,
+) {
+    use std::fmt::Write as _;
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{labels} {value}");
+    }
+}
+
+/// How long a record read waits for this node's queued events.
+const FLUSH_WITHIN: Duration = Duration::from_secs(2);
+
+/// How much of the audit chain one narrowed page reads at most.
+const AUDIT_SCAN_ENTRIES: usize = 10_000;
+
+/// A read of the record and whether it is complete: `true` when every
+/// event this node had queued before the read was in the store, `false`
+/// when the read did not wait for them all (read again to see them).
+#[derive(Debug)]
+pub struct RecordRead<T> {
+    /// What was read.
+    pub read: T,
+    /// Whether every event queued here before the read is in it.
+    pub complete: bool,
+}
+
+impl crate::Plane {
+    /// Lets this node's queued events reach the store before a read, so a
+    /// caller sees what it just caused. Whether they did: a store too slow
+    /// to take them within [`FLUSH_WITHIN`] leaves the read short.
+    pub async fn flush(&self) -> bool {
+        match self.refusals.queue() {
+            Some(queue) => queue.flush(FLUSH_WITHIN).await,
+            None => true,
+        }
+    }
+
+    /// One page of the refusals `caller` may see that `filter` selects
+    /// (`filter.tenant_id`: the tenant asked for, if any), newest first.
+    pub async fn refusals(
+        &self,
+        request_id: &str,
+        caller: &crate::Caller,
+        filter: RefusalFilter,
+        page: &PageRequest,
+    ) -> crate::Result<RecordRead<Page<Event>>> {
+        let store = self.store()?;
+        let tenants = self.narrowed(request_id, caller, filter.tenant_id.clone())?;
+        let complete = self.flush().await;
+        let filter = &filter;
+        let read = crate::tenancy::merged(
+            tenants,
+            page,
+            |e: &Event| e.seq,
+            |tenant_id, page| async move {
+                let filter = RefusalFilter { tenant_id, ..filter.clone() };
+                Ok(store.refusals(&filter, &page).await?)
+            },
+        )
+        .await?;
+        Ok(RecordRead { read, complete })
+    }
+
+    /// A run's events after `after`, at most `limit`, in order.
+    pub async fn run_events(
+        &self,
+        run_id: &str,
+        after: i64,
+        limit: u32,
+    ) -> crate::Result<RecordRead<Vec<Event>>> {
+        let store = self.store()?;
+        let complete = self.flush().await;
+        if store.run(run_id).await?.is_none() {
+            return Err(crate::PlaneError::run_unknown());
+        }
+        let read = store.run_events(run_id, after, limit).await?;
+        Ok(RecordRead { read, complete })
+    }
+
+    /// Entries of the audit log after `after` that `caller` may read, at
+    /// most `limit`, with the cursor to read on from (`None`: the end). A
+    /// caller acting globally reads the whole chain; anyone else the
+    /// entries of its tenants and its own actions, reading at most
+    /// [`AUDIT_SCAN_ENTRIES`] of the chain per page: a page that stops
+    /// there may hold fewer, with a cursor to read on from.
+    pub async fn audit(
+        &self,
+        caller: &crate::Caller,
+        mut after: i64,
+        limit: u32,
+    ) -> crate::Result<RecordRead<(Vec<AuditEntry>, Option<i64>)>> {
+        let store = self.store()?;
+        let complete = self.flush().await;
+        if caller.acts_globally() {
+            let entries = store.audit_entries(after, limit).await?;
+            let next = entries.last().map(|e| e.seq).filter(|_| entries.len() == limit as usize);
+            return Ok(RecordRead { read: (entries, next), complete });
+        }
+        let wanted = usize::try_from(limit).unwrap_or(usize::MAX);
+        let own = |actor: &str| {
+            actor == caller.name
+                || actor.strip_prefix(caller.name.as_str()).is_some_and(|rest| rest.starts_with(':'))
+        };
+        let mut kept = Vec::new();
+        let mut read = 0;
+        loop {
+            let chunk = store.audit_entries(after, 500).await?;
+            let full = chunk.len() == 500;
+            for entry in chunk {
+                read += 1;
+                after = entry.seq;
+                let record = &entry.record;
+                let theirs = record.tenant_id.as_deref().is_some_and(|t| caller.may_act_on(Some(t)));
+                if theirs || own(&record.actor) {
+                    kept.push(entry);
+                    if kept.len() == wanted {
+                        return Ok(RecordRead { read: (kept, Some(after)), complete });
+                    }
+                }
+            }
+            if !full {
+                return Ok(RecordRead { read: (kept, None), complete });
+            }
+            if read >= AUDIT_SCAN_ENTRIES {
+                return Ok(RecordRead { read: (kept, Some(after)), complete });
             }
         }
     }

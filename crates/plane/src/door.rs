@@ -20,7 +20,7 @@ use gatehouse_egress::leases::{LeaseFuture, LeaseSource, RunLeases};
 use gatehouse_ledger::{Ledger, LedgerBackend as _, RevokeScope};
 use gatehouse_store::{Credential, DoorLease, LeaseStatus, NewEvent, Store};
 
-use crate::events::RefusalLog;
+use crate::record::RefusalLog;
 
 /// How long a read of a run's leases is trusted without a generation change.
 const MAX_AGE: Duration = Duration::from_secs(2);

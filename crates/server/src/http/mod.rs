@@ -1,5 +1,6 @@
-//! The HTTP edge: request ids, the safe error response, strict JSON bodies,
-//! and service-token authentication.
+//! The HTTP edge: request ids, the safe error response (and the one
+//! translation of the plane's errors into it), strict JSON bodies,
+//! service-token authentication and the tenant gate.
 
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, Instant};
@@ -14,8 +15,11 @@ use http::{HeaderValue, StatusCode, header};
 use serde::de::DeserializeOwned;
 
 use gatehouse_capability::Scope;
+use gatehouse_plane::PlaneError;
 
 use crate::state::AppState;
+
+pub mod tenancy;
 
 /// The largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -41,6 +45,35 @@ impl ApiError {
 /// A `bad_request` with a fixed message.
 pub fn bad_request(request_id: &RequestId, message: &'static str) -> ApiError {
     ApiError(PublicError::new(ErrorCode::BadRequest, request_id.0.clone()).with_message(message))
+}
+
+/// A plane error as the API answers it: its code, its reason and its
+/// message, nothing else. A fault of gatehouse's own is logged here, with
+/// the request id, and answered as a bare `internal`.
+pub fn api_error(request_id: &RequestId, e: PlaneError) -> ApiError {
+    if let PlaneError::Internal(code) = e {
+        tracing::error!(request_id = %request_id.0, code, "internal error");
+    }
+    let mut error = PublicError::new(e.code(), request_id.0.clone());
+    if let Some(reason) = e.reason() {
+        error = error.with_reason(reason);
+    }
+    if let Some(message) = e.message() {
+        error = error.with_message(message);
+    }
+    ApiError(error)
+}
+
+/// A plane operation's result as the API answers it.
+pub trait Answer<T> {
+    /// The value, or the error as [`api_error`] tells it.
+    fn answer(self, request_id: &RequestId) -> Result<T, ApiError>;
+}
+
+impl<T> Answer<T> for Result<T, PlaneError> {
+    fn answer(self, request_id: &RequestId) -> Result<T, ApiError> {
+        self.map_err(|e| api_error(request_id, e))
+    }
 }
 
 /// `code` with a refusal reason.
@@ -96,7 +129,7 @@ pub async fn request_context(State(state): State<AppState>, mut req: Request, ne
     let handler = AssertUnwindSafe(next.run(req)).catch_unwind();
     // A scan submission queues for its turn outside the limit (its handler
     // applies the limit from its turn on): a queue, not a refusal.
-    let outcome = if crate::scans::queues_for_a_turn(&method, &path) {
+    let outcome = if queues_for_a_turn(&method, &path) {
         Ok(handler.await)
     } else {
         tokio::time::timeout(REQUEST_TIMEOUT, handler).await
@@ -130,53 +163,7 @@ pub async fn request_context(State(state): State<AppState>, mut req: Request, ne
     response
 }
 
-/// Who made a `/v1` call, as the audit log names them: a named caller,
-/// `service` for the holder of the internal service token, `anonymous`
-/// where authentication is explicitly off; and which tenants it acts on.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// The caller's name.
-    pub name: String,
-    /// The tenants it may act on: `None` for every tenant (the service
-    /// token, a named caller without `tenants`, authentication off).
-    pub tenants: Option<std::sync::Arc<[String]>>,
-    /// Whether it holds scope `admin`.
-    pub admin: bool,
-}
-
-impl Caller {
-    /// A caller that acts on every tenant with every scope.
-    pub fn unbound(name: &str) -> Self {
-        Self { name: name.to_owned(), tenants: None, admin: true }
-    }
-
-    /// A named caller as its caller file entry says.
-    pub fn named(caller: &gatehouse_capability::CallerToken) -> Self {
-        Self {
-            name: caller.name().to_owned(),
-            tenants: caller.tenants().map(std::sync::Arc::from),
-            admin: caller.scopes().contains(&Scope::Admin),
-        }
-    }
-
-    /// Whether the caller may act on `tenant`. The one rule: an unbound
-    /// caller acts on every tenant (and on requests naming none); a bound
-    /// caller only on its own tenants, never on a request naming none.
-    pub fn may_act_on(&self, tenant: Option<&str>) -> bool {
-        match (&self.tenants, tenant) {
-            (None, _) => true,
-            (Some(own), Some(tenant)) => own.iter().any(|t| t == tenant),
-            (Some(_), None) => false,
-        }
-    }
-
-    /// Whether the caller may act on every tenant at once (emergency
-    /// revoke, revoking every grant, the whole audit log): unbound, with
-    /// scope `admin`.
-    pub fn acts_globally(&self) -> bool {
-        self.tenants.is_none() && self.admin
-    }
-}
+pub use gatehouse_plane::Caller;
 
 /// The scope a `/v1` route needs, by its route template. Anything not
 /// listed needs `admin`, the strictest, so a new route is closed until it
@@ -236,7 +223,7 @@ pub async fn require_service_token(State(state): State<AppState>, mut req: Reque
                     let caller = Caller::named(caller);
                     // A caller bound to tenants passes only where the
                     // route's tenant rule lets it.
-                    let mut req = match crate::tenancy::gate(&state, &caller, req).await {
+                    let mut req = match tenancy::gate(&state, &caller, req).await {
                         Ok(req) => req,
                         Err(refused) => return refused.into_response(),
                     };
@@ -245,7 +232,7 @@ pub async fn require_service_token(State(state): State<AppState>, mut req: Reque
                 }
                 tracing::warn!(request_id = %request_id.0, caller = caller.name(), scope = needed.as_str(),
                     "caller lacks the route's scope");
-                state.refusals.record(
+                state.plane.refusals.record(
                     RefusalKind::AuthRefused,
                     Reason::ScopeMissing,
                     None,
@@ -261,7 +248,7 @@ pub async fn require_service_token(State(state): State<AppState>, mut req: Reque
     };
     // A caller who proved nothing: counted, never itemized (anyone can send these).
     let client = req.extensions().get::<gatehouse_listener::PeerAddr>().map(|p| p.0.ip());
-    state.refusals.record_unauthenticated(
+    state.plane.refusals.record_unauthenticated(
         "api",
         client,
         RefusalKind::AuthRefused,
@@ -271,6 +258,31 @@ pub async fn require_service_token(State(state): State<AppState>, mut req: Reque
     let mut response =
         ApiError(PublicError::new(ErrorCode::Unauthorized, request_id.0).with_reason(reason)).into_response();
     response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// Whether a route's requests queue for a turn outside the request timeout
+/// (a dependency scan's submission; its handler applies the limit from its
+/// turn on).
+pub fn queues_for_a_turn(method: &http::Method, route: &str) -> bool {
+    method == http::Method::POST && route.ends_with("/tenants/{tenant_id}/dependency-scans")
+}
+
+/// The header a record read's answer says whether it is complete in.
+pub const RECORD_COMPLETE: &str = "x-gatehouse-record-complete";
+
+/// The answer of a read of the record (refusals, run events, audit), with
+/// [`RECORD_COMPLETE`]: `true` when every event this node had queued before
+/// the read was in the store, `false` when the read did not wait for them
+/// all (read again to see them).
+pub fn record_answer(rid: &RequestId, complete: bool, body: serde_json::Value) -> Response {
+    if !complete {
+        tracing::warn!(request_id = %rid.0, "a record read did not wait for every queued event");
+    }
+    let mut response = axum::Json(body).into_response();
+    response
+        .headers_mut()
+        .insert(RECORD_COMPLETE, HeaderValue::from_static(if complete { "true" } else { "false" }));
     response
 }
 

@@ -288,12 +288,17 @@ async fn sweep_orphans(
 
 /// Every `EVERY_SECS`, takes the sweeper's lease if no other node holds it
 /// and sweeps.
-pub async fn run(state: crate::state::AppState, store: Store, storage: Storage, ttl_days: i64) {
+pub async fn run(
+    clock: std::sync::Arc<dyn gatehouse_core::Clock>,
+    store: Store,
+    storage: Storage,
+    ttl_days: i64,
+) {
     let holder = gatehouse_core::new_id("node");
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(EVERY_SECS));
     loop {
         tick.tick().await;
-        let now = state.clock.now();
+        let now = clock.now();
         match store.claim_maintenance(TASK, &holder, now, now + LEASE_SECS).await {
             Ok(true) => {}
             Ok(false) => continue,

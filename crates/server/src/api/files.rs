@@ -32,19 +32,19 @@ use gatehouse_store::files::{FileUpload, StoredFile, UploadFate};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::api::{RouteTable, forbidden, refused};
-use crate::http::{ApiError, Caller, RequestId, bad_request, with_reason};
+use super::{RouteTable, forbidden, refused, store_error};
+use crate::http::{Answer as _, ApiError, Caller, RequestId, bad_request, with_reason};
 use crate::state::AppState;
 
 /// The platform's routes (service token, worker role).
-pub(crate) fn routes(v1: RouteTable) -> RouteTable {
+pub(super) fn routes(v1: RouteTable) -> RouteTable {
     v1.route("/files", post(store_input))
         .route("/tenants/{tenant_id}/files/{file_id}", get(input_metadata).delete(delete_input))
 }
 
 /// The sandbox's routes (the run's grant as the bearer token, gateway role),
 /// served beside `/v1` under their full paths.
-pub(crate) fn sandbox_routes(table: RouteTable) -> RouteTable {
+pub(super) fn sandbox_routes(table: RouteTable) -> RouteTable {
     table
         .route("/v1/files/{file_id}", get(read_input))
         .route("/v1/sessions/{session_id}/files", get(list_session))
@@ -52,7 +52,7 @@ pub(crate) fn sandbox_routes(table: RouteTable) -> RouteTable {
 }
 
 fn storage_and_store<'a>(state: &'a AppState, rid: &RequestId) -> Result<(&'a Storage, &'a Store), ApiError> {
-    match (&state.storage, &state.store) {
+    match (&state.storage, &state.plane.store) {
         (Some(storage), Some(store)) => Ok((storage, store)),
         _ => Err(forbidden(rid)),
     }
@@ -127,13 +127,13 @@ async fn store_input(
         ));
     };
     let (storage, store) = storage_and_store(&state, &rid)?;
-    let sessions = state.sessions.as_ref().ok_or_else(|| forbidden(&rid))?;
+    let sessions = state.plane.sessions.as_ref().ok_or_else(|| forbidden(&rid))?;
     let ids = [Some(&q.user_id), Some(&q.resource), q.tenant_id.as_ref(), q.conversation_id.as_ref()];
     if ids.into_iter().flatten().any(|id| !is_valid_id(id)) {
         return Err(bad_request(&rid, "user_id, resource, tenant_id and conversation_id are ids"));
     }
     check_name(&q.name).map_err(|e| file_error(&rid, &e))?;
-    crate::tenancy::require(&state, &rid, &caller, q.tenant_id.as_deref())?;
+    state.plane.require(&rid.0, &caller, q.tenant_id.as_deref()).answer(&rid)?;
     let principal = Principal { tenant_id: q.tenant_id.clone(), user_id: q.user_id.clone() };
     let namespace =
         shared(&q.resource).unwrap_or(Namespace::User { conversation: q.conversation_id.as_deref() });
@@ -160,7 +160,7 @@ async fn store_input(
         bytes: i64::try_from(stored.bytes).unwrap_or(i64::MAX),
         sha256: stored.sha256,
         verdict: verdict.verdict.as_str().to_owned(),
-        created_at: state.clock.now(),
+        created_at: state.plane.clock.now(),
     };
     record(store, storage, &rid, &file, &caller.name).await?;
     Ok((StatusCode::CREATED, Json(kept(&file))).into_response())
@@ -182,7 +182,7 @@ async fn input_metadata(
     let file = store
         .file(Some(&p.tenant_id), &p.file_id)
         .await
-        .map_err(|e| crate::control::store_error(&rid, &e))?
+        .map_err(|e| store_error(&rid, e))?
         .ok_or_else(|| unknown(&rid))?;
     Ok(Json(described(&file)))
 }
@@ -198,9 +198,9 @@ async fn delete_input(
 ) -> Result<Json<Value>, ApiError> {
     let (storage, store) = storage_and_store(&state, &rid)?;
     let file = store
-        .delete_file(Some(&p.tenant_id), &p.file_id, &caller.name, state.clock.now())
+        .delete_file(Some(&p.tenant_id), &p.file_id, &caller.name, state.plane.clock.now())
         .await
-        .map_err(|e| crate::control::store_error(&rid, &e))?
+        .map_err(|e| store_error(&rid, e))?
         .ok_or_else(|| unknown(&rid))?;
     remove_object(storage, &file).await;
     Ok(Json(json!({"deleted": true})))
@@ -221,9 +221,15 @@ fn grant_of(
     headers: &HeaderMap,
     client: Option<IpAddr>,
 ) -> Result<GrantClaims, ApiError> {
-    let sealer = state.sealer.as_ref().ok_or_else(|| forbidden(rid))?;
+    let sealer = state.plane.sealer.as_ref().ok_or_else(|| forbidden(rid))?;
     let unproven = |reason: Reason| {
-        state.refusals.record_unauthenticated("api", client, RefusalKind::GrantRefused, reason, Some(&rid.0));
+        state.plane.refusals.record_unauthenticated(
+            "api",
+            client,
+            RefusalKind::GrantRefused,
+            reason,
+            Some(&rid.0),
+        );
     };
     let mut given = headers.get_all(header::AUTHORIZATION).iter();
     let token = match (given.next(), given.next()) {
@@ -238,11 +244,11 @@ fn grant_of(
         unproven(Reason::GrantMalformed);
         return Err(with_reason(ErrorCode::Unauthorized, rid, Reason::GrantMalformed));
     };
-    let claims = sealer.open(token.trim(), state.clock.now()).map_err(|reason| {
+    let claims = sealer.open(token.trim(), state.plane.clock.now()).map_err(|reason| {
         unproven(reason);
         refused(rid, reason)
     })?;
-    if claims.tenant_id.is_none() && state.tenant_isolation_strict {
+    if claims.tenant_id.is_none() && state.plane.settings.tenant_isolation_strict {
         return Err(refused(rid, Reason::TenantMissing));
     }
     Ok(claims)
@@ -255,8 +261,10 @@ async fn spend_for(
     claims: &GrantClaims,
     op: &Operation,
 ) -> Result<(), ApiError> {
-    let ledger = state.ledger.as_ref().ok_or_else(|| forbidden(rid))?;
-    match spend(ledger, &claims.grant_id, op, state.clock.now(), state.ledger_required).await {
+    let ledger = state.plane.ledger.as_ref().ok_or_else(|| forbidden(rid))?;
+    match spend(ledger, &claims.grant_id, op, state.plane.clock.now(), state.plane.settings.ledger_required)
+        .await
+    {
         Ok(_) => Ok(()),
         Err(reason) => {
             note(state, rid, of_run(claims), refusal_kind(reason), reason, None);
@@ -274,7 +282,7 @@ fn note(
     reason: Reason,
     rule: Option<String>,
 ) {
-    state.refusals.record_refusal(Refusal {
+    state.plane.refusals.record_refusal(Refusal {
         kind,
         reason,
         tenant_id: tenant.map(str::to_owned),
@@ -307,7 +315,7 @@ async fn read_input(
     let file = store
         .file(claims.tenant_id.as_deref(), &file_id)
         .await
-        .map_err(|e| crate::control::store_error(&rid, &e))?
+        .map_err(|e| store_error(&rid, e))?
         .ok_or_else(|| unknown(&rid))?;
     // Named by the platform in the grant, and still: only the user's own
     // file or a resource shared in the tenant.
@@ -365,9 +373,9 @@ async fn session(
     spend_for(state, rid, &claims, &Operation::ReadSession { session: session_id.to_owned() }).await?;
     let tenant = claims.tenant_id.as_deref();
     store
-        .session_files(tenant, &claims.user_id, &claims.session_key, session_id, state.clock.now())
+        .session_files(tenant, &claims.user_id, &claims.session_key, session_id, state.plane.clock.now())
         .await
-        .map_err(|e| crate::control::store_error(rid, &e))
+        .map_err(|e| store_error(rid, e))
 }
 
 /// `PUT /v1/sessions/{session_id}/files/{name}`: a file into the run's
@@ -422,7 +430,7 @@ async fn upload(
         bytes: i64::try_from(stored.bytes).unwrap_or(i64::MAX),
         sha256: stored.sha256,
         verdict: verdict.verdict.as_str().to_owned(),
-        created_at: state.clock.now(),
+        created_at: state.plane.clock.now(),
     };
     record(store, storage, &rid, &file, &format!("run:{}", claims.exec_id)).await?;
     Ok((StatusCode::CREATED, Json(kept(&file))).into_response())
@@ -449,9 +457,9 @@ async fn begin_upload(
         file_id: path.file_id().to_owned(),
         namespace: path.namespace().to_owned(),
         node: node_name().to_owned(),
-        started_at: state.clock.now(),
+        started_at: state.plane.clock.now(),
     };
-    store.begin_upload(&upload).await.map_err(|e| crate::control::store_error(rid, &e))
+    store.begin_upload(&upload).await.map_err(|e| store_error(rid, e))
 }
 
 /// An upload that kept nothing: its row goes (left behind on failure, the
@@ -495,11 +503,11 @@ async fn record(
             }
             Ok(UploadFate::Abandoned) => {
                 remove_object(storage, file).await;
-                Err(crate::control::store_error(rid, &e))
+                Err(store_error(rid, e))
             }
             Err(again) => {
                 tracing::warn!(file_id = %file.file_id, code = again.code(), "whether a file's record was written is unknown; its object is left to the sweeper");
-                Err(crate::control::store_error(rid, &e))
+                Err(store_error(rid, e))
             }
         },
     }

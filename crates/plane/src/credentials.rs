@@ -1,0 +1,430 @@
+//! Credentials and the leases runs hold on them (worker and `all` roles).
+//!
+//! A credential's secret arrives once, is sealed at once to the gateway
+//! role's public key (HPKE, bound to tenant, id and version) and is never
+//! answered, listed, logged or stored in clear: what is shown carries a
+//! keyed fingerprint. The worker cannot open what it stored.
+//!
+//! A lease binds one live run to one credential, its purpose and its one
+//! host for two minutes, renewed by the run's heartbeat. Every change to a
+//! run's leases bumps its grant's lease generation in the ledger before the
+//! operation returns; every node's door reads the generation with the run's
+//! next spend and re-reads the leases when it moved, so a revocation on one
+//! node stops injection on all of them at their next request.
+
+use gatehouse_capability::credential::{CredentialContext, CredentialSecret, seal};
+use gatehouse_core::{Reason, is_valid_id, new_id};
+use gatehouse_egress::inject::InjectRule;
+use gatehouse_egress::target::parse_authority;
+use gatehouse_ledger::LedgerBackend as _;
+use gatehouse_store::{
+    Credential, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease, Page, PageRequest, Resealed, StoreError,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use zeroize::Zeroizing;
+
+use crate::{Caller, Plane, PlaneError, Result};
+
+/// What a credential may be for.
+pub const PURPOSES: [&str; 4] = ["git_provider", "mcp_server", "runtime_secret", "webhook_signing"];
+
+/// How a credential is sent: `{"header", "format"}` or `{"basic_username"}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectSpec {
+    /// The header it goes in.
+    #[serde(default)]
+    pub header: Option<String>,
+    /// The header's value, `{secret}` standing for it.
+    #[serde(default)]
+    pub format: Option<String>,
+    /// HTTP Basic with this user name and the secret as password.
+    #[serde(default)]
+    pub basic_username: Option<String>,
+}
+
+const INJECT_SHAPE: &str = "inject is {\"header\", \"format\"} or {\"basic_username\"}";
+
+impl InjectSpec {
+    /// The rule the spec gives, checked; the reason for the caller otherwise.
+    pub fn rule(&self) -> std::result::Result<InjectRule, &'static str> {
+        match (&self.header, &self.format, &self.basic_username) {
+            (Some(header), Some(format), None) => InjectRule::header(header, format),
+            (None, None, Some(username)) => InjectRule::basic(username),
+            _ => Err(INJECT_SHAPE),
+        }
+    }
+
+    /// Its stored form: the fields given, nothing else.
+    pub fn stored(&self) -> Value {
+        match (&self.header, &self.format, &self.basic_username) {
+            (Some(header), Some(format), _) => json!({"header": header, "format": format}),
+            (_, _, Some(username)) => json!({"basic_username": username}),
+            _ => json!({}),
+        }
+    }
+}
+
+/// How a stored credential is sent (its `inject` column, JSON text): the
+/// rule it reads back as, and whether plain HTTP is allowed.
+pub fn delivery(stored: &str) -> Option<(InjectRule, bool)> {
+    let (spec, allow_plain_http) = stored_delivery(stored)?;
+    Some((spec.rule().ok()?, allow_plain_http))
+}
+
+/// A stored `inject` column read back: the spec and whether plain HTTP is
+/// allowed.
+pub fn stored_delivery(stored: &str) -> Option<(InjectSpec, bool)> {
+    let mut fields: serde_json::Map<String, Value> = serde_json::from_str(stored).ok()?;
+    let allow_plain_http = match fields.remove("allow_plain_http") {
+        None => false,
+        Some(Value::Bool(allowed)) => allowed,
+        Some(_) => return None,
+    };
+    Some((serde_json::from_value(Value::Object(fields)).ok()?, allow_plain_http))
+}
+
+/// A host as leases and the door compare it: lowercase ASCII (IDNA), no
+/// trailing dot, no port.
+pub fn normalized_host(host: &str) -> std::result::Result<String, Reason> {
+    match parse_authority(host)? {
+        (host, None) => Ok(host.to_string()),
+        (_, Some(_)) => Err(Reason::PortInvalid),
+    }
+}
+
+/// A purpose and a host as a caller gives them, checked; the host
+/// normalized (`GitHub.com.` is `github.com`), as leases compare it.
+fn purpose_and_host(purpose: &str, host: &str) -> Result<String> {
+    if !PURPOSES.contains(&purpose) {
+        return Err(PlaneError::invalid(
+            "purpose is git_provider, mcp_server, runtime_secret or webhook_signing",
+        ));
+    }
+    normalized_host(host)
+        .map_err(|_| PlaneError::invalid("host is one host name or address, without scheme, port or path"))
+}
+
+/// A credential to store. Its secret is wiped when dropped.
+pub struct NewCredential {
+    /// Its name, unique in its tenant.
+    pub name: String,
+    /// What it is for (one of [`PURPOSES`]).
+    pub purpose: String,
+    /// The one host it is sent to.
+    pub host: String,
+    /// How it is sent (none for `webhook_signing`).
+    pub inject: Option<InjectSpec>,
+    /// The secret may go over plain `http://` (a test server, an internal
+    /// host); by default it is injected over TLS only.
+    pub allow_plain_http: bool,
+    /// The secret.
+    pub secret: Zeroizing<String>,
+}
+
+/// A credential that does not exist (in that tenant).
+const fn credential_unknown() -> PlaneError {
+    PlaneError::NotFound(Some(Reason::CredentialUnknown))
+}
+
+/// A store error of an operation on one credential: its absence is the
+/// credential's.
+fn on_credential(e: StoreError) -> PlaneError {
+    match e {
+        StoreError::NotFound => credential_unknown(),
+        e => e.into(),
+    }
+}
+
+fn credential_secret(text: &str) -> Result<CredentialSecret> {
+    CredentialSecret::new(text)
+        .map_err(|_| PlaneError::invalid("secret must be 1-4096 bytes without control characters"))
+}
+
+impl Plane {
+    /// Only the worker (and `all`) keeps credentials and grants leases.
+    fn keeps_credentials(&self) -> Result<()> {
+        if self.settings.keeps_credentials { Ok(()) } else { Err(PlaneError::NotServed) }
+    }
+
+    /// Seals `secret` for the credential row `context` names (its facts
+    /// bound in): the sealed text, the key id and the fingerprint.
+    fn sealed_for(
+        &self,
+        request_id: &str,
+        context: &CredentialContext<'_>,
+        secret: &CredentialSecret,
+    ) -> Result<(String, String, String)> {
+        let (Some(public), Some(fingerprints)) =
+            (self.credential_public_key.as_ref(), self.fingerprints.as_ref())
+        else {
+            return Err(PlaneError::NotServed);
+        };
+        let sealed = seal(public, secret, context).map_err(|e| {
+            tracing::error!(request_id, code = e.code(), "a credential could not be sealed");
+            PlaneError::Internal("credential_seal_failed")
+        })?;
+        Ok((sealed.as_str().to_owned(), public.kid().to_owned(), fingerprints.fingerprint(secret)))
+    }
+
+    /// Stores a credential of `tenant_id`, its secret sealed at once (the
+    /// store's transaction audits it).
+    pub async fn create_credential(
+        &self,
+        request_id: &str,
+        tenant_id: String,
+        req: NewCredential,
+        actor: &str,
+    ) -> Result<Credential> {
+        self.keeps_credentials()?;
+        let store = self.store()?;
+        if req.name.is_empty() || req.name.chars().count() > 128 || req.name.chars().any(char::is_control) {
+            return Err(PlaneError::invalid("name is 1-128 characters without control characters"));
+        }
+        let host = purpose_and_host(&req.purpose, &req.host)?;
+        // A webhook signing secret signs deliveries; it is never sent as a header.
+        let inject = match (req.purpose.as_str(), req.inject) {
+            ("webhook_signing", None) => json!({}),
+            ("webhook_signing", Some(_)) => {
+                return Err(PlaneError::invalid(
+                    "a webhook_signing credential signs deliveries and takes no inject rule",
+                ));
+            }
+            (_, None) => return Err(PlaneError::invalid(INJECT_SHAPE)),
+            (_, Some(spec)) => {
+                spec.rule().map_err(PlaneError::invalid)?;
+                let mut stored = spec.stored();
+                if req.allow_plain_http {
+                    stored["allow_plain_http"] = Value::Bool(true);
+                }
+                stored
+            }
+        };
+        let secret = credential_secret(&req.secret)?;
+        let now = self.clock.now();
+        let mut credential = Credential {
+            credential_id: new_id("cred"),
+            tenant_id,
+            name: req.name,
+            purpose: req.purpose,
+            host,
+            inject: inject.to_string(),
+            sealed: String::new(),
+            key_id: String::new(),
+            version: 1,
+            fingerprint: String::new(),
+            created_at: now,
+            updated_at: now,
+        };
+        (credential.sealed, credential.key_id, credential.fingerprint) =
+            self.sealed_for(request_id, &credential.sealing_context(), &secret)?;
+        drop(secret);
+        store.create_credential(&credential, actor).await.map_err(|e| match e {
+            StoreError::Conflict => PlaneError::invalid("the tenant already has a credential of this name"),
+            e => e.into(),
+        })
+    }
+
+    /// One credential of `tenant_id`.
+    pub async fn credential(&self, tenant_id: &str, credential_id: &str) -> Result<Credential> {
+        self.keeps_credentials()?;
+        self.store()?.credential(tenant_id, credential_id).await?.ok_or_else(credential_unknown)
+    }
+
+    /// One page of a tenant's credentials.
+    pub async fn credentials(&self, tenant_id: &str, page: &PageRequest) -> Result<Page<Credential>> {
+        self.keeps_credentials()?;
+        Ok(self.store()?.credentials(Some(tenant_id), page).await?)
+    }
+
+    /// A new secret, one version up. Runs holding leases on it inject the
+    /// new secret from their next request.
+    pub async fn rotate_credential(
+        &self,
+        request_id: &str,
+        tenant_id: &str,
+        credential_id: &str,
+        secret: &str,
+        actor: &str,
+    ) -> Result<Credential> {
+        self.keeps_credentials()?;
+        let store = self.store()?;
+        let current = self.credential(tenant_id, credential_id).await?;
+        let secret = credential_secret(secret)?;
+        let version = current.version + 1;
+        let context = CredentialContext { version, ..current.sealing_context() };
+        let (sealed, key_id, fingerprint) = self.sealed_for(request_id, &context, &secret)?;
+        drop(secret);
+        let rotation = Resealed {
+            credential_id: credential_id.to_owned(),
+            version: current.version,
+            previous_sealed: None,
+            sealed,
+            key_id,
+            fingerprint,
+        };
+        let mut changed = store
+            .reseal_credentials(Some(tenant_id), &[rotation], actor, self.clock.now())
+            .await
+            .map_err(on_credential)?;
+        let rotated = changed.pop().ok_or(PlaneError::Conflict(None))?;
+        let filter = LeaseFilter {
+            credential_id: Some(credential_id.to_owned()),
+            status: Some(LeaseStatus::Live),
+            ..LeaseFilter::default()
+        };
+        let holders = self.live_leases(&filter).await?;
+        self.runs_leases_changed(holders.iter().map(|l| l.run_id.as_str())).await?;
+        Ok(rotated)
+    }
+
+    /// Deletes a credential and revokes its leases; how many leases.
+    pub async fn delete_credential(
+        &self,
+        tenant_id: &str,
+        credential_id: &str,
+        actor: &str,
+    ) -> Result<usize> {
+        self.keeps_credentials()?;
+        let revoked = self
+            .store()?
+            .delete_credential(tenant_id, credential_id, actor, self.clock.now())
+            .await
+            .map_err(on_credential)?;
+        self.leases_revoked(&revoked).await?;
+        Ok(revoked.len())
+    }
+
+    /// Every live lease `filter` selects, all pages.
+    async fn live_leases(&self, filter: &LeaseFilter) -> Result<Vec<Lease>> {
+        let store = self.store()?;
+        let mut all = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = PageRequest { limit: 500, cursor };
+            let listed = store.leases(filter, &page, self.clock.now()).await?;
+            all.extend(listed.items);
+            match listed.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    /// Revoked leases: their runs' doors told, a `lease_revoked` event each.
+    async fn leases_revoked(&self, revoked: &[Lease]) -> Result<()> {
+        let now = self.clock.now();
+        for lease in revoked {
+            self.refusals.record_event(NewEvent::lease_event(
+                lease,
+                "lease_revoked",
+                lease.revoke_reason.as_deref(),
+                now,
+            ));
+        }
+        self.runs_leases_changed(revoked.iter().map(|l| l.run_id.as_str())).await
+    }
+
+    /// Bumps the lease generation of each run's grant (see the module docs).
+    async fn runs_leases_changed<'a>(&self, run_ids: impl Iterator<Item = &'a str>) -> Result<()> {
+        let mut run_ids: Vec<&str> = run_ids.collect();
+        run_ids.sort_unstable();
+        run_ids.dedup();
+        let store = self.store()?;
+        for run_id in run_ids {
+            if let Some(run) = store.run(run_id).await? {
+                self.leases_changed(&run.grant_id).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Tells every node's door that the leases of `grant_id`'s run changed.
+    /// A ledger that cannot take it is `lease_unavailable`: the change is
+    /// recorded, but the caller must not believe it is in force everywhere
+    /// (retrying bumps again).
+    pub async fn leases_changed(&self, grant_id: &str) -> Result<()> {
+        match self.ledger()?.bump_lease_generation(grant_id).await {
+            // No record: nothing spends on this grant anywhere, so nothing injects.
+            Ok(_) | Err(Reason::GrantUnknown) => Ok(()),
+            Err(_) => Err(PlaneError::unavailable(Reason::LeaseUnavailable)),
+        }
+    }
+
+    /// Grants run `run_id` a lease on a credential of its tenant, for
+    /// `purpose` toward `host`; every door hears of it before the answer.
+    pub async fn grant_lease(
+        &self,
+        run_id: String,
+        credential_id: String,
+        purpose: String,
+        host: &str,
+        actor: &str,
+    ) -> Result<Lease> {
+        self.keeps_credentials()?;
+        if !is_valid_id(&credential_id) {
+            return Err(PlaneError::invalid("credential_id is not a valid id"));
+        }
+        let host = purpose_and_host(&purpose, host)?;
+        let new = NewLease { lease_id: new_id("lease"), run_id, credential_id, purpose, host };
+        let now = self.clock.now();
+        let (lease, run) =
+            self.store()?.grant_lease(&new, actor, now, self.settings.run_heartbeat_timeout_secs).await?;
+        self.leases_changed(&run.grant_id).await?;
+        self.refusals.record_event(NewEvent::lease_event(&lease, "lease_granted", None, now));
+        Ok(lease)
+    }
+
+    /// Revokes one lease (1) or reports it was revoked before (0); either
+    /// way every door hears of it before the answer.
+    pub async fn revoke_lease(&self, lease_id: &str, actor: &str) -> Result<u64> {
+        self.keeps_credentials()?;
+        let store = self.store()?;
+        let now = self.clock.now();
+        let revoked = store.revoke_lease(lease_id, "revoked", actor, now).await.map_err(|e| match e {
+            StoreError::NotFound => PlaneError::NotFound(None),
+            e => e.into(),
+        })?;
+        match revoked {
+            Some(lease) => {
+                self.leases_revoked(std::slice::from_ref(&lease)).await?;
+                Ok(1)
+            }
+            None => {
+                // Revoked before: tell the doors again, in case that call's
+                // bump did not land.
+                if let Some(lease) = store.lease(lease_id, now).await? {
+                    self.runs_leases_changed(std::iter::once(lease.run_id.as_str())).await?;
+                }
+                Ok(0)
+            }
+        }
+    }
+
+    /// One page of the leases `caller` may see that `filter` selects
+    /// (`filter.tenant_id` is the tenant asked for, if any).
+    pub async fn list_leases(
+        &self,
+        request_id: &str,
+        caller: &Caller,
+        filter: LeaseFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Lease>> {
+        self.keeps_credentials()?;
+        let store = self.store()?;
+        let tenants = self.narrowed(request_id, caller, filter.tenant_id.clone())?;
+        let now = self.clock.now();
+        let filter = &filter;
+        crate::tenancy::merged(
+            tenants,
+            page,
+            |l: &Lease| l.lease_id.clone(),
+            |tenant_id, page| async move {
+                let filter = LeaseFilter { tenant_id, ..filter.clone() };
+                Ok(store.leases(&filter, &page, now).await?)
+            },
+        )
+        .await
+    }
+}

@@ -1,0 +1,148 @@
+//! The one error every operation of the plane returns.
+
+use gatehouse_core::{ErrorCode, Reason};
+use gatehouse_store::StoreError;
+
+/// Why an operation did not happen. Each variant fixes the public error
+/// code a face answers with ([`PlaneError::code`]); the reason code and the
+/// message, where there is one, are written for the caller and are stable.
+/// Nothing in it is secret: it carries codes and fixed texts only.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaneError {
+    /// What was asked breaks a rule the message names.
+    #[error("invalid: {message}")]
+    Invalid {
+        /// The rule, for the caller.
+        message: &'static str,
+        /// A reason code, where the refusal has one (`policy_unreadable`).
+        reason: Option<Reason>,
+    },
+    /// What was named does not exist.
+    #[error("not found")]
+    NotFound(Option<Reason>),
+    /// It exists, but not in a state that allows this.
+    #[error("conflict")]
+    Conflict(Option<Reason>),
+    /// Policy says no.
+    #[error("refused: {0}")]
+    Refused(Reason),
+    /// A dependency (the ledger, the store) cannot answer now: retry.
+    #[error("unavailable: {reason}")]
+    Unavailable {
+        /// Which dependency.
+        reason: Reason,
+        /// What was done all the same, when something was.
+        message: Option<&'static str>,
+    },
+    /// This node's role does not hold what the operation needs.
+    #[error("not served by this node's role")]
+    NotServed,
+    /// A fault of gatehouse's own; the code goes to the log only.
+    #[error("internal: {0}")]
+    Internal(&'static str),
+}
+
+impl PlaneError {
+    /// A broken rule, told by `message`.
+    pub const fn invalid(message: &'static str) -> Self {
+        Self::Invalid { message, reason: None }
+    }
+
+    /// A dependency that cannot answer.
+    pub const fn unavailable(reason: Reason) -> Self {
+        Self::Unavailable { reason, message: None }
+    }
+
+    /// The public error code a face answers with.
+    pub const fn code(&self) -> ErrorCode {
+        match self {
+            Self::Invalid { .. } => ErrorCode::BadRequest,
+            Self::NotFound(_) => ErrorCode::NotFound,
+            Self::Conflict(_) => ErrorCode::Conflict,
+            Self::Refused(_) => ErrorCode::Refused,
+            Self::Unavailable { .. } => ErrorCode::Unavailable,
+            Self::NotServed => ErrorCode::Forbidden,
+            Self::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// The reason code, where there is one.
+    pub const fn reason(&self) -> Option<Reason> {
+        match self {
+            Self::Invalid { reason, .. } | Self::NotFound(reason) | Self::Conflict(reason) => *reason,
+            Self::Refused(reason) | Self::Unavailable { reason, .. } => Some(*reason),
+            Self::NotServed | Self::Internal(_) => None,
+        }
+    }
+
+    /// The message for the caller, where there is one.
+    pub const fn message(&self) -> Option<&'static str> {
+        match self {
+            Self::Invalid { message, .. } => Some(message),
+            Self::Unavailable { message, .. } => *message,
+            _ => None,
+        }
+    }
+
+    /// A refusal for `reason`: unavailable when it is an outage (retry),
+    /// refused otherwise ([`Reason::refusal_code`], the one mapping).
+    pub fn refusal(reason: Reason) -> Self {
+        match reason.refusal_code() {
+            ErrorCode::Unavailable => Self::unavailable(reason),
+            _ => Self::Refused(reason),
+        }
+    }
+
+    /// A run that is not there.
+    pub const fn run_unknown() -> Self {
+        Self::NotFound(Some(Reason::RunUnknown))
+    }
+}
+
+/// How every store error reads as the plane's: the one mapping.
+impl From<StoreError> for PlaneError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => Self::run_unknown(),
+            StoreError::RunNotLive | StoreError::Refused(Reason::RunNotLive) => {
+                Self::Conflict(Some(Reason::RunNotLive))
+            }
+            StoreError::KillSwitch => Self::Refused(Reason::TenantKillSwitch),
+            StoreError::Conflict => Self::Conflict(None),
+            StoreError::Refused(Reason::CredentialUnknown) => Self::NotFound(Some(Reason::CredentialUnknown)),
+            StoreError::Refused(reason) => Self::Refused(reason),
+            StoreError::Unavailable | StoreError::Full => Self::unavailable(e.reason()),
+            e => Self::Internal(e.code()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_store_error_keeps_the_answer_it_had() {
+        let cases = [
+            (StoreError::NotFound, ErrorCode::NotFound, Some(Reason::RunUnknown)),
+            (StoreError::RunNotLive, ErrorCode::Conflict, Some(Reason::RunNotLive)),
+            (StoreError::KillSwitch, ErrorCode::Refused, Some(Reason::TenantKillSwitch)),
+            (StoreError::Conflict, ErrorCode::Conflict, None),
+            (
+                StoreError::Refused(Reason::CredentialUnknown),
+                ErrorCode::NotFound,
+                Some(Reason::CredentialUnknown),
+            ),
+            (
+                StoreError::Refused(Reason::LeaseHostMismatch),
+                ErrorCode::Refused,
+                Some(Reason::LeaseHostMismatch),
+            ),
+            (StoreError::Unavailable, ErrorCode::Unavailable, Some(Reason::StoreUnavailable)),
+        ];
+        for (store, code, reason) in cases {
+            let e = PlaneError::from(store.clone());
+            assert_eq!((e.code(), e.reason()), (code, reason), "{store:?}");
+        }
+    }
+}
