@@ -32,11 +32,10 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use gatehouse_core::{Clock, SystemClock, UnixTime};
-use rcgen::string::{BmpString, Ia5String, PrintableString, TeletexString, UniversalString};
+use rcgen::string::Ia5String;
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyIdMethod, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, PublicKeyData as _, SanType,
-    SerialNumber,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+    KeyIdMethod, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, PublicKeyData as _, SanType, SerialNumber,
 };
 use rustls::ServerConfig;
 use rustls::client::danger::ServerCertVerifier as _;
@@ -216,11 +215,11 @@ impl InterceptCa {
             return Err(InterceptError::CaInvalid("the certificate is not valid now"));
         }
         let mut issuer = CertificateParams::default();
-        issuer.distinguished_name = x509::distinguished_name(cert.subject)
+        issuer.distinguished_name = x509::distinguished_name(&cert.subject)
             .ok_or(InterceptError::CaInvalid("the certificate's subject cannot be reproduced"))?;
         let key_id = cert.subject_key_id.is_some();
         if let Some(id) = cert.subject_key_id {
-            issuer.key_identifier_method = KeyIdMethod::PreSpecified(id.to_vec());
+            issuer.key_identifier_method = KeyIdMethod::PreSpecified(id);
         }
         let (not_before, not_after) = (cert.not_before, cert.not_after);
         let ca = Self::assemble(key, issuer, key_id, cert_der, not_before, not_after)?;
@@ -548,362 +547,137 @@ fn pem(label: &str, der: &[u8]) -> Zeroizing<String> {
     out
 }
 
-/// Just enough X.509 to load an interception CA: the subject (to issue
-/// under it), the public key (to hold to the key), the validity and the
-/// extensions that make it a CA.
+/// What loading an interception CA needs from its certificate: the subject
+/// (to issue under it), the public key (to hold to the key), the validity
+/// and the extensions that make it a CA.
 ///
-/// rcgen reads certificates only with its `x509-parser` feature, which the
-/// tree leaves off (it brings a second ASN.1 stack for this one use). What
-/// is read here is the operator's own CA file, strictly (DER, definite
-/// lengths, no trailing bytes), and the last word on it is not this code:
-/// [`InterceptCa::from_pem`] mints a leaf under what was read and has
-/// webpki verify it against the certificate.
+/// RustCrypto's `x509-cert` reads the certificate on the tree's `der`, which
+/// is strict DER (definite, minimal lengths, no trailing bytes); rcgen's own
+/// reader would bring a second ASN.1 stack for this one use. This module
+/// only decides what the parsed certificate means for a CA, and the last
+/// word on it is not this code: [`InterceptCa::from_pem`] mints a leaf under
+/// what was read and has webpki verify it against the certificate.
+///
+/// `der` has no form for a UniversalString or a time before 1970, so a
+/// certificate holding either does not load; neither belongs in a CA made
+/// for this (RFC 5280 §4.1.2.4 keeps UniversalString for old names only).
 mod x509 {
-    use rcgen::DistinguishedName;
-
-    use super::{BmpString, DnType, DnValue, Ia5String, PrintableString, TeletexString, UniversalString};
     use gatehouse_core::UnixTime;
-
-    const BOOLEAN: u8 = 0x01;
-    const INTEGER: u8 = 0x02;
-    const BIT_STRING: u8 = 0x03;
-    const OCTET_STRING: u8 = 0x04;
-    const OID: u8 = 0x06;
-    const UTF8_STRING: u8 = 0x0c;
-    const PRINTABLE_STRING: u8 = 0x13;
-    const TELETEX_STRING: u8 = 0x14;
-    const IA5_STRING: u8 = 0x16;
-    const UTC_TIME: u8 = 0x17;
-    const GENERALIZED_TIME: u8 = 0x18;
-    const UNIVERSAL_STRING: u8 = 0x1c;
-    const BMP_STRING: u8 = 0x1e;
-    const SEQUENCE: u8 = 0x30;
-    const SET: u8 = 0x31;
-    const VERSION: u8 = 0xa0;
-    const ISSUER_UID: u8 = 0x81;
-    const SUBJECT_UID: u8 = 0x82;
-    const EXTENSIONS: u8 = 0xa3;
-
-    /// id-ce-basicConstraints, id-ce-keyUsage, id-ce-subjectKeyIdentifier
-    /// (RFC 5280 §4.2.1), as their DER contents.
-    const BASIC_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x13];
-    const KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x0f];
-    const SUBJECT_KEY_ID: &[u8] = &[0x55, 0x1d, 0x0e];
+    use rcgen::string::{BmpString, Ia5String, PrintableString, TeletexString};
+    use rcgen::{DistinguishedName, DnType, DnValue};
+    use x509_cert::Certificate;
+    use x509_cert::der::oid::AssociatedOid as _;
+    use x509_cert::der::{Decode as _, Encode as _, ErrorKind, Tag, Tagged as _};
+    use x509_cert::ext::pkix::{BasicConstraints, KeyUsage, SubjectKeyIdentifier};
+    use x509_cert::name::Name;
+    use x509_cert::time::Time;
 
     const NOT_X509: &str = "not a DER X.509 certificate";
+    const VALIDITY: &str = "the certificate's validity is unreadable";
 
     /// What [`parse`] reads from a certificate.
     #[derive(Debug)]
-    pub(super) struct CaCert<'a> {
-        /// The subject Name's contents (its RDNs).
-        pub(super) subject: &'a [u8],
-        /// The whole SubjectPublicKeyInfo.
-        pub(super) spki: &'a [u8],
+    pub(super) struct CaCert {
+        pub(super) subject: Name,
+        /// The whole SubjectPublicKeyInfo, as DER: compared byte for byte
+        /// with the key's.
+        pub(super) spki: Vec<u8>,
         pub(super) not_before: UnixTime,
         pub(super) not_after: UnixTime,
         /// basicConstraints says CA:true.
         pub(super) is_ca: bool,
         /// No keyUsage, or one with keyCertSign.
         pub(super) may_sign_certificates: bool,
-        pub(super) subject_key_id: Option<&'a [u8]>,
-    }
-
-    /// A strict DER reader over a run of TLVs.
-    struct Der<'a>(&'a [u8]);
-
-    impl<'a> Der<'a> {
-        fn is_empty(&self) -> bool {
-            self.0.is_empty()
-        }
-
-        /// The next element: its tag, its contents and its whole encoding.
-        fn next(&mut self) -> Option<(u8, &'a [u8], &'a [u8])> {
-            let all = self.0;
-            let (&tag, rest) = all.split_first()?;
-            // High tag numbers never occur in a certificate.
-            if tag & 0x1f == 0x1f {
-                return None;
-            }
-            let (&first, rest) = rest.split_first()?;
-            let (len, rest) = if first < 0x80 {
-                (usize::from(first), rest)
-            } else {
-                // Long form: 1–4 length bytes, minimal (DER, X.690 §10.1);
-                // 0x80 alone would be BER's indefinite length.
-                let count = usize::from(first & 0x7f);
-                if !(1..=4).contains(&count) {
-                    return None;
-                }
-                let (bytes, rest) = rest.split_at_checked(count)?;
-                if bytes.first() == Some(&0) {
-                    return None;
-                }
-                let len = bytes.iter().fold(0usize, |len, &b| (len << 8) | usize::from(b));
-                if len < 0x80 {
-                    return None;
-                }
-                (len, rest)
-            };
-            let (contents, rest) = rest.split_at_checked(len)?;
-            let whole = all.get(..all.len() - rest.len())?;
-            self.0 = rest;
-            Some((tag, contents, whole))
-        }
-
-        /// The next element's contents, which must have `tag`.
-        fn expect(&mut self, tag: u8) -> Option<&'a [u8]> {
-            let (found, contents, _) = self.next()?;
-            (found == tag).then_some(contents)
-        }
-
-        /// The next element's contents if it has `tag`; otherwise nothing
-        /// is consumed.
-        fn optional(&mut self, tag: u8) -> Option<&'a [u8]> {
-            if self.0.first() == Some(&tag) { self.expect(tag) } else { None }
-        }
+        pub(super) subject_key_id: Option<Vec<u8>>,
     }
 
     /// Reads a certificate (RFC 5280 §4.1). The signature is not checked:
     /// the certificate is a trust anchor, taken on the operator's word.
-    pub(super) fn parse(der: &[u8]) -> Result<CaCert<'_>, &'static str> {
-        let mut outer = Der(der);
-        let cert = outer.expect(SEQUENCE).ok_or(NOT_X509)?;
-        if !outer.is_empty() {
-            return Err(NOT_X509);
-        }
-        let mut cert = Der(cert);
-        let mut tbs = Der(cert.expect(SEQUENCE).ok_or(NOT_X509)?);
-        cert.expect(SEQUENCE).ok_or(NOT_X509)?;
-        cert.expect(BIT_STRING).ok_or(NOT_X509)?;
-        if !cert.is_empty() {
-            return Err(NOT_X509);
-        }
-        if tbs.0.first() == Some(&VERSION) {
-            let mut version = Der(tbs.expect(VERSION).ok_or(NOT_X509)?);
-            version.expect(INTEGER).ok_or(NOT_X509)?;
-        }
-        tbs.expect(INTEGER).ok_or(NOT_X509)?;
-        tbs.expect(SEQUENCE).ok_or(NOT_X509)?;
-        tbs.expect(SEQUENCE).ok_or(NOT_X509)?;
-        let mut validity = Der(tbs.expect(SEQUENCE).ok_or(NOT_X509)?);
-        let not_before = time(&mut validity).ok_or("the certificate's validity is unreadable")?;
-        let not_after = time(&mut validity).ok_or("the certificate's validity is unreadable")?;
-        if !validity.is_empty() {
-            return Err(NOT_X509);
-        }
-        let subject = tbs.expect(SEQUENCE).ok_or(NOT_X509)?;
-        let Some((SEQUENCE, _, spki)) = tbs.next() else { return Err(NOT_X509) };
-        tbs.optional(ISSUER_UID);
-        tbs.optional(SUBJECT_UID);
-        let extensions = tbs.optional(EXTENSIONS);
-        if !tbs.is_empty() {
-            return Err(NOT_X509);
-        }
+    pub(super) fn parse(der: &[u8]) -> Result<CaCert, &'static str> {
+        let cert = Certificate::from_der(der).map_err(|e| match e.kind() {
+            // The only times in a certificate are its validity's.
+            ErrorKind::DateTime
+            | ErrorKind::Value { tag: Tag::UtcTime | Tag::GeneralizedTime }
+            | ErrorKind::Length { tag: Tag::UtcTime | Tag::GeneralizedTime } => VALIDITY,
+            _ => NOT_X509,
+        })?;
+        let tbs = cert.tbs_certificate();
+        let validity = tbs.validity();
         let mut ca = CaCert {
-            subject,
-            spki,
-            not_before,
-            not_after,
+            subject: tbs.subject().clone(),
+            // Decoding was strict DER, so encoding again gives the bytes read.
+            spki: tbs.subject_public_key_info().to_der().map_err(|_| NOT_X509)?,
+            not_before: unix(validity.not_before).ok_or(VALIDITY)?,
+            not_after: unix(validity.not_after).ok_or(VALIDITY)?,
             is_ca: false,
             may_sign_certificates: true,
             subject_key_id: None,
         };
-        let Some(extensions) = extensions else { return Ok(ca) };
-        let mut extensions = Der(extensions);
-        let mut list = Der(extensions.expect(SEQUENCE).ok_or(NOT_X509)?);
-        if !extensions.is_empty() {
-            return Err(NOT_X509);
-        }
-        let mut seen: Vec<&[u8]> = Vec::new();
-        while !list.is_empty() {
-            let mut ext = Der(list.expect(SEQUENCE).ok_or(NOT_X509)?);
-            let oid = ext.expect(OID).ok_or(NOT_X509)?;
-            ext.optional(BOOLEAN);
-            let value = ext.expect(OCTET_STRING).ok_or(NOT_X509)?;
-            if !ext.is_empty() {
-                return Err(NOT_X509);
-            }
-            // RFC 5280 §4.2: at most one instance of an extension.
-            if seen.contains(&oid) {
+        let extensions = tbs.extensions().map(Vec::as_slice).unwrap_or_default();
+        for (i, ext) in extensions.iter().enumerate() {
+            // RFC 5280 §4.2: at most one instance of an extension. x509-cert
+            // would take the first of two and not say so.
+            if extensions.get(..i).unwrap_or_default().iter().any(|e| e.extn_id == ext.extn_id) {
                 return Err("the certificate repeats an extension");
             }
-            seen.push(oid);
-            match oid {
-                BASIC_CONSTRAINTS => {
-                    ca.is_ca =
-                        basic_constraints(value).ok_or("the certificate's basicConstraints is unreadable")?;
-                }
-                KEY_USAGE => {
-                    ca.may_sign_certificates =
-                        key_cert_sign(value).ok_or("the certificate's keyUsage is unreadable")?;
-                }
-                SUBJECT_KEY_ID => {
-                    let mut id = Der(value);
-                    let contents = id.expect(OCTET_STRING).filter(|c| !c.is_empty());
-                    if !id.is_empty() {
-                        return Err(NOT_X509);
-                    }
-                    ca.subject_key_id =
-                        Some(contents.ok_or("the certificate's subjectKeyIdentifier is unreadable")?);
-                }
-                _ => {}
+            let value = ext.extn_value.as_bytes();
+            if ext.extn_id == BasicConstraints::OID {
+                let constraints = BasicConstraints::from_der(value)
+                    .map_err(|_| "the certificate's basicConstraints is unreadable")?;
+                ca.is_ca = constraints.ca;
+            } else if ext.extn_id == KeyUsage::OID {
+                let usage =
+                    KeyUsage::from_der(value).map_err(|_| "the certificate's keyUsage is unreadable")?;
+                ca.may_sign_certificates = usage.key_cert_sign();
+            } else if ext.extn_id == SubjectKeyIdentifier::OID {
+                // An empty identifier would give leaves an empty authority
+                // key identifier that matches nothing.
+                let id = SubjectKeyIdentifier::from_der(value)
+                    .ok()
+                    .map(|id| id.0.as_bytes().to_vec())
+                    .filter(|id| !id.is_empty())
+                    .ok_or("the certificate's subjectKeyIdentifier is unreadable")?;
+                ca.subject_key_id = Some(id);
             }
         }
         Ok(ca)
     }
 
-    /// `BasicConstraints ::= SEQUENCE { cA BOOLEAN DEFAULT FALSE,
-    /// pathLenConstraint INTEGER OPTIONAL }`: whether cA is true.
-    fn basic_constraints(value: &[u8]) -> Option<bool> {
-        let mut outer = Der(value);
-        let mut fields = Der(outer.expect(SEQUENCE)?);
-        if !outer.is_empty() {
-            return None;
-        }
-        let ca = match fields.optional(BOOLEAN) {
-            None => false,
-            Some([0xff]) => true,
-            Some([0x00]) => false,
-            Some(_) => return None,
-        };
-        fields.optional(INTEGER);
-        fields.is_empty().then_some(ca)
-    }
-
-    /// `KeyUsage ::= BIT STRING`: whether keyCertSign (bit 5) is set.
-    fn key_cert_sign(value: &[u8]) -> Option<bool> {
-        let mut outer = Der(value);
-        let bits = outer.expect(BIT_STRING)?;
-        if !outer.is_empty() {
-            return None;
-        }
-        match bits {
-            [unused, first, ..] if *unused < 8 => Some(first & 0x04 != 0),
-            [0] => Some(false),
-            _ => None,
-        }
-    }
-
-    /// The next UTCTime or GeneralizedTime, as Unix seconds (RFC 5280
-    /// §4.1.2.5: UTC, to the second, `Z`-terminated).
-    fn time(der: &mut Der<'_>) -> Option<UnixTime> {
-        let (tag, text, _) = der.next()?;
-        let text = std::str::from_utf8(text).ok()?;
-        let digits = text.strip_suffix('Z')?;
-        if !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let num = |range: std::ops::Range<usize>| digits.get(range)?.parse::<i64>().ok();
-        let (year, rest) = match (tag, digits.len()) {
-            // Two-digit years: 50–99 are 19xx, 00–49 are 20xx.
-            (UTC_TIME, 12) => {
-                let yy = num(0..2)?;
-                (if yy >= 50 { 1900 + yy } else { 2000 + yy }, 2)
-            }
-            (GENERALIZED_TIME, 14) => (num(0..4)?, 4),
-            _ => return None,
-        };
-        let field = |i: usize| num(rest + 2 * i..rest + 2 * i + 2);
-        let (month, day, hour, minute, second) = (field(0)?, field(1)?, field(2)?, field(3)?, field(4)?);
-        if !(1..=12).contains(&month)
-            || !(1..=days_in_month(year, month)).contains(&day)
-            || hour > 23
-            || minute > 59
-            || second > 59
-        {
-            return None;
-        }
-        let days = days_from_civil(year, month, day);
-        Some(days * 86_400 + hour * 3600 + minute * 60 + second)
-    }
-
-    fn days_in_month(year: i64, month: i64) -> i64 {
-        match month {
-            2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-            2 => 28,
-            4 | 6 | 9 | 11 => 30,
-            _ => 31,
-        }
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard
-    /// Hinnant's `days_from_civil`).
-    fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-        let year = if month <= 2 { year - 1 } else { year };
-        let era = year.div_euclid(400);
-        let year_of_era = year - era * 400;
-        let shifted_month = (month + 9) % 12;
-        let day_of_year = (153 * shifted_month + 2) / 5 + day - 1;
-        let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-        era * 146_097 + day_of_era - 719_468
+    /// A validity time as Unix seconds (`der` holds none before 1970).
+    fn unix(time: Time) -> Option<UnixTime> {
+        UnixTime::try_from(time.to_unix_duration().as_secs()).ok()
     }
 
     /// The subject as rcgen's name type, which it encodes again for every
     /// leaf's issuer field: `None` for what that type cannot say the same
-    /// way (a multi-valued RDN, an attribute twice, an unknown string type).
-    pub(super) fn distinguished_name(rdns: &[u8]) -> Option<DistinguishedName> {
-        let mut name = DistinguishedName::new();
-        let mut rdns = Der(rdns);
-        if rdns.is_empty() {
+    /// way (an empty name, a multi-valued RDN, an attribute twice, a string
+    /// type it has no form for).
+    pub(super) fn distinguished_name(subject: &Name) -> Option<DistinguishedName> {
+        if subject.is_empty() {
             return None;
         }
-        while !rdns.is_empty() {
-            let mut rdn = Der(rdns.expect(SET)?);
-            let mut attribute = Der(rdn.expect(SEQUENCE)?);
-            if !rdn.is_empty() {
+        let mut name = DistinguishedName::new();
+        for rdn in subject.iter_rdn() {
+            let mut attributes = rdn.iter();
+            let (Some(attribute), None) = (attributes.next(), attributes.next()) else { return None };
+            let arcs: Vec<u64> = attribute.oid.arcs().map(u64::from).collect();
+            let kind = DnType::from_oid(&arcs);
+            if name.get(&kind).is_some() {
                 return None;
             }
-            let kind = DnType::from_oid(&oid_arcs(attribute.expect(OID)?)?);
-            let (tag, value, _) = attribute.next()?;
-            if !attribute.is_empty() || name.get(&kind).is_some() {
-                return None;
-            }
-            let text = || std::str::from_utf8(value).ok();
-            let value = match tag {
-                UTF8_STRING => DnValue::Utf8String(text()?.to_owned()),
-                PRINTABLE_STRING => DnValue::PrintableString(PrintableString::try_from(text()?).ok()?),
-                TELETEX_STRING => DnValue::TeletexString(TeletexString::try_from(text()?).ok()?),
-                IA5_STRING => DnValue::Ia5String(Ia5String::try_from(text()?).ok()?),
-                BMP_STRING => DnValue::BmpString(BmpString::from_utf16be(value.to_vec()).ok()?),
-                UNIVERSAL_STRING => {
-                    DnValue::UniversalString(UniversalString::from_utf32be(value.to_vec()).ok()?)
-                }
+            let bytes = attribute.value.value();
+            let text = || std::str::from_utf8(bytes).ok();
+            let value = match attribute.value.tag() {
+                Tag::Utf8String => DnValue::Utf8String(text()?.to_owned()),
+                Tag::PrintableString => DnValue::PrintableString(PrintableString::try_from(text()?).ok()?),
+                Tag::TeletexString => DnValue::TeletexString(TeletexString::try_from(text()?).ok()?),
+                Tag::Ia5String => DnValue::Ia5String(Ia5String::try_from(text()?).ok()?),
+                Tag::BmpString => DnValue::BmpString(BmpString::from_utf16be(bytes.to_vec()).ok()?),
                 _ => return None,
             };
             name.push(kind, value);
         }
         Some(name)
-    }
-
-    /// An OBJECT IDENTIFIER's arcs (X.690 §8.19).
-    fn oid_arcs(der: &[u8]) -> Option<Vec<u64>> {
-        let mut arcs = Vec::new();
-        let mut arc: u64 = 0;
-        let mut start = true;
-        for &byte in der {
-            // A leading 0x80 is not minimal; an arc past 64 bits is absurd.
-            if (start && byte == 0x80) || arc > u64::MAX >> 7 {
-                return None;
-            }
-            arc = (arc << 7) | u64::from(byte & 0x7f);
-            start = byte & 0x80 == 0;
-            if start {
-                arcs.push(arc);
-                arc = 0;
-            }
-        }
-        if !start {
-            return None;
-        }
-        let first = *arcs.first()?;
-        let (a, b) = match first {
-            0..40 => (0, first),
-            40..80 => (1, first - 40),
-            _ => (2, first - 80),
-        };
-        let mut out = vec![a, b];
-        out.extend_from_slice(arcs.get(1..)?);
-        Some(out)
     }
 
     #[cfg(test)]
@@ -915,8 +689,10 @@ mod x509 {
             let read = |tag: u8, text: &str| {
                 let mut der = vec![tag, u8::try_from(text.len()).unwrap()];
                 der.extend_from_slice(text.as_bytes());
-                time(&mut Der(&der))
+                Time::from_der(&der).ok().and_then(unix)
             };
+            const UTC_TIME: u8 = 0x17;
+            const GENERALIZED_TIME: u8 = 0x18;
             assert_eq!(read(UTC_TIME, "700101000000Z"), Some(0));
             assert_eq!(read(UTC_TIME, "491231235959Z"), Some(2_524_607_999));
             assert_eq!(read(GENERALIZED_TIME, "20240229120000Z"), Some(1_709_208_000));
@@ -924,26 +700,6 @@ mod x509 {
             assert_eq!(read(UTC_TIME, "7001010000Z"), None);
             assert_eq!(read(UTC_TIME, "700101000000+0100"), None);
             assert_eq!(read(GENERALIZED_TIME, "700101000000Z"), None);
-        }
-
-        #[test]
-        fn lengths_are_strict_der() {
-            assert_eq!(Der(&[0x04, 0x01, 0xaa]).next().map(|e| e.1), Some(&[0xaa][..]));
-            // Indefinite, non-minimal, overlong and truncated lengths.
-            assert!(Der(&[0x30, 0x80, 0, 0]).next().is_none());
-            assert!(Der(&[0x04, 0x81, 0x01, 0xaa]).next().is_none());
-            assert!(Der(&[0x04, 0x82, 0x00, 0x80]).next().is_none());
-            assert!(Der(&[0x04, 0x02, 0xaa]).next().is_none());
-            assert!(Der(&[0x1f, 0x01, 0x00]).next().is_none());
-        }
-
-        #[test]
-        fn oids_decode() {
-            assert_eq!(oid_arcs(&[0x55, 0x04, 0x03]), Some(vec![2, 5, 4, 3]));
-            assert_eq!(oid_arcs(&[0x2a, 0x86, 0x48, 0xce, 0x3d]), Some(vec![1, 2, 840, 10045]));
-            assert_eq!(oid_arcs(&[0x2a, 0x86]), None);
-            assert_eq!(oid_arcs(&[0x2a, 0x80, 0x01]), None);
-            assert_eq!(oid_arcs(&[]), None);
         }
     }
 }
@@ -953,6 +709,7 @@ mod tests {
     use std::io;
 
     use gatehouse_core::ManualClock;
+    use rcgen::DnValue;
     use rustls::{CertificateError, ClientConfig, RootCertStore};
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -1137,7 +894,7 @@ mod tests {
         assert!((3652 * 86_400..=3653 * 86_400).contains(&ten_years), "{ten_years}");
         let mut name = DistinguishedName::new();
         name.push(DnType::CommonName, CA_COMMON_NAME);
-        assert_eq!(x509::distinguished_name(cert.subject), Some(name));
+        assert_eq!(x509::distinguished_name(&cert.subject), Some(name));
         // The CA's own key: P-256, and the certificate is its.
         let key = KeyPair::from_pem(&ca.key_pem()).unwrap();
         assert_eq!(key.algorithm(), &PKCS_ECDSA_P256_SHA256);
@@ -1247,6 +1004,75 @@ mod tests {
             p.key_usages = vec![KeyUsagePurpose::KeyCertSign];
         });
         InterceptCa::from_pem(&pem, &ca).unwrap();
+    }
+
+    #[test]
+    fn only_strict_der_is_read() {
+        let ca = InterceptCa::generate().unwrap();
+        let der = ca.cert_der();
+        x509::parse(der).unwrap();
+        // A certificate of a few hundred bytes: a two-byte length.
+        assert_eq!(der[..2], [0x30, 0x82]);
+        let contents = &der[4..];
+        let non_minimal = [&[0x30, 0x83, 0x00], &der[2..4], contents].concat();
+        let indefinite = [&[0x30, 0x80], contents, &[0x00, 0x00]].concat();
+        let trailing = [der, &[0x00]].concat();
+        let truncated = &der[..der.len() - 1];
+        for bad in [&non_minimal[..], &indefinite, &trailing, truncated, &[], &der[..4]] {
+            assert_eq!(x509::parse(bad).unwrap_err(), "not a DER X.509 certificate");
+            let pem = pem("CERTIFICATE", bad);
+            assert_eq!(code(InterceptCa::from_pem(&ca.key_pem(), &pem)), "intercept_ca_invalid");
+        }
+    }
+
+    #[test]
+    fn a_repeated_or_unreadable_extension_is_refused() {
+        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).unwrap();
+        // A second basicConstraints (CA:true) behind rcgen's own.
+        let repeated = self_signed(&key, |p| {
+            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            p.custom_extensions = vec![rcgen::CustomExtension::from_oid_content(
+                &[2, 5, 29, 19],
+                vec![0x30, 0x03, 0x01, 0x01, 0xff],
+            )];
+        });
+        assert_eq!(
+            InterceptCa::from_pem(&key.serialize_pem(), &repeated).unwrap_err(),
+            InterceptError::CaInvalid("the certificate repeats an extension")
+        );
+        // A basicConstraints that is not a SEQUENCE.
+        let unreadable = self_signed(&key, |p| {
+            p.custom_extensions =
+                vec![rcgen::CustomExtension::from_oid_content(&[2, 5, 29, 19], vec![0x01, 0x01, 0xff])];
+        });
+        assert_eq!(
+            InterceptCa::from_pem(&key.serialize_pem(), &unreadable).unwrap_err(),
+            InterceptError::CaInvalid("the certificate's basicConstraints is unreadable")
+        );
+    }
+
+    #[test]
+    fn subjects_read_back_as_they_were_written() {
+        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut name = DistinguishedName::new();
+        name.push(DnType::CountryName, DnValue::PrintableString("DE".try_into().unwrap()));
+        name.push(DnType::OrganizationName, DnValue::TeletexString("Example".try_into().unwrap()));
+        name.push(DnType::OrganizationalUnitName, DnValue::BmpString("Ünit".try_into().unwrap()));
+        name.push(DnType::LocalityName, DnValue::Utf8String("Köln".to_owned()));
+        // emailAddress (PKCS #9), which rcgen has no name for.
+        let email = DnType::CustomDnType(vec![1, 2, 840, 113_549, 1, 9, 1]);
+        name.push(email, DnValue::Ia5String("ca@example.com".try_into().unwrap()));
+        name.push(DnType::CommonName, "Example Interception Root");
+        let mut params = CertificateParams::default();
+        params.distinguished_name = name.clone();
+        let cert = params.self_signed(&key).unwrap();
+        let read = x509::parse(cert.der()).unwrap();
+        assert_eq!(x509::distinguished_name(&read.subject), Some(name));
+        // An empty subject gives leaves no issuer to name.
+        let mut params = CertificateParams::default();
+        params.distinguished_name = DistinguishedName::new();
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(x509::distinguished_name(&x509::parse(cert.der()).unwrap().subject), None);
     }
 
     #[test]

@@ -17,7 +17,8 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
-use super::{Proxy, ProxyBody, Refused};
+use super::refusal::Refused;
+use super::{Proxy, ProxyBody};
 use crate::decision::Decision;
 use crate::inject::LeaseState;
 use crate::target::{Host, Scheme, Target};
