@@ -18,7 +18,18 @@ pub(crate) const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:8701";
 /// The data directory when `GATEHOUSE_DATA_DIR` is unset.
 pub const DEFAULT_DATA_DIR: &str = "./gatehouse-data";
 
-/// The SQLite file in `data_dir`.
+/// The embedded database's URL: the SQLite file [`embedded_files::DATABASE`]
+/// in `data_dir`, as `sqlite://PATH`.
+///
+/// This is the one place that knows where the embedded database lives.
+/// Configuration owns it, not the store, because the file's name and place
+/// are the data directory's layout, which [`embedded_files`] defines here;
+/// and neither crate depends on the other (configuration would pull in the
+/// SQL drivers, the store the parsing of settings), so the store cannot be
+/// asked. The store takes the URL it is given (`StoreConfig::new`), so
+/// [`Config::store_url`](crate::Config::store_url) and the command line,
+/// which call this, open the same file. The URL is one the validation of
+/// `GATEHOUSE_DATABASE_URL` accepts (`sqlite:`).
 pub fn default_store_url(data_dir: &Path) -> Secretish {
     Secretish(format!("sqlite://{}", data_dir.join(embedded_files::DATABASE).display()))
 }

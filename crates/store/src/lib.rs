@@ -85,7 +85,14 @@ impl StoreConfig {
         Self { url: url.into(), op_timeout: Duration::from_secs(5) }
     }
 
-    /// The embedded default: `gatehouse.db` in `data_dir`.
+    /// The SQLite file at `path` (created if missing), any file: tests,
+    /// benches and tools name their own.
+    ///
+    /// Not the embedded default: which file in the data directory that is
+    /// belongs to the data directory's layout, which configuration owns, and
+    /// `gatehouse_config::default_store_url` is the one builder of its URL,
+    /// handed to [`StoreConfig::new`]. The store does not depend on
+    /// configuration (nor it on the store), so it does not name that file.
     pub fn sqlite_file(path: &std::path::Path) -> Self {
         Self::new(format!("sqlite://{}", path.display()))
     }
