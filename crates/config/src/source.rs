@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::problem::Problem;
+
 /// A view of the environment and the file system as configuration sees them.
 pub trait Source {
     /// The variable's value, if set.
@@ -114,18 +116,18 @@ pub(crate) fn layer(
     source: &dyn Source,
     file: Option<&Path>,
     known: &[&str],
-    problems: &mut Vec<crate::Problem>,
+    problems: &mut Vec<Problem>,
 ) -> Layered {
     let mut out = Layered::default();
     if let Some(path) = file {
         match source.read_file(path) {
-            Err(e) => problems.push(crate::Problem::new(
+            Err(e) => problems.push(Problem::new(
                 "--config",
                 "unreadable_file",
                 format!("cannot read the configuration file {}: {}", path.display(), e.kind()),
             )),
             Ok(text) => match text.parse::<toml::Table>() {
-                Err(e) => problems.push(crate::Problem::new(
+                Err(e) => problems.push(Problem::new(
                     "--config",
                     "invalid_file",
                     format!("{} is not valid TOML: {}", path.display(), e.message()),
@@ -142,7 +144,7 @@ pub(crate) fn layer(
                                 .collect::<Vec<_>>()
                                 .join(","),
                             _ => {
-                                problems.push(crate::Problem::new_dynamic(
+                                problems.push(Problem::new_dynamic(
                                     k.clone(),
                                     "invalid_value",
                                     "must be a string, integer, boolean or array of strings".into(),
@@ -151,7 +153,7 @@ pub(crate) fn layer(
                             }
                         };
                         if !known.contains(&k.as_str()) {
-                            problems.push(crate::Problem::new_dynamic(
+                            problems.push(Problem::new_dynamic(
                                 k.clone(),
                                 "unknown_setting",
                                 format!("{} names a setting gatehouse does not have", path.display()),
@@ -174,7 +176,7 @@ pub(crate) fn layer(
     // own components, so unknown ones there are not ours to judge.
     for name in source.var_names() {
         if name.starts_with("GATEHOUSE_") && !known.contains(&name.as_str()) {
-            problems.push(crate::Problem::new_dynamic(
+            problems.push(Problem::new_dynamic(
                 name,
                 "unknown_setting",
                 "gatehouse has no setting of this name (misspelled?)".into(),

@@ -6,10 +6,11 @@
 //! versions, the dependency gate mode, the kill switch), runs and their
 //! lifecycle, run events and refusals, and the hash-chained audit log.
 //!
-//! Both backends run the very same operations: `ops.rs` is written once
-//! against a `Db` type alias and compiled twice, once per backend, with the
-//! few dialect differences behind [`Dialect`]. One conformance suite
-//! (`tests/it`) runs against both.
+//! Both backends run the very same operations: `ops.rs` (the helpers they
+//! share) and the `*_ops.rs` files beside it (the operations, by concern)
+//! are written once against a `Db` type alias and compiled twice, once per
+//! backend, with the few dialect differences behind [`Dialect`]. One
+//! conformance suite (`tests/it`) runs against both.
 //!
 //! Architecture invariants:
 //! - failure is an error with a stable code, never a default: a store that
@@ -84,7 +85,14 @@ impl StoreConfig {
         Self { url: url.into(), op_timeout: Duration::from_secs(5) }
     }
 
-    /// The embedded default: `gatehouse.db` in `data_dir`.
+    /// The SQLite file at `path` (created if missing), any file: tests,
+    /// benches and tools name their own.
+    ///
+    /// Not the embedded default: which file in the data directory that is
+    /// belongs to the data directory's layout, which configuration owns, and
+    /// `gatehouse_config::default_store_url` is the one builder of its URL,
+    /// handed to [`StoreConfig::new`]. The store does not depend on
+    /// configuration (nor it on the store), so it does not name that file.
     pub fn sqlite_file(path: &std::path::Path) -> Self {
         Self::new(format!("sqlite://{}", path.display()))
     }
@@ -139,6 +147,11 @@ mod sqlite {
     type Db = sqlx::Sqlite;
     const DIALECT: Dialect = Dialect::Sqlite;
     include!("ops.rs");
+    include!("tenant_ops.rs");
+    include!("run_ops.rs");
+    include!("event_ops.rs");
+    include!("audit_ops.rs");
+    include!("scan_ops.rs");
     include!("lease_ops.rs");
     include!("admin_ops.rs");
     include!("file_ops.rs");
@@ -151,6 +164,11 @@ mod postgres {
     type Db = sqlx::Postgres;
     const DIALECT: Dialect = Dialect::Postgres;
     include!("ops.rs");
+    include!("tenant_ops.rs");
+    include!("run_ops.rs");
+    include!("event_ops.rs");
+    include!("audit_ops.rs");
+    include!("scan_ops.rs");
     include!("lease_ops.rs");
     include!("admin_ops.rs");
     include!("file_ops.rs");
