@@ -33,8 +33,6 @@ pub(crate) fn stdout_failed(e: &std::io::Error) -> ! {
 pub mod admin;
 pub mod api;
 pub mod cli;
-mod control_cli;
-mod deps_cli;
 mod files;
 pub mod http;
 pub mod metrics;

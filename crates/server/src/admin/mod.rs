@@ -17,9 +17,11 @@
 //! unless the node listens on loopback. Responses forbid framing and every
 //! script (the Content-Security-Policy allows none at all).
 
+mod actions;
 mod client;
+mod pages;
+mod policy;
 mod throttle;
-mod views;
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -119,22 +121,22 @@ pub fn router(state: &AppState) -> Option<Router<AppState>> {
     let admin =
         Arc::new(Admin::new(page.password.clone(), page.listens_on_loopback, page.trusted_proxies.clone()));
     let pages = Router::new()
-        .route("/admin", get(views::index))
-        .route("/admin/login", get(views::login_page).post(sign_in))
+        .route("/admin", get(pages::index))
+        .route("/admin/login", get(pages::login_page).post(sign_in))
         .route("/admin/logout", post(sign_out))
         .route("/admin/logout-everywhere", post(sign_out_everywhere))
         .route("/admin/assets/admin.css", get(stylesheet))
-        .route("/admin/tenants", get(views::open_tenant))
-        .route("/admin/tenants/{tenant_id}", get(views::tenant_page))
-        .route("/admin/tenants/{tenant_id}/policy", post(views::save_policy))
-        .route("/admin/tenants/{tenant_id}/test-url", post(views::test_url))
-        .route("/admin/tenants/{tenant_id}/allow", post(views::preview_allow))
-        .route("/admin/tenants/{tenant_id}/allow/confirm", post(views::confirm_allow))
-        .route("/admin/tenants/{tenant_id}/gate", post(views::save_gate))
-        .route("/admin/tenants/{tenant_id}/kill-switch", post(views::kill_switch))
-        .route("/admin/tenants/{tenant_id}/runs/{run_id}/cancel", post(views::cancel_run))
-        .route("/admin/tenants/{tenant_id}/leases/{lease_id}/revoke", post(views::revoke_lease))
-        .route("/admin/emergency-revoke", get(views::emergency_page).post(views::emergency_revoke))
+        .route("/admin/tenants", get(pages::open_tenant))
+        .route("/admin/tenants/{tenant_id}", get(pages::tenant_page))
+        .route("/admin/tenants/{tenant_id}/policy", post(policy::save_policy))
+        .route("/admin/tenants/{tenant_id}/test-url", post(policy::test_url))
+        .route("/admin/tenants/{tenant_id}/allow", post(policy::preview_allow))
+        .route("/admin/tenants/{tenant_id}/allow/confirm", post(policy::confirm_allow))
+        .route("/admin/tenants/{tenant_id}/gate", post(actions::save_gate))
+        .route("/admin/tenants/{tenant_id}/kill-switch", post(actions::kill_switch))
+        .route("/admin/tenants/{tenant_id}/runs/{run_id}/cancel", post(actions::cancel_run))
+        .route("/admin/tenants/{tenant_id}/leases/{lease_id}/revoke", post(actions::revoke_lease))
+        .route("/admin/emergency-revoke", get(actions::emergency_page).post(actions::emergency_revoke))
         .layer(Extension(admin))
         .layer(middleware::from_fn(page_headers));
     Some(pages)
@@ -202,7 +204,7 @@ impl IntoResponse for PageError {
         let message = |status, heading, text: &str, code: Option<String>, request_id: Option<String>| {
             page(
                 status,
-                &views::MessagePage { heading, text: text.to_owned(), code, request_id, back: "/admin" },
+                &pages::MessagePage { heading, text: text.to_owned(), code, request_id, back: "/admin" },
             )
         };
         match self {
@@ -223,7 +225,7 @@ impl IntoResponse for PageError {
                 let status =
                     StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
                 let code = e.reason.map_or_else(|| e.code.as_str().to_owned(), |r| r.as_str().to_owned());
-                let text = views::explain(e.reason).unwrap_or(e.message);
+                let text = pages::explain(e.reason).unwrap_or(e.message);
                 message(status, "Not done", text, Some(code), Some(e.request_id))
             }
         }
@@ -423,11 +425,11 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
     }
     let bytes = Bytes::from_request(req, &state).await.ok();
     let Some(form) = bytes.and_then(|b| serde_urlencoded_from::<SignInForm>(&b)) else {
-        return views::login(StatusCode::BAD_REQUEST, "Give your name and the password.", "");
+        return pages::login(StatusCode::BAD_REQUEST, "Give your name and the password.", "");
     };
     let person = form.person.trim().to_owned();
     if !valid_person(&person) {
-        return views::login(
+        return pages::login(
             StatusCode::BAD_REQUEST,
             "Your name is 1 to 64 letters, digits, dots, underscores, hyphens or @.",
             "",
@@ -448,7 +450,7 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
                 None,
                 Some(&rid.0),
             );
-            return views::login(
+            return pages::login(
                 StatusCode::TOO_MANY_REQUESTS,
                 "Too many sign-ins failed lately. Wait a few minutes and try again.",
                 &person,
@@ -469,7 +471,7 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
             None,
             Some(&rid.0),
         );
-        return views::login(StatusCode::UNAUTHORIZED, "That password is not right.", &person);
+        return pages::login(StatusCode::UNAUTHORIZED, "That password is not right.", &person);
     }
     reservation.settle(Outcome::Succeeded);
     let Ok(token) = SessionToken::generate() else {

@@ -2,26 +2,23 @@
 //! invalid, `2` bad input, bad configuration or internal error, with a
 //! one-line reason on stderr. `--json` prints exactly one JSON document.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use gatehouse_capability::canonical::{BodyDigest, parse_strict};
-use gatehouse_capability::grant::{GrantLifetime, GrantRequest};
-use gatehouse_capability::manifest::ManifestSigner;
-use gatehouse_capability::session_key::{Namespace, Principal};
-use gatehouse_capability::{
-    GrantSealer, ManifestSigningKey, ManifestVerifier, ManifestVerifyingKeys, Secret, SessionKeyDeriver,
-};
-use gatehouse_config::{DEFAULT_GRANT_MAX_LIFETIME_SECS, MapSource, Source, load, names};
-use std::net::IpAddr;
+use gatehouse_config::{MapSource, Source, load, names};
 
-use gatehouse_core::{Clock, SystemClock};
-use gatehouse_egress::{AddressGuard, Policy, PolicyError, Purpose, decide};
-use gatehouse_ledger::{LedgerBackend as _, RedisLedger, RedisLedgerConfig, Registration, RevokeScope};
 use serde_json::{Value, json};
 
-use crate::files::{KeySet, read_text};
+use crate::files::KeySet;
+
+mod checks;
+mod control;
+mod deps;
+mod tokens;
+
+use checks::{content_scan, cvss, deps_diff, deps_parse, egress_check};
+use tokens::{grant, manifest};
 
 /// gatehouse: the security plane for platforms that run untrusted code and AI agents.
 #[derive(Parser)]
@@ -213,9 +210,9 @@ enum DepsCommand {
         gate: String,
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
-        format: crate::deps_cli::ScanFormat,
+        format: deps::ScanFormat,
         /// A larger base lockfile is read as absent (over-report, never under-report).
-        #[arg(long = "base-max-bytes", default_value_t = crate::deps_cli::DEFAULT_BASE_MAX_BYTES)]
+        #[arg(long = "base-max-bytes", default_value_t = deps::DEFAULT_BASE_MAX_BYTES)]
         base_max_bytes: u64,
     },
     /// Compare two lockfiles: added, changed and removed packages.
@@ -431,35 +428,29 @@ pub fn main() -> ExitCode {
         }
         Command::Cvss { vector, out } => cvss(&vector, out.json),
         Command::Migrate { database_url, out } => {
-            crate::control_cli::migrate(&environment(None), database_url, out.json).map_err(Fail)
+            control::migrate(&environment(None), database_url, out.json).map_err(Fail)
         }
         Command::Audit { command: AuditCommand::Verify { database_url, checkpoint, public_key, out } } => {
-            crate::control_cli::audit_verify(
-                &environment(None),
-                database_url,
-                &checkpoint,
-                public_key,
-                out.json,
-            )
-            .map_err(Fail)
+            control::audit_verify(&environment(None), database_url, &checkpoint, public_key, out.json)
+                .map_err(Fail)
         }
         Command::Audit { command: AuditCommand::Checkpoint { database_url, key } } => {
-            crate::control_cli::audit_checkpoint(&environment(None), database_url, key).map_err(Fail)
+            control::audit_checkpoint(&environment(None), database_url, key).map_err(Fail)
         }
         Command::Admin { command: AdminCommand::HashPassword } => admin_hash_password(),
         Command::Credentials { command: CredentialsCommand::Rewrap { database_url, out } } => {
-            crate::control_cli::credentials_rewrap(&environment(None), database_url, out.json).map_err(Fail)
+            control::credentials_rewrap(&environment(None), database_url, out.json).map_err(Fail)
         }
         Command::Deps { command: DepsCommand::Parse { lockfile, out } } => deps_parse(&lockfile, out.json),
         Command::Deps {
             command: DepsCommand::Scan { base, head, osv_db, osv_url, gate, format, base_max_bytes },
-        } => crate::deps_cli::deps_scan(
-            crate::deps_cli::ScanArgs { base, head, osv_db, osv_url, gate, format, base_max_bytes },
+        } => deps::deps_scan(
+            deps::ScanArgs { base, head, osv_db, osv_url, gate, format, base_max_bytes },
             cli_fetcher,
         )
         .map_err(Fail),
         Command::Osv { command: OsvCommand::Serve { db, listen } } => {
-            crate::deps_cli::osv_serve(&db, listen).map_err(Fail)
+            deps::osv_serve(&db, listen).map_err(Fail)
         }
         Command::Deps { command: DepsCommand::Diff { base, head, out } } => deps_diff(&base, &head, out.json),
     };
@@ -583,347 +574,6 @@ fn admin_hash_password() -> Result<ExitCode, Fail> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn read_json(flag: &str, path: &Path) -> Result<Value, Fail> {
-    let text = read_text(flag, path)?;
-    parse_strict(text.as_bytes())
-        .map_err(|e| Fail(format!("{flag}: {} is not valid JSON: {e}", path.display())))
-}
-
-fn read_token(token: &str) -> Result<String, Fail> {
-    if token == "-" {
-        return Ok(read_text("TOKEN", Path::new("-"))?.trim().to_owned());
-    }
-    Ok(token.trim().to_owned())
-}
-
-fn read_secret(flag: &str, path: &Path) -> Result<Secret, Fail> {
-    let text = read_text(flag, path)?;
-    Secret::new(&text).map_err(|_| {
-        Fail(format!("{flag}: weak_secret: the secret must be at least 32 bytes of random text"))
-    })
-}
-
-fn manifest(command: ManifestCommand) -> Result<ExitCode, Fail> {
-    let now = SystemClock.now();
-    match command {
-        ManifestCommand::Sign { key, claims, body, ttl } => {
-            let key_text = read_text("--key", &key)?;
-            let key =
-                ManifestSigningKey::from_ed25519_text(&key_text).map_err(|e| Fail(format!("--key: {e}")))?;
-            let Value::Object(claims) = read_json("--claims", &claims)? else {
-                return Err(Fail("--claims: must be a JSON object".into()));
-            };
-            let body = BodyDigest::of_value(&read_json("--body", &body)?)
-                .map_err(|e| Fail(format!("--body: {e}")))?;
-            if ttl <= 0 {
-                return Err(Fail("--ttl must be positive".into()));
-            }
-            let (token, _) = ManifestSigner::new(key)
-                .sign_for_body(claims, &body, now, ttl)
-                .map_err(|e| Fail(e.to_string()))?;
-            say!("{token}");
-            Ok(ExitCode::SUCCESS)
-        }
-        ManifestCommand::Verify { public_key, body, token, out } => {
-            let key_text = read_text("--public-key", &public_key)?;
-            let keys = ManifestVerifyingKeys::from_public_keys_text(&key_text)
-                .map_err(|e| Fail(format!("--public-key: {e}")))?;
-            let body = BodyDigest::of_value(&read_json("--body", &body)?)
-                .map_err(|e| Fail(format!("--body: {e}")))?;
-            let token = read_token(&token)?;
-            let verdict = ManifestVerifier::new(keys).verify(&token, &body, now);
-            Ok(report(verdict.map(|m| serde_json::to_value(m.claims).unwrap_or(Value::Null)), out.json))
-        }
-    }
-}
-
-fn grant(command: GrantCommand) -> Result<ExitCode, Fail> {
-    let now = SystemClock.now();
-    match command {
-        GrantCommand::Revoke { scope, redis_url, database_url, actor, out } => {
-            revoke(scope, redis_url, database_url, actor, out.json)
-        }
-        GrantCommand::Mint { secret_file, claims, session_key_file, ttl, redis_url } => {
-            let secret = read_secret("--secret-file", &secret_file)?;
-            let session_key_file = session_key_file.unwrap_or_else(|| {
-                secret_file.with_file_name(gatehouse_config::embedded_files::SESSION_KEY_SECRET)
-            });
-            let session_secret = read_secret("--session-key-file", &session_key_file)?;
-            if session_secret.expose() == secret.expose() {
-                return Err(Fail(
-                    "--session-key-file: secret_reused: must differ from the grant secret".into(),
-                ));
-            }
-            let request: GrantRequest =
-                serde_json::from_value(read_json("--claims", &claims)?).map_err(|e| {
-                    Fail(format!(
-                        "--claims: not a valid grant request ({}); session_key is derived, never supplied",
-                        first_clause(&e)
-                    ))
-                })?;
-            if ttl <= 0 {
-                return Err(Fail("--ttl must be positive".into()));
-            }
-            let principal =
-                Principal { tenant_id: request.tenant_id.clone(), user_id: request.user_id.clone() };
-            let session_key = SessionKeyDeriver::new(&session_secret, true)
-                .derive(&principal, &Namespace::Output)
-                .map_err(|r| {
-                    Fail(format!("--claims: {r}: tenant_id is required (strict tenant isolation)"))
-                })?;
-            // The serving side's default cap: a longer grant would be
-            // refused there anyway.
-            let lifetime = GrantLifetime { default_secs: ttl, max_secs: DEFAULT_GRANT_MAX_LIFETIME_SECS };
-            let claims = request.into_claims(session_key, now, lifetime).map_err(|e| Fail(e.to_string()))?;
-            let token = GrantSealer::new(&secret).mint(&claims).map_err(|e| Fail(e.to_string()))?;
-            match redis_url.or_else(|| environment(None).var(names::REDIS_URL)) {
-                Some(url) => with_shared_ledger(url, |ledger| async move {
-                    ledger.register(&Registration::from(&claims)).await.map(|_| ()).map_err(|r| {
-                        Fail(format!("{r}: the grant was not registered, so no token is printed"))
-                    })
-                })?,
-                None => eprintln!(
-                    "warning: no ledger given (--redis-url or GATEHOUSE_REDIS_URL): the grant is not registered, \
-                     and a gateway that requires the ledger (CODEAPI_EGRESS_LEDGER_REQUIRED=true, the default) \
-                     refuses it as grant_unknown"
-                ),
-            }
-            say!("{token}");
-            Ok(ExitCode::SUCCESS)
-        }
-        GrantCommand::Open { secret_file, previous_secret_file, token, out } => {
-            let secret = read_secret("--secret-file", &secret_file)?;
-            let mut sealer = GrantSealer::new(&secret);
-            if let Some(previous) = previous_secret_file {
-                sealer = sealer.with_previous(&read_secret("--previous-secret-file", &previous)?);
-            }
-            let token = read_token(&token)?;
-            let verdict = sealer.open(&token, now);
-            Ok(report(verdict.map(|c| serde_json::to_value(c).unwrap_or(Value::Null)), out.json))
-        }
-    }
-}
-
-/// Runs `op` against the shared Redis ledger at `url` (key prefix from
-/// `GATEHOUSE_LEDGER_KEY_PREFIX`, as the serving nodes read it).
-fn with_shared_ledger<T, Fut>(url: String, op: impl FnOnce(RedisLedger) -> Fut) -> Result<T, Fail>
-where
-    Fut: Future<Output = Result<T, Fail>>,
-{
-    let mut config = RedisLedgerConfig::new(url);
-    if let Some(prefix) = environment(None).var(names::LEDGER_KEY_PREFIX) {
-        config.prefix = prefix;
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {}", e.kind()))?;
-    runtime.block_on(async {
-        let ledger = RedisLedger::new(&config).map_err(|r| Fail(format!("{r}: not a usable Redis URL")))?;
-        op(ledger).await
-    })
-}
-
-/// Revokes in the shared ledger, then audits the revocation (`grants.revoke`
-/// by `cli` or `cli:NAME`) in the store. The revocation stands whatever
-/// the store does; one that could not be audited exits 2 saying so, and
-/// running the command again (which revokes nothing more) audits it.
-fn revoke(
-    target: RevokeTarget,
-    redis_url: Option<String>,
-    database_url: Option<String>,
-    actor: Option<String>,
-    json_out: bool,
-) -> Result<ExitCode, Fail> {
-    let env = environment(None);
-    let actor = match actor {
-        None => "cli".to_owned(),
-        Some(name) if gatehouse_core::is_valid_id(&name) && !name.contains(':') => format!("cli:{name}"),
-        Some(_) => return Err(Fail("--actor is 1-128 characters of [A-Za-z0-9._-]".into())),
-    };
-    let url = redis_url
-        .or_else(|| env.var(names::REDIS_URL))
-        .ok_or("no ledger to revoke in: give --redis-url or set GATEHOUSE_REDIS_URL")?;
-    let scope = match target {
-        RevokeTarget { grant_id: Some(id), .. } => RevokeScope::Grant(id),
-        RevokeTarget { exec_id: Some(id), .. } => RevokeScope::Exec(id),
-        RevokeTarget { tenant_id: Some(id), .. } => RevokeScope::Tenant(id),
-        RevokeTarget { all: true, .. } => RevokeScope::All,
-        _ => return Err(Fail("give one of --grant-id, --exec-id, --tenant-id or --all".into())),
-    };
-    if let RevokeScope::Grant(id) | RevokeScope::Exec(id) | RevokeScope::Tenant(id) = &scope
-        && !gatehouse_core::is_valid_id(id)
-    {
-        return Err(Fail("ids are 1-128 characters of [A-Za-z0-9._:-]".into()));
-    }
-    let revoked = with_shared_ledger(url, |ledger| {
-        let scope = scope.clone();
-        async move { ledger.revoke(&scope).await.map_err(|r| Fail(format!("{r}: the ledger did not answer"))) }
-    })?;
-    let record = gatehouse_plane::tenants::revocation_record(&actor, SystemClock.now(), &scope, revoked);
-    crate::control_cli::audit_one(&env, database_url, record).map_err(|e| {
-        Fail(format!(
-            "revoked {revoked} grant(s), but the revocation is not audited ({e}): run the command again"
-        ))
-    })?;
-    if json_out {
-        say!("{}", json!({"revoked": revoked}));
-    } else {
-        say!("revoked {revoked} grant(s)");
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn egress_check(
-    url: &str,
-    policy: Option<PathBuf>,
-    resolve: &[String],
-    webhook: bool,
-    allow_ranges: Option<String>,
-    json_out: bool,
-) -> Result<ExitCode, Fail> {
-    // A policy that cannot be read is not bad input here: it is exactly the
-    // case the door refuses (policy_unreadable), and the check says so.
-    let policy = match policy {
-        None => Ok(Policy::open()),
-        Some(path) => match read_text("--policy", &path) {
-            Ok(text) => Policy::from_json(text.as_bytes()),
-            Err(e) => Err(PolicyError::unreadable(e)),
-        },
-    };
-    let mut answers: std::collections::HashMap<String, Vec<IpAddr>> = std::collections::HashMap::new();
-    for entry in resolve {
-        let (host, ips) = entry
-            .split_once('=')
-            .ok_or_else(|| Fail(format!("--resolve {entry}: expected HOST=IP[,IP...]")))?;
-        let Ok(gatehouse_egress::Host::Name(host)) = gatehouse_egress::target::parse_host(host.trim()) else {
-            return Err(Fail(format!("--resolve {entry}: not a host name")));
-        };
-        let ips = ips
-            .split(',')
-            .map(|ip| ip.trim().trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| Fail(format!("--resolve {entry}: not a list of IP addresses")))?;
-        answers.entry(host).or_default().extend(ips);
-    }
-    let ranges = cidr_list(&allow_ranges.unwrap_or_default())
-        .map_err(|()| Fail("--allow-ranges: not a list of CIDR ranges".into()))?;
-    let purpose = if webhook { Purpose::Webhook } else { Purpose::Request };
-    let decision =
-        decide(url, policy.as_ref(), &AddressGuard::new(ranges), purpose, |host| match answers.get(host) {
-            Some(ips) => Ok(ips.clone()),
-            None => system_resolve(host),
-        });
-    if json_out {
-        say!("{}", serde_json::to_string(&decision).unwrap_or_default());
-    } else if decision.allowed() {
-        let list: Vec<String> = decision.addresses.iter().map(ToString::to_string).collect();
-        say!("allow {} ({})", decision.host.as_deref().unwrap_or(""), list.join(", "));
-    } else {
-        match &decision.rule {
-            Some(rule) => say!("refuse: {} ({rule})", decision.reason),
-            None => say!("refuse: {}", decision.reason),
-        }
-    }
-    Ok(if decision.allowed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-/// `HOST:PORT`, with IPv6 hosts in brackets.
-fn host_port(s: &str) -> Option<(String, u16)> {
-    let (host, port) = s.rsplit_once(':')?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    (!host.is_empty()).then(|| Some((host.to_owned(), port.parse().ok()?)))?
-}
-
-fn content_scan(
-    files: &[PathBuf],
-    clamd: Option<&str>,
-    max_bytes: Option<u64>,
-    json_out: bool,
-) -> Result<ExitCode, Fail> {
-    let settings = gatehouse_config::scanner_settings(&environment(None)).map_err(|p| Fail(problems(p)))?;
-    let clamd = match clamd {
-        Some(at) => Some(host_port(at).ok_or_else(|| Fail(format!("--clamd {at}: expected HOST:PORT")))?),
-        None => settings.clamd,
-    };
-    let max_bytes = max_bytes.unwrap_or(settings.content_max_bytes);
-    let scanner = crate::scanner::content_scanner(
-        clamd.as_ref().map(|(h, p)| (h.as_str(), *p)),
-        settings.clamd_timeout,
-        max_bytes,
-    );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {}", e.kind()))?;
-    let mut results = Vec::new();
-    let mut unreadable = false;
-    let mut refused = false;
-    for file in files {
-        match runtime.block_on(scanner.scan_file(file)) {
-            Ok(verdict) => {
-                refused |= !verdict.accepted();
-                let mut entry = serde_json::to_value(&verdict).unwrap_or_default();
-                if let Some(obj) = entry.as_object_mut() {
-                    obj.insert("file".into(), Value::String(file.display().to_string()));
-                }
-                if !json_out {
-                    let mut line =
-                        format!("{}: {} {}", file.display(), verdict.verdict.as_str(), verdict.kind);
-                    if let Some(reason) = verdict.reason {
-                        line.push_str(&format!(" {reason}"));
-                    }
-                    if let Some(offset) = verdict.offset {
-                        line.push_str(&format!(" at byte {offset}"));
-                    }
-                    if let Some(signature) = &verdict.signature {
-                        line.push_str(&format!(" ({signature})"));
-                    }
-                    say!("{line}");
-                }
-                results.push(entry);
-            }
-            Err(e) => {
-                unreadable = true;
-                eprintln!("gatehouse: cannot read {}: {}", file.display(), e.kind());
-            }
-        }
-    }
-    if json_out {
-        say!("{}", json!({"results": results}));
-    }
-    Ok(ExitCode::from(if unreadable {
-        2
-    } else if refused {
-        1
-    } else {
-        0
-    }))
-}
-
-/// Parses a lockfile's bytes. Requirements includes (`-r`, `-c`) resolve
-/// relative to the including file, as pip resolves them.
-pub(crate) fn parse_lockfile(
-    path: &Path,
-    bytes: &[u8],
-) -> Result<gatehouse_deps::Parsed, gatehouse_deps::ParseError> {
-    // Includes stay inside the lockfile's own directory tree, symbolic
-    // links resolved (see `gatehouse_deps::lockfile::files`).
-    gatehouse_deps::lockfile::parse_file(path, bytes, None)
-}
-
-/// Reads and parses a lockfile from disk; any failure is exit 2.
-fn read_lockfile(path: &Path) -> Result<gatehouse_deps::Parsed, Fail> {
-    let name = path.display().to_string();
-    let limit = gatehouse_deps::lockfile::MAX_LOCKFILE_BYTES as u64;
-    let len = std::fs::metadata(path).map_err(|e| Fail(format!("cannot read {name}: {}", e.kind())))?.len();
-    if len > limit {
-        return Err(Fail(format!("{name}: {len} bytes; the limit is {limit} (too_large)")));
-    }
-    let bytes = std::fs::read(path).map_err(|e| Fail(format!("cannot read {name}: {}", e.kind())))?;
-    parse_lockfile(path, &bytes).map_err(|e| Fail(e.to_string()))
-}
-
 /// The egress fetch client for gatehouse's own calls from the command line,
 /// configured as the server's (GATEHOUSE_EGRESS_ALLOW_RANGES,
 /// GATEHOUSE_DNS_SERVERS, GATEHOUSE_EGRESS_EXTRA_CA_FILE and the door's
@@ -941,87 +591,6 @@ fn cli_fetcher() -> Result<gatehouse_egress::fetch::Fetcher, String> {
 /// Configuration problems as one line.
 fn problems(list: Vec<gatehouse_config::Problem>) -> String {
     list.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
-}
-
-fn cvss(vector: &str, json_out: bool) -> Result<ExitCode, Fail> {
-    let score = gatehouse_deps::severity::cvss(vector.trim())
-        .map_err(|e| Fail(format!("not a CVSS vector: {} ({})", e.message, e.code)))?;
-    if json_out {
-        say!("{}", serde_json::to_string(&score).unwrap_or_default());
-    } else {
-        let version = serde_json::to_value(score.version).unwrap_or_default();
-        let severity = serde_json::to_value(score.severity).unwrap_or_default();
-        say!(
-            "CVSS {} base score {:.1} ({})",
-            version.as_str().unwrap_or_default(),
-            score.base_score,
-            severity.as_str().unwrap_or_default()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn deps_parse(lockfile: &Path, json_out: bool) -> Result<ExitCode, Fail> {
-    let parsed = read_lockfile(lockfile)?;
-    if json_out {
-        say!("{}", serde_json::to_string(&parsed).unwrap_or_default());
-    } else {
-        say!("{}: {} ({} packages)", lockfile.display(), parsed.format.as_str(), parsed.packages.len());
-        for p in &parsed.packages {
-            say!("{}\t{}\t{}", p.ecosystem, p.name, p.version);
-        }
-        for w in &parsed.warnings {
-            match w.line {
-                Some(line) => eprintln!("warning: {}:{line}: {} ({})", lockfile.display(), w.message, w.code),
-                None => eprintln!("warning: {}: {} ({})", lockfile.display(), w.message, w.code),
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn deps_diff(base: &Path, head: &Path, json_out: bool) -> Result<ExitCode, Fail> {
-    let base = read_lockfile(base)?;
-    let head = read_lockfile(head)?;
-    let diff = gatehouse_deps::diff(Some(&base.packages), &head.packages);
-    if json_out {
-        say!("{}", serde_json::to_string(&diff).unwrap_or_default());
-    } else {
-        for p in &diff.added {
-            say!("+ {} {} {}", p.ecosystem, p.name, p.version);
-        }
-        for c in &diff.changed {
-            say!("~ {} {} {} -> {}", c.ecosystem, c.name, c.from.join(","), c.to.join(","));
-        }
-        for p in &diff.removed {
-            say!("- {} {} {}", p.ecosystem, p.name, p.version);
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// A comma-separated list of CIDR ranges (empty entries ignored).
-fn cidr_list(list: &str) -> Result<Vec<ipnet::IpNet>, ()> {
-    list.split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse::<ipnet::IpNet>().map_err(|_| ()))
-        .collect()
-}
-
-/// DNS as the door resolves (GATEHOUSE_DNS_SERVERS, else the system's
-/// configuration), for `egress check` without `--resolve`.
-fn system_resolve(host: &str) -> Result<Vec<IpAddr>, ()> {
-    let servers = gatehouse_config::egress_settings(&environment(None)).map_err(|_| ())?.dns_servers;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|_| ())?;
-    runtime.block_on(async {
-        let dns = if servers.is_empty() {
-            gatehouse_egress::resolve::DnsResolver::system()
-        } else {
-            gatehouse_egress::resolve::DnsResolver::with_servers(&servers)
-        }
-        .map_err(|_| ())?;
-        dns.lookup(host).await
-    })
 }
 
 /// serde's message up to the first quote: names the field, never echoes a value.

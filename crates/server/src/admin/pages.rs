@@ -1,9 +1,9 @@
-//! The pages: what each shows, and the handlers behind their forms. Reads
-//! are bounded (one page of each list); changes go through the API's own
-//! functions, audited under the person's name.
+//! The pages: what each shows (sign-in, the tenants, a tenant's page with
+//! its policy, gate, scans, runs, leases and refusals). Reads are bounded
+//! (one page of each list). The forms behind them are `policy` and
+//! `actions`.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 
 use askama::Template;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -11,16 +11,12 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use gatehouse_core::{Reason, RefusalKind, UnixTime, is_valid_id};
 use gatehouse_egress::policy::Mode;
-use gatehouse_egress::{Decision, Policy, PolicyDocument, Purpose, decide_target_resolving, parse_url};
+use gatehouse_egress::{Policy, PolicyDocument, parse_url};
 use gatehouse_store::{LeaseFilter, LeaseStatus, PageRequest, RefusalFilter, RunStatus};
 use http::StatusCode;
 use serde::Deserialize;
 
-use gatehouse_plane::PlaneError;
-
-use super::{
-    PageError, Person, Submitted, ids_path, page, plane_failure, query_of, store_failure, tenant_path,
-};
+use super::{PageError, Person, page, plane_failure, query_of, store_failure, tenant_path};
 use crate::state::AppState;
 
 /// A line at the top of a page: what just happened.
@@ -32,10 +28,10 @@ pub struct Notice {
 }
 
 impl Notice {
-    fn ok(text: impl Into<String>) -> Option<Self> {
+    pub(super) fn ok(text: impl Into<String>) -> Option<Self> {
         Some(Self { kind: "ok", text: text.into() })
     }
-    fn error(text: impl Into<String>) -> Option<Self> {
+    pub(super) fn error(text: impl Into<String>) -> Option<Self> {
         Some(Self { kind: "error", text: text.into() })
     }
 }
@@ -188,14 +184,14 @@ struct PolicyView {
     unreadable: Option<String>,
 }
 
-struct TestView {
-    verdict: &'static str,
-    reason: String,
-    rule: Option<String>,
-    host: Option<String>,
-    port: Option<u16>,
-    addresses: Vec<String>,
-    dry_run: Option<String>,
+pub(super) struct TestView {
+    pub(super) verdict: &'static str,
+    pub(super) reason: String,
+    pub(super) rule: Option<String>,
+    pub(super) host: Option<String>,
+    pub(super) port: Option<u16>,
+    pub(super) addresses: Vec<String>,
+    pub(super) dry_run: Option<String>,
 }
 
 struct Candidate {
@@ -375,11 +371,11 @@ struct TenantPage {
 /// What a tenant page shows beyond what it reads: a notice, a test's result,
 /// a policy form as the person submitted it.
 #[derive(Default)]
-struct Extras {
-    notice: Option<Notice>,
-    test_url: String,
-    test: Option<TestView>,
-    policy_form: Option<(String, String, Mode, bool)>,
+pub(super) struct Extras {
+    pub(super) notice: Option<Notice>,
+    pub(super) test_url: String,
+    pub(super) test: Option<TestView>,
+    pub(super) policy_form: Option<(String, String, Mode, bool)>,
 }
 
 /// How many of each list a page shows.
@@ -390,7 +386,7 @@ const REFUSALS_SHOWN: u32 = 50;
 /// The tenant's newest refusals read for Allow candidates.
 const REFUSALS_FOR_ALLOW: u32 = 500;
 
-async fn render_tenant(
+pub(super) async fn render_tenant(
     state: &AppState,
     person: &Person,
     tenant_id: &str,
@@ -608,7 +604,7 @@ async fn render_tenant(
 
 /// `host` as the narrowest allow entry, if it is a host name the policy
 /// refuses as not allowed (not one it allows, denies, or cannot read).
-fn allowable(policy: Option<&Policy>, host: &str) -> Option<String> {
+pub(super) fn allowable(policy: Option<&Policy>, host: &str) -> Option<String> {
     let policy = policy?;
     let Ok(gatehouse_egress::Host::Name(name)) = gatehouse_egress::target::parse_host(host) else {
         return None;
@@ -710,447 +706,8 @@ pub async fn tenant_page(
 
 /// Back to the tenant page after a change, with what happened (a redirect,
 /// so a reload does not post the form again).
-fn back_to(tenant_id: &str) -> Response {
+pub(super) fn back_to(tenant_id: &str) -> Response {
     Redirect::to(&format!("/admin/tenants/{tenant_id}")).into_response()
-}
-
-// ---- the policy ----
-
-#[derive(Deserialize)]
-pub struct PolicyForm {
-    #[serde(default)]
-    version: String,
-    #[serde(default)]
-    mode: String,
-    #[serde(default)]
-    allow: String,
-    #[serde(default)]
-    deny: String,
-    #[serde(default)]
-    dry_run: Option<String>,
-}
-
-fn rules(text: &str) -> Vec<String> {
-    text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect()
-}
-
-fn version_of(text: &str) -> Result<i64, PageError> {
-    text.trim()
-        .parse::<i64>()
-        .ok()
-        .filter(|v| *v >= 0)
-        .ok_or(PageError::Bad("the form's policy version is missing"))
-}
-
-pub async fn save_policy(
-    State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-    submitted: Submitted<PolicyForm>,
-) -> Result<Response, PageError> {
-    let tenant_id = tenant_path(path)?;
-    let Submitted { person, form } = submitted;
-    let version = version_of(&form.version)?;
-    let mode = match form.mode.as_str() {
-        "open" => Mode::Open,
-        "allowlist" => Mode::Allowlist,
-        _ => return Err(PageError::Bad("the mode is open or allowlist")),
-    };
-    let doc = PolicyDocument {
-        mode,
-        allow: rules(&form.allow),
-        deny: rules(&form.deny),
-        dry_run: form.dry_run.is_some(),
-    };
-    let as_sent = Some((form.allow.clone(), form.deny.clone(), mode, doc.dry_run));
-    if let Err(e) = Policy::from_document(&doc) {
-        let extras = Extras {
-            notice: Notice::error(format!("Not saved: {}", e.detail)),
-            policy_form: as_sent,
-            ..Extras::default()
-        };
-        return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
-    }
-    match state.plane.set_policy(&person.rid.0, &tenant_id, &doc, &person.actor, Some(version)).await {
-        Ok(stored) => {
-            let extras = Extras {
-                notice: Notice::ok(format!("Policy saved as version {}.", stored.version)),
-                ..Extras::default()
-            };
-            render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
-        }
-        Err(PlaneError::Conflict(Some(Reason::PolicyStale))) => {
-            let extras = Extras {
-                notice: Notice::error(
-                    "Not saved: the policy changed since this page was loaded (shown below as it is now). Your edit is kept in the form: check it against the current policy and save again.",
-                ),
-                policy_form: as_sent,
-                ..Extras::default()
-            };
-            // The version in the form is the current one now, so a second
-            // save is a deliberate overwrite of what the person has seen.
-            render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
-        }
-        Err(e) => Err(plane_failure(&person.rid, e)),
-    }
-}
-
-#[derive(Deserialize)]
-pub struct TestForm {
-    #[serde(default)]
-    url: String,
-}
-
-/// Runs the door's decision for a URL under the tenant's stored policy,
-/// connecting nowhere.
-pub async fn test_url(
-    State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-    submitted: Submitted<TestForm>,
-) -> Result<Response, PageError> {
-    let tenant_id = tenant_path(path)?;
-    let Submitted { person, form } = submitted;
-    let url = form.url.trim().to_owned();
-    if url.len() > 8192 {
-        return Err(PageError::Bad("a URL is at most 8192 characters"));
-    }
-    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
-    let current = store.current_policy(&tenant_id).await.map_err(|e| store_failure(&person.rid, e))?;
-    let policy = match &current {
-        Some(p) => Policy::from_json(p.document.as_bytes()),
-        None => Ok(Policy::open()),
-    };
-    let decision = check(&state, &url, policy.as_ref()).await;
-    let test = TestView {
-        verdict: if decision.allowed() { "allow" } else { "refuse" },
-        reason: decision.reason.clone(),
-        rule: decision.rule.clone(),
-        host: decision.host.clone(),
-        port: decision.port,
-        addresses: decision.addresses.iter().map(IpAddr::to_string).collect(),
-        dry_run: decision.dry_run_would_refuse.as_ref().map(|d| match &d.rule {
-            Some(rule) => format!("{}, by rule {rule}", d.reason.as_str()),
-            None => d.reason.as_str().to_owned(),
-        }),
-    };
-    let extras = Extras { test_url: url, test: Some(test), ..Extras::default() };
-    render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
-}
-
-/// The door's decision without connecting, looking the name up with this
-/// node's resolver only when everything before the lookup allows it, as
-/// the door does.
-async fn check(
-    state: &AppState,
-    url: &str,
-    policy: Result<&Policy, &gatehouse_egress::PolicyError>,
-) -> Decision {
-    let Ok(target) = parse_url(url) else {
-        return gatehouse_egress::decide(url, policy, &state.egress_guard, Purpose::Request, |_| Err(()));
-    };
-    let resolver = &state.resolver;
-    decide_target_resolving(target, policy, &state.egress_guard, Purpose::Request, async |name: &str| {
-        resolver.resolve(name).await
-    })
-    .await
-}
-
-// ---- one-click Allow ----
-
-#[derive(Deserialize)]
-pub struct AllowForm {
-    #[serde(default)]
-    host: String,
-    #[serde(default)]
-    version: String,
-}
-
-#[derive(Template)]
-#[template(path = "admin/confirm_allow.html")]
-struct ConfirmAllowPage {
-    person: String,
-    csrf: String,
-    tenant_id: String,
-    host: String,
-    version: i64,
-    unchanged: Vec<String>,
-}
-
-/// The current policy document and version, readable, or why not.
-async fn current_document(
-    state: &AppState,
-    person: &Person,
-    tenant_id: &str,
-) -> Result<(PolicyDocument, i64), PageError> {
-    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
-    match store.current_policy(tenant_id).await.map_err(|e| store_failure(&person.rid, e))? {
-        None => Ok((PolicyDocument::default(), 0)),
-        Some(p) => match serde_json::from_str::<PolicyDocument>(&p.document) {
-            Ok(doc) => Ok((doc, p.version)),
-            Err(_) => {
-                Err(PageError::Bad("the stored policy is unreadable: replace it in the policy form first"))
-            }
-        },
-    }
-}
-
-/// What allowing a host works from: the current policy, if it is still
-/// the version the person saw (else the tenant page saying so), and the
-/// host as the narrowest entry, if the policy refuses it as not allowed.
-enum AllowStep {
-    Ready { doc: PolicyDocument, version: i64, host: String },
-    Stale(Response),
-}
-
-async fn allow_step(
-    state: &AppState,
-    person: &Person,
-    tenant_id: &str,
-    form: &AllowForm,
-) -> Result<AllowStep, PageError> {
-    let seen_version = version_of(&form.version)?;
-    let (doc, version) = current_document(state, person, tenant_id).await?;
-    if version != seen_version {
-        let extras = Extras {
-            notice: Notice::error(
-                "Not saved: the policy changed since this page was loaded. Look at it again before allowing a host.",
-            ),
-            ..Extras::default()
-        };
-        return Ok(AllowStep::Stale(
-            render_tenant(state, person, tenant_id, RefusalQuery::default(), extras).await?,
-        ));
-    }
-    let policy =
-        Policy::from_document(&doc).map_err(|_| PageError::Bad("the stored policy is unreadable"))?;
-    let Some(host) = allowable(Some(&policy), form.host.trim()) else {
-        return Err(PageError::Bad("that host is not one the policy refuses as not allowed"));
-    };
-    Ok(AllowStep::Ready { doc, version, host })
-}
-
-/// Shows what allowing the host changes, before anything is saved.
-pub async fn preview_allow(
-    State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-    submitted: Submitted<AllowForm>,
-) -> Result<Response, PageError> {
-    let tenant_id = tenant_path(path)?;
-    let Submitted { person, form } = submitted;
-    let (doc, version, host) = match allow_step(&state, &person, &tenant_id, &form).await? {
-        AllowStep::Ready { doc, version, host } => (doc, version, host),
-        AllowStep::Stale(page) => return Ok(page),
-    };
-    let confirm = ConfirmAllowPage {
-        csrf: person.csrf(),
-        person: person.actor,
-        tenant_id,
-        host,
-        version,
-        unchanged: doc.allow,
-    };
-    Ok(page(StatusCode::OK, &confirm))
-}
-
-/// Saves the policy with the host added, if it is still the version shown.
-pub async fn confirm_allow(
-    State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-    submitted: Submitted<AllowForm>,
-) -> Result<Response, PageError> {
-    let tenant_id = tenant_path(path)?;
-    let Submitted { person, form } = submitted;
-    let (mut doc, version, host) = match allow_step(&state, &person, &tenant_id, &form).await? {
-        AllowStep::Ready { doc, version, host } => (doc, version, host),
-        AllowStep::Stale(page) => return Ok(page),
-    };
-    doc.allow.push(host.clone());
-    let stored = state
-        .plane
-        .set_policy(&person.rid.0, &tenant_id, &doc, &person.actor, Some(version))
-        .await
-        .map_err(|e| plane_failure(&person.rid, e))?;
-    let extras = Extras {
-        notice: Notice::ok(format!("{host} is allowed (policy version {}).", stored.version)),
-        ..Extras::default()
-    };
-    render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
-}
-
-// ---- the gate, runs, leases, the kill switch ----
-
-#[derive(Deserialize)]
-pub struct GateForm {
-    #[serde(default)]
-    mode: String,
-}
-
-pub async fn save_gate(
-    State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-    submitted: Submitted<GateForm>,
-) -> Result<Response, PageError> {
-    let tenant_id = tenant_path(path)?;
-    let Submitted { person, form } = submitted;
-    state
-        .plane
-        .set_gate_mode(&tenant_id, &form.mode, &person.actor)
-        .await
-        .map_err(|e| plane_failure(&person.rid, e))?;
-    Ok(back_to(&tenant_id))
-}
-
-#[derive(Deserialize)]
-pub struct Nothing {}
-
-pub async fn cancel_run(
-    State(state): State<AppState>,
-    path: Result<Path<(String, String)>, PathRejection>,
-    submitted: Submitted<Nothing>,
-) -> Result<Response, PageError> {
-    let (tenant_id, run_id) = ids_path(path)?;
-    let person = submitted.person;
-    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
-    match store.run(&run_id).await.map_err(|e| store_failure(&person.rid, e))? {
-        Some(run) if run.tenant_id == tenant_id => {}
-        _ => return Err(PageError::NotFound),
-    }
-    state
-        .plane
-        .finish(&run_id, RunStatus::Cancelled, "cancelled", &person.actor)
-        .await
-        .map_err(|e| plane_failure(&person.rid, e))?;
-    Ok(back_to(&tenant_id))
-}
-
-pub async fn revoke_lease(
-    State(state): State<AppState>,
-    path: Result<Path<(String, String)>, PathRejection>,
-    submitted: Submitted<Nothing>,
-) -> Result<Response, PageError> {
-    let (tenant_id, lease_id) = ids_path(path)?;
-    let person = submitted.person;
-    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
-    match store.lease(&lease_id, state.plane.clock.now()).await.map_err(|e| store_failure(&person.rid, e))? {
-        Some(lease) if lease.tenant_id == tenant_id => {}
-        _ => return Err(PageError::NotFound),
-    }
-    state.plane.revoke_lease(&lease_id, &person.actor).await.map_err(|e| plane_failure(&person.rid, e))?;
-    Ok(back_to(&tenant_id))
-}
-
-#[derive(Deserialize)]
-pub struct KillForm {
-    #[serde(default)]
-    engaged: String,
-    #[serde(default)]
-    reason: String,
-}
-
-/// Free text a person gives: bounded, no control characters.
-fn reason_text(text: &str) -> Result<Option<&str>, PageError> {
-    let text = text.trim();
-    if text.len() > 500 || text.chars().any(char::is_control) {
-        return Err(PageError::Bad("a reason is at most 500 characters, without control characters"));
-    }
-    Ok((!text.is_empty()).then_some(text))
-}
-
-pub async fn kill_switch(
-    State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-    submitted: Submitted<KillForm>,
-) -> Result<Response, PageError> {
-    let tenant_id = tenant_path(path)?;
-    let Submitted { person, form } = submitted;
-    let engaged = match form.engaged.as_str() {
-        "true" => true,
-        "false" => false,
-        _ => return Err(PageError::Bad("engage or release")),
-    };
-    let reason = reason_text(&form.reason)?;
-    let revoked = state
-        .plane
-        .throw_kill_switch(&person.rid.0, &tenant_id, engaged, reason, &person.actor)
-        .await
-        .map_err(|e| plane_failure(&person.rid, e))?;
-    let notice = if revoked.second_marker_pending {
-        Notice::error(format!(
-            "Kill switch engaged and {} run(s) killed ({} lease(s) revoked), but the ledger stopped answering \
-             before the second revocation marker: it is being retried. Engage the switch again to be sure.",
-            revoked.runs, revoked.leases
-        ))
-    } else if engaged {
-        Notice::ok(format!(
-            "Kill switch engaged: {} run(s) killed, {} grant(s) and {} lease(s) revoked.",
-            revoked.runs, revoked.grants, revoked.leases
-        ))
-    } else {
-        Notice::ok("Kill switch released: runs can start again.")
-    };
-    let extras = Extras { notice, ..Extras::default() };
-    render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
-}
-
-// ---- emergency revoke ----
-
-#[derive(Template)]
-#[template(path = "admin/emergency.html")]
-struct EmergencyPage {
-    person: String,
-    csrf: String,
-    notice: Option<Notice>,
-    live_runs: String,
-}
-
-/// How many runs are live, in words ("at least 500" past a page).
-async fn live_run_count(state: &AppState, person: &Person) -> Result<String, PageError> {
-    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
-    let live = store
-        .runs(None, Some(RunStatus::Live), &PageRequest { limit: 500, cursor: None })
-        .await
-        .map_err(|e| store_failure(&person.rid, e))?;
-    Ok(if live.next_cursor.is_some() { "at least 500".to_owned() } else { live.items.len().to_string() })
-}
-
-pub async fn emergency_page(State(state): State<AppState>, person: Person) -> Result<Response, PageError> {
-    let live_runs = live_run_count(&state, &person).await?;
-    Ok(page(
-        StatusCode::OK,
-        &EmergencyPage { csrf: person.csrf(), person: person.actor, notice: None, live_runs },
-    ))
-}
-
-#[derive(Deserialize)]
-pub struct EmergencyForm {
-    #[serde(default)]
-    reason: String,
-}
-
-pub async fn emergency_revoke(
-    State(state): State<AppState>,
-    submitted: Submitted<EmergencyForm>,
-) -> Result<Response, PageError> {
-    let Submitted { person, form } = submitted;
-    let reason = reason_text(&form.reason)?;
-    let revoked = state
-        .plane
-        .revoke_everything(&person.rid.0, reason, &person.actor)
-        .await
-        .map_err(|e| plane_failure(&person.rid, e))?;
-    let notice = if revoked.second_marker_pending {
-        Notice::error(format!(
-            "{} run(s) killed and {} lease(s) revoked, but the ledger stopped answering before the second \
-             revocation marker: it is being retried. Revoke again to be sure.",
-            revoked.runs, revoked.leases
-        ))
-    } else {
-        Notice::ok(format!(
-            "Done: {} run(s) killed, every grant revoked ({} marker(s)), {} lease(s) revoked.",
-            revoked.runs, revoked.grants, revoked.leases
-        ))
-    };
-    let live_runs = live_run_count(&state, &person).await?;
-    Ok(page(StatusCode::OK, &EmergencyPage { csrf: person.csrf(), person: person.actor, notice, live_runs }))
 }
 
 #[cfg(test)]

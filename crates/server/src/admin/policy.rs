@@ -1,0 +1,281 @@
+//! The policy's forms: edit and save (with the version it was read at),
+//! test a URL as the door would decide it, and allow one host in two steps.
+//! Every change is a plane operation, audited under the person's name.
+
+use std::net::IpAddr;
+
+use askama::Template;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::response::Response;
+use gatehouse_core::Reason;
+use gatehouse_egress::policy::Mode;
+use gatehouse_egress::{Decision, Policy, PolicyDocument, Purpose, decide_target_resolving, parse_url};
+use http::StatusCode;
+use serde::Deserialize;
+
+use gatehouse_plane::PlaneError;
+
+use super::pages::{Extras, Notice, RefusalQuery, TestView, allowable, render_tenant};
+use super::{PageError, Person, Submitted, page, plane_failure, store_failure, tenant_path};
+use crate::state::AppState;
+
+#[derive(Deserialize)]
+pub struct PolicyForm {
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    mode: String,
+    #[serde(default)]
+    allow: String,
+    #[serde(default)]
+    deny: String,
+    #[serde(default)]
+    dry_run: Option<String>,
+}
+
+fn rules(text: &str) -> Vec<String> {
+    text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect()
+}
+
+fn version_of(text: &str) -> Result<i64, PageError> {
+    text.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|v| *v >= 0)
+        .ok_or(PageError::Bad("the form's policy version is missing"))
+}
+
+pub async fn save_policy(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    submitted: Submitted<PolicyForm>,
+) -> Result<Response, PageError> {
+    let tenant_id = tenant_path(path)?;
+    let Submitted { person, form } = submitted;
+    let version = version_of(&form.version)?;
+    let mode = match form.mode.as_str() {
+        "open" => Mode::Open,
+        "allowlist" => Mode::Allowlist,
+        _ => return Err(PageError::Bad("the mode is open or allowlist")),
+    };
+    let doc = PolicyDocument {
+        mode,
+        allow: rules(&form.allow),
+        deny: rules(&form.deny),
+        dry_run: form.dry_run.is_some(),
+    };
+    let as_sent = Some((form.allow.clone(), form.deny.clone(), mode, doc.dry_run));
+    if let Err(e) = Policy::from_document(&doc) {
+        let extras = Extras {
+            notice: Notice::error(format!("Not saved: {}", e.detail)),
+            policy_form: as_sent,
+            ..Extras::default()
+        };
+        return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
+    }
+    match state.plane.set_policy(&person.rid.0, &tenant_id, &doc, &person.actor, Some(version)).await {
+        Ok(stored) => {
+            let extras = Extras {
+                notice: Notice::ok(format!("Policy saved as version {}.", stored.version)),
+                ..Extras::default()
+            };
+            render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
+        }
+        Err(PlaneError::Conflict(Some(Reason::PolicyStale))) => {
+            let extras = Extras {
+                notice: Notice::error(
+                    "Not saved: the policy changed since this page was loaded (shown below as it is now). Your edit is kept in the form: check it against the current policy and save again.",
+                ),
+                policy_form: as_sent,
+                ..Extras::default()
+            };
+            // The version in the form is the current one now, so a second
+            // save is a deliberate overwrite of what the person has seen.
+            render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
+        }
+        Err(e) => Err(plane_failure(&person.rid, e)),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct TestForm {
+    #[serde(default)]
+    url: String,
+}
+
+/// Runs the door's decision for a URL under the tenant's stored policy,
+/// connecting nowhere.
+pub async fn test_url(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    submitted: Submitted<TestForm>,
+) -> Result<Response, PageError> {
+    let tenant_id = tenant_path(path)?;
+    let Submitted { person, form } = submitted;
+    let url = form.url.trim().to_owned();
+    if url.len() > 8192 {
+        return Err(PageError::Bad("a URL is at most 8192 characters"));
+    }
+    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
+    let current = store.current_policy(&tenant_id).await.map_err(|e| store_failure(&person.rid, e))?;
+    let policy = match &current {
+        Some(p) => Policy::from_json(p.document.as_bytes()),
+        None => Ok(Policy::open()),
+    };
+    let decision = check(&state, &url, policy.as_ref()).await;
+    let test = TestView {
+        verdict: if decision.allowed() { "allow" } else { "refuse" },
+        reason: decision.reason.clone(),
+        rule: decision.rule.clone(),
+        host: decision.host.clone(),
+        port: decision.port,
+        addresses: decision.addresses.iter().map(IpAddr::to_string).collect(),
+        dry_run: decision.dry_run_would_refuse.as_ref().map(|d| match &d.rule {
+            Some(rule) => format!("{}, by rule {rule}", d.reason.as_str()),
+            None => d.reason.as_str().to_owned(),
+        }),
+    };
+    let extras = Extras { test_url: url, test: Some(test), ..Extras::default() };
+    render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
+}
+
+/// The door's decision without connecting, looking the name up with this
+/// node's resolver only when everything before the lookup allows it, as
+/// the door does.
+async fn check(
+    state: &AppState,
+    url: &str,
+    policy: Result<&Policy, &gatehouse_egress::PolicyError>,
+) -> Decision {
+    let Ok(target) = parse_url(url) else {
+        return gatehouse_egress::decide(url, policy, &state.egress_guard, Purpose::Request, |_| Err(()));
+    };
+    let resolver = &state.resolver;
+    decide_target_resolving(target, policy, &state.egress_guard, Purpose::Request, async |name: &str| {
+        resolver.resolve(name).await
+    })
+    .await
+}
+
+// ---- one-click Allow ----
+
+#[derive(Deserialize)]
+pub struct AllowForm {
+    #[serde(default)]
+    host: String,
+    #[serde(default)]
+    version: String,
+}
+
+#[derive(Template)]
+#[template(path = "admin/confirm_allow.html")]
+struct ConfirmAllowPage {
+    person: String,
+    csrf: String,
+    tenant_id: String,
+    host: String,
+    version: i64,
+    unchanged: Vec<String>,
+}
+
+/// The current policy document and version, readable, or why not.
+async fn current_document(
+    state: &AppState,
+    person: &Person,
+    tenant_id: &str,
+) -> Result<(PolicyDocument, i64), PageError> {
+    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
+    match store.current_policy(tenant_id).await.map_err(|e| store_failure(&person.rid, e))? {
+        None => Ok((PolicyDocument::default(), 0)),
+        Some(p) => match serde_json::from_str::<PolicyDocument>(&p.document) {
+            Ok(doc) => Ok((doc, p.version)),
+            Err(_) => {
+                Err(PageError::Bad("the stored policy is unreadable: replace it in the policy form first"))
+            }
+        },
+    }
+}
+
+/// What allowing a host works from: the current policy, if it is still
+/// the version the person saw (else the tenant page saying so), and the
+/// host as the narrowest entry, if the policy refuses it as not allowed.
+enum AllowStep {
+    Ready { doc: PolicyDocument, version: i64, host: String },
+    Stale(Response),
+}
+
+async fn allow_step(
+    state: &AppState,
+    person: &Person,
+    tenant_id: &str,
+    form: &AllowForm,
+) -> Result<AllowStep, PageError> {
+    let seen_version = version_of(&form.version)?;
+    let (doc, version) = current_document(state, person, tenant_id).await?;
+    if version != seen_version {
+        let extras = Extras {
+            notice: Notice::error(
+                "Not saved: the policy changed since this page was loaded. Look at it again before allowing a host.",
+            ),
+            ..Extras::default()
+        };
+        return Ok(AllowStep::Stale(
+            render_tenant(state, person, tenant_id, RefusalQuery::default(), extras).await?,
+        ));
+    }
+    let policy =
+        Policy::from_document(&doc).map_err(|_| PageError::Bad("the stored policy is unreadable"))?;
+    let Some(host) = allowable(Some(&policy), form.host.trim()) else {
+        return Err(PageError::Bad("that host is not one the policy refuses as not allowed"));
+    };
+    Ok(AllowStep::Ready { doc, version, host })
+}
+
+/// Shows what allowing the host changes, before anything is saved.
+pub async fn preview_allow(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    submitted: Submitted<AllowForm>,
+) -> Result<Response, PageError> {
+    let tenant_id = tenant_path(path)?;
+    let Submitted { person, form } = submitted;
+    let (doc, version, host) = match allow_step(&state, &person, &tenant_id, &form).await? {
+        AllowStep::Ready { doc, version, host } => (doc, version, host),
+        AllowStep::Stale(page) => return Ok(page),
+    };
+    let confirm = ConfirmAllowPage {
+        csrf: person.csrf(),
+        person: person.actor,
+        tenant_id,
+        host,
+        version,
+        unchanged: doc.allow,
+    };
+    Ok(page(StatusCode::OK, &confirm))
+}
+
+/// Saves the policy with the host added, if it is still the version shown.
+pub async fn confirm_allow(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    submitted: Submitted<AllowForm>,
+) -> Result<Response, PageError> {
+    let tenant_id = tenant_path(path)?;
+    let Submitted { person, form } = submitted;
+    let (mut doc, version, host) = match allow_step(&state, &person, &tenant_id, &form).await? {
+        AllowStep::Ready { doc, version, host } => (doc, version, host),
+        AllowStep::Stale(page) => return Ok(page),
+    };
+    doc.allow.push(host.clone());
+    let stored = state
+        .plane
+        .set_policy(&person.rid.0, &tenant_id, &doc, &person.actor, Some(version))
+        .await
+        .map_err(|e| plane_failure(&person.rid, e))?;
+    let extras = Extras {
+        notice: Notice::ok(format!("{host} is allowed (policy version {}).", stored.version)),
+        ..Extras::default()
+    };
+    render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
+}
