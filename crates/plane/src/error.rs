@@ -17,6 +17,12 @@ pub enum PlaneError {
         /// A reason code, where the refusal has one (`policy_unreadable`).
         reason: Option<Reason>,
     },
+    /// What was given is malformed, as the reason says (a file's name).
+    #[error("bad input: {0}")]
+    BadInput(Reason),
+    /// The caller proved nothing (a missing, doubled or bad credential).
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(Reason),
     /// What was named does not exist.
     #[error("not found")]
     NotFound(Option<Reason>),
@@ -56,7 +62,8 @@ impl PlaneError {
     /// The public error code a face answers with.
     pub const fn code(&self) -> ErrorCode {
         match self {
-            Self::Invalid { .. } => ErrorCode::BadRequest,
+            Self::Invalid { .. } | Self::BadInput(_) => ErrorCode::BadRequest,
+            Self::Unauthenticated(_) => ErrorCode::Unauthorized,
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::Conflict(_) => ErrorCode::Conflict,
             Self::Refused(_) => ErrorCode::Refused,
@@ -70,7 +77,10 @@ impl PlaneError {
     pub const fn reason(&self) -> Option<Reason> {
         match self {
             Self::Invalid { reason, .. } | Self::NotFound(reason) | Self::Conflict(reason) => *reason,
-            Self::Refused(reason) | Self::Unavailable { reason, .. } => Some(*reason),
+            Self::Refused(reason)
+            | Self::Unavailable { reason, .. }
+            | Self::BadInput(reason)
+            | Self::Unauthenticated(reason) => Some(*reason),
             Self::NotServed | Self::Internal(_) => None,
         }
     }
@@ -96,6 +106,18 @@ impl PlaneError {
     /// A run that is not there.
     pub const fn run_unknown() -> Self {
         Self::NotFound(Some(Reason::RunUnknown))
+    }
+}
+
+/// How every storage error reads as the plane's: the one mapping.
+impl From<gatehouse_files::FileError> for PlaneError {
+    fn from(e: gatehouse_files::FileError) -> Self {
+        use gatehouse_files::FileError;
+        match e {
+            FileError::NameInvalid(_) => Self::BadInput(e.reason()),
+            FileError::NotFound | FileError::PathInvalid => Self::NotFound(Some(e.reason())),
+            FileError::Unavailable | FileError::Config(_) => Self::unavailable(e.reason()),
+        }
     }
 }
 

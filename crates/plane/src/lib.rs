@@ -90,6 +90,8 @@ pub struct Parts {
     /// This node's door, whose revoked tunnels and pooled connections are
     /// closed at once when runs stop being live.
     pub proxy: Option<Arc<Proxy>>,
+    /// Where files through grants are kept (worker, gateway and all).
+    pub storage: Option<gatehouse_files::Storage>,
     /// Where dependency scans find advisories (worker and all).
     pub osv: Option<Arc<scans::OsvSource>>,
     /// Dependency scans' turns and how long a submission waits for its scan.

@@ -359,7 +359,7 @@ pub async fn background(state: &AppState, store: gatehouse_store::Store, retenti
     if state.plane.osv.is_some() {
         tokio::spawn(gatehouse_plane::scans::fail_stale_scans(store.clone(), state.plane.clock.clone()));
     }
-    if let Some(storage) = state.storage.clone() {
+    if let Some(storage) = state.plane.storage.clone() {
         tokio::spawn(gatehouse_plane::files::run(
             state.plane.clock.clone(),
             store.clone(),

@@ -64,8 +64,6 @@ pub struct Inner {
     pub egress_guard: AddressGuard,
     /// The settings page's sign-in (worker and all, with its password hash set).
     pub admin_page: Option<AdminPage>,
-    /// Where files through grants are kept (worker, gateway and all).
-    pub storage: Option<gatehouse_files::Storage>,
     /// File sessions untouched this many days are swept.
     pub session_ttl_days: i64,
 }
@@ -246,6 +244,7 @@ impl AppState {
                 .map(gatehouse_capability::FingerprintKey::new),
             door_leases,
             proxy: proxy.clone(),
+            storage,
             osv,
             scan_limits: ScanLimits::new(config.deps_scan_concurrency, config.deps_scan_wait),
             settings: Settings {
@@ -283,7 +282,6 @@ impl AppState {
                     listens_on_loopback: config.listen.ip().is_loopback(),
                     trusted_proxies: config.trusted_proxies.clone(),
                 }),
-            storage,
             session_ttl_days: config.session_ttl_days,
         })))
     }

@@ -7,5 +7,6 @@
 mod support;
 
 mod credentials;
+mod files;
 mod runs;
 mod tenants;

@@ -76,6 +76,7 @@ pub async fn node() -> Node {
         fingerprints: Some(FingerprintKey::new(&Secret::generate().unwrap())),
         door_leases: Some(Arc::new(door)),
         proxy: None,
+        storage: Some(gatehouse_files::Storage::from_setting(None, &dir.path().join("objects")).unwrap()),
         osv: None,
         scan_limits: ScanLimits::new(1, Duration::from_secs(5)),
         settings: Settings {

@@ -1,15 +1,9 @@
-//! Files through grants: the platform stores a user's input files; a run's
-//! sandbox, with its grant as its credential, reads exactly its inputs and
-//! sessions and writes only its output session.
-//!
-//! Every sandbox operation is spent in the ledger before it happens (a
-//! `read_file`, a `read_session`, or an upload's bytes and output file),
-//! and the ledger's scope check is what refuses a file, a session or an
-//! output session the grant does not name. Uploads stream through the
-//! content scanner into an object that becomes visible only once the
-//! verdict accepts it; refused content is never stored and is a
-//! `content_refused` event of the run. Storage paths come only from session
-//! keys and generated ids (`gatehouse_files::layout`); names are metadata.
+//! `/v1/files` and the sandbox's `/v1/sessions/…/files`: the bytes of files
+//! through grants. The platform stores a user's input files; a run's
+//! sandbox, its grant as its credential, reads its inputs and sessions and
+//! writes its output session. Every decision and record is the plane's
+//! (`gatehouse_plane::files`); here bodies are streamed through the content
+//! scanner into the object store, and objects out to the caller.
 
 use std::net::IpAddr;
 
@@ -21,19 +15,19 @@ use axum::routing::{get, post};
 use axum::{Extension, Json};
 use futures_util::StreamExt as _;
 use gatehouse_capability::GrantClaims;
-use gatehouse_capability::session_key::{Namespace, Principal};
 use gatehouse_core::credentials::bearer_token;
-use gatehouse_core::{ErrorCode, PublicError, Reason, Refusal, RefusalKind, is_valid_id, new_id};
-use gatehouse_files::{FileError, ObjectPath, Storage, check_name};
-use gatehouse_ledger::{Operation, refusal_kind, spend};
+use gatehouse_core::{ErrorCode, PublicError};
+use gatehouse_files::{FileError, ObjectPath, Storage};
+use gatehouse_ledger::Operation;
 use gatehouse_listener::PeerAddr;
-use gatehouse_store::Store;
-use gatehouse_store::files::{FileUpload, StoredFile, UploadFate};
+use gatehouse_plane::PlaneError;
+use gatehouse_plane::files::{Bearer, InputFile, check_file_name, file_unknown, of_run};
+use gatehouse_store::files::StoredFile;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{RouteTable, forbidden, refused, store_error};
-use crate::http::{Answer as _, ApiError, Caller, RequestId, bad_request, with_reason};
+use super::RouteTable;
+use crate::http::{Answer as _, ApiError, Caller, RequestId, api_error, bad_request};
 use crate::state::AppState;
 
 /// The platform's routes (service token, worker role).
@@ -51,26 +45,6 @@ pub(super) fn sandbox_routes(table: RouteTable) -> RouteTable {
         .route("/v1/sessions/{session_id}/files/{name}", get(read_session_file).put(upload))
 }
 
-fn storage_and_store<'a>(state: &'a AppState, rid: &RequestId) -> Result<(&'a Storage, &'a Store), ApiError> {
-    match (&state.storage, &state.plane.store) {
-        (Some(storage), Some(store)) => Ok((storage, store)),
-        _ => Err(forbidden(rid)),
-    }
-}
-
-fn file_error(rid: &RequestId, e: &FileError) -> ApiError {
-    let code = match e {
-        FileError::NameInvalid(_) => ErrorCode::BadRequest,
-        FileError::NotFound | FileError::PathInvalid => ErrorCode::NotFound,
-        FileError::Unavailable | FileError::Config(_) => ErrorCode::Unavailable,
-    };
-    with_reason(code, rid, e.reason())
-}
-
-fn unknown(rid: &RequestId) -> ApiError {
-    with_reason(ErrorCode::NotFound, rid, Reason::FileUnknown)
-}
-
 /// What an upload's answer says of the file.
 fn kept(file: &StoredFile) -> Value {
     json!({"file_id": file.file_id, "bytes": file.bytes, "sha256": file.sha256, "verdict": file.verdict})
@@ -81,20 +55,6 @@ fn described(file: &StoredFile) -> Value {
     json!({"file_id": file.file_id, "name": file.name, "bytes": file.bytes, "sha256": file.sha256,
         "verdict": file.verdict, "created_at": file.created_at, "user_id": file.user_id,
         "session_id": file.session_id, "resource": file.resource})
-}
-
-/// A resource named `kind:id:version` (version a number) is shared inside
-/// its tenant, such as a skill bundle: its files live in a namespace of the
-/// resource's own, which a new version moves. Any other resource is the
-/// user's own.
-fn shared(resource: &str) -> Option<Namespace<'_>> {
-    let mut parts = resource.split(':');
-    match (parts.next(), parts.next(), parts.next(), parts.next()) {
-        (Some(kind), Some(id), Some(version), None) if !kind.is_empty() && !id.is_empty() => {
-            Some(Namespace::Shared { kind, id, version: version.parse().ok()? })
-        }
-        _ => None,
-    }
 }
 
 #[derive(Deserialize)]
@@ -126,31 +86,25 @@ async fn store_input(
             "give user_id, resource and name (and tenant_id, conversation_id) in the query",
         ));
     };
-    let (storage, store) = storage_and_store(&state, &rid)?;
-    let sessions = state.plane.sessions.as_ref().ok_or_else(|| forbidden(&rid))?;
-    let ids = [Some(&q.user_id), Some(&q.resource), q.tenant_id.as_ref(), q.conversation_id.as_ref()];
-    if ids.into_iter().flatten().any(|id| !is_valid_id(id)) {
-        return Err(bad_request(&rid, "user_id, resource, tenant_id and conversation_id are ids"));
-    }
-    check_name(&q.name).map_err(|e| file_error(&rid, &e))?;
-    state.plane.require(&rid.0, &caller, q.tenant_id.as_deref()).answer(&rid)?;
-    let principal = Principal { tenant_id: q.tenant_id.clone(), user_id: q.user_id.clone() };
-    let namespace =
-        shared(&q.resource).unwrap_or(Namespace::User { conversation: q.conversation_id.as_deref() });
-    let key = sessions.derive(&principal, &namespace).map_err(|reason| refused(&rid, reason))?;
-    let file_id = new_id("file");
-    let path = ObjectPath::new(&key, &file_id).map_err(|e| file_error(&rid, &e))?;
-    begin_upload(&state, store, &rid, &path).await?;
-    let outcome = take_in(&state, storage, &path, body, None).await;
-    let (stored, verdict) = match outcome {
+    let input = InputFile {
+        tenant_id: q.tenant_id.as_deref(),
+        user_id: &q.user_id,
+        resource: &q.resource,
+        name: &q.name,
+        conversation_id: q.conversation_id.as_deref(),
+    };
+    let key = state.plane.input_namespace(&rid.0, &caller, &input).answer(&rid)?;
+    let (storage, _) = state.plane.file_places().answer(&rid)?;
+    let path = state.plane.begin_upload(&key).await.answer(&rid)?;
+    let (stored, verdict) = match take_in(&state, storage, &path, body, None).await {
         Ok(kept) => kept,
         Err(failed) => {
-            forget_upload(store, &file_id).await;
-            return Err(failed.answer(&state, &rid, q.tenant_id.as_deref(), None));
+            state.plane.forget_upload(path.file_id()).await;
+            return Err(failed.answer(&state, &rid, (q.tenant_id.as_deref(), None)));
         }
     };
     let file = StoredFile {
-        file_id,
+        file_id: path.file_id().to_owned(),
         tenant_id: q.tenant_id.unwrap_or_default(),
         user_id: q.user_id,
         namespace: key,
@@ -162,7 +116,7 @@ async fn store_input(
         verdict: verdict.verdict.as_str().to_owned(),
         created_at: state.plane.clock.now(),
     };
-    record(store, storage, &rid, &file, &caller.name).await?;
+    state.plane.record_file(&file, &caller.name).await.answer(&rid)?;
     Ok((StatusCode::CREATED, Json(kept(&file))).into_response())
 }
 
@@ -178,31 +132,18 @@ async fn input_metadata(
     Extension(rid): Extension<RequestId>,
     Path(p): Path<TenantPath>,
 ) -> Result<Json<Value>, ApiError> {
-    let (_, store) = storage_and_store(&state, &rid)?;
-    let file = store
-        .file(Some(&p.tenant_id), &p.file_id)
-        .await
-        .map_err(|e| store_error(&rid, e))?
-        .ok_or_else(|| unknown(&rid))?;
+    let file = state.plane.input_file(&p.tenant_id, &p.file_id).await.answer(&rid)?;
     Ok(Json(described(&file)))
 }
 
-/// `DELETE /v1/tenants/{tenant_id}/files/{file_id}`: the record goes first,
-/// then the object (an object left by a failure there is an orphan the
-/// sweeper removes; never a record without its object).
+/// `DELETE /v1/tenants/{tenant_id}/files/{file_id}`.
 async fn delete_input(
     State(state): State<AppState>,
     Extension(rid): Extension<RequestId>,
     Extension(caller): Extension<Caller>,
     Path(p): Path<TenantPath>,
 ) -> Result<Json<Value>, ApiError> {
-    let (storage, store) = storage_and_store(&state, &rid)?;
-    let file = store
-        .delete_file(Some(&p.tenant_id), &p.file_id, &caller.name, state.plane.clock.now())
-        .await
-        .map_err(|e| store_error(&rid, e))?
-        .ok_or_else(|| unknown(&rid))?;
-    remove_object(storage, &file).await;
+    state.plane.delete_input(&p.tenant_id, &p.file_id, &caller.name).await.answer(&rid)?;
     Ok(Json(json!({"deleted": true})))
 }
 
@@ -211,94 +152,23 @@ fn client(peer: Option<Extension<PeerAddr>>) -> Option<IpAddr> {
     peer.map(|Extension(PeerAddr(addr))| addr.ip())
 }
 
-/// The run's grant, from `Authorization: Bearer …`, opened. With strict
-/// tenant isolation a grant without a tenant reaches no file. A missing,
-/// doubled or bad grant proved nothing: its refusal is counted, not
-/// itemized.
+/// The run's grant, from `Authorization: Bearer …` (exactly one), opened
+/// by the plane.
 fn grant_of(
     state: &AppState,
     rid: &RequestId,
     headers: &HeaderMap,
     client: Option<IpAddr>,
 ) -> Result<GrantClaims, ApiError> {
-    let sealer = state.plane.sealer.as_ref().ok_or_else(|| forbidden(rid))?;
-    let unproven = |reason: Reason| {
-        state.plane.refusals.record_unauthenticated(
-            "api",
-            client,
-            RefusalKind::GrantRefused,
-            reason,
-            Some(&rid.0),
-        );
-    };
     let mut given = headers.get_all(header::AUTHORIZATION).iter();
-    let token = match (given.next(), given.next()) {
-        (Some(value), None) => value.to_str().ok().and_then(bearer_token),
-        (Some(_), Some(_)) => {
-            unproven(Reason::CredentialsAmbiguous);
-            return Err(with_reason(ErrorCode::Unauthorized, rid, Reason::CredentialsAmbiguous));
+    let bearer = match (given.next(), given.next()) {
+        (Some(value), None) => {
+            value.to_str().ok().and_then(bearer_token).map_or(Bearer::Missing, Bearer::Token)
         }
-        _ => None,
+        (Some(_), Some(_)) => Bearer::Ambiguous,
+        _ => Bearer::Missing,
     };
-    let Some(token) = token else {
-        unproven(Reason::GrantMalformed);
-        return Err(with_reason(ErrorCode::Unauthorized, rid, Reason::GrantMalformed));
-    };
-    let claims = sealer.open(token.trim(), state.plane.clock.now()).map_err(|reason| {
-        unproven(reason);
-        refused(rid, reason)
-    })?;
-    if claims.tenant_id.is_none() && state.plane.settings.tenant_isolation_strict {
-        return Err(refused(rid, Reason::TenantMissing));
-    }
-    Ok(claims)
-}
-
-/// Spends `op` from the run's grant; a refusal is recorded as the run's.
-async fn spend_for(
-    state: &AppState,
-    rid: &RequestId,
-    claims: &GrantClaims,
-    op: &Operation,
-) -> Result<(), ApiError> {
-    let ledger = state.plane.ledger.as_ref().ok_or_else(|| forbidden(rid))?;
-    match spend(ledger, &claims.grant_id, op, state.plane.clock.now(), state.plane.settings.ledger_required)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(reason) => {
-            note(state, rid, of_run(claims), refusal_kind(reason), reason, None);
-            Err(refused(rid, reason))
-        }
-    }
-}
-
-/// Records a refusal of `tenant`'s file operation (of `run`, for a sandbox's).
-fn note(
-    state: &AppState,
-    rid: &RequestId,
-    (tenant, run): (Option<&str>, Option<&str>),
-    kind: RefusalKind,
-    reason: Reason,
-    rule: Option<String>,
-) {
-    state.plane.refusals.record_refusal(Refusal {
-        kind,
-        reason,
-        tenant_id: tenant.map(str::to_owned),
-        run_id: run.map(str::to_owned),
-        request_id: Some(rid.0.clone()),
-        host: None,
-        rule,
-        lease_id: None,
-        dry_run: false,
-        at: 0,
-    });
-}
-
-/// Whose a sandbox's operation is, for its refusals.
-fn of_run(claims: &GrantClaims) -> (Option<&str>, Option<&str>) {
-    (claims.tenant_id.as_deref(), Some(claims.exec_id.as_str()))
+    state.plane.file_grant(&rid.0, bearer, client).answer(rid)
 }
 
 /// `GET /v1/files/{file_id}`: an input file the grant names.
@@ -309,20 +179,9 @@ async fn read_input(
     peer: Option<Extension<PeerAddr>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (storage, store) = storage_and_store(&state, &rid)?;
+    let (storage, _) = state.plane.file_places().answer(&rid)?;
     let claims = grant_of(&state, &rid, &headers, client(peer))?;
-    spend_for(&state, &rid, &claims, &Operation::ReadFile { file: file_id.clone() }).await?;
-    let file = store
-        .file(claims.tenant_id.as_deref(), &file_id)
-        .await
-        .map_err(|e| store_error(&rid, e))?
-        .ok_or_else(|| unknown(&rid))?;
-    // Named by the platform in the grant, and still: only the user's own
-    // file or a resource shared in the tenant.
-    let shared_resource = file.resource.as_deref().and_then(shared).is_some();
-    if file.user_id != claims.user_id && !shared_resource {
-        return Err(unknown(&rid));
-    }
+    let file = state.plane.input_file_of_run(&rid.0, &claims, &file_id).await.answer(&rid)?;
     stream_out(storage, &rid, &file).await
 }
 
@@ -354,13 +213,12 @@ async fn read_session_file(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let files = session(&state, &rid, &headers, client(peer), &p.session_id).await?;
-    let file = files.into_iter().find(|f| f.name == p.name).ok_or_else(|| unknown(&rid))?;
-    // `session` found the storage there.
-    stream_out(state.storage.as_ref().ok_or_else(|| forbidden(&rid))?, &rid, &file).await
+    let file = files.into_iter().find(|f| f.name == p.name).ok_or_else(|| api_error(&rid, file_unknown()))?;
+    let (storage, _) = state.plane.file_places().answer(&rid)?;
+    stream_out(storage, &rid, &file).await
 }
 
-/// The files of a session the bearer's grant may read (a `read_session`
-/// spend): its user's session of that id in the run's namespace.
+/// The files of a session the bearer's grant may read.
 async fn session(
     state: &AppState,
     rid: &RequestId,
@@ -368,14 +226,9 @@ async fn session(
     client: Option<IpAddr>,
     session_id: &str,
 ) -> Result<Vec<StoredFile>, ApiError> {
-    let (_, store) = storage_and_store(state, rid)?;
+    state.plane.file_places().answer(rid)?;
     let claims = grant_of(state, rid, headers, client)?;
-    spend_for(state, rid, &claims, &Operation::ReadSession { session: session_id.to_owned() }).await?;
-    let tenant = claims.tenant_id.as_deref();
-    store
-        .session_files(tenant, &claims.user_id, &claims.session_key, session_id, state.plane.clock.now())
-        .await
-        .map_err(|e| store_error(rid, e))
+    state.plane.session_files_of_run(&rid.0, &claims, session_id).await.answer(rid)
 }
 
 /// `PUT /v1/sessions/{session_id}/files/{name}`: a file into the run's
@@ -392,9 +245,9 @@ async fn upload(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (storage, store) = storage_and_store(&state, &rid)?;
+    let (storage, _) = state.plane.file_places().answer(&rid)?;
     let claims = grant_of(&state, &rid, &headers, client(peer))?;
-    check_name(&p.name).map_err(|e| file_error(&rid, &e))?;
+    check_file_name(&p.name).answer(&rid)?;
     let declared =
         headers
             .get(header::CONTENT_LENGTH)
@@ -407,20 +260,17 @@ async fn upload(
             })?;
     let op =
         Operation::Upload { session: p.session_id.clone(), bytes: declared, output_file_id: p.name.clone() };
-    spend_for(&state, &rid, &claims, &op).await?;
-    let file_id = new_id("file");
-    let path = ObjectPath::new(&claims.session_key, &file_id).map_err(|e| file_error(&rid, &e))?;
-    begin_upload(&state, store, &rid, &path).await?;
-    let outcome = take_in(&state, storage, &path, body, Some(declared)).await;
-    let (stored, verdict) = match outcome {
+    state.plane.spend_for_file(&rid.0, &claims, &op).await.answer(&rid)?;
+    let path = state.plane.begin_upload(&claims.session_key).await.answer(&rid)?;
+    let (stored, verdict) = match take_in(&state, storage, &path, body, Some(declared)).await {
         Ok(kept) => kept,
         Err(failed) => {
-            forget_upload(store, &file_id).await;
-            return Err(failed.answer(&state, &rid, claims.tenant_id.as_deref(), Some(&claims)));
+            state.plane.forget_upload(path.file_id()).await;
+            return Err(failed.answer(&state, &rid, of_run(&claims)));
         }
     };
     let file = StoredFile {
-        file_id,
+        file_id: path.file_id().to_owned(),
         tenant_id: claims.tenant_id.clone().unwrap_or_default(),
         user_id: claims.user_id.clone(),
         namespace: claims.session_key.clone(),
@@ -432,98 +282,14 @@ async fn upload(
         verdict: verdict.verdict.as_str().to_owned(),
         created_at: state.plane.clock.now(),
     };
-    record(store, storage, &rid, &file, &format!("run:{}", claims.exec_id)).await?;
+    state.plane.record_file(&file, &format!("run:{}", claims.exec_id)).await.answer(&rid)?;
     Ok((StatusCode::CREATED, Json(kept(&file))).into_response())
-}
-
-/// This process's name in the upload rows it writes (for an operator
-/// reading the table: which node took an upload in).
-fn node_name() -> &'static str {
-    static NODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    NODE.get_or_init(|| new_id("node"))
-}
-
-/// Records the upload to `path` before a byte of it is written: until its
-/// record replaces this row, the sweeper keeps what the upload writes
-/// (however old the storage dates it), and removes it once the row is
-/// older than the sweeper's bound.
-async fn begin_upload(
-    state: &AppState,
-    store: &Store,
-    rid: &RequestId,
-    path: &ObjectPath,
-) -> Result<(), ApiError> {
-    let upload = FileUpload {
-        file_id: path.file_id().to_owned(),
-        namespace: path.namespace().to_owned(),
-        node: node_name().to_owned(),
-        started_at: state.plane.clock.now(),
-    };
-    store.begin_upload(&upload).await.map_err(|e| store_error(rid, e))
-}
-
-/// An upload that kept nothing: its row goes (left behind on failure, the
-/// sweeper expires it).
-async fn forget_upload(store: &Store, file_id: &str) {
-    if let Err(e) = store.abandon_upload(file_id).await {
-        tracing::warn!(
-            file_id,
-            code = e.code(),
-            "an upload's row could not be removed; the sweeper expires it"
-        );
-    }
-}
-
-/// Records a file whose object is complete; a file it replaces loses its
-/// object. A commit that errs may still have gone through (the store timed
-/// out or the connection broke after the commit was sent): the store is
-/// asked again, in a way no late commit can overtake, and the new object is
-/// deleted only when its record is certainly absent. When the store cannot
-/// say, the object stays for the sweeper, which judges it by its record.
-async fn record(
-    store: &Store,
-    storage: &Storage,
-    rid: &RequestId,
-    file: &StoredFile,
-    actor: &str,
-) -> Result<(), ApiError> {
-    match store.record_file(file, actor).await {
-        Ok(replaced) => {
-            if let Some(old) = replaced {
-                remove_object(storage, &old).await;
-            }
-            Ok(())
-        }
-        Err(e) => match store.abandon_upload(&file.file_id).await {
-            // Kept after all. The record it replaced, if any, is gone and its
-            // object is an orphan the sweeper removes.
-            Ok(UploadFate::Committed) => {
-                tracing::warn!(file_id = %file.file_id, code = e.code(), "a commit that erred had gone through; the file is kept");
-                Ok(())
-            }
-            Ok(UploadFate::Abandoned) => {
-                remove_object(storage, file).await;
-                Err(store_error(rid, e))
-            }
-            Err(again) => {
-                tracing::warn!(file_id = %file.file_id, code = again.code(), "whether a file's record was written is unknown; its object is left to the sweeper");
-                Err(store_error(rid, e))
-            }
-        },
-    }
-}
-
-async fn remove_object(storage: &Storage, file: &StoredFile) {
-    let Ok(path) = ObjectPath::new(&file.namespace, &file.file_id) else { return };
-    if let Err(e) = storage.delete(&path).await {
-        tracing::warn!(file_id = %file.file_id, reason = %e.reason(), "an object could not be deleted; the sweeper removes it");
-    }
 }
 
 /// A file's content as the answer's body, streamed from the store.
 async fn stream_out(storage: &Storage, rid: &RequestId, file: &StoredFile) -> Result<Response, ApiError> {
-    let path = ObjectPath::new(&file.namespace, &file.file_id).map_err(|e| file_error(rid, &e))?;
-    let (size, chunks) = storage.read(&path).await.map_err(|e| file_error(rid, &e))?;
+    let path = ObjectPath::new(&file.namespace, &file.file_id).map_err(|e| file_error(rid, e))?;
+    let (size, chunks) = storage.read(&path).await.map_err(|e| file_error(rid, e))?;
     let mut response = Response::new(Body::from_stream(chunks));
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
@@ -538,6 +304,11 @@ async fn stream_out(storage: &Storage, rid: &RequestId, file: &StoredFile) -> Re
     Ok(response)
 }
 
+/// A storage error as the plane tells it.
+fn file_error(rid: &RequestId, e: FileError) -> ApiError {
+    api_error(rid, PlaneError::from(e))
+}
+
 /// Why a file was not taken in. Nothing of it is visible in every case.
 enum NotKept {
     /// The body stopped short (the client went away).
@@ -549,27 +320,16 @@ enum NotKept {
 }
 
 impl NotKept {
-    fn answer(
-        self,
-        state: &AppState,
-        rid: &RequestId,
-        tenant: Option<&str>,
-        run: Option<&GrantClaims>,
-    ) -> ApiError {
-        let whose = run.map_or((tenant, None), of_run);
-        let note_it = |kind, reason, rule| note(state, rid, whose, kind, reason, rule);
+    /// The caller's answer; refused content is recorded as `whose`.
+    fn answer(self, state: &AppState, rid: &RequestId, whose: (Option<&str>, Option<&str>)) -> ApiError {
         match self {
             Self::Cut => {
                 bad_request(rid, "the body was cut off or not its declared length: nothing was kept")
             }
             Self::Content(verdict) => {
-                // A verdict that is not accepted always names its reason; a
-                // scanner that could not answer is an outage (503).
-                let reason = verdict.reason.unwrap_or(Reason::ScannerUnavailable);
-                note_it(RefusalKind::ContentRefused, reason, verdict.signature.clone());
-                refused(rid, reason)
+                api_error(rid, state.plane.refuse_content(&rid.0, whose, verdict.reason, verdict.signature))
             }
-            Self::Storage(e) => file_error(rid, &e),
+            Self::Storage(e) => file_error(rid, e),
         }
     }
 }

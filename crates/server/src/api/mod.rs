@@ -248,8 +248,3 @@ fn check_ids(rid: &RequestId, ids: [&Option<String>; 2]) -> Result<(), ApiError>
     }
     Ok(())
 }
-
-/// A store error of a route that reads the store itself, as the plane tells it.
-fn store_error(rid: &RequestId, e: gatehouse_store::StoreError) -> ApiError {
-    crate::http::api_error(rid, e.into())
-}

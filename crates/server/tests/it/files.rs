@@ -381,7 +381,7 @@ async fn the_sweeper_deletes_stale_sessions_and_orphans_but_never_a_held_session
     use gatehouse_files::{ObjectPath, Storage};
     let node = node().await;
     let (store, storage): (&gatehouse_store::Store, &Storage) =
-        (node.state.plane.store.as_ref().unwrap(), node.state.storage.as_ref().unwrap());
+        (node.state.plane.store.as_ref().unwrap(), node.state.plane.storage.as_ref().unwrap());
     let (ended_run, grant) = run_and_id(&node, "t1", "u1", &[], &[], "out-1").await;
     let put = as_run(&node, &grant, "PUT", "/v1/sessions/out-1/files/a.txt", b"aaaa").await;
     assert_eq!(put.status, 201, "{}", put.text);

@@ -230,7 +230,7 @@ async fn a_commit_that_errs_but_went_through_keeps_its_object() {
     let store = node.state.plane.store.as_ref().unwrap();
     let file = store.file(Some("t1"), &file_id).await.unwrap().expect("the record went through");
     let path = ObjectPath::new(&file.namespace, &file_id).unwrap();
-    let (size, _) = node.state.storage.as_ref().unwrap().read(&path).await.unwrap();
+    let (size, _) = node.state.plane.storage.as_ref().unwrap().read(&path).await.unwrap();
     assert_eq!(size, 4, "its object is kept");
 
     // A commit that fails for certain (the trigger refuses): nothing is
