@@ -36,6 +36,17 @@ pub enum Opened {
 }
 
 impl Plane {
+    /// Records a refusal of what a grant's run asked.
+    fn grant_refused(&self, request_id: &str, claims: &GrantClaims, kind: RefusalKind, reason: Reason) {
+        self.refusals.record(
+            kind,
+            reason,
+            claims.tenant_id.as_deref(),
+            Some(&claims.exec_id),
+            Some(request_id),
+        );
+    }
+
     /// Opens a grant token, recording a refusal when it does not open. The
     /// outer error is for nodes that hold no grant secret.
     pub fn open_token(&self, request_id: &str, token: Option<&str>) -> Result<Result<GrantClaims, Reason>> {
@@ -87,13 +98,7 @@ impl Plane {
                     return Err(PlaneError::unavailable(Reason::LedgerUnavailable));
                 }
                 Err(reason) => {
-                    self.refusals.record(
-                        RefusalKind::GrantRefused,
-                        reason,
-                        claims.tenant_id.as_deref(),
-                        Some(&claims.exec_id),
-                        Some(request_id),
-                    );
+                    self.grant_refused(request_id, &claims, RefusalKind::GrantRefused, reason);
                     return Err(PlaneError::refusal(reason));
                 }
             }
@@ -127,13 +132,7 @@ impl Plane {
             _ => None,
         };
         if let Some(reason) = refusal {
-            self.refusals.record(
-                RefusalKind::GrantRefused,
-                reason,
-                claims.tenant_id.as_deref(),
-                Some(&claims.exec_id),
-                Some(request_id),
-            );
+            self.grant_refused(request_id, &claims, RefusalKind::GrantRefused, reason);
             return Ok(Opened::Refused(reason));
         }
         Ok(Opened::Valid(Box::new(claims), record.ok().flatten().map(Box::new)))
@@ -160,13 +159,7 @@ impl Plane {
         match spend(ledger, &claims.grant_id, operation, now, self.settings.ledger_required).await {
             Ok(remaining) => Ok(Ok((claims.grant_id, remaining))),
             Err(reason) => {
-                self.refusals.record(
-                    refusal_kind(reason),
-                    reason,
-                    claims.tenant_id.as_deref(),
-                    Some(&claims.exec_id),
-                    Some(request_id),
-                );
+                self.grant_refused(request_id, &claims, refusal_kind(reason), reason);
                 Ok(Err(reason))
             }
         }
