@@ -8,5 +8,7 @@ mod support;
 
 mod credentials;
 mod files;
+mod manifests;
 mod runs;
+mod scans;
 mod tenants;

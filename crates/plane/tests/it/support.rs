@@ -77,7 +77,9 @@ pub async fn node() -> Node {
         door_leases: Some(Arc::new(door)),
         proxy: None,
         storage: Some(gatehouse_files::Storage::from_setting(None, &dir.path().join("objects")).unwrap()),
-        osv: None,
+        osv: Some(Arc::new(gatehouse_plane::scans::OsvSource::Offline(Arc::new(
+            gatehouse_deps::matching::Index::new(Vec::new()),
+        )))),
         scan_limits: ScanLimits::new(1, Duration::from_secs(5)),
         settings: Settings {
             keeps_credentials: true,
