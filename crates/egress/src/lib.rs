@@ -33,6 +33,7 @@ pub mod policy;
 pub mod pool;
 pub mod proxy;
 pub mod resolve;
+pub mod run_fetch;
 pub mod scrub;
 pub mod service;
 pub mod sni;

@@ -323,3 +323,15 @@ impl LeaseSource for DoorLeases {
         })
     }
 }
+
+impl gatehouse_egress::run_fetch::SigningSecrets for DoorLeases {
+    fn signing_secret<'a>(
+        &'a self,
+        run_id: &'a str,
+        tenant_id: Option<&'a str>,
+        lease_id: &'a str,
+        host: &'a str,
+    ) -> LeaseFuture<'a, Result<gatehouse_capability::CredentialSecret, Reason>> {
+        Box::pin(DoorLeases::signing_secret(self, run_id, tenant_id, lease_id, host))
+    }
+}

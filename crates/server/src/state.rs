@@ -13,6 +13,7 @@ use gatehouse_egress::connect::tls_config;
 use gatehouse_egress::fetch::Fetcher;
 use gatehouse_egress::proxy::{Limits, Proxy, ProxyStats, Resolver};
 use gatehouse_egress::resolve::DnsResolver;
+use gatehouse_egress::run_fetch::{FetchDoor, SigningSecrets};
 use gatehouse_ledger::{Ledger, MemoryLedger, RedisLedger, RedisLedgerConfig};
 use gatehouse_plane::door::DoorLeases;
 use gatehouse_plane::policy::PolicyCache;
@@ -49,8 +50,8 @@ pub struct Inner {
     pub proxy_public_url: String,
     /// The forward proxy (gateway and all).
     pub proxy: Option<Arc<Proxy>>,
-    /// The fetch client behind `POST /v1/egress/fetch` (gateway and all).
-    pub fetcher: Option<Fetcher>,
+    /// The door behind `POST /v1/egress/fetch` (gateway and all).
+    pub fetch_door: Option<FetchDoor>,
     /// Sniffing plus clamd when configured (`POST /v1/content/scan`).
     pub content: gatehouse_content::ContentScanner,
     /// Counters for `/metrics`.
@@ -206,6 +207,20 @@ impl AppState {
             })),
             _ => None,
         };
+        let fetch_door = match (&fetcher, config.grant_secret.as_ref(), ledger.as_ref()) {
+            (Some(fetcher), Some(secret), Some(ledger)) => Some(FetchDoor {
+                fetcher: fetcher.clone(),
+                grants: new_sealer(secret),
+                ledger: ledger.clone(),
+                ledger_required: config.ledger_required,
+                policies: policies.clone(),
+                leases: door_leases.clone().map(|d| d as Arc<dyn gatehouse_egress::leases::LeaseSource>),
+                signing: door_leases.clone().map(|d| d as Arc<dyn SigningSecrets>),
+                sink: refusals.clone(),
+                clock: clock.clone(),
+            }),
+            _ => None,
+        };
         let sessions = config
             .session_key_secret
             .as_ref()
@@ -267,7 +282,7 @@ impl AppState {
             readiness: tokio::sync::Mutex::new(None),
             proxy_public_url: config.proxy_public_url,
             proxy,
-            fetcher,
+            fetch_door,
             content,
             metrics: Metrics::default(),
             intercept_ca_cert_pem: config.intercept_ca_cert_pem.clone().filter(|_| config.role.mints()),

@@ -16,7 +16,7 @@ use gatehouse_ledger::LedgerBackend as _;
 use gatehouse_store::{Page, PageRequest};
 use serde_json::{Value, json};
 
-use crate::http::{ApiError, MAX_BODY_BYTES, RequestId, bad_request, with_reason};
+use crate::http::{ApiError, MAX_BODY_BYTES, RequestId, bad_request};
 use crate::state::AppState;
 
 mod content;
@@ -197,11 +197,6 @@ async fn metrics(State(state): State<AppState>, headers: http::HeaderMap) -> Res
 
 fn forbidden(rid: &RequestId) -> ApiError {
     ApiError::new(ErrorCode::Forbidden, rid)
-}
-
-/// A refusal: 403, or 503 when it is an outage (worth retrying).
-fn refused(rid: &RequestId, reason: Reason) -> ApiError {
-    with_reason(reason.refusal_code(), rid, reason)
 }
 
 /// The id in a route's path, checked.

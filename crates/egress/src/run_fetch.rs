@@ -1,0 +1,361 @@
+//! The fetch API's door: a request the platform makes on a run's behalf
+//! goes through the same rules as the run's own through the proxy. The
+//! run's grant is opened and one request spent (refused requests spend
+//! too), the run's leases are applied at the door (`leases`), a webhook
+//! delivery may be signed with the run's signing lease, the tenant's policy
+//! and the address guard decide every hop (`fetch`), bytes are paid as they
+//! flow (`meter`), and every refusal is recorded as the run's.
+//!
+//! The face that carries the request (the server's `/v1/egress/fetch`)
+//! only reads the wire into a [`FetchRequest`] and writes the answer back.
+
+use std::sync::Arc;
+
+use gatehouse_capability::{CredentialSecret, GrantClaims, GrantSealer};
+use gatehouse_core::{Clock, ErrorCode, Reason, Refusal, RefusalKind, new_id};
+use gatehouse_ledger::{Ledger, Operation, refusal_kind, spend};
+
+use crate::fetch::{FetchRefusal, FetchRequest, Fetcher};
+use crate::leases::{LastCheck, LeaseFuture, LeaseSource, OfRun, Outbound, mentions_placeholder};
+use crate::meter::{EgressMeter, door_refusal_kind};
+use crate::proxy::{PolicySource, RefusalSink};
+
+/// Where a webhook signing lease's secret comes from: the lease must be the
+/// run's, live, for webhook signing, and for the delivery's host.
+pub trait SigningSecrets: Send + Sync + 'static {
+    /// The secret of `lease_id` of `run_id` (of `tenant_id`) for `host`.
+    fn signing_secret<'a>(
+        &'a self,
+        run_id: &'a str,
+        tenant_id: Option<&'a str>,
+        lease_id: &'a str,
+        host: &'a str,
+    ) -> LeaseFuture<'a, Result<CredentialSecret, Reason>>;
+}
+
+/// What the fetch API's door is made of: the parts the proxy has too.
+pub struct FetchDoor {
+    /// The fetch client (pinned connections, per-hop decisions).
+    pub fetcher: Fetcher,
+    /// Opens runs' grants.
+    pub grants: GrantSealer,
+    /// Where requests and bytes are spent.
+    pub ledger: Ledger,
+    /// A grant without a live record is refused.
+    pub ledger_required: bool,
+    /// Tenants' policies.
+    pub policies: Arc<dyn PolicySource>,
+    /// Runs' leases (gateways holding credential keys).
+    pub leases: Option<Arc<dyn LeaseSource>>,
+    /// Webhook signing leases' secrets (the same nodes).
+    pub signing: Option<Arc<dyn SigningSecrets>>,
+    /// The refusal record.
+    pub sink: Arc<dyn RefusalSink>,
+    /// The time.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Why the door did not fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DoorError {
+    /// Refused for this reason (recorded as the run's, or as a grant that
+    /// did not open).
+    Refused(Reason),
+    /// This node holds no credentials to sign with.
+    NotServed,
+    /// A fault of gatehouse's own.
+    Internal,
+}
+
+impl DoorError {
+    /// The public error code of a refusal: a failure of the upstream is the
+    /// gateway's (`bad_gateway`), a header the caller may not send its own
+    /// (`bad_request`), the rest a refusal (or an outage).
+    pub fn code(self) -> ErrorCode {
+        match self {
+            Self::Refused(
+                Reason::UpstreamUnreachable
+                | Reason::UpstreamTimeout
+                | Reason::TlsFailed
+                | Reason::UpstreamBadResponse
+                | Reason::ContentEncodingInvalid
+                | Reason::ResponseTooLarge,
+            ) => ErrorCode::BadGateway,
+            Self::Refused(Reason::HeaderNotAllowed) => ErrorCode::BadRequest,
+            Self::Refused(reason) => reason.refusal_code(),
+            Self::NotServed => ErrorCode::Forbidden,
+            Self::Internal => ErrorCode::Internal,
+        }
+    }
+}
+
+/// A fetch on a run's behalf: its grant opened and a request spent.
+pub struct RunFetch<'a> {
+    door: &'a FetchDoor,
+    request_id: &'a str,
+    claims: GrantClaims,
+    meter: EgressMeter,
+    /// The run's lease generation, as its spend answered (`None`: unknown).
+    lease_generation: Option<u64>,
+}
+
+impl FetchDoor {
+    /// Opens `grant` and spends one request from it for `fetch`.
+    pub async fn start<'a>(
+        &'a self,
+        request_id: &'a str,
+        grant: Option<&str>,
+        fetch: &FetchRequest,
+    ) -> Result<RunFetch<'a>, DoorError> {
+        let now = self.clock.now();
+        let claims = self.grants.open(grant.unwrap_or_default().trim(), now).map_err(|reason| {
+            self.sink.refused(Refusal {
+                kind: RefusalKind::GrantRefused,
+                reason,
+                tenant_id: None,
+                run_id: None,
+                request_id: Some(request_id.to_owned()),
+                host: None,
+                rule: None,
+                lease_id: None,
+                dry_run: false,
+                at: 0,
+            });
+            DoorError::Refused(reason)
+        })?;
+        let meter =
+            EgressMeter::new(self.ledger.clone(), &claims.grant_id, self.clock.clone(), self.ledger_required);
+        let mut run = RunFetch { door: self, request_id, claims, meter, lease_generation: None };
+        match spend(&self.ledger, &run.claims.grant_id, &Operation::Request, now, self.ledger_required).await
+        {
+            Ok(spent) => run.lease_generation = spent.map(|s| s.lease_generation),
+            // A request carrying a placeholder is told what became of its
+            // credential, as at the proxy.
+            Err(reason) if self.leases.is_some() && mentions_placeholder(&fetch.headers, &fetch.url) => {
+                let reason = crate::leases::refused_before_the_leases(reason);
+                run.note(RefusalKind::SecretRefused, reason, None, None, None, false);
+                return Err(DoorError::Refused(reason));
+            }
+            Err(reason) => {
+                run.note(refusal_kind(reason), reason, None, None, None, false);
+                return Err(DoorError::Refused(reason));
+            }
+        }
+        Ok(run)
+    }
+}
+
+impl RunFetch<'_> {
+    /// The run (its exec id).
+    pub fn run_id(&self) -> &str {
+        &self.claims.exec_id
+    }
+
+    /// The run's leases applied to the request (see `leases`): its
+    /// credential put in (and the answer to be scrubbed of it), or the
+    /// request refused. Redirects stay on the origin, so the credential
+    /// never follows one elsewhere. `body_in_hand`: the request's body is
+    /// `fetch.body` (not streamed), and is looked at too.
+    ///
+    /// Returns the run's placeholders, which a streamed body is watched
+    /// for (`leases::WatchedBody`).
+    pub async fn inject(
+        &self,
+        fetch: &mut FetchRequest,
+        body_in_hand: bool,
+    ) -> Result<Vec<String>, DoorError> {
+        let Some(source) = self.door.leases.as_ref() else {
+            return Ok(Vec::new());
+        };
+        // A URL that does not parse is refused by the fetch itself.
+        let Ok(target) = crate::parse_url(&fetch.url) else {
+            return Ok(Vec::new());
+        };
+        let host = target.host.to_string();
+        let run = OfRun {
+            grant_id: &self.claims.grant_id,
+            run_id: &self.claims.exec_id,
+            generation: self.lease_generation,
+        };
+        let outbound = Outbound {
+            headers: &mut fetch.headers,
+            path_and_query: &target.path_and_query,
+            host: &host,
+            over_tls: target.scheme == crate::Scheme::Https,
+            body: body_in_hand.then_some(&fetch.body[..]),
+        };
+        match crate::leases::at_the_door(source.as_ref(), run, outbound, self.door.clock.now()).await {
+            Ok(injected) => {
+                if let Some(lease_id) = injected.lease_id {
+                    fetch.last_check = Some(self.lease_still_usable(source, lease_id, injected.generation));
+                }
+                fetch.scrub = injected.scrub;
+                Ok(injected.watch)
+            }
+            Err(refusal) => {
+                self.note(
+                    RefusalKind::SecretRefused,
+                    refusal.reason,
+                    Some(host),
+                    None,
+                    refusal.lease_id,
+                    false,
+                );
+                Err(DoorError::Refused(refusal.reason))
+            }
+        }
+    }
+
+    /// The fetcher's last check for a request carrying `lease_id`'s
+    /// secret: the fetch resolves its name after the credential went in, so
+    /// the lease is checked again right before each hop goes out.
+    fn lease_still_usable(
+        &self,
+        source: &Arc<dyn LeaseSource>,
+        lease_id: String,
+        generation: u64,
+    ) -> LastCheck {
+        let (source, clock) = (source.clone(), self.door.clock.clone());
+        let (grant_id, run_id) = (self.claims.grant_id.clone(), self.claims.exec_id.clone());
+        LastCheck::new(move || {
+            let (source, clock) = (source.clone(), clock.clone());
+            let (grant_id, run_id, lease_id) = (grant_id.clone(), run_id.clone(), lease_id.clone());
+            Box::pin(async move {
+                crate::leases::still_usable(
+                    source.as_ref(),
+                    &grant_id,
+                    &run_id,
+                    &lease_id,
+                    generation,
+                    clock.now(),
+                )
+                .await
+            })
+        })
+    }
+
+    /// Signs a webhook delivery with the run's signing lease `lease_id`
+    /// (Standard Webhooks headers; the secret never leaves gatehouse).
+    pub async fn sign(&self, fetch: &mut FetchRequest, lease_id: &str) -> Result<(), DoorError> {
+        let source = self.door.signing.as_ref().ok_or(DoorError::NotServed)?;
+        let host = crate::parse_url(&fetch.url).map(|t| t.host.to_string()).unwrap_or_default();
+        let secret = source
+            .signing_secret(&self.claims.exec_id, self.claims.tenant_id.as_deref(), lease_id, &host)
+            .await
+            .map_err(|reason| {
+                self.note(
+                    RefusalKind::SecretRefused,
+                    reason,
+                    Some(host.clone()),
+                    None,
+                    Some(lease_id.to_owned()),
+                    false,
+                );
+                DoorError::Refused(reason)
+            })?;
+        let id = new_id("msg");
+        let timestamp = self.door.clock.now();
+        let signature = gatehouse_capability::webhook_signature(&secret, &id, timestamp, &fetch.body);
+        let headers = [
+            ("webhook-id", id),
+            ("webhook-timestamp", timestamp.to_string()),
+            ("webhook-signature", signature),
+        ];
+        for (name, value) in headers {
+            let value = http::HeaderValue::try_from(value).map_err(|_| DoorError::Internal)?;
+            fetch.headers.insert(name, value);
+        }
+        Ok(())
+    }
+
+    /// The whole fetch, the answer held (capped).
+    pub async fn fetch(&self, fetch: FetchRequest) -> Result<crate::fetch::FetchResponse, DoorError> {
+        let policy = self.door.policies.policy(self.claims.tenant_id.as_deref());
+        let mut would_refuse = Vec::new();
+        let fetched = self
+            .door
+            .fetcher
+            .fetch_for_run(policy.as_deref(), fetch, Some(&self.meter), &mut would_refuse)
+            .await;
+        self.finish(would_refuse, fetched)
+    }
+
+    /// The fetch with the bodies streamed both ways.
+    pub async fn fetch_streamed(
+        &self,
+        fetch: FetchRequest,
+        body: crate::fetch::StreamBody,
+    ) -> Result<crate::fetch::StreamedResponse, DoorError> {
+        let policy = self.door.policies.policy(self.claims.tenant_id.as_deref());
+        let mut would_refuse = Vec::new();
+        let fetched = self
+            .door
+            .fetcher
+            .fetch_streamed(policy.as_deref(), fetch, body, &self.meter, &mut would_refuse)
+            .await;
+        self.finish(would_refuse, fetched)
+    }
+
+    /// Records what a dry-run policy would have refused, and a refusal.
+    fn finish<T>(
+        &self,
+        would_refuse: Vec<FetchRefusal>,
+        fetched: Result<T, FetchRefusal>,
+    ) -> Result<T, DoorError> {
+        for dry in would_refuse {
+            self.note(RefusalKind::EgressRefused, dry.reason, dry.host, dry.rule, None, true);
+        }
+        fetched.map_err(|refusal| {
+            self.note(
+                door_refusal_kind(refusal.reason),
+                refusal.reason,
+                refusal.host,
+                refusal.rule,
+                None,
+                false,
+            );
+            DoorError::Refused(refusal.reason)
+        })
+    }
+
+    /// Records a refusal of the run's request (or, `dry_run`, what a
+    /// dry-run policy would have refused).
+    fn note(
+        &self,
+        kind: RefusalKind,
+        reason: Reason,
+        host: Option<String>,
+        rule: Option<String>,
+        lease_id: Option<String>,
+        dry_run: bool,
+    ) {
+        self.door.sink.refused(Refusal {
+            kind,
+            reason,
+            tenant_id: self.claims.tenant_id.clone(),
+            run_id: Some(self.claims.exec_id.clone()),
+            request_id: Some(self.request_id.to_owned()),
+            host,
+            rule,
+            lease_id,
+            dry_run,
+            at: 0,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upstreams_failure_is_the_gateways_and_the_rest_a_refusal_or_an_outage() {
+        for reason in [Reason::UpstreamUnreachable, Reason::TlsFailed, Reason::ResponseTooLarge] {
+            assert_eq!(DoorError::Refused(reason).code(), ErrorCode::BadGateway);
+        }
+        assert_eq!(DoorError::Refused(Reason::HeaderNotAllowed).code(), ErrorCode::BadRequest);
+        assert_eq!(DoorError::Refused(Reason::PolicyDenied).code(), ErrorCode::Refused);
+        assert_eq!(DoorError::Refused(Reason::LedgerUnavailable).code(), ErrorCode::Unavailable);
+        assert_eq!(DoorError::NotServed.code(), ErrorCode::Forbidden);
+    }
+}
