@@ -183,8 +183,20 @@ impl Plane {
         signature: Option<String>,
     ) -> PlaneError {
         let reason = reason.unwrap_or(Reason::ScannerUnavailable);
-        self.note_file_refusal(request_id, whose, RefusalKind::ContentRefused, reason, signature);
+        self.record_content_refusal(request_id, whose, reason, signature);
         PlaneError::refusal(reason)
+    }
+
+    /// Records a content verdict that refused, as `whose` (a tenant, and a
+    /// run while it is live), naming the signature that matched.
+    pub fn record_content_refusal(
+        &self,
+        request_id: &str,
+        whose: (Option<&str>, Option<&str>),
+        reason: Reason,
+        signature: Option<String>,
+    ) {
+        self.note_file_refusal(request_id, whose, RefusalKind::ContentRefused, reason, signature);
     }
 
     /// The namespace an input file the platform stores goes into: the

@@ -4,7 +4,6 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Query, State};
-use gatehouse_core::{Refusal, RefusalKind};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -54,18 +53,8 @@ async fn scan_content(
     let verdict = scanner.conclude(intake).await;
     state.metrics.record_content(verdict.verdict);
     if let Some(reason) = verdict.reason {
-        state.plane.refusals.record_refusal(Refusal {
-            kind: RefusalKind::ContentRefused,
-            reason,
-            tenant_id,
-            run_id,
-            request_id: Some(rid.0.clone()),
-            host: None,
-            rule: verdict.signature.clone(),
-            lease_id: None,
-            dry_run: false,
-            at: 0,
-        });
+        let whose = (tenant_id.as_deref(), run_id.as_deref());
+        state.plane.record_content_refusal(&rid.0, whose, reason, verdict.signature.clone());
     }
     Ok(Json(serde_json::to_value(&verdict).unwrap_or_default()))
 }
