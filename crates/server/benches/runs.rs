@@ -30,7 +30,14 @@ const TASKS: usize = 8;
 async fn node(url: &str, dir: &std::path::Path) -> axum::Router {
     let key =
         gatehouse_capability::ManifestSigningKey::generate().unwrap().to_pkcs8_pem().unwrap().to_string();
+    let sealing = gatehouse_capability::SealingKey::generate().unwrap().public_key().to_text();
+    let ca = gatehouse_egress::intercept::InterceptCa::generate().unwrap();
+    // A worker: the role that creates runs (no proxy, no sealing key).
     let src = MapSource::new()
+        .with(names::ROLE, "worker")
+        .with(names::SESSION_KEY_SECRET, "bench-session-0123456789abcdefghijklmnopqrstuvwxyz")
+        .with(names::CREDENTIAL_SEALING_PUBLIC_KEY, sealing)
+        .with(names::INTERCEPT_CA_CERT, ca.cert_pem())
         .with(names::LISTEN, "127.0.0.1:0")
         .with(names::PROXY_LISTEN, "127.0.0.1:0")
         .with(names::DATA_DIR, dir.to_str().unwrap())
