@@ -76,7 +76,7 @@ fn shared(resource: &str) -> Option<Namespace<'_>> {
 }
 
 /// Whose a sandbox's operation is, for its refusals.
-pub fn of_run(claims: &GrantClaims) -> (Option<&str>, Option<&str>) {
+fn of_run(claims: &GrantClaims) -> (Option<&str>, Option<&str>) {
     (claims.tenant_id.as_deref(), Some(claims.exec_id.as_str()))
 }
 

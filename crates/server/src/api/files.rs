@@ -21,7 +21,7 @@ use gatehouse_files::{FileError, ObjectPath, Storage};
 use gatehouse_ledger::Operation;
 use gatehouse_listener::PeerAddr;
 use gatehouse_plane::PlaneError;
-use gatehouse_plane::files::{Bearer, InputFile, check_file_name, file_unknown, of_run};
+use gatehouse_plane::files::{Bearer, InputFile, check_file_name, file_unknown};
 use gatehouse_store::files::StoredFile;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -93,30 +93,68 @@ async fn store_input(
         name: &q.name,
         conversation_id: q.conversation_id.as_deref(),
     };
-    let key = state.plane.input_namespace(&rid.0, &caller, &input).answer(&rid)?;
-    let (storage, _) = state.plane.file_places().answer(&rid)?;
-    let path = state.plane.begin_upload(&key).await.answer(&rid)?;
-    let (stored, verdict) = match take_in(&state, storage, &path, body, None).await {
+    let namespace = state.plane.input_namespace(&rid.0, &caller, &input).answer(&rid)?;
+    let new = NewFile {
+        namespace,
+        tenant_id: q.tenant_id,
+        run_id: None,
+        user_id: q.user_id,
+        session_id: None,
+        resource: Some(q.resource),
+        name: q.name,
+        actor: caller.name,
+    };
+    keep(&state, &rid, new, body, None).await
+}
+
+/// A new file, all but its bytes.
+struct NewFile {
+    namespace: String,
+    tenant_id: Option<String>,
+    /// The run writing it (its refusals are the run's).
+    run_id: Option<String>,
+    user_id: String,
+    session_id: Option<String>,
+    resource: Option<String>,
+    name: String,
+    /// Who the record names.
+    actor: String,
+}
+
+/// Takes `body` in as `new`: its upload row first, the bytes through the
+/// content scanner into the object store (held to `length` when given),
+/// then its record; `201` with what was kept. Refused content is recorded
+/// as the tenant's (and the run's), and nothing of it is kept.
+async fn keep(
+    state: &AppState,
+    rid: &RequestId,
+    new: NewFile,
+    body: Body,
+    length: Option<u64>,
+) -> Result<Response, ApiError> {
+    let (storage, _) = state.plane.file_places().answer(rid)?;
+    let path = state.plane.begin_upload(&new.namespace).await.answer(rid)?;
+    let (stored, verdict) = match take_in(state, storage, &path, body, length).await {
         Ok(kept) => kept,
         Err(failed) => {
             state.plane.forget_upload(path.file_id()).await;
-            return Err(failed.answer(&state, &rid, (q.tenant_id.as_deref(), None)));
+            return Err(failed.answer(state, rid, (new.tenant_id.as_deref(), new.run_id.as_deref())));
         }
     };
     let file = StoredFile {
         file_id: path.file_id().to_owned(),
-        tenant_id: q.tenant_id.unwrap_or_default(),
-        user_id: q.user_id,
-        namespace: key,
-        session_id: None,
-        resource: Some(q.resource),
-        name: q.name,
+        tenant_id: new.tenant_id.unwrap_or_default(),
+        user_id: new.user_id,
+        namespace: new.namespace,
+        session_id: new.session_id,
+        resource: new.resource,
+        name: new.name,
         bytes: i64::try_from(stored.bytes).unwrap_or(i64::MAX),
         sha256: stored.sha256,
         verdict: verdict.verdict.as_str().to_owned(),
         created_at: state.plane.clock.now(),
     };
-    state.plane.record_file(&file, &caller.name).await.answer(&rid)?;
+    state.plane.record_file(&file, &new.actor).await.answer(rid)?;
     Ok((StatusCode::CREATED, Json(kept(&file))).into_response())
 }
 
@@ -245,7 +283,7 @@ async fn upload(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (storage, _) = state.plane.file_places().answer(&rid)?;
+    state.plane.file_places().answer(&rid)?;
     let claims = grant_of(&state, &rid, &headers, client(peer))?;
     check_file_name(&p.name).answer(&rid)?;
     let declared =
@@ -261,29 +299,17 @@ async fn upload(
     let op =
         Operation::Upload { session: p.session_id.clone(), bytes: declared, output_file_id: p.name.clone() };
     state.plane.spend_for_file(&rid.0, &claims, &op).await.answer(&rid)?;
-    let path = state.plane.begin_upload(&claims.session_key).await.answer(&rid)?;
-    let (stored, verdict) = match take_in(&state, storage, &path, body, Some(declared)).await {
-        Ok(kept) => kept,
-        Err(failed) => {
-            state.plane.forget_upload(path.file_id()).await;
-            return Err(failed.answer(&state, &rid, of_run(&claims)));
-        }
-    };
-    let file = StoredFile {
-        file_id: path.file_id().to_owned(),
-        tenant_id: claims.tenant_id.clone().unwrap_or_default(),
-        user_id: claims.user_id.clone(),
+    let new = NewFile {
         namespace: claims.session_key.clone(),
-        session_id: Some(p.session_id.clone()),
+        tenant_id: claims.tenant_id.clone(),
+        run_id: Some(claims.exec_id.clone()),
+        user_id: claims.user_id.clone(),
+        session_id: Some(p.session_id),
         resource: None,
-        name: p.name.clone(),
-        bytes: i64::try_from(stored.bytes).unwrap_or(i64::MAX),
-        sha256: stored.sha256,
-        verdict: verdict.verdict.as_str().to_owned(),
-        created_at: state.plane.clock.now(),
+        name: p.name,
+        actor: format!("run:{}", claims.exec_id),
     };
-    state.plane.record_file(&file, &format!("run:{}", claims.exec_id)).await.answer(&rid)?;
-    Ok((StatusCode::CREATED, Json(kept(&file))).into_response())
+    keep(&state, &rid, new, body, Some(declared)).await
 }
 
 /// A file's content as the answer's body, streamed from the store.
