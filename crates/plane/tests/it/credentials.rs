@@ -6,10 +6,10 @@ use gatehouse_core::Reason;
 use gatehouse_ledger::LedgerBackend as _;
 use gatehouse_plane::PlaneError;
 use gatehouse_plane::credentials::{InjectSpec, NewCredential};
-use gatehouse_store::RunStatus;
+use gatehouse_store::{Lease, RunStatus};
 use zeroize::Zeroizing;
 
-use crate::support::node;
+use crate::support::{Node, node};
 
 const SECRET: &str = "ghp_plane-test-secret-0123456789";
 
@@ -26,6 +26,19 @@ fn credential() -> NewCredential {
         allow_plain_http: false,
         secret: Zeroizing::new(SECRET.into()),
     }
+}
+
+/// A `git_provider` lease of `run_id` on `credential_id` toward github.com.
+async fn lease(node: &Node, run_id: &str, credential_id: &str) -> Result<Lease, PlaneError> {
+    node.plane
+        .grant_lease(
+            run_id.to_owned(),
+            credential_id.to_owned(),
+            "git_provider".into(),
+            "github.com",
+            "platform",
+        )
+        .await
 }
 
 #[tokio::test]
@@ -57,46 +70,22 @@ async fn every_lease_change_moves_the_runs_lease_generation_before_it_returns() 
     let run = node.run("t1").await;
     let generation = || async { node.ledger.lease_generation(&run.grant_id).await.unwrap() };
     let before = generation().await;
-    let lease = node
-        .plane
-        .grant_lease(
-            run.run_id.clone(),
-            stored.credential_id.clone(),
-            "git_provider".into(),
-            "github.com",
-            "platform",
-        )
-        .await
-        .unwrap();
+    let granted_lease = lease(&node, &run.run_id, &stored.credential_id).await.unwrap();
     let granted = generation().await;
     assert!(granted > before);
-    assert_eq!(node.plane.revoke_lease(&lease.lease_id, "platform").await.unwrap(), 1);
+    assert_eq!(node.plane.revoke_lease(&granted_lease.lease_id, "platform").await.unwrap(), 1);
     let revoked = generation().await;
     assert!(revoked > granted);
     // Revoked before: 0, and the doors are told again.
-    assert_eq!(node.plane.revoke_lease(&lease.lease_id, "platform").await.unwrap(), 0);
+    assert_eq!(node.plane.revoke_lease(&granted_lease.lease_id, "platform").await.unwrap(), 0);
     assert!(generation().await > revoked);
     // A lease revoked stays revoked for the run: none is granted again.
-    let again = node
-        .plane
-        .grant_lease(
-            run.run_id.clone(),
-            stored.credential_id.clone(),
-            "git_provider".into(),
-            "github.com",
-            "platform",
-        )
-        .await
-        .unwrap_err();
+    let again = lease(&node, &run.run_id, &stored.credential_id).await.unwrap_err();
     assert_eq!(again, PlaneError::Refused(Reason::RunLeaseRevoked));
     // Another tenant's credential is no lease of a run's.
     let run = node.run("t1").await;
     let other = node.plane.create_credential("req", "t2".into(), credential(), "platform").await.unwrap();
-    let e = node
-        .plane
-        .grant_lease(run.run_id.clone(), other.credential_id, "git_provider".into(), "github.com", "platform")
-        .await
-        .unwrap_err();
+    let e = lease(&node, &run.run_id, &other.credential_id).await.unwrap_err();
     assert_eq!(e, PlaneError::NotFound(Some(Reason::CredentialUnknown)));
 }
 
@@ -107,30 +96,11 @@ async fn a_run_that_ends_takes_its_leases_with_it_and_a_deleted_credential_too()
     let a = node.run("t1").await;
     let b = node.run("t1").await;
     for run in [&a, &b] {
-        node.plane
-            .grant_lease(
-                run.run_id.clone(),
-                stored.credential_id.clone(),
-                "git_provider".into(),
-                "github.com",
-                "platform",
-            )
-            .await
-            .unwrap();
+        lease(&node, &run.run_id, &stored.credential_id).await.unwrap();
     }
     let finished = node.plane.finish(&a.run_id, RunStatus::Cancelled, "cancelled", "platform").await.unwrap();
     assert_eq!(finished.leases, Some(1));
-    let e = node
-        .plane
-        .grant_lease(
-            a.run_id.clone(),
-            stored.credential_id.clone(),
-            "git_provider".into(),
-            "github.com",
-            "platform",
-        )
-        .await
-        .unwrap_err();
+    let e = lease(&node, &a.run_id, &stored.credential_id).await.unwrap_err();
     assert_eq!(e, PlaneError::Conflict(Some(Reason::RunNotLive)));
     assert_eq!(node.plane.delete_credential("t1", &stored.credential_id, "platform").await.unwrap(), 1);
 }
