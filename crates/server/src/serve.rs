@@ -226,7 +226,7 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
             }
         });
     }
-    let proxy_line = match (state.proxy.clone(), proxy_socket) {
+    let proxy_line = match (state.plane.proxy.clone(), proxy_socket) {
         (Some(proxy), Some(listener)) => {
             let bound =
                 listener.local_addr().map_err(|e| format!("cannot read the bound address: {}", e.kind()))?;
@@ -378,7 +378,7 @@ pub async fn background(state: &AppState, store: gatehouse_store::Store, retenti
             }
         }
     });
-    if let Some(proxy) = state.proxy.clone() {
+    if let Some(proxy) = state.plane.proxy.clone() {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
             loop {

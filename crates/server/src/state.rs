@@ -48,8 +48,6 @@ pub struct Inner {
     pub readiness: tokio::sync::Mutex<Option<(std::time::Instant, Result<(), gatehouse_core::Reason>)>>,
     /// The proxy URL handed to sandboxes.
     pub proxy_public_url: String,
-    /// The forward proxy (gateway and all).
-    pub proxy: Option<Arc<Proxy>>,
     /// The door behind `POST /v1/egress/fetch` (gateway and all).
     pub fetch_door: Option<FetchDoor>,
     /// Sniffing plus clamd when configured (`POST /v1/content/scan`).
@@ -258,7 +256,7 @@ impl AppState {
                 .filter(|_| config.role.mints())
                 .map(gatehouse_capability::FingerprintKey::new),
             door_leases,
-            proxy: proxy.clone(),
+            proxy,
             storage,
             osv,
             scan_limits: ScanLimits::new(config.deps_scan_concurrency, config.deps_scan_wait),
@@ -281,7 +279,6 @@ impl AppState {
             metrics_token: config.metrics_token,
             readiness: tokio::sync::Mutex::new(None),
             proxy_public_url: config.proxy_public_url,
-            proxy,
             fetch_door,
             content,
             metrics: Metrics::default(),

@@ -188,7 +188,7 @@ async fn metrics(State(state): State<AppState>, headers: http::HeaderMap) -> Res
         [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(
             &state.plane.refusals,
-            state.proxy.as_deref().map(|p| &p.stats),
+            state.plane.proxy.as_deref().map(|p| &p.stats),
             state.plane.door_leases.as_deref(),
         ),
     )

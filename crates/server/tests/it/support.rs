@@ -300,7 +300,7 @@ impl Dns {
 pub async fn serve_proxy(node: &Node) -> std::net::SocketAddr {
     let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = socket.local_addr().unwrap();
-    let proxy = node.state.proxy.clone().expect("a node with a proxy");
+    let proxy = node.state.plane.proxy.clone().expect("a node with a proxy");
     let listener = gatehouse_listener::Listener::new(socket, gatehouse_listener::Limits::default())
         .with_peer_addresses();
     tokio::spawn(gatehouse_egress::proxy::serve(proxy, listener));
