@@ -461,6 +461,13 @@ async fn run_scan(job: ScanJob, files: Files, turn: tokio::sync::OwnedSemaphoreP
 }
 
 impl Plane {
+    /// This node's advisory source and store, where it takes dependency
+    /// scans (worker and all). Asked before a submission queues for its
+    /// turn, so a node that takes none refuses at once.
+    pub fn takes_scans(&self) -> Result<(&Arc<OsvSource>, &Store)> {
+        Ok((self.osv.as_ref().ok_or(PlaneError::NotServed)?, self.store()?))
+    }
+
     /// A tenant's gate mode as the gate reads it.
     async fn tenant_gate_mode(&self, tenant_id: &str) -> Result<GateMode> {
         let tenant = self.store()?.tenant(tenant_id).await?;
@@ -480,8 +487,8 @@ impl Plane {
         turn: tokio::sync::OwnedSemaphorePermit,
         deadline: tokio::time::Instant,
     ) -> Result<Submitted> {
-        let source = self.osv.clone().ok_or(PlaneError::NotServed)?;
-        let store = self.store()?.clone();
+        let (source, store) = self.takes_scans()?;
+        let (source, store) = (source.clone(), store.clone());
         let files = intake(&mut submission)?;
         let mode = self.tenant_gate_mode(&tenant_id).await?;
         let record = NewScan {

@@ -65,10 +65,7 @@ async fn submit_scan(
 ) -> Result<(http::StatusCode, Json<Value>), ApiError> {
     let deadline = tokio::time::Instant::now() + state.plane.scan_limits.wait();
     let tenant_id = path_id(path, &rid)?;
-    if state.plane.osv.is_none() {
-        return Err(ApiError::new(ErrorCode::Forbidden, &rid));
-    }
-    state.plane.store().answer(&rid)?;
+    state.plane.takes_scans().answer(&rid)?;
     // A turn before the body is read: at most that many bodies are in
     // memory (read, decoded, parsed) at once on this node. The rest queue
     // for one however long it takes, never refused for being busy: a
