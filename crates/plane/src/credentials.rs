@@ -144,7 +144,7 @@ fn credential_secret(text: &str) -> Result<CredentialSecret> {
 
 impl Plane {
     /// Only the worker (and `all`) keeps credentials and grants leases.
-    fn keeps_credentials(&self) -> Result<()> {
+    pub fn keeps_credentials(&self) -> Result<()> {
         if self.settings.keeps_credentials { Ok(()) } else { Err(PlaneError::NotServed) }
     }
 

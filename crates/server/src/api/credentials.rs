@@ -104,7 +104,7 @@ fn credential_path(
 /// Only the worker (and `all`) keeps credentials: its routes answer
 /// `forbidden` elsewhere before reading anything of the request.
 fn serving(state: &AppState, rid: &RequestId) -> Result<(), ApiError> {
-    if state.plane.settings.keeps_credentials { Ok(()) } else { Err(super::forbidden(rid)) }
+    state.plane.keeps_credentials().answer(rid)
 }
 
 async fn create_credential(
