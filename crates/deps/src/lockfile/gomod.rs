@@ -67,6 +67,12 @@ pub(crate) fn parse(src: &Source<'_>) -> Result<Parsed, ParseError> {
                 (first.clone(), &words[1..])
             }
         };
+        // A module path or version is never empty (the go command calls
+        // one "malformed"): an empty quoted string is refused, not read as
+        // a package without a name.
+        if matches!(verb.as_str(), "require" | "exclude" | "replace") && args.iter().any(String::is_empty) {
+            return Err(syntax("an empty module path or version"));
+        }
         match (verb.as_str(), args) {
             ("require", [path, version]) => required.push((path.clone(), version.clone(), n)),
             ("exclude", [path, version]) => excluded.push((path.clone(), version.clone())),
@@ -181,5 +187,21 @@ mod tests {
         assert!(tokens("require \"a").is_err());
         assert!(tokens("require `a").is_err());
         assert_eq!(tokens("  // only a comment").unwrap(), Vec::<String>::new());
+    }
+
+    /// Found by the `lockfile_parse` fuzz target: `require""""` read as a
+    /// package with an empty name and version.
+    #[test]
+    fn an_empty_module_path_or_version_is_refused() {
+        for text in [
+            "require\"\"\"\"",
+            "require \"\" v1.0.0",
+            "require (\n\ta \"\"\n)",
+            "replace a => \"\" v1",
+            "exclude `` v1",
+        ] {
+            let e = crate::lockfile::parse("go.mod", text.as_bytes()).unwrap_err();
+            assert_eq!(e.code, ParseErrorCode::Syntax, "{text:?}");
+        }
     }
 }
