@@ -82,6 +82,8 @@ pub struct Config {
     pub object_store_url: Option<String>,
     /// File sessions untouched this many days are swept.
     pub session_ttl_days: i64,
+    /// Requests a minute a tenant's people may make with its stored credentials.
+    pub credential_use_per_minute: u64,
     /// Longest run lifetime accepted.
     pub grant_max_lifetime_secs: i64,
     /// What each listener allows a connection.

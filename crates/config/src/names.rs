@@ -63,6 +63,8 @@ pub const DEPS_SCAN_WAIT_MS: &str = "GATEHOUSE_DEPS_SCAN_WAIT_MS";
 pub const OBJECT_STORE_URL: &str = "GATEHOUSE_OBJECT_STORE_URL";
 /// A file session untouched (not written or read) this many days is deleted with its files [30].
 pub const SESSION_TTL_DAYS: &str = "GATEHOUSE_SESSION_TTL_DAYS";
+/// Requests a minute a tenant's people may make with its stored credentials (`POST /v1/tenants/{t}/credentials/{id}/fetch`), counted across the fleet in the ledger [60].
+pub const CREDENTIAL_USE_PER_MINUTE: &str = "GATEHOUSE_CREDENTIAL_USE_PER_MINUTE";
 /// Longest grant lifetime (`exp - iat`) accepted, for runs and for `POST /v1/grants`, in seconds [86400].
 pub const GRANT_MAX_LIFETIME_SECS: &str = "GATEHOUSE_GRANT_MAX_LIFETIME_SECS";
 /// Longest a client may take to send a request's header, in milliseconds [10000].
@@ -212,6 +214,7 @@ pub const ALL: &[&str] = &[
     DEPS_SCAN_WAIT_MS,
     OBJECT_STORE_URL,
     SESSION_TTL_DAYS,
+    CREDENTIAL_USE_PER_MINUTE,
     GRANT_MAX_LIFETIME_SECS,
     HEADER_READ_TIMEOUT_MS,
     IDLE_TIMEOUT_MS,

@@ -406,6 +406,7 @@ impl Reader<'_> {
             );
         }
         let session_ttl_days = self.int(names::SESSION_TTL_DAYS, 30, 1..=3650);
+        let credential_use_per_minute = self.int(names::CREDENTIAL_USE_PER_MINUTE, 60, 1..=100_000);
         let trusted_proxies = self.trusted_proxies();
         let ledger_timeout_ms = self.int(names::LEDGER_TIMEOUT_MS, 1000, 10..=60_000);
         let ledger_timeout =
@@ -494,6 +495,7 @@ impl Reader<'_> {
             shutdown_drain,
             object_store_url,
             session_ttl_days,
+            credential_use_per_minute: u64::try_from(credential_use_per_minute).unwrap_or(60),
             osv_db,
             osv_url,
             deps_scan_concurrency,

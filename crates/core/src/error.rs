@@ -44,15 +44,21 @@ closed_codes! {
         Conflict => "conflict",
         /// The body must declare its length (`Content-Length`): an upload is paid for before it is read.
         LengthRequired => "length_required",
+        /// Too many requests of this kind in the last minute; try again after `Retry-After` seconds. See `reason`.
+        RateLimited => "rate_limited",
     }
 }
 
 impl ErrorCode {
     /// Whether the same call may succeed later unchanged: only when a
-    /// service gatehouse needs (or the upstream) failed or was slow. A
-    /// refusal is never retryable, so an agent told so stops trying.
+    /// service gatehouse needs (or the upstream) failed or was slow, or a
+    /// rate ran out (it refills). A refusal is never retryable, so an agent
+    /// told so stops trying.
     pub const fn retryable(self) -> bool {
-        matches!(self, ErrorCode::Unavailable | ErrorCode::Timeout | ErrorCode::BadGateway)
+        matches!(
+            self,
+            ErrorCode::Unavailable | ErrorCode::Timeout | ErrorCode::BadGateway | ErrorCode::RateLimited
+        )
     }
 
     /// The HTTP status this code is served with.
@@ -67,6 +73,7 @@ impl ErrorCode {
             ErrorCode::LengthRequired => 411,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
+            ErrorCode::RateLimited => 429,
             ErrorCode::Unavailable => 503,
             ErrorCode::Timeout => 504,
             ErrorCode::BadGateway => 502,
@@ -92,6 +99,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal error",
             ErrorCode::Conflict => "the resource is not in a state that allows this",
             ErrorCode::LengthRequired => "the request body must declare its length",
+            ErrorCode::RateLimited => "too many requests; try again later",
         }
     }
 }
@@ -107,12 +115,21 @@ pub struct PublicError {
     pub reason: Option<Reason>,
     /// Joins this response to the server's log lines.
     pub request_id: String,
+    /// For a rate that ran out: seconds until trying again can succeed
+    /// (`Retry-After`).
+    pub retry_after_secs: Option<u32>,
 }
 
 impl PublicError {
     /// An error with the code's default message.
     pub fn new(code: ErrorCode, request_id: impl Into<String>) -> Self {
-        Self { code, message: code.default_message(), reason: None, request_id: request_id.into() }
+        Self {
+            code,
+            message: code.default_message(),
+            reason: None,
+            request_id: request_id.into(),
+            retry_after_secs: None,
+        }
     }
 
     /// Replaces the message with another fixed text.
@@ -129,6 +146,13 @@ impl PublicError {
         self
     }
 
+    /// Says when trying again can succeed.
+    #[must_use]
+    pub fn with_retry_after(mut self, secs: u32) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
+    }
+
     /// The JSON body.
     pub fn to_json(&self) -> serde_json::Value {
         #[derive(Serialize)]
@@ -138,6 +162,8 @@ impl PublicError {
             #[serde(skip_serializing_if = "Option::is_none")]
             reason: Option<Reason>,
             request_id: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            retry_after_secs: Option<u32>,
         }
         #[derive(Serialize)]
         struct Outer<'a> {
@@ -149,6 +175,7 @@ impl PublicError {
                 message: self.message,
                 reason: self.reason,
                 request_id: &self.request_id,
+                retry_after_secs: self.retry_after_secs,
             },
         })
         .unwrap_or(serde_json::Value::Null)
@@ -203,6 +230,7 @@ mod tests {
                 "internal",
                 "conflict",
                 "length_required",
+                "rate_limited",
             ]
         );
     }

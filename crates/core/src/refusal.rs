@@ -295,6 +295,10 @@ closed_codes! {
         ScanUnknown => "scan_unknown",
         /// An upload outlived the file sweeper's bound before its record was written: the sweeper judged it abandoned and removed its object, so nothing was kept. Upload again.
         UploadExpired => "upload_expired",
+        /// A person's request with a stored credential did not name who acted as `person:NAME` (the platform relays the person; the audit entry names them).
+        ActorInvalid => "actor_invalid",
+        /// The tenant made more requests with its stored credentials on people's behalf than its rate allows (`GATEHOUSE_CREDENTIAL_USE_PER_MINUTE`); try again after `Retry-After`.
+        CredentialUseRateLimited => "credential_use_rate_limited",
     }
 }
 
@@ -319,7 +323,11 @@ impl Reason {
     /// retrying), any other reason `refused` (403, final). One mapping, so
     /// a refusal reads the same through the proxy and through the API.
     pub const fn refusal_code(self) -> crate::ErrorCode {
-        if self.is_outage() { crate::ErrorCode::Unavailable } else { crate::ErrorCode::Refused }
+        match self {
+            Reason::CredentialUseRateLimited => crate::ErrorCode::RateLimited,
+            _ if self.is_outage() => crate::ErrorCode::Unavailable,
+            _ => crate::ErrorCode::Refused,
+        }
     }
 }
 
@@ -371,6 +379,14 @@ pub struct Refusal {
     /// or secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_id: Option<String>,
+    /// Who acted, for a refusal of a person's own action outside any run
+    /// (`person:NAME`, as the platform relayed it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// For a refused upload: the file's name (metadata the sandbox gave,
+    /// shown with the run's artifacts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
     /// Recorded, not enforced: the tenant's policy is in dry-run mode and
     /// would have refused this. The request went ahead.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -521,6 +537,8 @@ mod tests {
                 "dependency_gate_scan_pending",
                 "scan_unknown",
                 "upload_expired",
+                "actor_invalid",
+                "credential_use_rate_limited",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

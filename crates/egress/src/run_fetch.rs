@@ -12,10 +12,11 @@
 use std::sync::Arc;
 
 use gatehouse_capability::{CredentialSecret, GrantClaims, GrantSealer};
-use gatehouse_core::{Clock, ErrorCode, Reason, Refusal, RefusalKind, new_id};
+use gatehouse_core::{Clock, ErrorCode, Reason, Refusal, RefusalKind, UnixTime, new_id};
 use gatehouse_ledger::{Ledger, Operation, refusal_kind, spend};
 
 use crate::fetch::{FetchRefusal, FetchRequest, Fetcher};
+use crate::inject::{InjectRule, LeaseEntry, LeaseState};
 use crate::leases::{LastCheck, LeaseFuture, LeaseSource, OfRun, Outbound, mentions_placeholder};
 use crate::meter::{EgressMeter, door_refusal_kind};
 use crate::proxy::{PolicySource, RefusalSink};
@@ -89,6 +90,93 @@ impl DoorError {
     }
 }
 
+/// Who makes a request with a stored credential outside any run, and the
+/// credential's facts (sealed with its secret, so they are the credential's
+/// own, not a row's).
+#[derive(Debug, Clone)]
+pub struct CredentialUse<'a> {
+    /// The request, to join with logs.
+    pub request_id: &'a str,
+    /// The credential's tenant, whose policy decides.
+    pub tenant_id: &'a str,
+    /// Who acted (`person:NAME`).
+    pub actor: &'a str,
+    /// The credential's one host.
+    pub host: &'a str,
+    /// How its secret goes in.
+    pub rule: InjectRule,
+    /// It may be sent over plain `http://`.
+    pub allow_plain_http: bool,
+}
+
+/// What an answer to a person's request shows where the credential's
+/// secret was echoed.
+pub const REDACTED_CREDENTIAL: &str = "gatehouse_credential_redacted";
+
+impl FetchDoor {
+    /// A person's own request with a stored credential: no run, grant or
+    /// budget, but every other rule of a run's fetch. The URL must be on the
+    /// credential's host (over TLS unless the credential allows plain
+    /// HTTP), the credential goes in by its rule, the tenant's policy and
+    /// the address guard decide every hop, redirects stay on the origin (so
+    /// the secret never follows one elsewhere), and the answer is scrubbed
+    /// of every form of the secret that was sent. Refusals are recorded as
+    /// the tenant's, naming who acted; nothing is sent after one.
+    pub async fn fetch_with_credential(
+        &self,
+        who: &CredentialUse<'_>,
+        secret: &CredentialSecret,
+        mut fetch: FetchRequest,
+    ) -> Result<crate::fetch::FetchResponse, DoorError> {
+        let note = |kind, reason, host: Option<String>, rule, dry_run| {
+            self.sink.refused(Refusal {
+                kind,
+                reason,
+                tenant_id: Some(who.tenant_id.to_owned()),
+                run_id: None,
+                request_id: Some(who.request_id.to_owned()),
+                host,
+                rule,
+                lease_id: None,
+                actor: Some(who.actor.to_owned()),
+                file_name: None,
+                dry_run,
+                at: 0,
+            });
+            DoorError::Refused(reason)
+        };
+        let target = crate::parse_url(&fetch.url)
+            .map_err(|reason| note(RefusalKind::EgressRefused, reason, None, None, false))?;
+        let host = target.host.to_string();
+        if host != who.host {
+            return Err(note(RefusalKind::SecretRefused, Reason::LeaseHostMismatch, Some(host), None, false));
+        }
+        if target.scheme != crate::Scheme::Https && !who.allow_plain_http {
+            return Err(note(RefusalKind::SecretRefused, Reason::LeasePlainHttp, Some(host), None, false));
+        }
+        let entry = LeaseEntry {
+            lease_id: String::new(),
+            placeholder: REDACTED_CREDENTIAL.to_owned(),
+            host: host.clone(),
+            granted_at: 0,
+            state: LeaseState::Live { expires_at: UnixTime::MAX },
+            rule: who.rule.clone(),
+            allow_plain_http: who.allow_plain_http,
+        };
+        fetch.scrub = crate::inject::apply(&mut fetch.headers, &entry, secret.expose())
+            .map_err(|reason| note(RefusalKind::SecretRefused, reason, Some(host.clone()), None, false))?;
+        // The answer must come back as sent to be scrubbed of the secret.
+        fetch.headers.insert(http::header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
+        let policy = self.policies.policy(Some(who.tenant_id));
+        let mut would_refuse = Vec::new();
+        let fetched = self.fetcher.fetch_for_run(policy.as_deref(), fetch, None, &mut would_refuse).await;
+        for dry in would_refuse {
+            note(RefusalKind::EgressRefused, dry.reason, dry.host, dry.rule, true);
+        }
+        fetched.map_err(|r| note(door_refusal_kind(r.reason), r.reason, r.host, r.rule, false))
+    }
+}
+
 /// A fetch on a run's behalf: its grant opened and a request spent.
 pub struct RunFetch<'a> {
     door: &'a FetchDoor,
@@ -118,6 +206,8 @@ impl FetchDoor {
                 host: None,
                 rule: None,
                 lease_id: None,
+                actor: None,
+                file_name: None,
                 dry_run: false,
                 at: 0,
             });
@@ -338,6 +428,8 @@ impl RunFetch<'_> {
             host,
             rule,
             lease_id,
+            actor: None,
+            file_name: None,
             dry_run,
             at: 0,
         });

@@ -83,6 +83,49 @@ pub trait LedgerBackend {
     /// registered to bump). The door reads it right before every injection,
     /// so it is one field, one round trip.
     fn lease_generation(&self, grant_id: &str) -> impl Future<Output = Result<u64, Reason>> + Send;
+
+    /// Takes one use of `key`'s rate (`limit` uses a `window_secs`), or
+    /// refuses without counting it. Every node of a fleet shares the count,
+    /// so the rate is the tenant's, not each node's. See [`Rate`].
+    fn take_rate(
+        &self,
+        key: &str,
+        limit: u64,
+        window_secs: i64,
+        now: UnixTime,
+    ) -> impl Future<Output = Result<Rate, Reason>> + Send;
+}
+
+/// A rate's answer. The window slides: the uses counted are this fixed
+/// window's and the previous one's, weighted by how much of the previous
+/// one the last `window_secs` still cover. So a burst at a window's edge
+/// cannot have twice the limit, and no per-use timestamps are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rate {
+    /// Taken.
+    Taken,
+    /// The rate is spent; the next use may come in this many seconds
+    /// (when the current window rolls over, at the latest).
+    Spent {
+        /// Seconds until trying again can succeed.
+        retry_after_secs: i64,
+    },
+}
+
+/// Whether one more use fits: `previous` uses in the window before this
+/// one, of which the part `elapsed` seconds into this window still counts,
+/// and `current` in this one. Integer arithmetic, mirrored by the Redis
+/// script. A window is at least one second long.
+pub fn rate_allows(previous: u64, current: u64, limit: u64, window_secs: i64, elapsed: i64) -> bool {
+    let window = u128::from(window_secs.max(1).unsigned_abs());
+    let remaining = window.saturating_sub(u128::from(elapsed.clamp(0, window_secs.max(1)).unsigned_abs()));
+    u128::from(previous) * remaining + u128::from(current) * window < u128::from(limit) * window
+}
+
+/// The fixed window `now` falls in, and how far into it `now` is.
+pub fn rate_window(window_secs: i64, now: UnixTime) -> (i64, i64) {
+    let window = window_secs.max(1);
+    (now.div_euclid(window), now.rem_euclid(window))
 }
 
 /// The configured backend.
@@ -134,6 +177,19 @@ impl LedgerBackend for Ledger {
         match self {
             Ledger::Memory(l) => l.lease_generation(grant_id).await,
             Ledger::Redis(l) => l.lease_generation(grant_id).await,
+        }
+    }
+
+    async fn take_rate(
+        &self,
+        key: &str,
+        limit: u64,
+        window_secs: i64,
+        now: UnixTime,
+    ) -> Result<Rate, Reason> {
+        match self {
+            Ledger::Memory(l) => l.take_rate(key, limit, window_secs, now).await,
+            Ledger::Redis(l) => l.take_rate(key, limit, window_secs, now).await,
         }
     }
 }

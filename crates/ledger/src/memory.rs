@@ -8,9 +8,20 @@ use gatehouse_core::{Reason, UnixTime};
 
 use crate::epoch::Epochs;
 use crate::record::{GrantRecord, Operation, RETENTION_SECS, Registration, Remaining, Status};
-use crate::{LedgerBackend, Registered, RevokeScope};
+use crate::{LedgerBackend, Rate, Registered, RevokeScope, rate_allows, rate_window};
 
 const SHARDS: usize = 16;
+/// Rate keys kept at once; past it, those idle for two windows go.
+const MAX_RATE_KEYS: usize = 10_000;
+
+/// One rate key's counts: the fixed window they are of, its uses, and the
+/// previous window's.
+#[derive(Debug, Clone, Copy, Default)]
+struct RateCounts {
+    window: i64,
+    current: u64,
+    previous: u64,
+}
 
 /// Records in sharded maps: a consume locks one shard for the length of one
 /// check-and-apply, so tasks spending different grants rarely contend and
@@ -22,6 +33,7 @@ pub struct MemoryLedger {
     shards: Arc<[Mutex<HashMap<String, GrantRecord>>; SHARDS]>,
     epochs: Arc<RwLock<Epochs>>,
     hasher: RandomState,
+    rates: Arc<Mutex<HashMap<String, RateCounts>>>,
 }
 
 impl Default for MemoryLedger {
@@ -37,6 +49,7 @@ impl MemoryLedger {
             shards: Arc::new(std::array::from_fn(|_| Mutex::new(HashMap::new()))),
             epochs: Arc::default(),
             hasher: RandomState::new(),
+            rates: Arc::default(),
         }
     }
 
@@ -107,6 +120,30 @@ impl MemoryLedger {
 }
 
 impl LedgerBackend for MemoryLedger {
+    async fn take_rate(
+        &self,
+        key: &str,
+        limit: u64,
+        window_secs: i64,
+        now: UnixTime,
+    ) -> Result<Rate, Reason> {
+        let (window, elapsed) = rate_window(window_secs, now);
+        let mut rates = self.rates.lock().unwrap_or_else(PoisonError::into_inner);
+        if rates.len() >= MAX_RATE_KEYS && !rates.contains_key(key) {
+            rates.retain(|_, counts| counts.window >= window - 1);
+        }
+        let counts = rates.entry(key.to_owned()).or_default();
+        if counts.window != window {
+            let previous = if counts.window == window - 1 { counts.current } else { 0 };
+            *counts = RateCounts { window, current: 0, previous };
+        }
+        if !rate_allows(counts.previous, counts.current, limit, window_secs, elapsed) {
+            return Ok(Rate::Spent { retry_after_secs: (window_secs.max(1) - elapsed).max(1) });
+        }
+        counts.current += 1;
+        Ok(Rate::Taken)
+    }
+
     async fn register(&self, registration: &Registration) -> Result<Registered, Reason> {
         let mut map = self.shard(&registration.grant_id).lock().unwrap_or_else(PoisonError::into_inner);
         match map.get(&registration.grant_id) {

@@ -25,7 +25,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, Value};
 
 use crate::record::{GrantRecord, Operation, RETENTION_SECS, Registration, Remaining, Status};
-use crate::{LedgerBackend, Registered, RevokeScope};
+use crate::{LedgerBackend, Rate, Registered, RevokeScope, rate_window};
 
 /// Numbers the scripts handle must be exact in Lua's doubles.
 const MAX_EXACT: u64 = (1 << 53) - 1;
@@ -80,7 +80,21 @@ struct Scripts {
     revoke_tenant: Script,
     revoke_all: Script,
     bump_leases: Script,
+    take_rate: Script,
 }
+
+/// KEYS: this window's count, the previous window's.
+/// ARGV: limit, window seconds, seconds elapsed in this window.
+/// Mirrors `rate_allows`; a count lives two windows.
+const TAKE_RATE: &str = r"
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+local previous = tonumber(redis.call('GET', KEYS[2]) or '0')
+local limit, window, elapsed = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if previous * (window - elapsed) + current * window >= limit * window then return 0 end
+redis.call('INCR', KEYS[1])
+redis.call('EXPIRE', KEYS[1], 2 * window)
+return 1
+";
 
 /// Whether a marker revokes the grant registered as `sq` under tenant `t`
 /// (`Epochs::covers`). Markers are 0 until first set; legacy records
@@ -267,6 +281,7 @@ impl RedisLedger {
                 revoke_tenant: Script::new(REVOKE_TENANT),
                 revoke_all: Script::new(REVOKE_ALL),
                 bump_leases: Script::new(BUMP_LEASES),
+                take_rate: Script::new(TAKE_RATE),
             }),
         })
     }
@@ -341,6 +356,28 @@ impl RedisLedger {
 }
 
 impl LedgerBackend for RedisLedger {
+    async fn take_rate(
+        &self,
+        key: &str,
+        limit: u64,
+        window_secs: i64,
+        now: UnixTime,
+    ) -> Result<Rate, Reason> {
+        let window_secs = window_secs.max(1);
+        let (window, elapsed) = rate_window(window_secs, now);
+        // One hash tag for both windows' keys: one slot on a cluster.
+        let base = format!("{}rate:{{{key}}}", self.prefix);
+        let (current, previous) = (format!("{base}:{window}"), format!("{base}:{}", window - 1));
+        let mut conn = self.conn.clone();
+        let mut script = self.scripts.take_rate.key(current);
+        script.key(previous).arg(limit).arg(window_secs).arg(elapsed);
+        let taken: i64 = self.run("take_rate", script.invoke_async(&mut conn)).await?;
+        Ok(match taken {
+            1 => Rate::Taken,
+            _ => Rate::Spent { retry_after_secs: (window_secs - elapsed).max(1) },
+        })
+    }
+
     async fn register(&self, registration: &Registration) -> Result<Registered, Reason> {
         let r = registration;
         if [r.max_requests, r.max_upload_bytes, r.max_output_files, r.max_egress_bytes]

@@ -147,7 +147,10 @@ impl DoorLeases {
     /// its row's facts as they stand: a row edited to send the secret
     /// elsewhere or otherwise does not open (`credential_tampered`), and
     /// that is counted and logged as tampering.
-    fn open(&self, credential: &Credential) -> Result<gatehouse_capability::CredentialSecret, Reason> {
+    pub(crate) fn open(
+        &self,
+        credential: &Credential,
+    ) -> Result<gatehouse_capability::CredentialSecret, Reason> {
         let opened = SealedSecret::parse(&credential.sealed)
             .and_then(|s| self.keys.open(&s, &credential.sealing_context()));
         opened.map_err(|e| {

@@ -40,6 +40,18 @@ pub enum PlaneError {
         /// What was done all the same, when something was.
         message: Option<&'static str>,
     },
+    /// A rate ran out: the same call succeeds after `retry_after_secs`.
+    #[error("rate limited: {reason}")]
+    RateLimited {
+        /// Which rate.
+        reason: Reason,
+        /// Seconds until trying again can succeed.
+        retry_after_secs: u32,
+    },
+    /// The upstream a request went to failed (unreachable, timed out, bad
+    /// TLS, an answer too large or not HTTP).
+    #[error("upstream failed: {0}")]
+    Upstream(Reason),
     /// This node's role does not hold what the operation needs.
     #[error("not served by this node's role")]
     NotServed,
@@ -68,6 +80,8 @@ impl PlaneError {
             Self::Conflict(_) => ErrorCode::Conflict,
             Self::Refused(_) => ErrorCode::Refused,
             Self::Unavailable { .. } => ErrorCode::Unavailable,
+            Self::RateLimited { .. } => ErrorCode::RateLimited,
+            Self::Upstream(_) => ErrorCode::BadGateway,
             Self::NotServed => ErrorCode::Forbidden,
             Self::Internal(_) => ErrorCode::Internal,
         }
@@ -80,6 +94,8 @@ impl PlaneError {
             Self::Refused(reason)
             | Self::Unavailable { reason, .. }
             | Self::BadInput(reason)
+            | Self::RateLimited { reason, .. }
+            | Self::Upstream(reason)
             | Self::Unauthenticated(reason) => Some(*reason),
             Self::NotServed | Self::Internal(_) => None,
         }
@@ -106,6 +122,23 @@ impl PlaneError {
     /// A run that is not there.
     pub const fn run_unknown() -> Self {
         Self::NotFound(Some(Reason::RunUnknown))
+    }
+}
+
+/// How the door's refusals read as the plane's: the one mapping the fetch
+/// API uses too ([`DoorError::code`]).
+impl From<gatehouse_egress::run_fetch::DoorError> for PlaneError {
+    fn from(e: gatehouse_egress::run_fetch::DoorError) -> Self {
+        use gatehouse_egress::run_fetch::DoorError;
+        match e {
+            DoorError::Refused(reason) => match e.code() {
+                ErrorCode::BadGateway => Self::Upstream(reason),
+                ErrorCode::BadRequest => Self::BadInput(reason),
+                _ => Self::refusal(reason),
+            },
+            DoorError::NotServed => Self::NotServed,
+            DoorError::Internal => Self::Internal("door_internal"),
+        }
     }
 }
 

@@ -37,6 +37,7 @@ use gatehouse_ledger::Ledger;
 use gatehouse_store::Store;
 
 mod caller;
+pub mod credential_use;
 pub mod credentials;
 pub mod door;
 mod error;
@@ -90,6 +91,9 @@ pub struct Parts {
     /// This node's door, whose revoked tunnels and pooled connections are
     /// closed at once when runs stop being live.
     pub proxy: Option<Arc<Proxy>>,
+    /// Gateway: the door for requests made on a run's behalf (the fetch
+    /// API) and for a person's own requests with a stored credential.
+    pub fetch_door: Option<Arc<gatehouse_egress::run_fetch::FetchDoor>>,
     /// Where files through grants are kept (worker, gateway and all).
     pub storage: Option<gatehouse_files::Storage>,
     /// Where dependency scans find advisories (worker and all).
@@ -119,6 +123,9 @@ pub struct Settings {
     pub grant_max_lifetime_secs: i64,
     /// A live run without a heartbeat this long expires.
     pub run_heartbeat_timeout_secs: i64,
+    /// Requests a minute a tenant's people may make with its stored
+    /// credentials (the ledger counts them for the whole fleet).
+    pub credential_use_per_minute: u64,
 }
 
 impl std::ops::Deref for Plane {
@@ -147,6 +154,14 @@ impl Plane {
 
 /// Ids are 1-128 characters of `[A-Za-z0-9._:-]`, and not `.` or `..`.
 pub const ID_RULE: &str = "ids are 1-128 characters of [A-Za-z0-9._:-], and not . or ..";
+
+/// Whether `name` is one the audit log can carry as a person: 1-64
+/// characters of letters, digits, `.`, `_`, `-`, `@`.
+pub fn is_person_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@'))
+}
 
 /// Free text a caller gives (a reason, an actor): stored and shown to
 /// people, so bounded and free of control characters.

@@ -147,6 +147,8 @@ impl RefusalLog {
             host: None,
             rule: None,
             lease_id: None,
+            actor: None,
+            file_name: None,
             dry_run: false,
             at: 0,
         });
@@ -682,6 +684,8 @@ mod tests {
             rule: None,
             request_id: None,
             lease_id: None,
+            actor: None,
+            file_name: None,
             dry_run: false,
             refusal: true,
         }

@@ -114,8 +114,11 @@ const FILES_QUERY: &[Param] = &[
     param("name", true, schema::file_name),
     param("conversation_id", false, schema::id),
 ];
-const SCAN_CONTENT_QUERY: &[Param] =
-    &[param("tenant_id", false, schema::id), param("run_id", false, schema::id)];
+const SCAN_CONTENT_QUERY: &[Param] = &[
+    param("tenant_id", false, schema::id),
+    param("run_id", false, schema::id),
+    param("name", false, schema::file_name),
+];
 
 /// Every route the router serves.
 pub const ROUTES: &[Route] = &[
@@ -459,6 +462,16 @@ pub const ROUTES: &[Route] = &[
         answer: Answer::Json(&["items", "next_cursor"]),
     },
     Route {
+        method: "get",
+        path: "/v1/runs/{run_id}/artifacts",
+        summary: "The files a run wrote, with their content verdicts, and its uploads refused as content.",
+        auth: true,
+        query: &[],
+        body: Body::None,
+        status: 200,
+        answer: Answer::Json(&["items", "refused", "truncated"]),
+    },
+    Route {
         method: "post",
         path: "/v1/tenants/{tenant_id}/credentials",
         summary: "Store a credential, sealed at once to the gateway's key; the answer carries its fingerprint, never the secret.",
@@ -507,6 +520,16 @@ pub const ROUTES: &[Route] = &[
         body: Body::Json(schema::secret_request),
         status: 200,
         answer: Answer::Json(&["credential_id", "fingerprint", "version"]),
+    },
+    Route {
+        method: "post",
+        path: "/v1/tenants/{tenant_id}/credentials/{credential_id}/fetch",
+        summary: "A person's own request with a stored credential (gateway and all roles): the door injects it, the tenant's policy applies, the answer is scrubbed; audited as credential.use, rate-limited per tenant.",
+        auth: true,
+        query: &[],
+        body: Body::Json(schema::person_fetch_request),
+        status: 200,
+        answer: Answer::Json(&["status", "headers", "body_base64", "redirects"]),
     },
     Route {
         method: "post",
@@ -659,7 +682,7 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "post",
         path: "/v1/content/scan",
-        summary: "Judge content by its bytes (and clamd, when configured); query: tenant_id, run_id.",
+        summary: "Judge content by its bytes (and clamd, when configured); query: tenant_id, run_id, and the file's name.",
         auth: true,
         query: SCAN_CONTENT_QUERY,
         body: Body::Raw,
@@ -1087,14 +1110,33 @@ pub mod schema {
         )
     }
 
-    /// `POST /v1/egress/fetch`.
-    pub fn fetch_request() -> Value {
-        let header = json!({
+    /// A header to send: `[name, value]`.
+    fn header_pair() -> Value {
+        json!({
             "type": "array",
             "prefixItems": [string(), string()],
             "items": false,
             "minItems": 2,
-        });
+        })
+    }
+
+    /// `POST /v1/tenants/{tenant_id}/credentials/{credential_id}/fetch`.
+    pub fn person_fetch_request() -> Value {
+        closed(
+            json!({
+                "actor": {"type": "string", "pattern": "^person:[A-Za-z0-9._@-]{1,64}$"},
+                "method": method(),
+                "url": string(),
+                "headers": {"type": "array", "items": header_pair()},
+                "body_base64": nullable(string()),
+            }),
+            &["actor", "url"],
+        )
+    }
+
+    /// `POST /v1/egress/fetch`.
+    pub fn fetch_request() -> Value {
+        let header = header_pair();
         closed(
             json!({
                 "grant": nullable(string()),
@@ -1160,7 +1202,10 @@ pub fn document(strict_tenants: bool) -> Value {
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
             },
         });
-        if matches!(r.path, "/v1/refusals" | "/v1/runs/{run_id}/events" | "/v1/audit") {
+        if matches!(
+            r.path,
+            "/v1/refusals" | "/v1/runs/{run_id}/events" | "/v1/runs/{run_id}/artifacts" | "/v1/audit"
+        ) {
             responses[r.status.to_string()]["headers"] = json!({crate::http::RECORD_COMPLETE: {
                 "description": "Whether every event this node queued before the read was in the store (false: read again).",
                 "schema": {"type": "string", "enum": ["true", "false"]},
@@ -1245,6 +1290,7 @@ pub fn document(strict_tenants: bool) -> Value {
                         "reason": {"type": "string"},
                         "retryable": {"type": "boolean"},
                         "request_id": {"type": "string"},
+                        "retry_after_secs": {"type": "integer", "minimum": 0},
                     },
                 }},
             }},

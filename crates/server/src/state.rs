@@ -48,8 +48,6 @@ pub struct Inner {
     pub readiness: tokio::sync::Mutex<Option<(std::time::Instant, Result<(), gatehouse_core::Reason>)>>,
     /// The proxy URL handed to sandboxes.
     pub proxy_public_url: String,
-    /// The door behind `POST /v1/egress/fetch` (gateway and all).
-    pub fetch_door: Option<FetchDoor>,
     /// Sniffing plus clamd when configured (`POST /v1/content/scan`).
     pub content: gatehouse_content::ContentScanner,
     /// Counters for `/metrics`.
@@ -206,7 +204,7 @@ impl AppState {
             _ => None,
         };
         let fetch_door = match (&fetcher, config.grant_secret.as_ref(), ledger.as_ref()) {
-            (Some(fetcher), Some(secret), Some(ledger)) => Some(FetchDoor {
+            (Some(fetcher), Some(secret), Some(ledger)) => Some(Arc::new(FetchDoor {
                 fetcher: fetcher.clone(),
                 grants: new_sealer(secret),
                 ledger: ledger.clone(),
@@ -216,7 +214,7 @@ impl AppState {
                 signing: door_leases.clone().map(|d| d as Arc<dyn SigningSecrets>),
                 sink: refusals.clone(),
                 clock: clock.clone(),
-            }),
+            })),
             _ => None,
         };
         let sessions = config
@@ -257,6 +255,7 @@ impl AppState {
                 .map(gatehouse_capability::FingerprintKey::new),
             door_leases,
             proxy,
+            fetch_door,
             storage,
             osv,
             scan_limits: ScanLimits::new(config.deps_scan_concurrency, config.deps_scan_wait),
@@ -269,6 +268,7 @@ impl AppState {
                 grant_ttl_secs: config.grant_ttl_secs,
                 grant_max_lifetime_secs: config.grant_max_lifetime_secs,
                 run_heartbeat_timeout_secs: config.run_heartbeat_timeout_secs,
+                credential_use_per_minute: config.credential_use_per_minute,
             },
         });
         Ok(Self(Arc::new(Inner {
@@ -279,7 +279,6 @@ impl AppState {
             metrics_token: config.metrics_token,
             readiness: tokio::sync::Mutex::new(None),
             proxy_public_url: config.proxy_public_url,
-            fetch_door,
             content,
             metrics: Metrics::default(),
             intercept_ca_cert_pem: config.intercept_ca_cert_pem.clone().filter(|_| config.role.mints()),

@@ -24,7 +24,7 @@ pub(crate) async fn append_events(
     for chunk in in_fixed_chunks(&numbered) {
         let mut insert = sqlx::QueryBuilder::<Db>::new(
             "INSERT INTO events (seq, at, tenant_id, run_id, kind, reason, host, rule, request_id, lease_id, \
-             dry_run, refusal) ",
+             actor, file_name, dry_run, refusal) ",
         );
         insert.push_values(chunk, |mut row, (e, seq)| {
             let e: &NewEvent = e;
@@ -38,6 +38,8 @@ pub(crate) async fn append_events(
                 .push_bind(e.rule.as_deref())
                 .push_bind(e.request_id.as_deref())
                 .push_bind(e.lease_id.as_deref())
+                .push_bind(e.actor.as_deref())
+                .push_bind(e.file_name.as_deref())
                 .push_bind(i64::from(e.dry_run))
                 .push_bind(i64::from(e.refusal));
         });
@@ -101,8 +103,13 @@ fn refusal_records(events: &[NewEvent], seqs: &[i64]) -> Vec<AuditRecord> {
     for (e, seq) in events.iter().zip(seqs).filter(|(e, _)| e.refusal) {
         let mut item = serde_json::json!({"event_seq": seq, "at": e.at, "kind": e.kind, "reason": e.reason,
             "host": e.host, "rule": e.rule, "request_id": e.request_id, "dry_run": e.dry_run});
-        if let (Some(lease_id), Some(fields)) = (&e.lease_id, item.as_object_mut()) {
-            fields.insert("lease_id".into(), lease_id.as_str().into());
+        if let Some(fields) = item.as_object_mut() {
+            let optional = [("lease_id", &e.lease_id), ("actor", &e.actor), ("file_name", &e.file_name)];
+            for (name, value) in optional {
+                if let Some(value) = value {
+                    fields.insert(name.into(), value.as_str().into());
+                }
+            }
         }
         match groups.iter_mut().find(|(first, _)| first.tenant_id == e.tenant_id && first.run_id == e.run_id)
         {
@@ -132,6 +139,8 @@ struct EventRow {
     rule: Option<String>,
     request_id: Option<String>,
     lease_id: Option<String>,
+    actor: Option<String>,
+    file_name: Option<String>,
     dry_run: i64,
     refusal: i64,
     count: i64,
@@ -139,8 +148,8 @@ struct EventRow {
     client: Option<String>,
 }
 
-const EVENT_COLUMNS: &str = "seq, at, tenant_id, run_id, kind, reason, host, rule, request_id, lease_id, dry_run, \
-     refusal, count, listener, client";
+const EVENT_COLUMNS: &str = "seq, at, tenant_id, run_id, kind, reason, host, rule, request_id, lease_id, actor, \
+     file_name, dry_run, refusal, count, listener, client";
 
 impl EventRow {
     fn into_event(self) -> Event {
@@ -156,6 +165,8 @@ impl EventRow {
                 rule: self.rule,
                 request_id: self.request_id,
                 lease_id: self.lease_id,
+                actor: self.actor,
+                file_name: self.file_name,
                 dry_run: self.dry_run != 0,
                 refusal: self.refusal != 0,
             },

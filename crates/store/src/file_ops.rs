@@ -4,7 +4,7 @@
 // writes them.
 
 const FILE_COLUMNS: &str =
-    "file_id, tenant_id, user_id, namespace, session_id, resource, name, bytes, sha256, verdict, created_at";
+    "file_id, tenant_id, user_id, namespace, session_id, resource, name, bytes, sha256, verdict, created_at, run_id";
 
 /// Records `file` (its object complete) and audits it. A session's file
 /// replaces the session's file of the same name, whose record is returned
@@ -43,7 +43,7 @@ pub(crate) async fn record_file(
     }
     sqlx::query(
         "INSERT INTO files (file_id, tenant_id, user_id, namespace, session_id, resource, name, bytes, sha256, \
-         verdict, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+         verdict, created_at, run_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(&file.file_id)
     .bind(&file.tenant_id)
@@ -56,9 +56,10 @@ pub(crate) async fn record_file(
     .bind(&file.sha256)
     .bind(&file.verdict)
     .bind(file.created_at)
+    .bind(&file.run_id)
     .execute(tx.conn())
     .await?;
-    let detail = serde_json::json!({"user_id": file.user_id, "session_id": file.session_id,
+    let detail = serde_json::json!({"user_id": file.user_id, "session_id": file.session_id, "run_id": file.run_id,
         "resource": file.resource, "name": file.name, "bytes": file.bytes, "sha256": file.sha256,
         "verdict": file.verdict, "replaced": replaced.as_ref().map(|r: &files::StoredFile| &r.file_id)});
     let action = if file.session_id.is_some() { "file.upload" } else { "file.store" };
@@ -140,6 +141,31 @@ pub(crate) async fn session_files(
         .await?;
     }
     Ok(files)
+}
+
+/// What a run left: the files it wrote (oldest first) and the uploads
+/// refused as content (in the order refused), `limit` of each at most.
+pub(crate) async fn run_artifacts(
+    pool: &Pool<Db>,
+    run_id: &str,
+    limit: i64,
+) -> Result<files::RunArtifacts, StoreError> {
+    let written: Vec<files::StoredFile> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {FILE_COLUMNS} FROM files WHERE run_id = $1 ORDER BY created_at, file_id LIMIT $2"
+    )))
+    .bind(run_id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    let refused: Vec<files::RefusedUpload> = sqlx::query_as(
+        "SELECT file_name, reason, at FROM events WHERE run_id = $1 AND kind = 'content_refused' \
+         AND refusal = 1 AND dry_run = 0 ORDER BY seq LIMIT $2",
+    )
+    .bind(run_id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    Ok(files::RunArtifacts { written, refused })
 }
 
 /// Deletes the record of `file_id` of `tenant_id` and audits it; returns it

@@ -28,6 +28,8 @@ pub struct StoredFile {
     pub verdict: String,
     /// When it was kept.
     pub created_at: UnixTime,
+    /// The run that wrote it (a session's file written through a grant).
+    pub run_id: Option<String>,
 }
 
 impl StoredFile {
@@ -35,6 +37,26 @@ impl StoredFile {
     pub fn tenant(&self) -> Option<&str> {
         (!self.tenant_id.is_empty()).then_some(self.tenant_id.as_str())
     }
+}
+
+/// An upload of a run refused as content.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct RefusedUpload {
+    /// The name the file was given (none: content scanned without one).
+    pub file_name: Option<String>,
+    /// Why (`content_malware`, `content_executable`, ...).
+    pub reason: Option<String>,
+    /// When.
+    pub at: UnixTime,
+}
+
+/// What a run left behind: its files and its refused uploads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunArtifacts {
+    /// The files it wrote, each with its content verdict.
+    pub written: Vec<StoredFile>,
+    /// The uploads refused as content.
+    pub refused: Vec<RefusedUpload>,
 }
 
 /// A session that holds files, as the sweeper sees it.

@@ -781,6 +781,12 @@ impl Store {
         dispatch!(self.session_files(tenant.unwrap_or(""), user_id, namespace, session_id, now))
     }
 
+    /// What run `run_id` left: the files it wrote and its uploads refused
+    /// as content, `limit` of each at most.
+    pub async fn run_artifacts(&self, run_id: &str, limit: i64) -> Result<files::RunArtifacts, StoreError> {
+        dispatch!(self.run_artifacts(run_id, limit))
+    }
+
     /// Deletes a file's record and audits it; returns it, its object being
     /// the caller's to delete.
     pub async fn delete_file(

@@ -148,6 +148,12 @@ pub struct NewEvent {
     pub request_id: Option<String>,
     /// The lease, for lease events.
     pub lease_id: Option<String>,
+    /// Who acted, for a refusal of a person's action outside any run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// For a refused upload: the file's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
     /// Recorded, not enforced (a dry-run policy).
     pub dry_run: bool,
     /// A security refusal (listed by `GET /v1/refusals` and audited).
@@ -173,6 +179,8 @@ impl NewEvent {
             rule: r.rule,
             request_id: r.request_id,
             lease_id: r.lease_id,
+            actor: r.actor,
+            file_name: r.file_name,
             dry_run: r.dry_run,
             refusal: true,
         }
@@ -190,6 +198,8 @@ impl NewEvent {
             rule: None,
             request_id: None,
             lease_id: Some(lease.lease_id.clone()),
+            actor: None,
+            file_name: None,
             dry_run: false,
             refusal: false,
         }
@@ -207,6 +217,8 @@ impl NewEvent {
             rule: None,
             request_id: None,
             lease_id: None,
+            actor: None,
+            file_name: None,
             dry_run: false,
             refusal: false,
         }
@@ -281,6 +293,8 @@ impl Event {
             host: e.host.clone(),
             rule: e.rule.clone(),
             lease_id: e.lease_id.clone(),
+            actor: e.actor.clone(),
+            file_name: e.file_name.clone(),
             dry_run: e.dry_run,
             at: e.at,
         })

@@ -84,6 +84,8 @@ pub trait RefusalSink: Send + Sync + 'static {
             host: None,
             rule: None,
             lease_id: None,
+            actor: None,
+            file_name: None,
             dry_run: false,
             at: 0,
         });
@@ -392,6 +394,8 @@ impl Proxy {
             host,
             rule,
             lease_id: None,
+            actor: None,
+            file_name: None,
             dry_run: false,
             at: self.clock.now(),
         }

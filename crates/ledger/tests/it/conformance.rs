@@ -5,7 +5,7 @@ use gatehouse_test_support::RedisServer;
 
 use gatehouse_core::Reason;
 use gatehouse_ledger::{
-    LedgerBackend, MemoryLedger, Operation, RedisLedger, RedisLedgerConfig, Registered, Registration,
+    LedgerBackend, MemoryLedger, Operation, Rate, RedisLedger, RedisLedgerConfig, Registered, Registration,
     RevokeScope, Status,
 };
 
@@ -264,6 +264,52 @@ async fn concurrent_egress_never_overspends(l: impl LedgerBackend + Clone + Send
     assert_eq!(l.get("g1").await.unwrap().unwrap().egress_bytes, 994);
 }
 
+/// A rate is taken up to its limit in a window, refused past it (counting
+/// nothing), slides into the next window by the overlap, and is kept per
+/// key.
+async fn takes_a_rate_and_slides_its_window(l: impl LedgerBackend) {
+    const WINDOW: i64 = 60;
+    let start = (NOW / WINDOW) * WINDOW;
+    for _ in 0..5 {
+        assert_eq!(l.take_rate("t1", 5, WINDOW, start + 10).await, Ok(Rate::Taken));
+    }
+    assert_eq!(l.take_rate("t1", 5, WINDOW, start + 20).await, Ok(Rate::Spent { retry_after_secs: 40 }));
+    assert_eq!(l.take_rate("t2", 5, WINDOW, start + 20).await, Ok(Rate::Taken), "another key has its own");
+    // A third into the next window, two thirds of the previous five still
+    // count (3.33): two more fit (4.33 before the second), the third not.
+    for _ in 0..2 {
+        assert_eq!(l.take_rate("t1", 5, WINDOW, start + WINDOW + 20).await, Ok(Rate::Taken));
+    }
+    assert_eq!(
+        l.take_rate("t1", 5, WINDOW, start + WINDOW + 20).await,
+        Ok(Rate::Spent { retry_after_secs: 40 })
+    );
+    // Two windows on, nothing of the first counts.
+    for _ in 0..5 {
+        assert_eq!(l.take_rate("t1", 5, WINDOW, start + 3 * WINDOW).await, Ok(Rate::Taken));
+    }
+}
+
+/// Many tasks taking one rate at once never take more than its limit.
+async fn concurrent_takers_never_exceed_a_rate(l: impl LedgerBackend + Clone + Send + Sync + 'static) {
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let l = l.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut taken = 0;
+            for _ in 0..10 {
+                taken += u32::from(l.take_rate("t1", 60, 60, NOW).await == Ok(Rate::Taken));
+            }
+            taken
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(total, 60);
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod memory {
@@ -298,6 +344,8 @@ conformance!(
     spends_egress_bytes_exactly_apart_from_requests,
     concurrent_egress_never_overspends,
     every_spend_answers_with_the_lease_generation,
+    takes_a_rate_and_slides_its_window,
+    concurrent_takers_never_exceed_a_rate,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

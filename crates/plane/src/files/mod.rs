@@ -56,6 +56,20 @@ pub struct InputFile<'a> {
     pub conversation_id: Option<&'a str>,
 }
 
+/// The most files, and the most refused uploads, a run's artifacts list:
+/// past it the list says it is `truncated` (a run's files stay readable
+/// through its session).
+pub const ARTIFACTS_LIMIT: i64 = 1000;
+
+/// What a run left, as its artifacts list it.
+#[derive(Debug, Clone)]
+pub struct Artifacts {
+    /// Its files and refused uploads, oldest first.
+    pub left: gatehouse_store::files::RunArtifacts,
+    /// Either list held more than [`ARTIFACTS_LIMIT`].
+    pub truncated: bool,
+}
+
 /// A file not found, as every file route says it.
 pub const fn file_unknown() -> PlaneError {
     PlaneError::NotFound(Some(Reason::FileUnknown))
@@ -143,14 +157,14 @@ impl Plane {
         match spend(ledger, &claims.grant_id, op, self.clock.now(), self.settings.ledger_required).await {
             Ok(_) => Ok(()),
             Err(reason) => {
-                self.note_file_refusal(request_id, of_run(claims), refusal_kind(reason), reason, None);
+                self.note_file_refusal(request_id, of_run(claims), refusal_kind(reason), reason, None, None);
                 Err(PlaneError::refusal(reason))
             }
         }
     }
 
     /// Records a refusal of `tenant`'s file operation (of `run`, for a
-    /// sandbox's).
+    /// sandbox's), naming the file when it has a name.
     pub fn note_file_refusal(
         &self,
         request_id: &str,
@@ -158,6 +172,7 @@ impl Plane {
         kind: RefusalKind,
         reason: Reason,
         rule: Option<String>,
+        file_name: Option<&str>,
     ) {
         self.refusals.record_refusal(Refusal {
             kind,
@@ -168,6 +183,8 @@ impl Plane {
             host: None,
             rule,
             lease_id: None,
+            actor: None,
+            file_name: file_name.map(str::to_owned),
             dry_run: false,
             at: 0,
         });
@@ -181,22 +198,25 @@ impl Plane {
         whose: (Option<&str>, Option<&str>),
         reason: Option<Reason>,
         signature: Option<String>,
+        file_name: Option<&str>,
     ) -> PlaneError {
         let reason = reason.unwrap_or(Reason::ScannerUnavailable);
-        self.record_content_refusal(request_id, whose, reason, signature);
+        self.record_content_refusal(request_id, whose, reason, signature, file_name);
         PlaneError::refusal(reason)
     }
 
     /// Records a content verdict that refused, as `whose` (a tenant, and a
-    /// run while it is live), naming the signature that matched.
+    /// run while it is live), naming the signature that matched and the
+    /// file (a run's refused uploads are listed with its artifacts).
     pub fn record_content_refusal(
         &self,
         request_id: &str,
         whose: (Option<&str>, Option<&str>),
         reason: Reason,
         signature: Option<String>,
+        file_name: Option<&str>,
     ) {
-        self.note_file_refusal(request_id, whose, RefusalKind::ContentRefused, reason, signature);
+        self.note_file_refusal(request_id, whose, RefusalKind::ContentRefused, reason, signature, file_name);
     }
 
     /// The namespace an input file the platform stores goes into: the
@@ -263,6 +283,23 @@ impl Plane {
     pub async fn input_file(&self, tenant_id: &str, file_id: &str) -> Result<StoredFile> {
         let (_, store) = self.file_places()?;
         store.file(Some(tenant_id), file_id).await?.ok_or_else(file_unknown)
+    }
+
+    /// What run `run_id` left (see [`ARTIFACTS_LIMIT`]): the files it wrote,
+    /// each with its content verdict, and its uploads refused as content,
+    /// read after this node's queued refusals reached the store.
+    pub async fn run_artifacts(&self, run_id: &str) -> Result<crate::record::RecordRead<Artifacts>> {
+        let store = self.store()?;
+        let complete = self.flush().await;
+        if store.run(run_id).await?.is_none() {
+            return Err(PlaneError::run_unknown());
+        }
+        let mut read = store.run_artifacts(run_id, ARTIFACTS_LIMIT + 1).await?;
+        let limit = usize::try_from(ARTIFACTS_LIMIT).unwrap_or(usize::MAX);
+        let truncated = read.written.len() > limit || read.refused.len() > limit;
+        read.written.truncate(limit);
+        read.refused.truncate(limit);
+        Ok(crate::record::RecordRead { read: Artifacts { left: read, truncated }, complete })
     }
 
     /// Deletes an input file: the record goes first, then the object (an

@@ -34,6 +34,7 @@ async fn store_input(node: &Node, user: &str, resource: &str, content: &'static 
         sha256: stored.sha256,
         verdict: "clean".into(),
         created_at: 0,
+        run_id: None,
     };
     node.plane.record_file(&file, "platform").await.unwrap();
     file

@@ -76,6 +76,7 @@ pub async fn node() -> Node {
         fingerprints: Some(FingerprintKey::new(&Secret::generate().unwrap())),
         door_leases: Some(Arc::new(door)),
         proxy: None,
+        fetch_door: None,
         storage: Some(gatehouse_files::Storage::from_setting(None, &dir.path().join("objects")).unwrap()),
         osv: Some(Arc::new(gatehouse_plane::scans::OsvSource::Offline(Arc::new(
             gatehouse_deps::matching::Index::new(Vec::new()),
@@ -90,6 +91,7 @@ pub async fn node() -> Node {
             grant_ttl_secs: 600,
             grant_max_lifetime_secs: 3600,
             run_heartbeat_timeout_secs: 120,
+            credential_use_per_minute: 60,
         },
     });
     Node { plane, clock, store, ledger, _dir: dir }

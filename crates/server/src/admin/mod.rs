@@ -395,14 +395,6 @@ struct SignInForm {
     password: String,
 }
 
-/// Whether a name is one the audit log can carry: 1-64 characters of
-/// letters, digits, `.`, `_`, `-`, `@`.
-fn valid_person(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@'))
-}
-
 async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
     let rid = request_id_of(&req);
     let admin = match admin(req.extensions()) {
@@ -428,7 +420,7 @@ async fn sign_in(State(state): State<AppState>, req: Request) -> Response {
         return pages::login(StatusCode::BAD_REQUEST, "Give your name and the password.", "");
     };
     let person = form.person.trim().to_owned();
-    if !valid_person(&person) {
+    if !gatehouse_plane::is_person_name(&person) {
         return pages::login(
             StatusCode::BAD_REQUEST,
             "Your name is 1 to 64 letters, digits, dots, underscores, hyphens or @.",
@@ -648,10 +640,10 @@ mod tests {
     #[test]
     fn names_are_plain_tokens() {
         for good in ["ada", "ada.lovelace@example.com", "a_b-c", &"x".repeat(64)] {
-            assert!(valid_person(good), "{good}");
+            assert!(gatehouse_plane::is_person_name(good), "{good}");
         }
         for bad in ["", "ada lovelace", "<script>", "a\u{0}b", "ädä", &"x".repeat(65), "a:b"] {
-            assert!(!valid_person(bad), "{bad}");
+            assert!(!gatehouse_plane::is_person_name(bad), "{bad}");
         }
     }
 }

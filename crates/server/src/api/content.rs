@@ -21,6 +21,9 @@ pub(super) fn routes(table: RouteTable) -> RouteTable {
 struct ScanQuery {
     tenant_id: Option<String>,
     run_id: Option<String>,
+    /// The file's name, when the content is one of the run's artifacts: a
+    /// refusal names it, and the run's artifacts list it.
+    name: Option<String>,
 }
 
 /// `POST /v1/content/scan`: the body is the content itself, streamed
@@ -36,9 +39,12 @@ async fn scan_content(
 ) -> Result<Json<Value>, ApiError> {
     use futures_util::StreamExt as _;
     let Ok(Query(query)) = query else {
-        return Err(bad_request(&rid, "the query may hold tenant_id and run_id only"));
+        return Err(bad_request(&rid, "the query may hold tenant_id, run_id and name only"));
     };
     check_ids(&rid, [&query.tenant_id, &query.run_id])?;
+    if let Some(name) = &query.name {
+        gatehouse_plane::files::check_file_name(name).answer(&rid)?;
+    }
     let (tenant_id, run_id) =
         state.plane.scan_attachment(&rid.0, &caller, query.tenant_id, query.run_id).await.answer(&rid)?;
     let scanner = &state.content;
@@ -54,7 +60,8 @@ async fn scan_content(
     state.metrics.record_content(verdict.verdict);
     if let Some(reason) = verdict.reason {
         let whose = (tenant_id.as_deref(), run_id.as_deref());
-        state.plane.record_content_refusal(&rid.0, whose, reason, verdict.signature.clone());
+        let name = query.name.as_deref();
+        state.plane.record_content_refusal(&rid.0, whose, reason, verdict.signature.clone(), name);
     }
     Ok(Json(serde_json::to_value(&verdict).unwrap_or_default()))
 }

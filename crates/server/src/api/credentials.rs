@@ -7,6 +7,7 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use gatehouse_core::is_valid_id;
 use gatehouse_egress::inject::placeholder_for;
+use gatehouse_plane::credential_use::PersonRequest;
 use gatehouse_plane::credentials::{InjectSpec, NewCredential, stored_delivery};
 use gatehouse_store::{Credential, Lease, LeaseFilter, LeaseStatus, Page};
 use http::StatusCode;
@@ -30,6 +31,46 @@ pub(super) fn routes(table: RouteTable) -> RouteTable {
             get(get_credential).delete(delete_credential),
         )
         .route("/tenants/{tenant_id}/credentials/{credential_id}/secret", put(rotate_credential))
+        .route("/tenants/{tenant_id}/credentials/{credential_id}/fetch", post(use_credential))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PersonFetch {
+    /// Who acted: `person:NAME`.
+    actor: String,
+    #[serde(default = "super::egress::default_method")]
+    method: String,
+    url: String,
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+    #[serde(default)]
+    body_base64: Option<String>,
+}
+
+/// `POST /v1/tenants/{t}/credentials/{id}/fetch`: a person's own request
+/// with a stored credential, made by the door (gateway and `all` roles:
+/// where credentials open), answered as the fetch API answers.
+async fn use_credential(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    StrictJson(req): StrictJson<PersonFetch>,
+) -> Result<Json<Value>, ApiError> {
+    let (tenant_id, credential_id) = credential_path(path, &rid)?;
+    let mut fetch = super::egress::fetch_request(
+        &rid,
+        &req.method,
+        req.url,
+        req.headers,
+        gatehouse_egress::Purpose::Request,
+    )?;
+    fetch.body = super::egress::decoded_body(&rid, req.body_base64.as_deref())?;
+    let person =
+        PersonRequest { tenant_id: &tenant_id, credential_id: &credential_id, actor: &req.actor, fetch };
+    let answer = state.plane.use_credential(&rid.0, &caller, person).await.answer(&rid)?;
+    Ok(Json(super::egress::fetch_answer(&answer)))
 }
 
 /// A secret as a caller sends it: wiped when dropped, never printed.

@@ -7,13 +7,14 @@ use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Query, State};
 use axum::response::Response;
-use gatehouse_core::{ErrorCode, PublicError, is_valid_id};
+use gatehouse_core::is_valid_id;
 use gatehouse_egress::run_fetch::{DoorError, FetchDoor, RunFetch};
+use gatehouse_plane::PlaneError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{RouteTable, forbidden};
-use crate::http::{ApiError, RequestId, StrictJson, bad_request};
+use crate::http::{ApiError, RequestId, StrictJson, api_error, bad_request};
 use crate::metrics::FetchPurpose;
 use crate::state::AppState;
 
@@ -41,22 +42,18 @@ struct FetchBody {
     sign_with: Option<String>,
 }
 
-fn default_method() -> String {
+pub(super) fn default_method() -> String {
     "GET".into()
 }
 
-/// A door error as the API answers it.
+/// A door error as the API answers it (the plane's one mapping).
 fn door_error(rid: &RequestId, e: DoorError) -> ApiError {
-    match e {
-        DoorError::Refused(reason) => ApiError(PublicError::new(e.code(), rid.0.clone()).with_reason(reason)),
-        DoorError::NotServed => forbidden(rid),
-        DoorError::Internal => ApiError::new(ErrorCode::Internal, rid),
-    }
+    api_error(rid, PlaneError::from(e))
 }
 
 /// The door, on nodes that carry runs' traffic.
 fn door<'a>(state: &'a AppState, rid: &RequestId) -> Result<&'a FetchDoor, ApiError> {
-    state.fetch_door.as_ref().ok_or_else(|| forbidden(rid))
+    state.plane.fetch_door.as_deref().ok_or_else(|| forbidden(rid))
 }
 
 /// One line per fetch, and the count by purpose of those let through.
@@ -74,13 +71,22 @@ fn counted<T>(
     Ok(answer)
 }
 
+/// How the door treats a fetch of `purpose`: a webhook delivery, or an
+/// ordinary request.
+fn door_purpose(purpose: FetchPurpose) -> gatehouse_egress::Purpose {
+    match purpose {
+        FetchPurpose::Webhook => gatehouse_egress::Purpose::Webhook,
+        _ => gatehouse_egress::Purpose::Request,
+    }
+}
+
 /// The upstream request's method and headers, checked.
-fn fetch_request(
+pub(super) fn fetch_request(
     rid: &RequestId,
     method: &str,
     url: String,
     headers: impl IntoIterator<Item = (String, String)>,
-    purpose: FetchPurpose,
+    purpose: gatehouse_egress::Purpose,
 ) -> Result<gatehouse_egress::fetch::FetchRequest, ApiError> {
     let method = http::Method::from_bytes(method.as_bytes())
         .map_err(|_| bad_request(rid, "method is not an HTTP method"))?;
@@ -93,10 +99,6 @@ fn fetch_request(
         };
         map.append(name, value);
     }
-    let purpose = match purpose {
-        FetchPurpose::Webhook => gatehouse_egress::Purpose::Webhook,
-        _ => gatehouse_egress::Purpose::Request,
-    };
     Ok(gatehouse_egress::fetch::FetchRequest {
         method,
         url,
@@ -116,18 +118,12 @@ async fn egress_fetch(
     Extension(rid): Extension<RequestId>,
     StrictJson(req): StrictJson<FetchBody>,
 ) -> Result<Json<Value>, ApiError> {
-    use base64::Engine as _;
-    let mut fetch = fetch_request(&rid, &req.method, req.url, req.headers, req.purpose)?;
+    let mut fetch = fetch_request(&rid, &req.method, req.url, req.headers, door_purpose(req.purpose))?;
     let run = door(&state, &rid)?
         .start(&rid.0, req.grant.as_deref(), &fetch)
         .await
         .map_err(|e| door_error(&rid, e))?;
-    if let Some(b) = &req.body_base64 {
-        let body = base64::engine::general_purpose::STANDARD
-            .decode(b)
-            .map_err(|_| bad_request(&rid, "body_base64 is not base64"))?;
-        fetch.body = body.into();
-    }
+    fetch.body = decoded_body(&rid, req.body_base64.as_deref())?;
     run.inject(&mut fetch, true).await.map_err(|e| door_error(&rid, e))?;
     if let Some(lease_id) = &req.sign_with {
         if req.purpose != FetchPurpose::Webhook || !is_valid_id(lease_id) {
@@ -137,17 +133,33 @@ async fn egress_fetch(
     }
     let fetched = run.fetch(fetch).await;
     let response = counted(&state, &rid, &run, req.purpose, fetched)?;
+    Ok(Json(fetch_answer(&response)))
+}
+
+/// An upstream answer as the fetch API gives it.
+pub(super) fn fetch_answer(response: &gatehouse_egress::fetch::FetchResponse) -> Value {
+    use base64::Engine as _;
     let headers: Vec<(String, String)> = response
         .headers
         .iter()
         .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned())))
         .collect();
-    Ok(Json(json!({
+    json!({
         "status": response.status.as_u16(),
         "headers": headers,
         "body_base64": base64::engine::general_purpose::STANDARD.encode(&response.body),
         "redirects": response.redirects,
-    })))
+    })
+}
+
+/// A request body's `body_base64`, decoded.
+pub(super) fn decoded_body(rid: &RequestId, body_base64: Option<&str>) -> Result<bytes::Bytes, ApiError> {
+    use base64::Engine as _;
+    let Some(b) = body_base64 else { return Ok(bytes::Bytes::new()) };
+    base64::engine::general_purpose::STANDARD
+        .decode(b)
+        .map(bytes::Bytes::from)
+        .map_err(|_| bad_request(rid, "body_base64 is not base64"))
 }
 
 #[derive(Deserialize)]
@@ -190,7 +202,7 @@ async fn egress_fetch_raw(
         };
         forward.push((name.to_owned(), value.to_owned()));
     }
-    let mut fetch = fetch_request(&rid, &q.method, q.url, forward, q.purpose)?;
+    let mut fetch = fetch_request(&rid, &q.method, q.url, forward, door_purpose(q.purpose))?;
     let run =
         door(&state, &rid)?.start(&rid.0, grant.as_deref(), &fetch).await.map_err(|e| door_error(&rid, e))?;
     let watch = run.inject(&mut fetch, false).await.map_err(|e| door_error(&rid, e))?;

@@ -138,7 +138,8 @@ async fn keep(
         Ok(kept) => kept,
         Err(failed) => {
             state.plane.forget_upload(path.file_id()).await;
-            return Err(failed.answer(state, rid, (new.tenant_id.as_deref(), new.run_id.as_deref())));
+            let whose = (new.tenant_id.as_deref(), new.run_id.as_deref());
+            return Err(failed.answer(state, rid, whose, &new.name));
         }
     };
     let file = StoredFile {
@@ -153,6 +154,7 @@ async fn keep(
         sha256: stored.sha256,
         verdict: verdict.verdict.as_str().to_owned(),
         created_at: state.plane.clock.now(),
+        run_id: new.run_id,
     };
     state.plane.record_file(&file, &new.actor).await.answer(rid)?;
     Ok((StatusCode::CREATED, Json(kept(&file))).into_response())
@@ -346,14 +348,22 @@ enum NotKept {
 }
 
 impl NotKept {
-    /// The caller's answer; refused content is recorded as `whose`.
-    fn answer(self, state: &AppState, rid: &RequestId, whose: (Option<&str>, Option<&str>)) -> ApiError {
+    /// The caller's answer; refused content is recorded as `whose`, naming the file.
+    fn answer(
+        self,
+        state: &AppState,
+        rid: &RequestId,
+        whose: (Option<&str>, Option<&str>),
+        name: &str,
+    ) -> ApiError {
         match self {
             Self::Cut => {
                 bad_request(rid, "the body was cut off or not its declared length: nothing was kept")
             }
             Self::Content(verdict) => {
-                api_error(rid, state.plane.refuse_content(&rid.0, whose, verdict.reason, verdict.signature))
+                let refused =
+                    state.plane.refuse_content(&rid.0, whose, verdict.reason, verdict.signature, Some(name));
+                api_error(rid, refused)
             }
             Self::Storage(e) => file_error(rid, e),
         }

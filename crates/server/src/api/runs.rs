@@ -27,6 +27,7 @@ pub(super) fn routes(table: RouteTable) -> RouteTable {
         .route("/runs/{run_id}/end", post(end_run))
         .route("/runs/{run_id}/cancel", post(cancel_run))
         .route("/runs/{run_id}/events", get(run_events))
+        .route("/runs/{run_id}/artifacts", get(run_artifacts))
 }
 
 #[derive(Deserialize)]
@@ -275,5 +276,32 @@ async fn run_events(
         &rid,
         events.complete,
         json!({"items": items, "next_cursor": next.map(|s| s.to_string())}),
+    ))
+}
+
+/// `GET /v1/runs/{run_id}/artifacts`: the files the run wrote, with their
+/// content verdicts, and its uploads refused as content.
+async fn run_artifacts(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let run_id = path_id(path, &rid)?;
+    let artifacts = state.plane.run_artifacts(&run_id).await.answer(&rid)?;
+    let left = &artifacts.read.left;
+    let items: Vec<Value> = left
+        .written
+        .iter()
+        .map(|f| {
+            json!({"file_id": f.file_id, "name": f.name, "bytes": f.bytes, "sha256": f.sha256,
+                "verdict": f.verdict, "at": f.created_at, "session_id": f.session_id})
+        })
+        .collect();
+    let refused: Vec<Value> =
+        left.refused.iter().map(|r| json!({"name": r.file_name, "reason": r.reason, "at": r.at})).collect();
+    Ok(record_answer(
+        &rid,
+        artifacts.complete,
+        json!({"run_id": run_id, "items": items, "refused": refused, "truncated": artifacts.read.truncated}),
     ))
 }

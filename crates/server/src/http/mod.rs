@@ -61,6 +61,9 @@ pub fn api_error(request_id: &RequestId, e: PlaneError) -> ApiError {
     if let Some(message) = e.message() {
         error = error.with_message(message);
     }
+    if let PlaneError::RateLimited { retry_after_secs, .. } = e {
+        error = error.with_retry_after(retry_after_secs);
+    }
     ApiError(error)
 }
 
@@ -102,6 +105,9 @@ impl IntoResponse for ApiError {
             "x-gatehouse-retryable",
             HeaderValue::from_static(if retryable { "true" } else { "false" }),
         );
+        if let Some(secs) = self.0.retry_after_secs {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         response
     }
 }

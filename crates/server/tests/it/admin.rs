@@ -386,6 +386,8 @@ async fn allow_offers_the_narrowest_entry_shows_the_change_and_saves_it() {
             host: Some(host.into()),
             rule: None,
             lease_id: None,
+            actor: None,
+            file_name: None,
             dry_run: false,
             at: 0,
         });
@@ -400,6 +402,8 @@ async fn allow_offers_the_narrowest_entry_shows_the_change_and_saves_it() {
         host: Some("elsewhere.example".into()),
         rule: None,
         lease_id: None,
+        actor: None,
+        file_name: None,
         dry_run: false,
         at: 0,
     });
@@ -521,6 +525,8 @@ async fn refusals_are_filtered_and_paged_and_bad_ids_are_not_found() {
             host: Some(format!("h{i}.example")),
             rule: Some("*.example".into()),
             lease_id: None,
+            actor: None,
+            file_name: None,
             dry_run: false,
             at: 0,
         });

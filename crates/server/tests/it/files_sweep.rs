@@ -49,6 +49,7 @@ fn record_of(path: &ObjectPath, at: i64) -> StoredFile {
         sha256: "ab".repeat(32),
         verdict: "not_scanned".into(),
         created_at: at,
+        run_id: None,
     }
 }
 

@@ -76,6 +76,8 @@ fn refusal(
         rule: None,
         request_id: Some("req-1".into()),
         lease_id: None,
+        actor: None,
+        file_name: None,
         dry_run: false,
         refusal: true,
     }
@@ -550,6 +552,8 @@ pub async fn refusals_and_run_events_are_durable_filtered_and_paged(f: Fresh) {
         host: None,
         rule: None,
         lease_id: None,
+        actor: None,
+        file_name: None,
         dry_run: false,
         at: 300,
     });
@@ -1605,6 +1609,7 @@ fn file_record(
         sha256: "ab".repeat(32),
         verdict: "not_scanned".into(),
         created_at: now,
+        run_id: None,
     }
 }
 
