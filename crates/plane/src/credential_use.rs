@@ -49,6 +49,15 @@ pub fn person_of(actor: &str) -> Option<&str> {
 }
 
 impl Plane {
+    /// Whether this node makes people's requests with stored credentials:
+    /// it opens them (the gateway's keys) and has a door.
+    pub fn uses_credentials(&self) -> bool {
+        self.fetch_door.is_some()
+            && self.door_leases.is_some()
+            && self.store.is_some()
+            && self.ledger.is_some()
+    }
+
     /// Makes `req` with its stored credential on a person's behalf (see the
     /// module docs). Served where credentials open and runs' traffic goes
     /// out (the gateway and `all` roles).

@@ -18,7 +18,9 @@
 //! script (the Content-Security-Policy allows none at all).
 
 mod actions;
+mod artifacts;
 mod client;
+mod credentials;
 mod pages;
 mod policy;
 mod throttle;
@@ -136,6 +138,11 @@ pub fn router(state: &AppState) -> Option<Router<AppState>> {
         .route("/admin/tenants/{tenant_id}/kill-switch", post(actions::kill_switch))
         .route("/admin/tenants/{tenant_id}/runs/{run_id}/cancel", post(actions::cancel_run))
         .route("/admin/tenants/{tenant_id}/leases/{lease_id}/revoke", post(actions::revoke_lease))
+        .route(
+            "/admin/tenants/{tenant_id}/credentials/{credential_id}/test",
+            post(credentials::test_credential),
+        )
+        .route("/admin/tenants/{tenant_id}/runs/{run_id}/artifacts", get(artifacts::run_artifacts))
         .route("/admin/emergency-revoke", get(actions::emergency_page).post(actions::emergency_revoke))
         .layer(Extension(admin))
         .layer(middleware::from_fn(page_headers));

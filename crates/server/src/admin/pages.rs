@@ -47,6 +47,17 @@ pub fn explain(reason: Option<Reason>) -> Option<&'static str> {
         Reason::RunUnknown => "There is no such run.",
         Reason::RunNotLive => "That run is no longer live.",
         Reason::TenantKillSwitch => "This tenant's kill switch is engaged.",
+        Reason::LeaseHostMismatch => "The URL is not on the credential's host: nothing was sent.",
+        Reason::LeasePlainHttp => {
+            "The credential goes over HTTPS only (it was not stored with allow_plain_http): nothing was sent."
+        }
+        Reason::LeasePurposeMismatch => "A webhook signing secret signs deliveries; it is never sent.",
+        Reason::CredentialUnknown => "There is no such credential in this tenant.",
+        Reason::CredentialUseRateLimited => {
+            "This tenant used its stored credentials for people too often in the last minute: try again shortly."
+        }
+        Reason::PolicyNotAllowed => "The tenant's egress policy does not allow this host.",
+        Reason::PolicyDenied => "The tenant's egress policy denies this host.",
         _ => return None,
     })
 }
@@ -359,6 +370,10 @@ struct TenantPage {
     runs: Vec<RunView>,
     live_runs: usize,
     leases: Vec<LeaseView>,
+    credentials: Vec<super::credentials::CredentialView>,
+    /// This node opens credentials (gateway keys): their Test works here.
+    tests_credentials: bool,
+    credential_test: Option<super::credentials::CredentialTestView>,
     kill_switch: bool,
     kill_reason: Option<String>,
     filter: RefusalQuery,
@@ -376,6 +391,7 @@ pub(super) struct Extras {
     pub(super) test_url: String,
     pub(super) test: Option<TestView>,
     pub(super) policy_form: Option<(String, String, Mode, bool)>,
+    pub(super) credential_test: Option<super::credentials::CredentialTestView>,
 }
 
 /// How many of each list a page shows.
@@ -571,6 +587,9 @@ pub(super) async fn render_tenant(
                 expires_at: when(l.expires_at),
             })
             .collect(),
+        credentials: credentials.items.iter().map(super::credentials::CredentialView::of).collect(),
+        tests_credentials: state.plane.uses_credentials(),
+        credential_test: extras.credential_test,
         refusals: refusals
             .items
             .iter()

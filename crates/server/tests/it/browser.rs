@@ -42,14 +42,19 @@ struct Plane {
 }
 
 impl Plane {
+    /// A clamd that is configured but not there: the scanner section
+    /// shows every row (reachable: no), and no upload is taken.
     fn start() -> Self {
+        Self::with_clamd(gatehouse_test_support::free_port())
+    }
+
+    /// Uploads judged by the clamd on `clamd_port`.
+    fn with_clamd(clamd_port: u16) -> Self {
         let echo = Echo::start("127.0.0.1", 0);
         let dns = Dns::start();
         let dir = tempfile::tempdir().unwrap();
         let osv = format!("{}/tests/fixtures/osv-mini", env!("CARGO_MANIFEST_DIR"));
-        // A clamd that is configured but not there: the scanner section
-        // shows every row (reachable: no).
-        let clamd_port = gatehouse_test_support::free_port().to_string();
+        let clamd_port = clamd_port.to_string();
         // A fixed proxy port, not `:0`: a run is given the proxy URL of the
         // configured address (`GATEHOUSE_PROXY_LISTEN`), and the test uses
         // exactly what a run is given.
@@ -504,6 +509,125 @@ async fn hostile_text_stays_text_and_a_form_without_its_token_changes_nothing() 
     let everywhere =
         audit["items"].as_array().unwrap().iter().find(|e| e["action"] == "admin.sign_out_everywhere");
     assert_eq!(everywhere.map(|e| e["actor"].clone()), Some(json!("person:ada")), "{audit}");
+    browser.close().await;
+}
+
+/// A person tests a stored credential from its row (the answer shown
+/// scrubbed of the secret, the call audited under their name) and opens a
+/// run's security checks from its row: its files with their verdicts and
+/// its uploads refused as content. Both pages pass axe-core.
+#[tokio::test]
+async fn a_person_tests_a_credential_and_reads_a_runs_security_checks() {
+    const SECRET: &str = "browser-person-secret-73c1d9e0";
+    let clamd = gatehouse_test_support::ClamdServer::start();
+    let plane = Plane::with_clamd(clamd.port());
+    let credential = plane.call(
+        "POST",
+        "/v1/tenants/t1/credentials",
+        json!({"name": format!("{HOSTILE} runtime"), "purpose": "runtime_secret", "host": "api.needed.test",
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"},
+            "allow_plain_http": true, "secret": SECRET}),
+    );
+    let credential_id =
+        credential["credential_id"].as_str().unwrap_or_else(|| panic!("{credential}")).to_owned();
+    // A run that writes a report, then tries an executable and EICAR.
+    let run = plane.call(
+        "POST",
+        "/v1/runs",
+        json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "print(1)"}, "output_session_id": "out-1",
+            "budgets": {"max_upload_bytes": 10_000, "max_output_files": 5}}),
+    );
+    let run_id = run["run_id"].as_str().unwrap_or_else(|| panic!("{run}")).to_owned();
+    let grant = run["grant"].as_str().unwrap().to_owned();
+    let upload = |name: &str, content: &[u8]| {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), content).unwrap();
+        let out = Command::new("curl")
+            .args(["-s", "-S", "--max-time", "20", "-o", "/dev/null", "-w", "%{http_code}", "-X", "PUT"])
+            .args(["-H", &format!("authorization: Bearer {grant}"), "--data-binary"])
+            .arg(format!("@{}", file.path().display()))
+            .arg(plane.url(&format!("/v1/sessions/out-1/files/{name}")))
+            .output()
+            .expect("curl is installed");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(upload("report.md", b"# all good\n"), "201");
+    assert_eq!(upload("tool.exe", &[b"MZ\x90\x00\x03".as_slice(), &[0u8; 59]].concat()), "403");
+    assert_eq!(upload("eicar.txt", gatehouse_test_support::EICAR), "403");
+
+    let browser = Browser::start().await;
+    let client = browser.client();
+    client.goto(&plane.url("/admin/login")).await.unwrap();
+    wait_for_text(client, "Your name").await;
+    sign_in(client, PASSWORD).await;
+    wait_for_text(client, "Signed in as person:ada").await;
+    client.goto(&plane.url("/admin/tenants/t1")).await.unwrap();
+    wait_for_text(client, "Credentials").await;
+    let field = client.find(Locator::Id(&format!("test-{credential_id}"))).await.unwrap();
+    assert_eq!(
+        field.prop("value").await.unwrap().as_deref(),
+        Some("http://api.needed.test/"),
+        "the host's root"
+    );
+    type_into(
+        client,
+        &format!("test-{credential_id}"),
+        &format!("http://api.needed.test:{}/v1/me", plane.echo.port),
+    )
+    .await;
+    click(client, &format!("form[action*='/credentials/{credential_id}/test'] button")).await;
+    let shown = wait_for_text(client, "Status 200").await;
+    assert!(
+        plane.echo.last().contains(&format!("authorization: Bearer {SECRET}")),
+        "the credential went in: {}",
+        plane.echo.last()
+    );
+    let body = client.find(Locator::Css("#credential-test pre.body")).await.unwrap().text().await.unwrap();
+    assert!(body.contains("GET /v1/me HTTP/1.1"), "{body}");
+    assert!(body.contains("authorization: Bearer gatehouse_credential_redacted"), "scrubbed: {body}");
+    let html = client.source().await.unwrap();
+    assert!(!shown.contains(SECRET) && !html.contains(SECRET), "the page never holds the secret");
+    assert_no_script_ran(client, "t1 · gatehouse").await;
+    screenshot_section(&browser, "credentials", "browser-credential-test").await;
+    assert_accessible(&browser, "the tenant page with a credential's test").await;
+    // Off the credential's host: refused, said why, nothing sent.
+    let sent = plane.echo.count();
+    type_into(client, &format!("test-{credential_id}"), "http://elsewhere.test/").await;
+    click(client, &format!("form[action*='/credentials/{credential_id}/test'] button")).await;
+    let refused = wait_for_text(client, "lease_host_mismatch").await;
+    assert!(refused.contains("not on the credential's host"), "{refused}");
+    assert_eq!(plane.echo.count(), sent, "nothing went out");
+    assert_accessible(&browser, "the tenant page with a refused test").await;
+
+    // The run's security checks, from its row.
+    client.goto(&plane.url("/admin/tenants/t1")).await.unwrap();
+    wait_for_text(client, "Runs").await;
+    click(client, &format!("a[aria-label='Security checks of run {run_id}']")).await;
+    let checks = wait_for_text(client, "Uploads refused as content").await;
+    assert_eq!(
+        client.current_url().await.unwrap().path(),
+        format!("/admin/tenants/t1/runs/{run_id}/artifacts")
+    );
+    let files = client.find(Locator::Css("#files tbody")).await.unwrap().text().await.unwrap();
+    assert!(files.contains("report.md") && files.contains("clean"), "{files}");
+    let refused = client.find(Locator::Css("#refused-uploads tbody")).await.unwrap().text().await.unwrap();
+    assert!(refused.contains("tool.exe") && refused.contains("content_executable"), "{refused}");
+    assert!(refused.contains("eicar.txt") && refused.contains("content_malware"), "{refused}");
+    assert!(!checks.contains(SECRET));
+    browser.screenshot("browser-run-security-checks").await;
+    assert_accessible(&browser, "a run's security checks").await;
+    // Another tenant's run is not found under this tenant.
+    client.goto(&plane.url(&format!("/admin/tenants/t2/runs/{run_id}/artifacts"))).await.unwrap();
+    wait_for_text(client, "Not found").await;
+
+    let audit = plane.call("GET", "/v1/audit?limit=100", json!({}));
+    let uses: Vec<&Value> =
+        audit["items"].as_array().unwrap().iter().filter(|e| e["action"] == "credential.use").collect();
+    assert_eq!(uses.len(), 2, "{audit}");
+    assert!(uses.iter().all(|e| e["actor"] == "person:ada"), "{audit}");
+    assert_eq!(uses[0]["detail"]["status"], 200);
+    assert_eq!(uses[1]["detail"]["refused"], "lease_host_mismatch");
+    assert!(!audit.to_string().contains(SECRET));
     browser.close().await;
 }
 

@@ -355,7 +355,7 @@ fn redis_down_means_no_injection() {
 }
 
 /// `pg_dump` on PATH, else PostgreSQL 15's own; never skipped.
-fn pg_dump() -> PathBuf {
+pub(crate) fn pg_dump() -> PathBuf {
     let on_path = Command::new("pg_dump").arg("--version").output().is_ok_and(|o| o.status.success());
     if on_path {
         return PathBuf::from("pg_dump");

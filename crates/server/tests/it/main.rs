@@ -17,6 +17,7 @@ mod lease_door;
 mod leases;
 mod leases_cluster;
 mod ledger;
+mod person;
 mod plane;
 mod proxy;
 mod record;

@@ -197,6 +197,7 @@ const RULES: &[(&str, &str, TenantRule, &str, &str)] = &[
     ("get", "/v1/runs/{run_id}", TenantRule::Run, "", ""),
     ("post", "/v1/runs/{run_id}/heartbeat", TenantRule::Run, "", ""),
     ("get", "/v1/runs/{run_id}/events", TenantRule::Run, "", ""),
+    ("get", "/v1/runs/{run_id}/artifacts", TenantRule::Run, "", ""),
     (
         "post",
         "/v1/runs/{run_id}/leases",
@@ -207,6 +208,13 @@ const RULES: &[(&str, &str, TenantRule, &str, &str)] = &[
     ("post", "/v1/tenants/{tenant_id}/credentials", TenantRule::Path, "", "{}"),
     ("get", "/v1/tenants/{tenant_id}/credentials", TenantRule::Path, "", ""),
     ("get", "/v1/tenants/{tenant_id}/credentials/{credential_id}", TenantRule::Path, "", ""),
+    (
+        "post",
+        "/v1/tenants/{tenant_id}/credentials/{credential_id}/fetch",
+        TenantRule::Path,
+        "",
+        r#"{"actor": "person:ada", "url": "https://api.example/"}"#,
+    ),
     (
         "put",
         "/v1/tenants/{tenant_id}/credentials/{credential_id}/secret",
