@@ -212,6 +212,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn names_are_plain_tokens() {
+        for good in ["ada", "ada.lovelace@example.com", "a_b-c", &"x".repeat(64)] {
+            assert!(crate::is_person_name(good), "{good}");
+        }
+        for bad in ["", "ada lovelace", "<script>", "a\u{0}b", "ädä", &"x".repeat(65), "a:b"] {
+            assert!(!crate::is_person_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
     fn an_actor_is_a_person_with_a_plain_name() {
         assert_eq!(person_of("person:ada@example.com"), Some("ada@example.com"));
         for bad in ["ada", "person:", "agent:ada", "person:ada lovelace", "person:<b>", "Person:ada"] {

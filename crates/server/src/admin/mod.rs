@@ -643,14 +643,4 @@ mod tests {
         assert_eq!(found(&[], "gatehouse_admin"), "absent");
         assert_eq!(found(&["theme=dark"], "gatehouse_admin"), "absent");
     }
-
-    #[test]
-    fn names_are_plain_tokens() {
-        for good in ["ada", "ada.lovelace@example.com", "a_b-c", &"x".repeat(64)] {
-            assert!(gatehouse_plane::is_person_name(good), "{good}");
-        }
-        for bad in ["", "ada lovelace", "<script>", "a\u{0}b", "ädä", &"x".repeat(65), "a:b"] {
-            assert!(!gatehouse_plane::is_person_name(bad), "{bad}");
-        }
-    }
 }

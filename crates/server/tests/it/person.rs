@@ -401,3 +401,104 @@ async fn a_worker_does_not_serve_a_persons_request() {
         reply.text
     );
 }
+
+/// The page's Test and Security checks over plain HTTP, on either store:
+/// the same audited operation as the API, the answer shown scrubbed, the
+/// secret nowhere in the page; a run's files and refused uploads listed.
+async fn the_page_tests_a_credential_and_shows_a_runs_checks(node: &Node) {
+    use crate::admin::{PASSWORD, Visitor};
+    const SECRET: &str = "canary-page-2b7e9d4c1a05f3e8";
+    let upstream = Echo::start("127.0.0.1", 0);
+    let created = call(
+        node,
+        "/v1/tenants/t1/credentials",
+        json!({"name": "runtime", "purpose": "runtime_secret", "host": "127.0.0.1",
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "allow_plain_http": true,
+            "secret": SECRET}),
+    )
+    .await;
+    let credential_id = created.json()["credential_id"].as_str().unwrap().to_owned();
+    let run = call(
+        node,
+        "/v1/runs",
+        json!({"tenant_id": "t1", "user_id": "u1", "body": {"code": "x"}, "output_session_id": "out-1",
+            "budgets": {"max_upload_bytes": 1000, "max_output_files": 5}}),
+    )
+    .await
+    .json();
+    let (run_id, grant) = (run["run_id"].as_str().unwrap(), run["grant"].as_str().unwrap());
+    for (name, content) in [("notes.md", b"# notes".to_vec()), ("tool.exe", b"\x7fELF\x02\x01\x01".to_vec())]
+    {
+        let req = http::Request::put(format!("/v1/sessions/out-1/files/{name}"))
+            .header("authorization", format!("Bearer {grant}"))
+            .header("content-length", content.len())
+            .body(axum::body::Body::from(content))
+            .unwrap();
+        send(&node.router, req).await;
+    }
+
+    let mut ada = Visitor::new(node);
+    assert_eq!(ada.sign_in("ada", PASSWORD).await.status, 303);
+    let page = ada.get("/admin/tenants/t1").await;
+    assert!(page.text.contains(&format!(r#"id="test-{credential_id}""#)), "a Test per credential");
+    assert!(page.text.contains(r#"value="http://127.0.0.1/""#), "prefilled with the host's root");
+    let test = format!("/admin/tenants/t1/credentials/{credential_id}/test");
+    let url = format!("http://127.0.0.1:{}/v1/me?q=1", upstream.port);
+    let tested = ada.submit("/admin/tenants/t1", &test, &[("url", &url)]).await;
+    assert_eq!(tested.status, 200, "{}", tested.text);
+    assert!(tested.text.contains("Status <strong>200</strong>"), "{}", tested.text);
+    assert!(tested.text.contains("authorization: Bearer gatehouse_credential_redacted"), "{}", tested.text);
+    assert!(upstream.last().contains(&format!("authorization: Bearer {SECRET}")), "{}", upstream.last());
+    let sent = upstream.count();
+    let elsewhere = ada.submit("/admin/tenants/t1", &test, &[("url", "http://127.0.0.2/")]).await;
+    assert!(
+        elsewhere.text.contains("Not sent or not answered</strong>: <code>lease_host_mismatch</code>"),
+        "{}",
+        elsewhere.text
+    );
+    assert_eq!(upstream.count(), sent, "nothing sent off the credential's host");
+    let checks = ada.get(&format!("/admin/tenants/t1/runs/{run_id}/artifacts")).await;
+    assert_eq!(checks.status, 200, "{}", checks.text);
+    assert!(checks.text.contains("notes.md") && checks.text.contains("not_scanned"), "{}", checks.text);
+    assert!(
+        checks.text.contains("tool.exe") && checks.text.contains("content_executable"),
+        "{}",
+        checks.text
+    );
+    assert_eq!(ada.get(&format!("/admin/tenants/t2/runs/{run_id}/artifacts")).await.status, 404);
+
+    let audit = get(node, "/v1/audit?limit=100").await.json();
+    let uses: Vec<&Value> =
+        audit["items"].as_array().unwrap().iter().filter(|e| e["action"] == "credential.use").collect();
+    assert_eq!(uses.len(), 2, "{audit}");
+    assert!(uses.iter().all(|u| u["actor"] == "person:ada"), "{audit}");
+    let refusals = get(node, "/v1/refusals?reason=lease_host_mismatch").await.json();
+    assert_eq!(refusals["items"][0]["actor"], "person:ada", "{refusals}");
+    for (what, text) in [
+        ("the page", &page.text),
+        ("the test's page", &tested.text),
+        ("the refused test's page", &elsewhere.text),
+        ("the checks", &checks.text),
+    ] {
+        assert_nowhere(SECRET, &[(what, text.as_bytes())]);
+    }
+    assert_nowhere(SECRET, &[("the audit", audit.to_string().as_bytes())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_tests_a_credential_and_shows_a_runs_checks_on_sqlite() {
+    let node =
+        node_on(None, &[(gatehouse_config::names::ADMIN_PASSWORD_HASH, crate::admin::password_hash())]).await;
+    the_page_tests_a_credential_and_shows_a_runs_checks(&node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_tests_a_credential_and_shows_a_runs_checks_on_postgres() {
+    let db = gatehouse_test_support::TestDatabase::create();
+    let node = node_on(
+        Some(db.url()),
+        &[(gatehouse_config::names::ADMIN_PASSWORD_HASH, crate::admin::password_hash())],
+    )
+    .await;
+    the_page_tests_a_credential_and_shows_a_runs_checks(&node).await;
+}
