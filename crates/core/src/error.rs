@@ -118,6 +118,10 @@ pub struct PublicError {
     /// For a rate that ran out: seconds until trying again can succeed
     /// (`Retry-After`).
     pub retry_after_secs: Option<u32>,
+    /// For a refusal by a tenant's deny rule: the reason the tenant wrote
+    /// for the agent (its own policy text, at most 200 printable
+    /// characters, checked when the policy was stored).
+    pub rule_reason: Option<String>,
 }
 
 impl PublicError {
@@ -129,6 +133,7 @@ impl PublicError {
             reason: None,
             request_id: request_id.into(),
             retry_after_secs: None,
+            rule_reason: None,
         }
     }
 
@@ -153,6 +158,20 @@ impl PublicError {
         self
     }
 
+    /// Carries a deny rule's reason for the agent.
+    #[must_use]
+    pub fn with_rule_reason(mut self, rule_reason: Option<String>) -> Self {
+        self.rule_reason = rule_reason;
+        self
+    }
+
+    /// The rule reason as the `x-gatehouse-rule-reason` header carries it:
+    /// visible ASCII and spaces as they are, every other byte of its UTF-8
+    /// (and `%` itself) percent-encoded.
+    pub fn rule_reason_header(&self) -> Option<String> {
+        self.rule_reason.as_deref().map(header_text)
+    }
+
     /// The JSON body.
     pub fn to_json(&self) -> serde_json::Value {
         #[derive(Serialize)]
@@ -164,6 +183,8 @@ impl PublicError {
             request_id: &'a str,
             #[serde(skip_serializing_if = "Option::is_none")]
             retry_after_secs: Option<u32>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            rule_reason: Option<&'a str>,
         }
         #[derive(Serialize)]
         struct Outer<'a> {
@@ -176,10 +197,25 @@ impl PublicError {
                 reason: self.reason,
                 request_id: &self.request_id,
                 retry_after_secs: self.retry_after_secs,
+                rule_reason: self.rule_reason.as_deref(),
             },
         })
         .unwrap_or(serde_json::Value::Null)
     }
+}
+
+/// `text` as a header value may hold it: visible ASCII and spaces kept,
+/// every other byte (and `%`) percent-encoded.
+pub fn header_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if (byte == b' ' || byte.is_ascii_graphic()) && byte != b'%' {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

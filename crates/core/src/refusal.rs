@@ -299,6 +299,14 @@ closed_codes! {
         ActorInvalid => "actor_invalid",
         /// The tenant made more requests with its stored credentials on people's behalf than its rate allows (`GATEHOUSE_CREDENTIAL_USE_PER_MINUTE`); try again after `Retry-After`.
         CredentialUseRateLimited => "credential_use_rate_limited",
+        /// The tenant's rules for this host do not allow the request's method (a rule naming `methods`, or `default_methods`).
+        PolicyMethodNotAllowed => "policy_method_not_allowed",
+        /// The tenant's rules for this host allow the method, but not on this path.
+        PolicyPathNotAllowed => "policy_path_not_allowed",
+        /// A rule of the host names paths, and this request's path reads more than one way (an encoded `/`, a `\`, a `;` parameter, a malformed escape): it is refused rather than guessed at.
+        UrlAmbiguousPath => "url_ambiguous_path",
+        /// The tenant's rules for this host judge each request (methods or paths), so its tunnel must be terminated, and this gateway has no interception CA to terminate it with.
+        TunnelNotTerminable => "tunnel_not_terminable",
     }
 }
 
@@ -539,6 +547,10 @@ mod tests {
                 "upload_expired",
                 "actor_invalid",
                 "credential_use_rate_limited",
+                "policy_method_not_allowed",
+                "policy_path_not_allowed",
+                "url_ambiguous_path",
+                "tunnel_not_terminable",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

@@ -77,6 +77,8 @@ mod tests {
             decision: "allow",
             reason: "allowed".into(),
             rule: None,
+            rule_reason: None,
+            per_request: false,
             host: Some("x.test".into()),
             port: Some(80),
             addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),

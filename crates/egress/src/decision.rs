@@ -5,10 +5,11 @@
 
 use std::net::IpAddr;
 
-use gatehouse_core::Reason;
+use gatehouse_core::{Reason, UnixTime};
+use http::Method;
 use serde::Serialize;
 
-use crate::policy::{Policy, PolicyError};
+use crate::policy::{HostVerdict, Policy, PolicyError, PolicyRefusal};
 use crate::special::{AddressGuard, is_metadata_host_name, special_use_name};
 use crate::target::{Host, Target, parse_url};
 
@@ -35,6 +36,13 @@ pub struct Decision {
     /// The policy entry or registry row that fired, when one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
+    /// A deny rule's reason for the agent, when one fired.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_reason: Option<String>,
+    /// The host's rules look at methods or paths: only requests can be
+    /// judged ([`check_request`]), so a tunnel to it must be terminated.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub per_request: bool,
     /// The host (never the full URL, which may carry secrets in its query).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
@@ -63,6 +71,12 @@ pub struct DryRunRefusal {
     pub rule: Option<String>,
 }
 
+impl From<PolicyRefusal> for DryRunRefusal {
+    fn from(r: PolicyRefusal) -> Self {
+        Self { reason: r.reason, rule: r.rule }
+    }
+}
+
 impl Decision {
     /// Whether the request may go ahead.
     pub fn allowed(&self) -> bool {
@@ -74,6 +88,8 @@ impl Decision {
             decision: "refuse",
             reason: reason.as_str().to_owned(),
             rule,
+            rule_reason: None,
+            per_request: false,
             host: target.map(|t| t.host.to_string()),
             port: target.map(|t| t.port),
             addresses,
@@ -87,6 +103,50 @@ impl Decision {
     pub fn refusal(&self) -> Option<Reason> {
         Reason::parse(&self.reason).filter(|_| !self.allowed())
     }
+
+    /// A policy's refusal, with the deny rule's reason for the agent.
+    fn refused_by(refusal: PolicyRefusal, target: Option<&Target>, addresses: Vec<IpAddr>) -> Self {
+        Self {
+            rule_reason: refusal.rule_reason,
+            ..Self::refuse(refusal.reason, refusal.rule, target, addresses)
+        }
+    }
+
+    /// Applies the request stage to an allowed decision: `method` and the
+    /// target's path under the policy's rules ([`check_request`]).
+    pub fn with_request(
+        mut self,
+        policy: Result<&Policy, &PolicyError>,
+        method: &Method,
+        now: UnixTime,
+    ) -> Self {
+        let Some(target) = self.target.clone().filter(|_| self.allowed()) else { return self };
+        match check_request(policy, &target, method, now) {
+            Ok(None) => self,
+            Ok(Some(dry)) => {
+                self.dry_run_would_refuse.get_or_insert(dry);
+                self
+            }
+            Err(refusal) => Self::refused_by(refusal, Some(&target), self.addresses),
+        }
+    }
+}
+
+/// The request stage: whether `method` to `target` (its path) is allowed
+/// by the policy's rules, after the host stage allowed the host. `Ok(Some)`:
+/// a dry-run policy would refuse it (recorded, let through).
+pub fn check_request(
+    policy: Result<&Policy, &PolicyError>,
+    target: &Target,
+    method: &Method,
+    now: UnixTime,
+) -> Result<Option<DryRunRefusal>, PolicyRefusal> {
+    let policy = policy.map_err(|e| PolicyRefusal { reason: e.reason, rule: None, rule_reason: None })?;
+    match policy.check_request(target, method, now) {
+        Ok(()) => Ok(None),
+        Err(refusal) if policy.dry_run() => Ok(Some(refusal.into())),
+        Err(refusal) => Err(refusal),
+    }
 }
 
 /// Decides whether `raw_url` may be fetched. `resolve` answers for host
@@ -96,13 +156,14 @@ pub fn decide(
     policy: Result<&Policy, &PolicyError>,
     guard: &AddressGuard,
     purpose: Purpose,
+    now: UnixTime,
     resolve: impl FnOnce(&str) -> Result<Vec<IpAddr>, ()>,
 ) -> Decision {
     let target = match parse_url(raw_url) {
         Ok(t) => t,
         Err(reason) => return Decision::refuse(reason, None, None, Vec::new()),
     };
-    decide_target(target, policy, guard, purpose, resolve)
+    decide_target(target, policy, guard, purpose, now, resolve)
 }
 
 /// [`decide`] for an already-parsed target (CONNECT authorities, redirects).
@@ -111,13 +172,14 @@ pub fn decide_target(
     policy: Result<&Policy, &PolicyError>,
     guard: &AddressGuard,
     purpose: Purpose,
+    now: UnixTime,
     resolve: impl FnOnce(&str) -> Result<Vec<IpAddr>, ()>,
 ) -> Decision {
-    match before_lookup(target, policy) {
+    match before_lookup(target, policy, now) {
         Err(refused) => refused,
         Ok(checked) => {
             let answer = checked.lookup_name().map(resolve);
-            checked.after_lookup(answer, policy, guard, purpose)
+            checked.after_lookup(answer, policy, guard, purpose, now)
         }
     }
 }
@@ -132,16 +194,17 @@ pub async fn decide_target_resolving(
     policy: Result<&Policy, &PolicyError>,
     guard: &AddressGuard,
     purpose: Purpose,
+    now: UnixTime,
     resolve: impl AsyncFnOnce(&str) -> Result<Vec<IpAddr>, ()>,
 ) -> Decision {
-    match before_lookup(target, policy) {
+    match before_lookup(target, policy, now) {
         Err(refused) => refused,
         Ok(checked) => {
             let answer = match checked.lookup_name() {
                 Some(name) => Some(resolve(name).await),
                 None => None,
             };
-            checked.after_lookup(answer, policy, guard, purpose)
+            checked.after_lookup(answer, policy, guard, purpose, now)
         }
     }
 }
@@ -150,22 +213,27 @@ pub async fn decide_target_resolving(
 struct BeforeLookup {
     target: Target,
     dry_run: Option<DryRunRefusal>,
+    per_request: bool,
 }
 
 /// The steps before any lookup: the policy's host rules (dry-runnable),
 /// then metadata and special-use names, refused by name.
 #[expect(clippy::result_large_err, reason = "a refusal is the decision itself, returned once per request")]
-fn before_lookup(target: Target, policy: Result<&Policy, &PolicyError>) -> Result<BeforeLookup, Decision> {
+fn before_lookup(
+    target: Target,
+    policy: Result<&Policy, &PolicyError>,
+    now: UnixTime,
+) -> Result<BeforeLookup, Decision> {
     let policy = match policy {
         Ok(policy) => policy,
         Err(e) => return Err(Decision::refuse(e.reason, None, Some(&target), Vec::new())),
     };
     let mut dry_run = None;
-    if let Err(r) = policy.check_host(&target) {
-        if !policy.dry_run() {
-            return Err(Decision::refuse(r.reason, r.rule, Some(&target), Vec::new()));
-        }
-        dry_run = Some(DryRunRefusal { reason: r.reason, rule: r.rule });
+    let mut per_request = false;
+    match policy.check_host(&target, now) {
+        Ok(verdict) => per_request = verdict == HostVerdict::PerRequest,
+        Err(r) if !policy.dry_run() => return Err(Decision::refused_by(r, Some(&target), Vec::new())),
+        Err(r) => dry_run = Some(r.into()),
     }
     if let Host::Name(name) = &target.host {
         if is_metadata_host_name(name) {
@@ -177,7 +245,7 @@ fn before_lookup(target: Target, policy: Result<&Policy, &PolicyError>) -> Resul
             return Err(Decision::refuse(Reason::HostSpecialUseName, rule, Some(&target), Vec::new()));
         }
     }
-    Ok(BeforeLookup { target, dry_run })
+    Ok(BeforeLookup { target, dry_run, per_request })
 }
 
 impl BeforeLookup {
@@ -198,8 +266,9 @@ impl BeforeLookup {
         policy: Result<&Policy, &PolicyError>,
         guard: &AddressGuard,
         purpose: Purpose,
+        now: UnixTime,
     ) -> Decision {
-        let Self { target, mut dry_run } = self;
+        let Self { target, mut dry_run, per_request } = self;
         let addresses = match (&target.host, answer) {
             (Host::Ip(ip), _) => vec![*ip],
             (Host::Name(_), Some(Ok(addresses))) if !addresses.is_empty() => addresses,
@@ -214,17 +283,19 @@ impl BeforeLookup {
             }
         }
         if let Ok(policy) = policy
-            && let Err(r) = policy.check_addresses(&addresses, target.port)
+            && let Err(r) = policy.check_addresses(&addresses, target.port, now)
         {
             if !policy.dry_run() {
-                return Decision::refuse(r.reason, r.rule, Some(&target), addresses);
+                return Decision::refused_by(r, Some(&target), addresses);
             }
-            dry_run.get_or_insert(DryRunRefusal { reason: r.reason, rule: r.rule });
+            dry_run.get_or_insert(r.into());
         }
         Decision {
             decision: "allow",
             reason: "allowed".to_owned(),
             rule: None,
+            rule_reason: None,
+            per_request,
             host: Some(target.host.to_string()),
             port: Some(target.port),
             addresses,
@@ -261,18 +332,20 @@ mod tests {
             ("http://x.internal/", &Policy::open(), Reason::HostSpecialUseName),
         ] {
             let target = parse_url(url).unwrap();
-            let d = decide_target_resolving(target, Ok(policy), &guard, Purpose::Request, ask).await;
+            let d = decide_target_resolving(target, Ok(policy), &guard, Purpose::Request, 1_800_000_000, ask)
+                .await;
             assert_eq!(d.refusal(), Some(reason), "{url}");
         }
         assert!(asked.lock().unwrap().is_empty(), "{:?}", asked.lock().unwrap());
         // Allowed (or only dry-run refused) names are looked up once.
         for policy in [&allowlist, &dry] {
             let target = parse_url("https://ok.example/").unwrap();
-            let d = decide_target_resolving(target, Ok(policy), &guard, Purpose::Request, ask).await;
+            let d = decide_target_resolving(target, Ok(policy), &guard, Purpose::Request, 1_800_000_000, ask)
+                .await;
             assert!(d.allowed());
         }
         let target = parse_url("https://other.example/").unwrap();
-        let d = decide_target_resolving(target, Ok(&dry), &guard, Purpose::Request, ask).await;
+        let d = decide_target_resolving(target, Ok(&dry), &guard, Purpose::Request, 1_800_000_000, ask).await;
         assert!(d.allowed() && d.dry_run_would_refuse.is_some());
         assert_eq!(*asked.lock().unwrap(), ["ok.example", "ok.example", "other.example"]);
     }
@@ -283,7 +356,7 @@ mod tests {
 
     fn check(url: &str, policy: &Policy, answer: &[&str]) -> Decision {
         let answer = ips(answer);
-        decide(url, Ok(policy), &AddressGuard::default(), Purpose::Request, |_| Ok(answer))
+        decide(url, Ok(policy), &AddressGuard::default(), Purpose::Request, 1_800_000_000, |_| Ok(answer))
     }
 
     #[test]
@@ -337,11 +410,18 @@ mod tests {
             Err(&PolicyError::unreadable("bad")),
             &AddressGuard::default(),
             Purpose::Request,
+            1_800_000_000,
             |_| Ok(vec![]),
         );
         assert_eq!(d.refusal(), Some(Reason::PolicyUnreadable));
-        let failing =
-            decide("https://x.com/", Ok(&open), &AddressGuard::default(), Purpose::Request, |_| Err(()));
+        let failing = decide(
+            "https://x.com/",
+            Ok(&open),
+            &AddressGuard::default(),
+            Purpose::Request,
+            1_800_000_000,
+            |_| Err(()),
+        );
         assert_eq!(failing.refusal(), Some(Reason::DnsFailed));
     }
 
@@ -372,6 +452,7 @@ mod tests {
             Ok(&Policy::open()),
             &AddressGuard::default(),
             Purpose::Webhook,
+            1_800_000_000,
             |_| Ok(answer),
         );
         assert_eq!(d.max_redirects, 0);

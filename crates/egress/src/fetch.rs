@@ -71,13 +71,15 @@ pub struct FetchRefusal {
     pub reason: Reason,
     /// The rule that fired, when one did.
     pub rule: Option<String>,
+    /// A deny rule's reason for the agent, when one fired.
+    pub rule_reason: Option<String>,
     /// The host concerned (never the full URL).
     pub host: Option<String>,
 }
 
 impl FetchRefusal {
     fn new(reason: Reason, host: Option<&Host>) -> Self {
-        Self { reason, rule: None, host: host.map(ToString::to_string) }
+        Self { reason, rule: None, rule_reason: None, host: host.map(ToString::to_string) }
     }
 }
 
@@ -97,6 +99,8 @@ pub struct Fetcher {
     resolver: Resolver,
     limits: Limits,
     tls: tokio_rustls::TlsConnector,
+    /// The time rules' expiry is judged by.
+    clock: Arc<dyn gatehouse_core::Clock>,
 }
 
 impl std::fmt::Debug for Fetcher {
@@ -108,7 +112,20 @@ impl std::fmt::Debug for Fetcher {
 impl Fetcher {
     /// A fetcher with this guard, resolver, limits and TLS configuration.
     pub fn new(guard: AddressGuard, resolver: Resolver, limits: Limits, tls: rustls::ClientConfig) -> Self {
-        Self { guard, resolver, limits, tls: tokio_rustls::TlsConnector::from(Arc::new(tls)) }
+        Self {
+            guard,
+            resolver,
+            limits,
+            tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
+            clock: Arc::new(gatehouse_core::SystemClock),
+        }
+    }
+
+    /// The same fetcher judging rules' expiry by `clock` (the node's).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn gatehouse_core::Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Makes `req` under `policy`, following same-origin redirects.
@@ -260,15 +277,18 @@ impl Fetcher {
         would_refuse: &mut Vec<FetchRefusal>,
     ) -> Result<Response<Incoming>, FetchRefusal> {
         let resolver = &self.resolver;
+        let now = self.clock.now();
         let decision =
-            decide_target_resolving(target.clone(), policy, &self.guard, purpose, async |name: &str| {
+            decide_target_resolving(target.clone(), policy, &self.guard, purpose, now, async |name: &str| {
                 resolver.resolve(name).await
             })
-            .await;
+            .await
+            .with_request(policy, method, now);
         if !decision.allowed() {
             return Err(FetchRefusal {
                 reason: decision.refusal().unwrap_or(Reason::UpstreamUnreachable),
                 rule: decision.rule.clone(),
+                rule_reason: decision.rule_reason.clone(),
                 host: decision.host.clone(),
             });
         }
@@ -276,6 +296,7 @@ impl Fetcher {
             would_refuse.push(FetchRefusal {
                 reason: dry.reason,
                 rule: dry.rule.clone(),
+                rule_reason: None,
                 host: decision.host.clone(),
             });
         }

@@ -57,11 +57,13 @@ pub struct FetchDoor {
 }
 
 /// Why the door did not fetch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DoorError {
     /// Refused for this reason (recorded as the run's, or as a grant that
     /// did not open).
     Refused(Reason),
+    /// Refused by a tenant's deny rule that gives the agent a reason.
+    Denied(Reason, String),
     /// This node holds no credentials to sign with.
     NotServed,
     /// A fault of gatehouse's own.
@@ -69,6 +71,15 @@ pub enum DoorError {
 }
 
 impl DoorError {
+    /// A fetch's refusal as the door's: with its deny rule's reason when
+    /// it has one.
+    fn of(refusal: &FetchRefusal) -> Self {
+        match &refusal.rule_reason {
+            Some(why) => Self::Denied(refusal.reason, why.clone()),
+            None => Self::Refused(refusal.reason),
+        }
+    }
+
     /// The public error code of a refusal: a failure of the upstream is the
     /// gateway's (`bad_gateway`), a header the caller may not send its own
     /// (`bad_request`), the rest a refusal (or an outage).
@@ -83,7 +94,7 @@ impl DoorError {
                 | Reason::ResponseTooLarge,
             ) => ErrorCode::BadGateway,
             Self::Refused(Reason::HeaderNotAllowed) => ErrorCode::BadRequest,
-            Self::Refused(reason) => reason.refusal_code(),
+            Self::Refused(reason) | Self::Denied(reason, _) => reason.refusal_code(),
             Self::NotServed => ErrorCode::Forbidden,
             Self::Internal => ErrorCode::Internal,
         }
@@ -173,7 +184,11 @@ impl FetchDoor {
         for dry in would_refuse {
             note(RefusalKind::EgressRefused, dry.reason, dry.host, dry.rule, true);
         }
-        fetched.map_err(|r| note(door_refusal_kind(r.reason), r.reason, r.host, r.rule, false))
+        fetched.map_err(|r| {
+            let error = DoorError::of(&r);
+            note(door_refusal_kind(r.reason), r.reason, r.host, r.rule, false);
+            error
+        })
     }
 }
 
@@ -396,6 +411,7 @@ impl RunFetch<'_> {
             self.note(RefusalKind::EgressRefused, dry.reason, dry.host, dry.rule, None, true);
         }
         fetched.map_err(|refusal| {
+            let error = DoorError::of(&refusal);
             self.note(
                 door_refusal_kind(refusal.reason),
                 refusal.reason,
@@ -404,7 +420,7 @@ impl RunFetch<'_> {
                 None,
                 false,
             );
-            DoorError::Refused(refusal.reason)
+            error
         })
     }
 

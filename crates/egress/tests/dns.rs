@@ -55,6 +55,7 @@ async fn configured_servers_answer_and_their_answers_are_checked() {
         Ok(&Policy::open()),
         &AddressGuard::default(),
         Purpose::Request,
+        1_800_000_000,
         |_| answer,
     );
     assert_eq!(d.refusal(), Some(Reason::AddressSpecialPurpose));

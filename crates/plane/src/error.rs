@@ -32,6 +32,14 @@ pub enum PlaneError {
     /// Policy says no.
     #[error("refused: {0}")]
     Refused(Reason),
+    /// A tenant's deny rule says no, and why, for the agent.
+    #[error("refused by a rule: {reason}")]
+    RefusedByRule {
+        /// The reason code.
+        reason: Reason,
+        /// The rule's reason, as the tenant wrote it.
+        rule_reason: String,
+    },
     /// A dependency (the ledger, the store) cannot answer now: retry.
     #[error("unavailable: {reason}")]
     Unavailable {
@@ -78,7 +86,7 @@ impl PlaneError {
             Self::Unauthenticated(_) => ErrorCode::Unauthorized,
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::Conflict(_) => ErrorCode::Conflict,
-            Self::Refused(_) => ErrorCode::Refused,
+            Self::Refused(_) | Self::RefusedByRule { .. } => ErrorCode::Refused,
             Self::Unavailable { .. } => ErrorCode::Unavailable,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::Upstream(_) => ErrorCode::BadGateway,
@@ -95,6 +103,7 @@ impl PlaneError {
             | Self::Unavailable { reason, .. }
             | Self::BadInput(reason)
             | Self::RateLimited { reason, .. }
+            | Self::RefusedByRule { reason, .. }
             | Self::Upstream(reason)
             | Self::Unauthenticated(reason) => Some(*reason),
             Self::NotServed | Self::Internal(_) => None,
@@ -136,6 +145,7 @@ impl From<gatehouse_egress::run_fetch::DoorError> for PlaneError {
                 ErrorCode::BadRequest => Self::BadInput(reason),
                 _ => Self::refusal(reason),
             },
+            DoorError::Denied(reason, rule_reason) => Self::RefusedByRule { reason, rule_reason },
             DoorError::NotServed => Self::NotServed,
             DoorError::Internal => Self::Internal("door_internal"),
         }

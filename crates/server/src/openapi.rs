@@ -263,6 +263,16 @@ pub const ROUTES: &[Route] = &[
         answer: Answer::Json(&["tenant_id", "version", "policy", "actor", "created_at"]),
     },
     Route {
+        method: "get",
+        path: "/v1/egress-presets",
+        summary: "The egress presets a policy may name ({\"preset\": NAME}), each with its host entries and the documentation they come from.",
+        auth: true,
+        query: &[],
+        body: Body::None,
+        status: 200,
+        answer: Answer::Json(&["items"]),
+    },
+    Route {
         method: "put",
         path: "/v1/tenants/{tenant_id}/dependency-gate",
         summary: "Set a tenant's dependency gate: off, high or critical.",
@@ -927,13 +937,41 @@ pub mod schema {
         schema
     }
 
+    /// An HTTP method of the IANA registry, as registered (upper case).
+    fn registered_method() -> Value {
+        json!({"type": "string", "pattern": "^[A-Z][A-Z-]*$"})
+    }
+
+    /// A policy entry: a host entry, a rule object or a preset reference
+    /// (`PolicyDocument`'s `Entry`; what each field holds is checked when
+    /// the policy is read: `400 policy_unreadable` naming the entry).
+    fn policy_entry(side_reason: bool) -> Value {
+        let methods = json!({"type": "array", "items": registered_method(), "minItems": 1});
+        let mut rule = json!({
+            "host": {"type": "string", "minLength": 1},
+            "methods": methods,
+            "paths": {"type": "array", "items": {"type": "string", "pattern": "^/"}, "minItems": 1, "maxItems": 64},
+            "expires_at": {"type": "string", "format": "date-time"},
+        });
+        if side_reason {
+            rule["reason"] = json!({"type": "string", "minLength": 1, "maxLength": 200});
+        }
+        json!({"oneOf": [
+            {"type": "string", "minLength": 1},
+            closed(rule, &["host"]),
+            closed(json!({"preset": {"type": "string", "minLength": 1}, "methods": methods,
+                "expires_at": {"type": "string", "format": "date-time"}}), &["preset"]),
+        ]})
+    }
+
     /// `PUT /v1/tenants/{tenant_id}/egress-policy`.
     pub fn policy_document() -> Value {
         closed(
             json!({
                 "mode": one_of(&["open", "allowlist"]),
-                "allow": strings(),
-                "deny": strings(),
+                "default_methods": {"type": "array", "items": registered_method(), "minItems": 1},
+                "allow": {"type": "array", "items": policy_entry(false)},
+                "deny": {"type": "array", "items": policy_entry(true)},
                 "dry_run": {"type": "boolean"},
             }),
             &["mode"],

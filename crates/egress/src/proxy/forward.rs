@@ -58,7 +58,7 @@ impl Proxy {
         lease_generation: Option<u64>,
         started: tokio::time::Instant,
     ) -> Result<Response<ProxyBody>, Refused> {
-        let decision = self.decide(target, policy, grant).await?;
+        let decision = self.decide(target, Some(req.method()), policy, grant).await?;
         let host = decision.host.clone();
         let fail = |reason| Refused {
             host: host.clone(),

@@ -38,18 +38,37 @@ impl Proxy {
         lease_generation: Option<u64>,
         decision: &Decision,
     ) -> Result<Option<Interception>, Refused> {
-        let (Some(source), Some(leaves)) = (&self.leases, &self.leaves) else {
-            return Ok(None);
-        };
-        let Some(generation) = lease_generation.filter(|g| *g > 0) else {
-            return Ok(None);
-        };
         let Some(host) = decision.target.as_ref().map(|t| t.host.to_string()) else {
             return Ok(None);
         };
         let unavailable = |reason| Refused {
             host: Some(host.clone()),
             ..Refused::new(StatusCode::SERVICE_UNAVAILABLE, RefusalKind::SecretRefused, reason)
+        };
+        // A host the tenant's rules judge request by request is terminated
+        // whatever its leases, or not opened at all.
+        if decision.per_request {
+            let Some(leaves) = &self.leaves else {
+                return Err(Refused {
+                    host: Some(host.clone()),
+                    ..Refused::new(
+                        StatusCode::FORBIDDEN,
+                        RefusalKind::EgressRefused,
+                        Reason::TunnelNotTerminable,
+                    )
+                });
+            };
+            let (config, _minted) = leaves.server_config(&host).map_err(|_| Refused {
+                host: Some(host.clone()),
+                ..Refused::new(StatusCode::SERVICE_UNAVAILABLE, RefusalKind::EgressRefused, Reason::TlsFailed)
+            })?;
+            return Ok(Some(Interception { config }));
+        }
+        let (Some(source), Some(leaves)) = (&self.leases, &self.leaves) else {
+            return Ok(None);
+        };
+        let Some(generation) = lease_generation.filter(|g| *g > 0) else {
+            return Ok(None);
         };
         let leases = source
             .leases(&grant.exec_id, generation)

@@ -348,21 +348,29 @@ impl Proxy {
         })
     }
 
+    /// The decision on `target`: the host's (a tunnel's), or with `method`
+    /// the request's too (its method and path under the tenant's rules).
     async fn decide(
         &self,
         target: Target,
+        method: Option<&Method>,
         policy: Result<Arc<Policy>, PolicyError>,
         grant: &GrantClaims,
     ) -> Result<Decision, Refused> {
         let resolver = &self.resolver;
-        let decision = decide_target_resolving(
+        let now = self.clock.now();
+        let mut decision = decide_target_resolving(
             target,
             policy.as_deref(),
             &self.guard,
             Purpose::Request,
+            now,
             async |name: &str| resolver.resolve(name).await,
         )
         .await;
+        if let Some(method) = method {
+            decision = decision.with_request(policy.as_deref(), method, now);
+        }
         if !decision.allowed() {
             return Err(Refused::from_decision(&decision));
         }

@@ -16,13 +16,15 @@ pub(super) struct Refused {
     pub(super) reason: Reason,
     pub(super) kind: RefusalKind,
     pub(super) rule: Option<String>,
+    /// A deny rule's reason for the agent.
+    pub(super) rule_reason: Option<String>,
     pub(super) host: Option<String>,
     pub(super) lease_id: Option<String>,
 }
 
 impl Refused {
     pub(super) fn new(status: StatusCode, kind: RefusalKind, reason: Reason) -> Self {
-        Self { status, reason, kind, rule: None, host: None, lease_id: None }
+        Self { status, reason, kind, rule: None, rule_reason: None, host: None, lease_id: None }
     }
 
     /// A lease refusal: a security refusal of the run's request.
@@ -43,6 +45,7 @@ impl Refused {
             reason,
             kind: RefusalKind::EgressRefused,
             rule: d.rule.clone(),
+            rule_reason: d.rule_reason.clone(),
             host: d.host.clone(),
             lease_id: None,
         }
@@ -65,7 +68,10 @@ pub(super) fn refusal_response(refused: &Refused, request_id: &str) -> Response<
         _ => ErrorCode::Refused,
     };
     let retryable = code.retryable();
-    let mut body = PublicError::new(code, request_id).with_reason(refused.reason).to_json();
+    let error = PublicError::new(code, request_id)
+        .with_reason(refused.reason)
+        .with_rule_reason(refused.rule_reason.clone());
+    let mut body = error.to_json();
     if let Some(error) = body.get_mut("error").and_then(serde_json::Value::as_object_mut) {
         error.insert("retryable".into(), retryable.into());
     }
@@ -81,6 +87,9 @@ pub(super) fn refusal_response(refused: &Refused, request_id: &str) -> Response<
         .insert("x-gatehouse-retryable", HeaderValue::from_static(if retryable { "true" } else { "false" }));
     headers
         .insert("x-request-id", HeaderValue::from_str(request_id).unwrap_or(HeaderValue::from_static("req")));
+    if let Some(value) = error.rule_reason_header().and_then(|v| HeaderValue::from_str(&v).ok()) {
+        headers.insert("x-gatehouse-rule-reason", value);
+    }
     if refused.status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
         headers.insert(header::PROXY_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"gatehouse\""));
     }

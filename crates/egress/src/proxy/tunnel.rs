@@ -59,7 +59,7 @@ impl Proxy {
         }
         let scheme = if port == 80 { Scheme::Http } else { Scheme::Https };
         let target = Target { scheme, host, port, path_and_query: "/".into() };
-        let decision = self.decide(target, policy, grant).await?;
+        let decision = self.decide(target, None, policy, grant).await?;
         if let Some(tls) = self.interception(grant, lease_generation, &decision).await? {
             return Ok(self.intercept(req, grant.clone(), decision, tls));
         }

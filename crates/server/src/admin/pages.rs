@@ -189,16 +189,29 @@ struct PolicyView {
     actor: Option<String>,
     created_at: String,
     mode: &'static str,
+    default_methods: String,
     allow: String,
     deny: String,
     dry_run: bool,
     unreadable: Option<String>,
+    /// Rules past their expiry, ignored by the door.
+    expired: Vec<String>,
+}
+
+/// A policy form as the person submitted it, shown again when it is not saved.
+pub(super) struct SubmittedPolicy {
+    pub(super) mode: Mode,
+    pub(super) default_methods: String,
+    pub(super) allow: String,
+    pub(super) deny: String,
+    pub(super) dry_run: bool,
 }
 
 pub(super) struct TestView {
     pub(super) verdict: &'static str,
     pub(super) reason: String,
     pub(super) rule: Option<String>,
+    pub(super) rule_reason: Option<String>,
     pub(super) host: Option<String>,
     pub(super) port: Option<u16>,
     pub(super) addresses: Vec<String>,
@@ -390,7 +403,7 @@ pub(super) struct Extras {
     pub(super) notice: Option<Notice>,
     pub(super) test_url: String,
     pub(super) test: Option<TestView>,
-    pub(super) policy_form: Option<(String, String, Mode, bool)>,
+    pub(super) policy_form: Option<SubmittedPolicy>,
     pub(super) credential_test: Option<super::credentials::CredentialTestView>,
 }
 
@@ -435,10 +448,12 @@ pub(super) async fn render_tenant(
                 actor: None,
                 created_at: String::new(),
                 mode: if missing { "allowlist" } else { "open" },
+                default_methods: String::new(),
                 allow: String::new(),
                 deny: String::new(),
                 dry_run: false,
                 unreadable: policy.as_ref().err().map(|e| e.detail.clone()),
+                expired: Vec::new(),
             };
             (view, policy)
         }
@@ -452,21 +467,24 @@ pub(super) async fn render_tenant(
                     actor: Some(p.actor.clone()),
                     created_at: when(p.created_at),
                     mode: mode_name(doc.mode),
-                    allow: doc.allow.join("\n"),
-                    deny: doc.deny.join("\n"),
+                    default_methods: doc.default_methods.as_deref().unwrap_or_default().join(" "),
+                    allow: lines(&doc.allow),
+                    deny: lines(&doc.deny),
                     dry_run: doc.dry_run,
                     unreadable: policy.as_ref().err().map(|e| e.detail.clone()),
+                    expired: policy.as_ref().map(|p| p.expired(now)).unwrap_or_default(),
                 },
                 policy,
             )
         }
     };
     let mut policy_view = policy_view;
-    if let Some((allow, deny, mode, dry_run)) = extras.policy_form {
-        policy_view.allow = allow;
-        policy_view.deny = deny;
-        policy_view.mode = mode_name(mode);
-        policy_view.dry_run = dry_run;
+    if let Some(form) = extras.policy_form {
+        policy_view.default_methods = form.default_methods;
+        policy_view.allow = form.allow;
+        policy_view.deny = form.deny;
+        policy_view.mode = mode_name(form.mode);
+        policy_view.dry_run = form.dry_run;
     }
 
     // Hosts the tenant needs that its policy does not allow: refused as
@@ -484,7 +502,8 @@ pub(super) async fn render_tenant(
     let not_allowed =
         recent.items.iter().filter(|e| e.event.reason.as_deref() == Some(Reason::PolicyNotAllowed.as_str()));
     for event in not_allowed {
-        if let Some(host) = event.event.host.as_deref().and_then(|h| allowable(policy.as_ref().ok(), h)) {
+        if let Some(host) = event.event.host.as_deref().and_then(|h| allowable(policy.as_ref().ok(), h, now))
+        {
             *counts.entry(host).or_default() += 1;
         }
     }
@@ -494,7 +513,7 @@ pub(super) async fn render_tenant(
     let credentials =
         store.credentials(Some(tenant_id), &PageRequest { limit: 500, cursor: None }).await.map_err(fail)?;
     for c in &credentials.items {
-        if let Some(host) = allowable(policy.as_ref().ok(), &c.host) {
+        if let Some(host) = allowable(policy.as_ref().ok(), &c.host, now) {
             candidates.entry(host).or_insert_with(|| format!("the credential {} reaches it", c.name));
         }
     }
@@ -596,7 +615,7 @@ pub(super) async fn render_tenant(
             .map(|e| {
                 let ev = &e.event;
                 let allow = (ev.reason.as_deref() == Some(Reason::PolicyNotAllowed.as_str()))
-                    .then(|| ev.host.as_deref().and_then(|h| allowable(policy.as_ref().ok(), h)))
+                    .then(|| ev.host.as_deref().and_then(|h| allowable(policy.as_ref().ok(), h, now)))
                     .flatten()
                     .filter(|h| allow_set.contains(h.as_str()));
                 RefusalView {
@@ -621,15 +640,21 @@ pub(super) async fn render_tenant(
     Ok(page(StatusCode::OK, &template))
 }
 
+/// A policy's entries as the form shows them: one per line, a rule object
+/// as its JSON.
+fn lines(entries: &[gatehouse_egress::policy::Entry]) -> String {
+    entries.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+}
+
 /// `host` as the narrowest allow entry, if it is a host name the policy
 /// refuses as not allowed (not one it allows, denies, or cannot read).
-pub(super) fn allowable(policy: Option<&Policy>, host: &str) -> Option<String> {
+pub(super) fn allowable(policy: Option<&Policy>, host: &str, now: UnixTime) -> Option<String> {
     let policy = policy?;
     let Ok(gatehouse_egress::Host::Name(name)) = gatehouse_egress::target::parse_host(host) else {
         return None;
     };
     let target = parse_url(&format!("https://{name}/")).ok()?;
-    match policy.check_host(&target) {
+    match policy.check_host(&target, now) {
         Err(refusal) if refusal.reason == Reason::PolicyNotAllowed => Some(name),
         _ => None,
     }
@@ -753,17 +778,17 @@ mod tests {
         let policy =
             Policy::from_json(br#"{"mode":"allowlist","allow":["a.example"],"deny":["bad.example"]}"#)
                 .unwrap();
-        assert_eq!(allowable(Some(&policy), "b.example").as_deref(), Some("b.example"));
-        assert_eq!(allowable(Some(&policy), "B.Example.").as_deref(), Some("b.example"));
-        assert_eq!(allowable(Some(&policy), "a.example"), None, "already allowed");
+        assert_eq!(allowable(Some(&policy), "b.example", 0).as_deref(), Some("b.example"));
+        assert_eq!(allowable(Some(&policy), "B.Example.", 0).as_deref(), Some("b.example"));
+        assert_eq!(allowable(Some(&policy), "a.example", 0), None, "already allowed");
         assert_eq!(
-            allowable(Some(&policy), "bad.example"),
+            allowable(Some(&policy), "bad.example", 0),
             None,
             "denied: Allow cannot override a deny rule"
         );
-        assert_eq!(allowable(Some(&policy), "10.0.0.1"), None, "addresses are not offered");
-        assert_eq!(allowable(Some(&policy), "a/b"), None);
-        assert_eq!(allowable(Some(&Policy::open()), "b.example"), None, "open mode allows it already");
-        assert_eq!(allowable(None, "b.example"), None, "an unreadable policy offers nothing");
+        assert_eq!(allowable(Some(&policy), "10.0.0.1", 0), None, "addresses are not offered");
+        assert_eq!(allowable(Some(&policy), "a/b", 0), None);
+        assert_eq!(allowable(Some(&Policy::open()), "b.example", 0), None, "open mode allows it already");
+        assert_eq!(allowable(None, "b.example", 0), None, "an unreadable policy offers nothing");
     }
 }

@@ -9,14 +9,14 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use gatehouse_core::Reason;
-use gatehouse_egress::policy::Mode;
+use gatehouse_egress::policy::{Entry, Mode};
 use gatehouse_egress::{Decision, Policy, PolicyDocument, Purpose, decide_target_resolving, parse_url};
 use http::StatusCode;
 use serde::Deserialize;
 
 use gatehouse_plane::PlaneError;
 
-use super::pages::{Extras, Notice, RefusalQuery, TestView, allowable, render_tenant};
+use super::pages::{Extras, Notice, RefusalQuery, SubmittedPolicy, TestView, allowable, render_tenant};
 use super::{PageError, Person, Submitted, page, plane_failure, store_failure, tenant_path};
 use crate::state::AppState;
 
@@ -27,6 +27,8 @@ pub struct PolicyForm {
     #[serde(default)]
     mode: String,
     #[serde(default)]
+    default_methods: String,
+    #[serde(default)]
     allow: String,
     #[serde(default)]
     deny: String,
@@ -34,8 +36,26 @@ pub struct PolicyForm {
     dry_run: Option<String>,
 }
 
-fn rules(text: &str) -> Vec<String> {
-    text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect()
+/// A form's entries: one a line, a host entry as written, a rule object
+/// (`{"host": ..., "methods": [...]}`, `{"preset": ...}`) as JSON.
+fn rules(text: &str) -> Result<Vec<Entry>, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|line| match line.starts_with('{') {
+            true => serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line)
+                .map(Entry::Object)
+                .map_err(|_| format!("entry {line}: a line starting with {{ is a rule object in JSON")),
+            false => Ok(Entry::host(line)),
+        })
+        .collect()
+}
+
+/// The form's default methods: names apart by spaces or commas; none, none.
+fn default_methods(text: &str) -> Option<Vec<String>> {
+    let names: Vec<String> =
+        text.split([' ', ',']).map(str::trim).filter(|m| !m.is_empty()).map(str::to_owned).collect();
+    (!names.is_empty()).then_some(names)
 }
 
 fn version_of(text: &str) -> Result<i64, PageError> {
@@ -59,21 +79,40 @@ pub async fn save_policy(
         "allowlist" => Mode::Allowlist,
         _ => return Err(PageError::Bad("the mode is open or allowlist")),
     };
-    let doc = PolicyDocument {
-        mode,
-        allow: rules(&form.allow),
-        deny: rules(&form.deny),
-        dry_run: form.dry_run.is_some(),
+    let as_sent = || {
+        Some(SubmittedPolicy {
+            mode,
+            default_methods: form.default_methods.clone(),
+            allow: form.allow.clone(),
+            deny: form.deny.clone(),
+            dry_run: form.dry_run.is_some(),
+        })
     };
-    let as_sent = Some((form.allow.clone(), form.deny.clone(), mode, doc.dry_run));
-    if let Err(e) = Policy::from_document(&doc) {
-        let extras = Extras {
-            notice: Notice::error(format!("Not saved: {}", e.detail)),
-            policy_form: as_sent,
-            ..Extras::default()
-        };
-        return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
-    }
+    let doc = match (rules(&form.allow), rules(&form.deny)) {
+        (Ok(allow), Ok(deny)) => Ok(PolicyDocument {
+            mode,
+            default_methods: default_methods(&form.default_methods),
+            allow,
+            deny,
+            dry_run: form.dry_run.is_some(),
+        }),
+        (Err(e), _) | (_, Err(e)) => Err(e),
+    };
+    let checked = doc.and_then(|doc| match Policy::from_document(&doc) {
+        Ok(_) => Ok(doc),
+        Err(e) => Err(e.detail),
+    });
+    let doc = match checked {
+        Ok(doc) => doc,
+        Err(detail) => {
+            let extras = Extras {
+                notice: Notice::error(format!("Not saved: {detail}")),
+                policy_form: as_sent(),
+                ..Extras::default()
+            };
+            return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
+        }
+    };
     match state.plane.set_policy(&person.rid.0, &tenant_id, &doc, &person.actor, Some(version)).await {
         Ok(stored) => {
             let extras = Extras {
@@ -87,7 +126,7 @@ pub async fn save_policy(
                 notice: Notice::error(
                     "Not saved: the policy changed since this page was loaded (shown below as it is now). Your edit is kept in the form: check it against the current policy and save again.",
                 ),
-                policy_form: as_sent,
+                policy_form: as_sent(),
                 ..Extras::default()
             };
             // The version in the form is the current one now, so a second
@@ -102,6 +141,9 @@ pub async fn save_policy(
 pub struct TestForm {
     #[serde(default)]
     url: String,
+    /// The request's method, for the policy's method and path rules [GET].
+    #[serde(default)]
+    method: String,
 }
 
 /// Runs the door's decision for a URL under the tenant's stored policy,
@@ -123,11 +165,19 @@ pub async fn test_url(
         Some(p) => Policy::from_json(p.document.as_bytes()),
         None => Ok(Policy::open()),
     };
-    let decision = check(&state, &url, policy.as_ref()).await;
+    let method = match form.method.trim() {
+        "" => http::Method::GET,
+        m => http::Method::from_bytes(m.as_bytes())
+            .map_err(|_| PageError::Bad("that is not an HTTP method"))?,
+    };
+    let now = state.plane.clock.now();
+    let decision =
+        check(&state, &url, policy.as_ref(), now).await.with_request(policy.as_ref(), &method, now);
     let test = TestView {
         verdict: if decision.allowed() { "allow" } else { "refuse" },
         reason: decision.reason.clone(),
         rule: decision.rule.clone(),
+        rule_reason: decision.rule_reason.clone(),
         host: decision.host.clone(),
         port: decision.port,
         addresses: decision.addresses.iter().map(IpAddr::to_string).collect(),
@@ -147,12 +197,20 @@ async fn check(
     state: &AppState,
     url: &str,
     policy: Result<&Policy, &gatehouse_egress::PolicyError>,
+    now: gatehouse_core::UnixTime,
 ) -> Decision {
     let Ok(target) = parse_url(url) else {
-        return gatehouse_egress::decide(url, policy, &state.egress_guard, Purpose::Request, |_| Err(()));
+        return gatehouse_egress::decide(
+            url,
+            policy,
+            &state.egress_guard,
+            Purpose::Request,
+            now,
+            |_| Err(()),
+        );
     };
     let resolver = &state.resolver;
-    decide_target_resolving(target, policy, &state.egress_guard, Purpose::Request, async |name: &str| {
+    decide_target_resolving(target, policy, &state.egress_guard, Purpose::Request, now, async |name: &str| {
         resolver.resolve(name).await
     })
     .await
@@ -226,7 +284,7 @@ async fn allow_step(
     }
     let policy =
         Policy::from_document(&doc).map_err(|_| PageError::Bad("the stored policy is unreadable"))?;
-    let Some(host) = allowable(Some(&policy), form.host.trim()) else {
+    let Some(host) = allowable(Some(&policy), form.host.trim(), state.plane.clock.now()) else {
         return Err(PageError::Bad("that host is not one the policy refuses as not allowed"));
     };
     Ok(AllowStep::Ready { doc, version, host })
@@ -250,7 +308,7 @@ pub async fn preview_allow(
         tenant_id,
         host,
         version,
-        unchanged: doc.allow,
+        unchanged: doc.allow.iter().map(ToString::to_string).collect(),
     };
     Ok(page(StatusCode::OK, &confirm))
 }
@@ -267,7 +325,7 @@ pub async fn confirm_allow(
         AllowStep::Ready { doc, version, host } => (doc, version, host),
         AllowStep::Stale(page) => return Ok(page),
     };
-    doc.allow.push(host.clone());
+    doc.allow.push(Entry::host(host.clone()));
     let stored = state
         .plane
         .set_policy(&person.rid.0, &tenant_id, &doc, &person.actor, Some(version))

@@ -20,6 +20,7 @@ pub(super) fn routes(table: RouteTable) -> RouteTable {
     use axum::routing::{get, post};
     table
         .route("/tenants/{tenant_id}/egress-policy", get(get_egress_policy).put(set_egress_policy))
+        .route("/egress-presets", get(egress_presets))
         .route("/tenants/{tenant_id}/dependency-gate", get(get_gate).put(set_gate))
         .route("/tenants/{tenant_id}/kill-switch", post(kill_switch))
         .route("/emergency-revoke", post(emergency_revoke))
@@ -163,4 +164,14 @@ fn revoked_answer(revoked: Revoked, rid: &RequestId, mut body: Map<String, Value
     headers.insert("x-gatehouse-reason", http::HeaderValue::from_static(Reason::LedgerUnavailable.as_str()));
     headers.insert("x-gatehouse-retryable", http::HeaderValue::from_static("true"));
     response
+}
+
+/// `GET /v1/egress-presets`: the presets a policy may name, each with its
+/// host entries and the documentation they come from.
+async fn egress_presets() -> Json<Value> {
+    let items: Vec<Value> = gatehouse_egress::policy::presets::all()
+        .iter()
+        .map(|p| json!({"name": p.name, "description": p.description, "entries": p.entries, "sources": p.sources}))
+        .collect();
+    Json(json!({"items": items}))
 }

@@ -16,9 +16,12 @@ pub(super) fn egress_check(
     policy: Option<PathBuf>,
     resolve: &[String],
     webhook: bool,
+    method: &str,
     allow_ranges: Option<String>,
     json_out: bool,
 ) -> Result<ExitCode, Fail> {
+    let method = http::Method::from_bytes(method.as_bytes())
+        .map_err(|_| Fail(format!("--method {method}: not an HTTP method")))?;
     // A policy that cannot be read is not bad input here: it is exactly the
     // case the door refuses (policy_unreadable), and the check says so.
     let policy = match policy {
@@ -46,20 +49,23 @@ pub(super) fn egress_check(
     let ranges = cidr_list(&allow_ranges.unwrap_or_default())
         .map_err(|()| Fail("--allow-ranges: not a list of CIDR ranges".into()))?;
     let purpose = if webhook { Purpose::Webhook } else { Purpose::Request };
-    let decision =
-        decide(url, policy.as_ref(), &AddressGuard::new(ranges), purpose, |host| match answers.get(host) {
-            Some(ips) => Ok(ips.clone()),
-            None => system_resolve(host),
-        });
+    let now = gatehouse_core::Clock::now(&gatehouse_core::SystemClock);
+    let guard = AddressGuard::new(ranges);
+    let decision = decide(url, policy.as_ref(), &guard, purpose, now, |host| match answers.get(host) {
+        Some(ips) => Ok(ips.clone()),
+        None => system_resolve(host),
+    })
+    .with_request(policy.as_ref(), &method, now);
     if json_out {
         say!("{}", serde_json::to_string(&decision).unwrap_or_default());
     } else if decision.allowed() {
         let list: Vec<String> = decision.addresses.iter().map(ToString::to_string).collect();
         say!("allow {} ({})", decision.host.as_deref().unwrap_or(""), list.join(", "));
     } else {
-        match &decision.rule {
-            Some(rule) => say!("refuse: {} ({rule})", decision.reason),
-            None => say!("refuse: {}", decision.reason),
+        match (&decision.rule, &decision.rule_reason) {
+            (Some(rule), Some(why)) => say!("refuse: {} ({rule}): {why}", decision.reason),
+            (Some(rule), None) => say!("refuse: {} ({rule})", decision.reason),
+            (None, _) => say!("refuse: {}", decision.reason),
         }
     }
     Ok(if decision.allowed() { ExitCode::SUCCESS } else { ExitCode::from(1) })

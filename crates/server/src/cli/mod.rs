@@ -262,6 +262,9 @@ enum EgressCommand {
         /// Check as a webhook delivery (no redirects).
         #[arg(long)]
         webhook: bool,
+        /// The request's method, judged by the policy's method and path rules.
+        #[arg(long, default_value = "GET")]
+        method: String,
         /// Ranges an operator opens (as GATEHOUSE_EGRESS_ALLOW_RANGES).
         #[arg(long = "allow-ranges", value_name = "CIDR[,CIDR...]")]
         allow_ranges: Option<String>,
@@ -421,8 +424,8 @@ pub fn main() -> ExitCode {
         Command::Manifest { command } => manifest(command),
         Command::Grant { command } => grant(command),
         Command::Egress {
-            command: EgressCommand::Check { url, policy, resolve, webhook, allow_ranges, out },
-        } => egress_check(&url, policy, &resolve, webhook, allow_ranges, out.json),
+            command: EgressCommand::Check { url, policy, resolve, webhook, method, allow_ranges, out },
+        } => egress_check(&url, policy, &resolve, webhook, &method, allow_ranges, out.json),
         Command::Content { command: ContentCommand::Scan { files, clamd, max_bytes, out } } => {
             content_scan(&files, clamd.as_deref(), max_bytes, out.json)
         }

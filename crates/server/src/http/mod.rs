@@ -61,8 +61,10 @@ pub fn api_error(request_id: &RequestId, e: PlaneError) -> ApiError {
     if let Some(message) = e.message() {
         error = error.with_message(message);
     }
-    if let PlaneError::RateLimited { retry_after_secs, .. } = e {
-        error = error.with_retry_after(retry_after_secs);
+    match e {
+        PlaneError::RateLimited { retry_after_secs, .. } => error = error.with_retry_after(retry_after_secs),
+        PlaneError::RefusedByRule { rule_reason, .. } => error = error.with_rule_reason(Some(rule_reason)),
+        _ => {}
     }
     ApiError(error)
 }
@@ -107,6 +109,9 @@ impl IntoResponse for ApiError {
         );
         if let Some(secs) = self.0.retry_after_secs {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Some(value) = self.0.rule_reason_header().and_then(|v| HeaderValue::from_str(&v).ok()) {
+            headers.insert("x-gatehouse-rule-reason", value);
         }
         response
     }
@@ -189,7 +194,9 @@ pub fn required_scope(template: &str) -> Scope {
         p if p.contains("/credentials") => Scope::Credentials,
         // The platform stores its users' input files for their runs.
         p if p == "/files" || p.contains("/files/") => Scope::Runs,
-        p if p.ends_with("/egress-policy") || p.ends_with("/dependency-gate") => Scope::Policies,
+        p if p.ends_with("/egress-policy") || p.ends_with("/dependency-gate") || p == "/egress-presets" => {
+            Scope::Policies
+        }
         // The worker's pass: it submits pull requests' scans and asks the gate.
         p if p.ends_with("/dependency-scans")
             || p.ends_with("/dependency-scans/{scan_id}")

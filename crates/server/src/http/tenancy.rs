@@ -74,7 +74,7 @@ pub fn tenant_rule(method: &Method, template: &str) -> TenantRule {
         "/files/{file_id}" | "/sessions/{session_id}/files" | "/sessions/{session_id}/files/{name}" => {
             TenantRule::BearerGrant
         }
-        "/content/scanner" => TenantRule::None,
+        "/content/scanner" | "/egress-presets" => TenantRule::None,
         "/manifests/sign" | "/manifests/verify" | "/grants" | "/grants/open" | "/grants/consume"
         | "/grants/revoke" | "/content/scan" | "/files" => TenantRule::Named,
         "/runs" if method == Method::POST => TenantRule::Named,

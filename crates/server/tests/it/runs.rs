@@ -273,7 +273,8 @@ async fn a_run_whose_heartbeat_is_lost_expires_and_its_grant_dies() {
 fn decision(node: &Node, tenant: &str, url: &str) -> Option<String> {
     let policy = node.state.plane.policies.policy(Some(tenant));
     let guard = AddressGuard::new(vec![]);
-    let d = decide(url, policy.as_deref(), &guard, Purpose::Request, |_| {
+    let now = node.state.plane.clock.now();
+    let d = decide(url, policy.as_deref(), &guard, Purpose::Request, now, |_| {
         Ok(vec!["93.184.215.14".parse().unwrap()])
     });
     d.refusal().map(|r| r.as_str().to_owned())

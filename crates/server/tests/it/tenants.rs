@@ -249,6 +249,7 @@ const RULES: &[(&str, &str, TenantRule, &str, &str)] = &[
     ("put", "/v1/sessions/{session_id}/files/{name}", TenantRule::BearerGrant, "", "text"),
     ("post", "/v1/content/scan", TenantRule::Named, "?tenant_id={tenant_id}&run_id={run_id}", "text"),
     ("get", "/v1/content/scanner", TenantRule::None, "", ""),
+    ("get", "/v1/egress-presets", TenantRule::None, "", ""),
     // Last: they end, delete or revoke what the probes above use.
     ("post", "/v1/runs/{run_id}/end", TenantRule::Run, "", r#"{"outcome": "succeeded"}"#),
     ("post", "/v1/runs/{run_id}/cancel", TenantRule::Run, "", "{}"),
