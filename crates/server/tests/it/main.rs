@@ -22,6 +22,7 @@ mod plane;
 mod proxy;
 mod record;
 mod rewrap;
+mod rules;
 mod runs;
 mod scans;
 mod support;
