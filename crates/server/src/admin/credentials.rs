@@ -10,59 +10,16 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 use gatehouse_plane::Caller;
 use gatehouse_plane::credential_use::PersonRequest;
-use gatehouse_store::Credential;
 use serde::Deserialize;
 
-use super::pages::{Extras, RefusalQuery, explain, render_tenant};
+use super::pages::{CredentialTestView, Extras, RefusalQuery, explain, render_tenant};
 use super::{PageError, Submitted, ids_path};
 use crate::state::AppState;
 
 /// How much of an answer's body the page shows.
-const BODY_SHOWN: usize = 4096;
+pub const BODY_SHOWN: usize = 4096;
 /// The longest URL a test takes.
 const MAX_URL: usize = 8192;
-
-/// A credential as its row on the page shows it (never its secret).
-pub struct CredentialView {
-    pub credential_id: String,
-    pub name: String,
-    pub purpose: String,
-    pub host: String,
-    pub fingerprint: String,
-    /// The URL its Test form starts with: the host's root.
-    pub test_url: String,
-    /// A signing secret signs deliveries and is never sent: no Test.
-    pub testable: bool,
-}
-
-impl CredentialView {
-    pub fn of(c: &Credential) -> Self {
-        let plain = gatehouse_plane::credentials::delivery(&c.inject).is_some_and(|(_, plain)| plain);
-        Self {
-            credential_id: c.credential_id.clone(),
-            name: c.name.clone(),
-            purpose: c.purpose.clone(),
-            host: c.host.clone(),
-            fingerprint: c.fingerprint.clone(),
-            test_url: format!("{}://{}/", if plain { "http" } else { "https" }, c.host),
-            testable: c.purpose != "webhook_signing",
-        }
-    }
-}
-
-/// What a test answered, as the page shows it.
-pub struct CredentialTestView {
-    pub credential_id: String,
-    pub url: String,
-    /// The upstream's status, when the request went out and came back.
-    pub status: Option<u16>,
-    /// Why not, when it did not: a reason code and what it means.
-    pub refused: Option<(String, String)>,
-    pub headers: Vec<(String, String)>,
-    /// The body's first [`BODY_SHOWN`] bytes, as text.
-    pub body: String,
-    pub body_cut: bool,
-}
 
 #[derive(Deserialize)]
 pub struct TestForm {

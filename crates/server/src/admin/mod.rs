@@ -131,6 +131,7 @@ pub fn router(state: &AppState) -> Option<Router<AppState>> {
         .route("/admin/tenants", get(pages::open_tenant))
         .route("/admin/tenants/{tenant_id}", get(pages::tenant_page))
         .route("/admin/tenants/{tenant_id}/policy", post(policy::save_policy))
+        .route("/admin/tenants/{tenant_id}/policy/confirm", post(policy::confirm_policy))
         .route("/admin/tenants/{tenant_id}/test-url", post(policy::test_url))
         .route("/admin/tenants/{tenant_id}/allow", post(policy::preview_allow))
         .route("/admin/tenants/{tenant_id}/allow/confirm", post(policy::confirm_allow))

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use gatehouse_core::{Reason, RefusalKind, UnixTime, is_valid_id};
 use gatehouse_egress::policy::Mode;
 use gatehouse_egress::{Policy, PolicyDocument, parse_url};
-use gatehouse_store::{LeaseFilter, LeaseStatus, PageRequest, RefusalFilter, RunStatus};
+use gatehouse_store::{Credential, LeaseFilter, LeaseStatus, PageRequest, RefusalFilter, RunStatus};
 use http::StatusCode;
 use serde::Deserialize;
 
@@ -218,6 +218,48 @@ pub(super) struct TestView {
     pub(super) dry_run: Option<String>,
 }
 
+/// A credential as its row on the page shows it (never its secret).
+pub struct CredentialView {
+    pub credential_id: String,
+    pub name: String,
+    pub purpose: String,
+    pub host: String,
+    pub fingerprint: String,
+    /// The URL its Test form starts with: the host's root.
+    pub test_url: String,
+    /// A signing secret signs deliveries and is never sent: no Test.
+    pub testable: bool,
+}
+
+impl CredentialView {
+    pub fn of(c: &Credential) -> Self {
+        let plain = gatehouse_plane::credentials::delivery(&c.inject).is_some_and(|(_, plain)| plain);
+        Self {
+            credential_id: c.credential_id.clone(),
+            name: c.name.clone(),
+            purpose: c.purpose.clone(),
+            host: c.host.clone(),
+            fingerprint: c.fingerprint.clone(),
+            test_url: format!("{}://{}/", if plain { "http" } else { "https" }, c.host),
+            testable: c.purpose != "webhook_signing",
+        }
+    }
+}
+
+/// What a test answered, as the page shows it.
+pub struct CredentialTestView {
+    pub credential_id: String,
+    pub url: String,
+    /// The upstream's status, when the request went out and came back.
+    pub status: Option<u16>,
+    /// Why not, when it did not: a reason code and what it means.
+    pub refused: Option<(String, String)>,
+    pub headers: Vec<(String, String)>,
+    /// The body's first [`super::credentials::BODY_SHOWN`] bytes, as text.
+    pub body: String,
+    pub body_cut: bool,
+}
+
 struct Candidate {
     host: String,
     why: String,
@@ -375,6 +417,7 @@ struct TenantPage {
     notice: Option<Notice>,
     policy: PolicyView,
     test_url: String,
+    test_method: String,
     test: Option<TestView>,
     allow_candidates: Vec<Candidate>,
     gate_mode: String,
@@ -383,10 +426,10 @@ struct TenantPage {
     runs: Vec<RunView>,
     live_runs: usize,
     leases: Vec<LeaseView>,
-    credentials: Vec<super::credentials::CredentialView>,
+    credentials: Vec<CredentialView>,
     /// This node opens credentials (gateway keys): their Test works here.
     tests_credentials: bool,
-    credential_test: Option<super::credentials::CredentialTestView>,
+    credential_test: Option<CredentialTestView>,
     kill_switch: bool,
     kill_reason: Option<String>,
     filter: RefusalQuery,
@@ -402,9 +445,10 @@ struct TenantPage {
 pub(super) struct Extras {
     pub(super) notice: Option<Notice>,
     pub(super) test_url: String,
+    pub(super) test_method: String,
     pub(super) test: Option<TestView>,
     pub(super) policy_form: Option<SubmittedPolicy>,
-    pub(super) credential_test: Option<super::credentials::CredentialTestView>,
+    pub(super) credential_test: Option<CredentialTestView>,
 }
 
 /// How many of each list a page shows.
@@ -570,6 +614,7 @@ pub(super) async fn render_tenant(
         }),
         policy: policy_view,
         test_url: extras.test_url,
+        test_method: extras.test_method,
         test: extras.test,
         gate_mode: settings.as_ref().map_or_else(|| "high".to_owned(), |t| t.gate_mode.clone()),
         kill_switch: settings.as_ref().is_some_and(|t| t.kill_switch),
@@ -606,7 +651,7 @@ pub(super) async fn render_tenant(
                 expires_at: when(l.expires_at),
             })
             .collect(),
-        credentials: credentials.items.iter().map(super::credentials::CredentialView::of).collect(),
+        credentials: credentials.items.iter().map(CredentialView::of).collect(),
         tests_credentials: state.plane.uses_credentials(),
         credential_test: extras.credential_test,
         refusals: refusals

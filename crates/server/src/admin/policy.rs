@@ -34,6 +34,9 @@ pub struct PolicyForm {
     deny: String,
     #[serde(default)]
     dry_run: Option<String>,
+    /// On the confirmation: `save`, or `edit` to go back to the form.
+    #[serde(default)]
+    action: String,
 }
 
 /// A form's entries: one a line, a host entry as written, a rule object
@@ -66,6 +69,80 @@ fn version_of(text: &str) -> Result<i64, PageError> {
         .ok_or(PageError::Bad("the form's policy version is missing"))
 }
 
+/// The form's document, checked: the document, or why it is not saved.
+fn checked_document(form: &PolicyForm, mode: Mode) -> Result<PolicyDocument, String> {
+    let doc = match (rules(&form.allow), rules(&form.deny)) {
+        (Ok(allow), Ok(deny)) => PolicyDocument {
+            mode,
+            default_methods: default_methods(&form.default_methods),
+            allow,
+            deny,
+            dry_run: form.dry_run.is_some(),
+        },
+        (Err(e), _) | (_, Err(e)) => return Err(e),
+    };
+    Policy::from_document(&doc).map(|_| doc).map_err(|e| e.detail)
+}
+
+fn mode_of(form: &PolicyForm) -> Result<Mode, PageError> {
+    match form.mode.as_str() {
+        "open" => Ok(Mode::Open),
+        "allowlist" => Ok(Mode::Allowlist),
+        _ => Err(PageError::Bad("the mode is open or allowlist")),
+    }
+}
+
+impl PolicyForm {
+    /// The form as the person sent it, to show again.
+    fn as_sent(&self, mode: Mode) -> Option<SubmittedPolicy> {
+        Some(SubmittedPolicy {
+            mode,
+            default_methods: self.default_methods.clone(),
+            allow: self.allow.clone(),
+            deny: self.deny.clone(),
+            dry_run: self.dry_run.is_some(),
+        })
+    }
+}
+
+/// One line of a change: kept (` `), added (`+`) or removed (`-`).
+pub struct DiffLine {
+    pub mark: char,
+    pub text: String,
+}
+
+/// `old` to `new`, line by line: the old lines in their order, each kept or
+/// removed, then the lines added.
+fn diff(old: &[String], new: &[String]) -> Vec<DiffLine> {
+    let mut lines: Vec<DiffLine> = old
+        .iter()
+        .map(|line| DiffLine { mark: if new.contains(line) { ' ' } else { '-' }, text: line.clone() })
+        .collect();
+    lines.extend(new.iter().filter(|l| !old.contains(l)).map(|l| DiffLine { mark: '+', text: l.clone() }));
+    lines
+}
+
+#[derive(Template)]
+#[template(path = "admin/confirm_policy.html")]
+struct ConfirmPolicyPage {
+    person: String,
+    csrf: String,
+    tenant_id: String,
+    version: i64,
+    /// What changes beside the lists, in words.
+    changes: Vec<String>,
+    allow: Vec<DiffLine>,
+    deny: Vec<DiffLine>,
+    /// The form, carried to the confirmation as sent.
+    mode: &'static str,
+    default_methods: String,
+    allow_text: String,
+    deny_text: String,
+    dry_run: bool,
+}
+
+/// `POST /admin/tenants/{t}/policy`: the policy as edited, checked, and its
+/// change against the current version shown before anything is saved.
 pub async fn save_policy(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
@@ -74,42 +151,75 @@ pub async fn save_policy(
     let tenant_id = tenant_path(path)?;
     let Submitted { person, form } = submitted;
     let version = version_of(&form.version)?;
-    let mode = match form.mode.as_str() {
-        "open" => Mode::Open,
-        "allowlist" => Mode::Allowlist,
-        _ => return Err(PageError::Bad("the mode is open or allowlist")),
-    };
-    let as_sent = || {
-        Some(SubmittedPolicy {
-            mode,
-            default_methods: form.default_methods.clone(),
-            allow: form.allow.clone(),
-            deny: form.deny.clone(),
-            dry_run: form.dry_run.is_some(),
-        })
-    };
-    let doc = match (rules(&form.allow), rules(&form.deny)) {
-        (Ok(allow), Ok(deny)) => Ok(PolicyDocument {
-            mode,
-            default_methods: default_methods(&form.default_methods),
-            allow,
-            deny,
-            dry_run: form.dry_run.is_some(),
-        }),
-        (Err(e), _) | (_, Err(e)) => Err(e),
-    };
-    let checked = doc.and_then(|doc| match Policy::from_document(&doc) {
-        Ok(_) => Ok(doc),
-        Err(e) => Err(e.detail),
-    });
-    let doc = match checked {
+    let mode = mode_of(&form)?;
+    let doc = match checked_document(&form, mode) {
         Ok(doc) => doc,
         Err(detail) => {
             let extras = Extras {
                 notice: Notice::error(format!("Not saved: {detail}")),
-                policy_form: as_sent(),
+                policy_form: form.as_sent(mode),
                 ..Extras::default()
             };
+            return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
+        }
+    };
+    let store = state.plane.store().map_err(|e| plane_failure(&person.rid, e))?;
+    let current = store.current_policy(&tenant_id).await.map_err(|e| store_failure(&person.rid, e))?;
+    let old = current
+        .as_ref()
+        .and_then(|p| serde_json::from_str::<PolicyDocument>(&p.document).ok())
+        .unwrap_or_default();
+    let texts = |entries: &[Entry]| entries.iter().map(ToString::to_string).collect::<Vec<_>>();
+    let mut changes = Vec::new();
+    if old.mode != doc.mode || current.is_none() {
+        changes.push(format!("Mode: {}", if mode == Mode::Open { "open" } else { "allowlist" }));
+    }
+    if old.default_methods != doc.default_methods {
+        changes.push(match &doc.default_methods {
+            Some(methods) => format!("Default methods: {}", methods.join(" ")),
+            None => "Default methods: none (every method)".to_owned(),
+        });
+    }
+    if old.dry_run != doc.dry_run {
+        changes.push(if doc.dry_run { "Dry run: on" } else { "Dry run: off" }.to_owned());
+    }
+    let confirm = ConfirmPolicyPage {
+        csrf: person.csrf(),
+        person: person.actor,
+        tenant_id,
+        version,
+        changes,
+        allow: diff(&texts(&old.allow), &texts(&doc.allow)),
+        deny: diff(&texts(&old.deny), &texts(&doc.deny)),
+        mode: if mode == Mode::Open { "open" } else { "allowlist" },
+        default_methods: form.default_methods,
+        allow_text: form.allow,
+        deny_text: form.deny,
+        dry_run: doc.dry_run,
+    };
+    Ok(page(StatusCode::OK, &confirm))
+}
+
+/// `POST /admin/tenants/{t}/policy/confirm`: saves the policy shown, if it
+/// is still the version the person edited (or takes them back to editing).
+pub async fn confirm_policy(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    submitted: Submitted<PolicyForm>,
+) -> Result<Response, PageError> {
+    let tenant_id = tenant_path(path)?;
+    let Submitted { person, form } = submitted;
+    let version = version_of(&form.version)?;
+    let mode = mode_of(&form)?;
+    let not_saved = |notice| Extras { notice, policy_form: form.as_sent(mode), ..Extras::default() };
+    if form.action == "edit" {
+        let extras = not_saved(None);
+        return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
+    }
+    let doc = match checked_document(&form, mode) {
+        Ok(doc) => doc,
+        Err(detail) => {
+            let extras = not_saved(Notice::error(format!("Not saved: {detail}")));
             return render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await;
         }
     };
@@ -122,13 +232,9 @@ pub async fn save_policy(
             render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
         }
         Err(PlaneError::Conflict(Some(Reason::PolicyStale))) => {
-            let extras = Extras {
-                notice: Notice::error(
-                    "Not saved: the policy changed since this page was loaded (shown below as it is now). Your edit is kept in the form: check it against the current policy and save again.",
-                ),
-                policy_form: as_sent(),
-                ..Extras::default()
-            };
+            let extras = not_saved(Notice::error(
+                "Not saved: the policy changed since this page was loaded (shown below as it is now). Your edit is kept in the form: check it against the current policy and save again.",
+            ));
             // The version in the form is the current one now, so a second
             // save is a deliberate overwrite of what the person has seen.
             render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
@@ -186,7 +292,8 @@ pub async fn test_url(
             None => d.reason.as_str().to_owned(),
         }),
     };
-    let extras = Extras { test_url: url, test: Some(test), ..Extras::default() };
+    let extras =
+        Extras { test_url: url, test_method: method.to_string(), test: Some(test), ..Extras::default() };
     render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
 }
 

@@ -297,19 +297,22 @@ async fn the_policy_form_names_the_wrong_entry_refuses_stale_edits_and_audits_th
     assert!(bad.text.contains("a.example\nhttp://b.example/x</textarea>"), "the person's text is kept");
     assert_eq!(get(&node, "/v1/tenants/t1/egress-policy").await.json()["version"], 0);
 
-    let saved = ada
-        .submit(
-            page,
-            "/admin/tenants/t1/policy",
-            &[
-                ("version", "0"),
-                ("mode", "allowlist"),
-                ("allow", " a.example \n\n*.b.example"),
-                ("deny", "10.0.0.0/8"),
-                ("dry_run", "on"),
-            ],
-        )
-        .await;
+    let edit = [
+        ("version", "0"),
+        ("mode", "allowlist"),
+        ("allow", " a.example \n\n*.b.example"),
+        ("deny", "10.0.0.0/8"),
+        ("dry_run", "on"),
+    ];
+    // The change is shown first; nothing is saved until it is confirmed.
+    let shown = ada.submit(page, "/admin/tenants/t1/policy", &edit).await;
+    assert!(shown.text.contains("Nothing is saved yet"), "{}", shown.text);
+    assert!(shown.text.contains("<ins>+ a.example</ins>") && shown.text.contains("<ins>+ 10.0.0.0/8</ins>"));
+    assert!(shown.text.contains("Dry run: on"), "{}", shown.text);
+    assert_eq!(get(&node, "/v1/tenants/t1/egress-policy").await.json()["version"], 0);
+    let mut confirmed = edit.to_vec();
+    confirmed.push(("action", "save"));
+    let saved = ada.submit(page, "/admin/tenants/t1/policy/confirm", &confirmed).await;
     assert!(saved.text.contains("Policy saved as version 1"), "{}", saved.text);
     let stored = get(&node, "/v1/tenants/t1/egress-policy").await.json();
     assert_eq!(
@@ -323,8 +326,14 @@ async fn the_policy_form_names_the_wrong_entry_refuses_stale_edits_and_audits_th
     let stale = ada
         .submit(
             page,
-            "/admin/tenants/t1/policy",
-            &[("version", "1"), ("mode", "allowlist"), ("allow", "c.example"), ("deny", "")],
+            "/admin/tenants/t1/policy/confirm",
+            &[
+                ("version", "1"),
+                ("mode", "allowlist"),
+                ("allow", "c.example"),
+                ("deny", ""),
+                ("action", "save"),
+            ],
         )
         .await;
     assert!(stale.text.contains("changed since this page was loaded"), "{}", stale.text);

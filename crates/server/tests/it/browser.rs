@@ -240,6 +240,12 @@ async fn a_person_allows_a_refused_host_revokes_a_lease_and_kills_a_run() {
     let mode = client.find(Locator::Id("mode")).await.unwrap();
     mode.select_by_value("allowlist").await.unwrap();
     click(client, "#policy form[action$='/policy'] button[type=submit]").await;
+    // The change is shown before anything is saved.
+    wait_for_text(client, "Nothing is saved yet").await;
+    assert_eq!(plane.policy()["version"], 0, "not saved before the confirmation");
+    browser.screenshot("browser-policy-confirm").await;
+    assert_accessible(&browser, "the policy's confirmation").await;
+    click(client, "button[name=action][value=save]").await;
     wait_for_text(client, "Policy saved as version 1.").await;
     let policy = plane.policy();
     assert_eq!(policy["version"], 1, "{policy}");
@@ -631,6 +637,94 @@ async fn a_person_tests_a_credential_and_reads_a_runs_security_checks() {
     assert_eq!(uses[0]["detail"]["status"], 200);
     assert_eq!(uses[1]["detail"]["refused"], "lease_host_mismatch");
     assert!(!audit.to_string().contains(SECRET));
+    browser.close().await;
+}
+
+/// A person edits rule objects (methods, paths, a deny's reason, an
+/// expiry) and default methods on the page: the change is shown before it
+/// is saved, it is stored as written, the door's decision names the deny's
+/// reason, and an expired rule is listed as such. Every page passes axe.
+#[tokio::test]
+async fn a_person_edits_rule_objects_and_sees_the_change_before_it_is_saved() {
+    let plane = Plane::start();
+    let browser = Browser::start().await;
+    let client = browser.client();
+    client.goto(&plane.url("/admin/login")).await.unwrap();
+    wait_for_text(client, "Your name").await;
+    sign_in(client, PASSWORD).await;
+    wait_for_text(client, "Signed in as person:ada").await;
+    client.goto(&plane.url("/admin/tenants/t1")).await.unwrap();
+    wait_for_text(client, "Egress policy").await;
+
+    client.find(Locator::Id("mode")).await.unwrap().select_by_value("allowlist").await.unwrap();
+    type_into(client, "default-methods", "GET HEAD").await;
+    let allow = [
+        "api.needed.test",
+        r#"{"host": "api.needed.test", "methods": ["POST"], "paths": ["/v1/"]}"#,
+        r#"{"host": "old.needed.test", "expires_at": "2001-01-01T00:00:00Z"}"#,
+        r#"{"preset": "debian"}"#,
+    ];
+    type_into(client, "allow-rules", &allow.join("\n")).await;
+    type_into(
+        client,
+        "deny-rules",
+        r#"{"host": "api.needed.test", "methods": ["DELETE"], "reason": "agents never delete here"}"#,
+    )
+    .await;
+    click(client, "#policy form[action$='/policy'] button[type=submit]").await;
+    let shown = wait_for_text(client, "Nothing is saved yet").await;
+    for line in [
+        "+ api.needed.test",
+        r#"+ {"host":"api.needed.test","methods":["POST"],"paths":["/v1/"]}"#,
+        "Default methods: GET HEAD",
+        "Mode: allowlist",
+    ] {
+        assert!(shown.contains(line), "{line} in:\n{shown}");
+    }
+    assert_eq!(plane.policy()["version"], 0, "nothing saved yet");
+    browser.screenshot("browser-policy-rules-confirm").await;
+    assert_accessible(&browser, "the confirmation of rule objects").await;
+    click(client, "button[name=action][value=save]").await;
+    wait_for_text(client, "Policy saved as version 1.").await;
+    let policy = plane.policy();
+    assert_eq!(policy["policy"]["default_methods"], json!(["GET", "HEAD"]), "{policy}");
+    assert_eq!(
+        policy["policy"]["allow"][1],
+        json!({"host": "api.needed.test", "methods": ["POST"], "paths": ["/v1/"]})
+    );
+    assert_eq!(policy["policy"]["deny"][0]["reason"], "agents never delete here", "{policy}");
+    // The form shows the rules as saved, and the expired one as expired.
+    let text = page_text(client).await;
+    assert!(text.contains("Expired, and ignored by the door"), "{text}");
+    assert!(text.contains(r#"{"expires_at":"2001-01-01T00:00:00Z","host":"old.needed.test"}"#), "{text}");
+    let saved = client
+        .find(Locator::Id("allow-rules"))
+        .await
+        .unwrap()
+        .prop("value")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(saved.contains(r#"{"host":"api.needed.test","methods":["POST"],"paths":["/v1/"]}"#), "{saved}");
+
+    // Test a URL with a method: the deny's reason is shown.
+    client.find(Locator::Id("test-method")).await.unwrap().select_by_value("DELETE").await.unwrap();
+    type_into(client, "test-url", &format!("http://api.needed.test:{}/v1/x", plane.echo.port)).await;
+    click(client, "form[action$='/test-url'] button[type=submit]").await;
+    let verdict = wait_for_text(client, "agents never delete here").await;
+    assert!(verdict.contains("policy_denied"), "{verdict}");
+    assert_accessible(&browser, "the tenant page with a rule's verdict").await;
+    client.find(Locator::Id("test-method")).await.unwrap().select_by_value("PUT").await.unwrap();
+    click(client, "form[action$='/test-url'] button[type=submit]").await;
+    wait_for_text(client, "policy_method_not_allowed").await;
+    screenshot_section(&browser, "policy", "browser-policy-rules").await;
+
+    // A bad rule is refused naming the entry, the text kept.
+    type_into(client, "allow-rules", r#"{"host": "x.test", "methods": ["get"]}"#).await;
+    click(client, "#policy form[action$='/policy'] button[type=submit]").await;
+    let refused = wait_for_text(client, "Not saved").await;
+    assert!(refused.contains("IANA"), "{refused}");
+    assert_eq!(plane.policy()["version"], 1);
     browser.close().await;
 }
 
