@@ -54,6 +54,7 @@ use crate::target::{Host, Target, parse_host};
 
 pub mod path;
 pub mod presets;
+pub mod proposal;
 
 /// `open` or `allowlist`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
