@@ -307,6 +307,12 @@ closed_codes! {
         UrlAmbiguousPath => "url_ambiguous_path",
         /// The tenant's rules for this host judge each request (methods or paths), so its tunnel must be terminated, and this gateway has no interception CA to terminate it with.
         TunnelNotTerminable => "tunnel_not_terminable",
+        /// The run (or its tenant) has as many pending egress proposals as it may: decide or wait for some before asking again.
+        ProposalLimit => "proposal_limit",
+        /// No egress proposal of this tenant has this id.
+        ProposalUnknown => "proposal_unknown",
+        /// The egress proposal was decided already, or expired: it cannot be decided again.
+        ProposalNotPending => "proposal_not_pending",
     }
 }
 
@@ -551,6 +557,9 @@ mod tests {
                 "policy_path_not_allowed",
                 "url_ambiguous_path",
                 "tunnel_not_terminable",
+                "proposal_limit",
+                "proposal_unknown",
+                "proposal_not_pending",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

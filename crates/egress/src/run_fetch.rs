@@ -375,7 +375,7 @@ impl RunFetch<'_> {
 
     /// The whole fetch, the answer held (capped).
     pub async fn fetch(&self, fetch: FetchRequest) -> Result<crate::fetch::FetchResponse, DoorError> {
-        let policy = self.door.policies.policy(self.claims.tenant_id.as_deref());
+        let policy = self.door.policies.policy_of_run(self.claims.tenant_id.as_deref(), &self.claims.exec_id);
         let mut would_refuse = Vec::new();
         let fetched = self
             .door
@@ -391,7 +391,7 @@ impl RunFetch<'_> {
         fetch: FetchRequest,
         body: crate::fetch::StreamBody,
     ) -> Result<crate::fetch::StreamedResponse, DoorError> {
-        let policy = self.door.policies.policy(self.claims.tenant_id.as_deref());
+        let policy = self.door.policies.policy_of_run(self.claims.tenant_id.as_deref(), &self.claims.exec_id);
         let mut would_refuse = Vec::new();
         let fetched = self
             .door

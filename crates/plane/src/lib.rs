@@ -46,6 +46,7 @@ pub mod grants;
 pub mod manifests;
 mod osv;
 pub mod policy;
+pub mod proposals;
 pub mod record;
 pub mod runs;
 pub mod scans;

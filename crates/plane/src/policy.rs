@@ -34,11 +34,17 @@ pub const VOUCH: Duration = Duration::from_secs(2);
 
 type Entry = Result<Arc<Policy>, PolicyError>;
 
-/// A tenant's policy as read at the tenant's settings version.
+/// A tenant's policy as read at the tenant's settings version, and the
+/// policies of its runs that a person approved rules for (the tenant's
+/// with those rules after its own).
 struct Held {
     settings_version: i64,
     entry: Entry,
+    runs: HashMap<String, Entry>,
 }
+
+/// The rules approved for single runs, by tenant: (run, rule's JSON).
+type RunRules = HashMap<String, Vec<(String, String)>>;
 
 #[derive(Default)]
 struct Replica {
@@ -69,11 +75,23 @@ impl PolicyCache {
     pub async fn refresh(&self, store: &Store) -> Result<(), StoreError> {
         let since = self.read().version;
         let (version, changed) = store.settings_since(since).await?;
-        self.apply(version, changed);
+        let mut run_rules = RunRules::new();
+        for tenant in &changed {
+            let rules = store.run_rules(&tenant.tenant_id).await?;
+            if !rules.is_empty() {
+                run_rules.insert(tenant.tenant_id.clone(), rules);
+            }
+        }
+        self.apply_with_runs(version, changed, &run_rules);
         Ok(())
     }
 
+    #[cfg(test)]
     fn apply(&self, version: i64, changed: Vec<TenantSettings>) {
+        self.apply_with_runs(version, changed, &RunRules::new());
+    }
+
+    fn apply_with_runs(&self, version: i64, changed: Vec<TenantSettings>, run_rules: &RunRules) {
         let mut replica = self.replica.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         for tenant in changed {
             if replica
@@ -100,9 +118,11 @@ impl PolicyCache {
                 }
                 None => Ok(Arc::new(Policy::open())),
             };
+            let runs =
+                runs_of(&entry, run_rules.get(&tenant.tenant_id).map(Vec::as_slice).unwrap_or_default());
             replica
                 .tenants
-                .insert(tenant.tenant_id, Held { settings_version: tenant.settings_version, entry });
+                .insert(tenant.tenant_id, Held { settings_version: tenant.settings_version, entry, runs });
         }
         replica.version = replica.version.max(version);
         replica.confirmed_at = Some(Instant::now());
@@ -135,16 +155,56 @@ impl PolicyCache {
     }
 }
 
-impl PolicySource for PolicyCache {
-    fn policy(&self, tenant_id: Option<&str>) -> Entry {
+/// Each run's policy: the tenant's with the rules approved for the run
+/// after its own. A rule that does not read leaves the run on its
+/// tenant's policy (logged): it was checked when it was proposed.
+fn runs_of(tenant: &Entry, rules: &[(String, String)]) -> HashMap<String, Entry> {
+    let Ok(policy) = tenant else { return HashMap::new() };
+    let mut by_run: HashMap<&str, Vec<gatehouse_egress::policy::Entry>> = HashMap::new();
+    for (run_id, rule) in rules {
+        match serde_json::from_str(rule) {
+            Ok(entry) => by_run.entry(run_id.as_str()).or_default().push(entry),
+            Err(_) => {
+                tracing::error!(run_id, "an approved rule does not read: the run keeps its tenant's policy")
+            }
+        }
+    }
+    by_run
+        .into_iter()
+        .map(|(run_id, entries)| {
+            let merged = policy.with_allowed(&entries).map(Arc::new);
+            if let Err(e) = &merged {
+                tracing::error!(run_id, error = %e, "an approved rule does not read: the run keeps its tenant's policy");
+            }
+            (run_id.to_owned(), merged.or_else(|_| Ok(policy.clone())))
+        })
+        .collect()
+}
+
+impl PolicyCache {
+    fn held<T>(
+        &self,
+        tenant_id: Option<&str>,
+        read: impl FnOnce(Option<&Held>) -> T,
+    ) -> Result<T, PolicyError> {
         let replica = self.read();
         if replica.confirmed_at.is_none_or(|at| at.elapsed() > VOUCH) {
             return Err(PolicyError::unavailable());
         }
-        match tenant_id.and_then(|t| replica.tenants.get(t)) {
-            Some(held) => held.entry.clone(),
+        Ok(read(tenant_id.and_then(|t| replica.tenants.get(t))))
+    }
+}
+
+impl PolicySource for PolicyCache {
+    fn policy(&self, tenant_id: Option<&str>) -> Entry {
+        self.held(tenant_id, |held| held.map_or_else(|| Ok(Arc::new(Policy::open())), |h| h.entry.clone()))?
+    }
+
+    fn policy_of_run(&self, tenant_id: Option<&str>, run_id: &str) -> Entry {
+        self.held(tenant_id, |held| match held {
+            Some(h) => h.runs.get(run_id).unwrap_or(&h.entry).clone(),
             None => Ok(Arc::new(Policy::open())),
-        }
+        })?
     }
 }
 

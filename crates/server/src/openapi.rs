@@ -114,6 +114,27 @@ const FILES_QUERY: &[Param] = &[
     param("name", true, schema::file_name),
     param("conversation_id", false, schema::id),
 ];
+/// What a proposal is answered with.
+const PROPOSAL_FIELDS: &[&str] = &[
+    "proposal_id",
+    "run_id",
+    "tenant_id",
+    "host",
+    "methods",
+    "paths",
+    "why",
+    "status",
+    "scope",
+    "decided_by",
+    "decided_at",
+];
+
+const PROPOSALS_QUERY: &[Param] = &[
+    param("status", false, schema::proposal_status),
+    param("limit", false, schema::limit),
+    param("cursor", false, schema::string),
+];
+
 const SCAN_CONTENT_QUERY: &[Param] = &[
     param("tenant_id", false, schema::id),
     param("run_id", false, schema::id),
@@ -261,6 +282,46 @@ pub const ROUTES: &[Route] = &[
         body: Body::None,
         status: 200,
         answer: Answer::Json(&["tenant_id", "version", "policy", "actor", "created_at"]),
+    },
+    Route {
+        method: "post",
+        path: "/v1/runs/{run_id}/egress-proposals",
+        summary: "A live run asks for one exact rule its policy refuses (201; the same ask again is the same proposal, 200).",
+        auth: true,
+        query: &[],
+        body: Body::Json(schema::proposal_request),
+        status: 201,
+        answer: Answer::Json(PROPOSAL_FIELDS),
+    },
+    Route {
+        method: "get",
+        path: "/v1/egress-proposals/{proposal_id}",
+        summary: "One egress proposal and where it stands (pending, approved, denied, expired).",
+        auth: true,
+        query: &[],
+        body: Body::None,
+        status: 200,
+        answer: Answer::Json(PROPOSAL_FIELDS),
+    },
+    Route {
+        method: "post",
+        path: "/v1/egress-proposals/{proposal_id}/decide",
+        summary: "A person approves a pending proposal for its run alone or for the tenant (a new policy version with exactly that rule), or denies it; audited.",
+        auth: true,
+        query: &[],
+        body: Body::Json(schema::decide_request),
+        status: 200,
+        answer: Answer::Json(PROPOSAL_FIELDS),
+    },
+    Route {
+        method: "get",
+        path: "/v1/tenants/{tenant_id}/egress-proposals",
+        summary: "A tenant's egress proposals, newest first, by status.",
+        auth: true,
+        query: PROPOSALS_QUERY,
+        body: Body::None,
+        status: 200,
+        answer: Answer::Json(&["items", "next_cursor"]),
     },
     Route {
         method: "get",
@@ -964,12 +1025,43 @@ pub mod schema {
         ]})
     }
 
+    /// `POST /v1/runs/{run_id}/egress-proposals`.
+    pub fn proposal_request() -> Value {
+        closed(
+            json!({
+                "host": {"type": "string", "minLength": 1, "maxLength": 260},
+                "methods": nullable(json!({"type": "array", "items": registered_method(), "minItems": 1})),
+                "paths": nullable(json!({"type": "array", "items": {"type": "string", "pattern": "^/"},
+                    "minItems": 1, "maxItems": 64})),
+                "why": {"type": "string", "minLength": 1, "maxLength": 500, "pattern": NO_CONTROLS},
+            }),
+            &["host", "why"],
+        )
+    }
+
+    /// `POST /v1/egress-proposals/{proposal_id}/decide`.
+    pub fn decide_request() -> Value {
+        closed(
+            json!({
+                "decision": one_of(&["approve", "deny"]),
+                "scope": {"type": ["string", "null"], "enum": ["run", "tenant", null]},
+                "actor": {"type": "string", "pattern": "^person:[A-Za-z0-9._@-]{1,64}$"},
+            }),
+            &["decision", "actor"],
+        )
+    }
+
+    /// A proposal's status as lists narrow by it.
+    pub fn proposal_status() -> Value {
+        one_of(&["pending", "approved", "denied", "expired"])
+    }
+
     /// `PUT /v1/tenants/{tenant_id}/egress-policy`.
     pub fn policy_document() -> Value {
         closed(
             json!({
                 "mode": one_of(&["open", "allowlist"]),
-                "default_methods": {"type": "array", "items": registered_method(), "minItems": 1},
+                "default_methods": nullable(json!({"type": "array", "items": registered_method(), "minItems": 1})),
                 "allow": {"type": "array", "items": policy_entry(false)},
                 "deny": {"type": "array", "items": policy_entry(true)},
                 "dry_run": {"type": "boolean"},

@@ -32,6 +32,7 @@ mod error;
 pub mod files;
 pub mod lease;
 mod model;
+pub mod proposals;
 
 use std::str::FromStr as _;
 use std::time::Duration;
@@ -155,6 +156,7 @@ mod sqlite {
     include!("lease_ops.rs");
     include!("admin_ops.rs");
     include!("file_ops.rs");
+    include!("proposal_ops.rs");
 }
 
 mod postgres {
@@ -172,6 +174,7 @@ mod postgres {
     include!("lease_ops.rs");
     include!("admin_ops.rs");
     include!("file_ops.rs");
+    include!("proposal_ops.rs");
 }
 
 /// Runs `$op(pool, args...)` on whichever backend the store has, under the
@@ -779,6 +782,52 @@ impl Store {
         now: UnixTime,
     ) -> Result<Vec<files::StoredFile>, StoreError> {
         dispatch!(self.session_files(tenant.unwrap_or(""), user_id, namespace, session_id, now))
+    }
+
+    /// Records a run's ask for a rule, unless the same ask is recorded (see
+    /// `proposals`): the proposal and whether it is new.
+    pub async fn propose(
+        &self,
+        new: &proposals::NewProposal,
+        limits: proposals::ProposalLimits,
+    ) -> Result<(proposals::Proposal, bool), StoreError> {
+        dispatch!(self.propose(new, limits))
+    }
+
+    /// One proposal.
+    pub async fn proposal(&self, proposal_id: &str) -> Result<Option<proposals::Proposal>, StoreError> {
+        dispatch!(self.proposal(proposal_id))
+    }
+
+    /// A tenant's proposals, newest first, by status at `now` (`pending`,
+    /// `expired`, `approved`, `denied`; none: all).
+    pub async fn proposals(
+        &self,
+        tenant_id: &str,
+        status: Option<&str>,
+        now: UnixTime,
+        page: &PageRequest,
+    ) -> Result<Page<proposals::Proposal>, StoreError> {
+        dispatch!(self.proposals(tenant_id, status, now, page))
+    }
+
+    /// Decides a pending proposal, audited; approved for its run, the
+    /// tenant's settings version moves (the replicas take the rule in).
+    pub async fn decide_proposal(
+        &self,
+        proposal_id: &str,
+        approve: bool,
+        scope: Option<&str>,
+        actor: &str,
+        now: UnixTime,
+    ) -> Result<proposals::Proposal, StoreError> {
+        dispatch!(self.decide_proposal(proposal_id, approve, scope, actor, now))
+    }
+
+    /// The rules approved for their run alone, of `tenant_id`'s live runs:
+    /// (run, rule as a policy entry's JSON).
+    pub async fn run_rules(&self, tenant_id: &str) -> Result<Vec<(String, String)>, StoreError> {
+        dispatch!(self.run_rules(tenant_id))
     }
 
     /// What run `run_id` left: the files it wrote and its uploads refused

@@ -637,6 +637,16 @@ impl Policy {
         })
     }
 
+    /// This policy with `extra` allow entries after its own (a run's
+    /// approved rules): `policy_unreadable` naming an entry that does not read.
+    pub fn with_allowed(&self, extra: &[Entry]) -> Result<Self, PolicyError> {
+        let mut rules = self.allow.rules.clone();
+        for entry in extra {
+            rules.extend(parse_entry(entry, Side::Allow)?);
+        }
+        Ok(Self { allow: RuleSet::new(rules), ..self.clone() })
+    }
+
     /// Whether refusals are only recorded.
     pub fn dry_run(&self) -> bool {
         self.dry_run

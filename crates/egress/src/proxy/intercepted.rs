@@ -187,7 +187,7 @@ impl Proxy {
                 port: tunnel.port,
                 path_and_query: path,
             };
-            let policy = self.policies.policy(grant.tenant_id.as_deref());
+            let policy = self.policies.policy_of_run(grant.tenant_id.as_deref(), &grant.exec_id);
             self.exchange(req, target, policy, grant, spent.map(|s| s.lease_generation), started).await
         };
         answer.await.unwrap_or_else(|refused| self.refuse(Some(grant), &refused))

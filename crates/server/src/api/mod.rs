@@ -25,6 +25,7 @@ mod egress;
 mod files;
 mod grants;
 mod manifests;
+mod proposals;
 mod record;
 mod runs;
 pub mod scans;
@@ -68,6 +69,7 @@ fn tables() -> (RouteTable, RouteTable, RouteTable) {
         runs::routes,
         credentials::routes,
         tenants::routes,
+        proposals::routes,
         scans::routes,
         record::routes,
         files::routes,

@@ -194,7 +194,12 @@ pub fn required_scope(template: &str) -> Scope {
         p if p.contains("/credentials") => Scope::Credentials,
         // The platform stores its users' input files for their runs.
         p if p == "/files" || p.contains("/files/") => Scope::Runs,
-        p if p.ends_with("/egress-policy") || p.ends_with("/dependency-gate") || p == "/egress-presets" => {
+        p if p.ends_with("/egress-policy")
+            || p.ends_with("/dependency-gate")
+            || p == "/egress-presets"
+            || p.ends_with("/egress-proposals")
+            || p.starts_with("/egress-proposals/") =>
+        {
             Scope::Policies
         }
         // The worker's pass: it submits pull requests' scans and asks the gate.

@@ -75,8 +75,16 @@ pub fn tenant_rule(method: &Method, template: &str) -> TenantRule {
             TenantRule::BearerGrant
         }
         "/content/scanner" | "/egress-presets" => TenantRule::None,
-        "/manifests/sign" | "/manifests/verify" | "/grants" | "/grants/open" | "/grants/consume"
-        | "/grants/revoke" | "/content/scan" | "/files" => TenantRule::Named,
+        "/manifests/sign"
+        | "/manifests/verify"
+        | "/grants"
+        | "/grants/open"
+        | "/grants/consume"
+        | "/grants/revoke"
+        | "/content/scan"
+        | "/files"
+        | "/egress-proposals/{proposal_id}"
+        | "/egress-proposals/{proposal_id}/decide" => TenantRule::Named,
         "/runs" if method == Method::POST => TenantRule::Named,
         "/runs" | "/leases" | "/refusals" | "/audit" => TenantRule::Narrowed,
         "/egress/fetch" | "/egress/fetch/raw" => TenantRule::CarriedGrant,

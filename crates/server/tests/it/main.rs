@@ -19,6 +19,7 @@ mod leases_cluster;
 mod ledger;
 mod person;
 mod plane;
+mod proposals;
 mod proxy;
 mod record;
 mod rewrap;

@@ -78,6 +78,7 @@ struct Things {
     credential_id: String,
     lease_id: String,
     file_id: String,
+    proposal_id: String,
 }
 
 /// Credential names, distinct within a tenant.
@@ -114,6 +115,13 @@ async fn things(node: &Node, tenant: &str) -> Things {
     )
     .await;
     assert_eq!(file.status, 201, "{}", file.text);
+    let proposal = call(
+        node,
+        &format!("/v1/runs/{run_id}/egress-proposals"),
+        json!({"host": "api.example.com", "methods": ["GET"], "why": "to read the docs"}),
+    )
+    .await;
+    assert_eq!(proposal.status, 201, "{}", proposal.text);
     Things {
         tenant: tenant.to_owned(),
         run_id,
@@ -123,6 +131,7 @@ async fn things(node: &Node, tenant: &str) -> Things {
         credential_id,
         lease_id: lease.json()["lease_id"].as_str().unwrap().to_owned(),
         file_id: file.json()["file_id"].as_str().unwrap().to_owned(),
+        proposal_id: proposal.json()["proposal_id"].as_str().unwrap().to_owned(),
     }
 }
 
@@ -137,6 +146,7 @@ impl Things {
             .replace("{credential_id}", &self.credential_id)
             .replace("{lease_id}", &self.lease_id)
             .replace("{file_id}", &self.file_id)
+            .replace("{proposal_id}", &self.proposal_id)
             .replace("{session_id}", "out-1")
             .replace("{name}", "brief.txt")
     }
@@ -250,6 +260,22 @@ const RULES: &[(&str, &str, TenantRule, &str, &str)] = &[
     ("post", "/v1/content/scan", TenantRule::Named, "?tenant_id={tenant_id}&run_id={run_id}", "text"),
     ("get", "/v1/content/scanner", TenantRule::None, "", ""),
     ("get", "/v1/egress-presets", TenantRule::None, "", ""),
+    ("get", "/v1/tenants/{tenant_id}/egress-proposals", TenantRule::Path, "", ""),
+    (
+        "post",
+        "/v1/runs/{run_id}/egress-proposals",
+        TenantRule::Run,
+        "",
+        r#"{"host": "api.example.com", "why": "to read the docs"}"#,
+    ),
+    ("get", "/v1/egress-proposals/{proposal_id}", TenantRule::Named, "", ""),
+    (
+        "post",
+        "/v1/egress-proposals/{proposal_id}/decide",
+        TenantRule::Named,
+        "",
+        r#"{"decision": "deny", "actor": "person:ada"}"#,
+    ),
     // Last: they end, delete or revoke what the probes above use.
     ("post", "/v1/runs/{run_id}/end", TenantRule::Run, "", r#"{"outcome": "succeeded"}"#),
     ("post", "/v1/runs/{run_id}/cancel", TenantRule::Run, "", "{}"),
