@@ -122,6 +122,9 @@ pub struct PublicError {
     /// for the agent (its own policy text, at most 200 printable
     /// characters, checked when the policy was stored).
     pub rule_reason: Option<String>,
+    /// For a refusal a person may lift: the egress proposal it made, for
+    /// the agent to follow (`x-gatehouse-proposal`).
+    pub proposal_id: Option<String>,
 }
 
 impl PublicError {
@@ -134,6 +137,7 @@ impl PublicError {
             request_id: request_id.into(),
             retry_after_secs: None,
             rule_reason: None,
+            proposal_id: None,
         }
     }
 
@@ -165,6 +169,13 @@ impl PublicError {
         self
     }
 
+    /// Carries the proposal a refusal made.
+    #[must_use]
+    pub fn with_proposal(mut self, proposal_id: Option<String>) -> Self {
+        self.proposal_id = proposal_id;
+        self
+    }
+
     /// The rule reason as the `x-gatehouse-rule-reason` header carries it:
     /// visible ASCII and spaces as they are, every other byte of its UTF-8
     /// (and `%` itself) percent-encoded.
@@ -185,6 +196,8 @@ impl PublicError {
             retry_after_secs: Option<u32>,
             #[serde(skip_serializing_if = "Option::is_none")]
             rule_reason: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            proposal_id: Option<&'a str>,
         }
         #[derive(Serialize)]
         struct Outer<'a> {
@@ -198,6 +211,7 @@ impl PublicError {
                 request_id: &self.request_id,
                 retry_after_secs: self.retry_after_secs,
                 rule_reason: self.rule_reason.as_deref(),
+                proposal_id: self.proposal_id.as_deref(),
             },
         })
         .unwrap_or(serde_json::Value::Null)

@@ -75,11 +75,13 @@ pub struct FetchRefusal {
     pub rule_reason: Option<String>,
     /// The host concerned (never the full URL).
     pub host: Option<String>,
+    /// The rule the refused hop asks a person for, when one could lift it.
+    pub asked: Option<crate::policy::proposal::ProposedRule>,
 }
 
 impl FetchRefusal {
     fn new(reason: Reason, host: Option<&Host>) -> Self {
-        Self { reason, rule: None, rule_reason: None, host: host.map(ToString::to_string) }
+        Self { reason, rule: None, rule_reason: None, host: host.map(ToString::to_string), asked: None }
     }
 }
 
@@ -285,11 +287,13 @@ impl Fetcher {
             .await
             .with_request(policy, method, now);
         if !decision.allowed() {
+            let reason = decision.refusal().unwrap_or(Reason::UpstreamUnreachable);
             return Err(FetchRefusal {
-                reason: decision.refusal().unwrap_or(Reason::UpstreamUnreachable),
+                reason,
                 rule: decision.rule.clone(),
                 rule_reason: decision.rule_reason.clone(),
                 host: decision.host.clone(),
+                asked: crate::policy::proposal::ProposedRule::for_refused(target, method, reason),
             });
         }
         if let Some(dry) = &decision.dry_run_would_refuse {
@@ -298,6 +302,7 @@ impl Fetcher {
                 rule: dry.rule.clone(),
                 rule_reason: None,
                 host: decision.host.clone(),
+                asked: None,
             });
         }
         let fail = |reason| FetchRefusal::new(reason, Some(&target.host));

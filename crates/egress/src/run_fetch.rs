@@ -54,6 +54,8 @@ pub struct FetchDoor {
     pub sink: Arc<dyn RefusalSink>,
     /// The time.
     pub clock: Arc<dyn Clock>,
+    /// Where a run's request refused by its policy asks a person.
+    pub proposals: Option<Arc<dyn crate::policy::proposal::ProposalSink>>,
 }
 
 /// Why the door did not fetch.
@@ -62,8 +64,16 @@ pub enum DoorError {
     /// Refused for this reason (recorded as the run's, or as a grant that
     /// did not open).
     Refused(Reason),
-    /// Refused by a tenant's deny rule that gives the agent a reason.
-    Denied(Reason, String),
+    /// Refused by the tenant's policy, with what the agent is told beside
+    /// the reason: a deny rule's reason, the proposal the refusal made.
+    Policy {
+        /// The reason code.
+        reason: Reason,
+        /// A deny rule's reason for the agent.
+        rule_reason: Option<String>,
+        /// The proposal made for a person to decide.
+        proposal_id: Option<String>,
+    },
     /// This node holds no credentials to sign with.
     NotServed,
     /// A fault of gatehouse's own.
@@ -73,10 +83,12 @@ pub enum DoorError {
 impl DoorError {
     /// A fetch's refusal as the door's: with its deny rule's reason when
     /// it has one.
-    fn of(refusal: &FetchRefusal) -> Self {
-        match &refusal.rule_reason {
-            Some(why) => Self::Denied(refusal.reason, why.clone()),
-            None => Self::Refused(refusal.reason),
+    fn of(refusal: &FetchRefusal, proposal_id: Option<String>) -> Self {
+        match (&refusal.rule_reason, proposal_id) {
+            (None, None) => Self::Refused(refusal.reason),
+            (rule_reason, proposal_id) => {
+                Self::Policy { reason: refusal.reason, rule_reason: rule_reason.clone(), proposal_id }
+            }
         }
     }
 
@@ -94,7 +106,7 @@ impl DoorError {
                 | Reason::ResponseTooLarge,
             ) => ErrorCode::BadGateway,
             Self::Refused(Reason::HeaderNotAllowed) => ErrorCode::BadRequest,
-            Self::Refused(reason) | Self::Denied(reason, _) => reason.refusal_code(),
+            Self::Refused(reason) | Self::Policy { reason, .. } => reason.refusal_code(),
             Self::NotServed => ErrorCode::Forbidden,
             Self::Internal => ErrorCode::Internal,
         }
@@ -185,7 +197,7 @@ impl FetchDoor {
             note(RefusalKind::EgressRefused, dry.reason, dry.host, dry.rule, true);
         }
         fetched.map_err(|r| {
-            let error = DoorError::of(&r);
+            let error = DoorError::of(&r, None);
             note(door_refusal_kind(r.reason), r.reason, r.host, r.rule, false);
             error
         })
@@ -382,7 +394,7 @@ impl RunFetch<'_> {
             .fetcher
             .fetch_for_run(policy.as_deref(), fetch, Some(&self.meter), &mut would_refuse)
             .await;
-        self.finish(would_refuse, fetched)
+        self.finish(would_refuse, fetched).await
     }
 
     /// The fetch with the bodies streamed both ways.
@@ -398,11 +410,12 @@ impl RunFetch<'_> {
             .fetcher
             .fetch_streamed(policy.as_deref(), fetch, body, &self.meter, &mut would_refuse)
             .await;
-        self.finish(would_refuse, fetched)
+        self.finish(would_refuse, fetched).await
     }
 
-    /// Records what a dry-run policy would have refused, and a refusal.
-    fn finish<T>(
+    /// Records what a dry-run policy would have refused, and a refusal
+    /// (asking a person, by a proposal, where one could lift it).
+    async fn finish<T>(
         &self,
         would_refuse: Vec<FetchRefusal>,
         fetched: Result<T, FetchRefusal>,
@@ -410,18 +423,19 @@ impl RunFetch<'_> {
         for dry in would_refuse {
             self.note(RefusalKind::EgressRefused, dry.reason, dry.host, dry.rule, None, true);
         }
-        fetched.map_err(|refusal| {
-            let error = DoorError::of(&refusal);
-            self.note(
-                door_refusal_kind(refusal.reason),
-                refusal.reason,
-                refusal.host,
-                refusal.rule,
-                None,
-                false,
-            );
-            error
-        })
+        let refusal = match fetched {
+            Ok(answer) => return Ok(answer),
+            Err(refusal) => refusal,
+        };
+        let proposal_id = match (&self.door.proposals, self.claims.tenant_id.as_deref(), &refusal.asked) {
+            (Some(sink), Some(tenant), Some(rule)) => {
+                sink.propose(tenant, &self.claims.exec_id, rule.clone(), refusal.reason).await
+            }
+            _ => None,
+        };
+        let error = DoorError::of(&refusal, proposal_id);
+        self.note(door_refusal_kind(refusal.reason), refusal.reason, refusal.host, refusal.rule, None, false);
+        Err(error)
     }
 
     /// Records a refusal of the run's request (or, `dry_run`, what a

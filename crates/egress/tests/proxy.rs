@@ -138,6 +138,7 @@ fn harness_full(
         leases: None,
         leaves: None,
         upstream_tls: None,
+        proposals: None,
     });
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let proxy_addr = listener.local_addr().unwrap().to_string();

@@ -32,13 +32,16 @@ pub enum PlaneError {
     /// Policy says no.
     #[error("refused: {0}")]
     Refused(Reason),
-    /// A tenant's deny rule says no, and why, for the agent.
-    #[error("refused by a rule: {reason}")]
-    RefusedByRule {
+    /// The tenant's policy says no, with what the agent is told beside
+    /// the reason.
+    #[error("refused by the policy: {reason}")]
+    RefusedByPolicy {
         /// The reason code.
         reason: Reason,
-        /// The rule's reason, as the tenant wrote it.
-        rule_reason: String,
+        /// A deny rule's reason, as the tenant wrote it.
+        rule_reason: Option<String>,
+        /// The proposal the refusal made, for a person to decide.
+        proposal_id: Option<String>,
     },
     /// A dependency (the ledger, the store) cannot answer now: retry.
     #[error("unavailable: {reason}")]
@@ -86,7 +89,7 @@ impl PlaneError {
             Self::Unauthenticated(_) => ErrorCode::Unauthorized,
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::Conflict(_) => ErrorCode::Conflict,
-            Self::Refused(_) | Self::RefusedByRule { .. } => ErrorCode::Refused,
+            Self::Refused(_) | Self::RefusedByPolicy { .. } => ErrorCode::Refused,
             Self::Unavailable { .. } => ErrorCode::Unavailable,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::Upstream(_) => ErrorCode::BadGateway,
@@ -103,7 +106,7 @@ impl PlaneError {
             | Self::Unavailable { reason, .. }
             | Self::BadInput(reason)
             | Self::RateLimited { reason, .. }
-            | Self::RefusedByRule { reason, .. }
+            | Self::RefusedByPolicy { reason, .. }
             | Self::Upstream(reason)
             | Self::Unauthenticated(reason) => Some(*reason),
             Self::NotServed | Self::Internal(_) => None,
@@ -145,7 +148,9 @@ impl From<gatehouse_egress::run_fetch::DoorError> for PlaneError {
                 ErrorCode::BadRequest => Self::BadInput(reason),
                 _ => Self::refusal(reason),
             },
-            DoorError::Denied(reason, rule_reason) => Self::RefusedByRule { reason, rule_reason },
+            DoorError::Policy { reason, rule_reason, proposal_id } => {
+                Self::RefusedByPolicy { reason, rule_reason, proposal_id }
+            }
             DoorError::NotServed => Self::NotServed,
             DoorError::Internal => Self::Internal("door_internal"),
         }

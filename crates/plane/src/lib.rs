@@ -92,6 +92,8 @@ pub struct Parts {
     /// This node's door, whose revoked tunnels and pooled connections are
     /// closed at once when runs stop being live.
     pub proxy: Option<Arc<Proxy>>,
+    /// Where runs' egress proposals are recorded (roles with a store).
+    pub asks: Option<Arc<proposals::Asks>>,
     /// Gateway: the door for requests made on a run's behalf (the fetch
     /// API) and for a person's own requests with a stored credential.
     pub fetch_door: Option<Arc<gatehouse_egress::run_fetch::FetchDoor>>,

@@ -20,14 +20,17 @@
 //!   of the policy replica (the tenant's settings version moves); approved
 //!   for the tenant, it is a new policy version, written like any other.
 
-use gatehouse_core::{Reason, UnixTime};
-use gatehouse_egress::policy::proposal::ProposedRule;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use gatehouse_core::{Clock, Reason, UnixTime};
+use gatehouse_egress::policy::proposal::{ProposalSink, ProposedRule};
 use gatehouse_egress::policy::{Entry, PolicyDocument};
 use gatehouse_egress::proxy::PolicySource as _;
 use gatehouse_egress::target::parse_authority;
 use gatehouse_egress::{AddressGuard, Policy};
 use gatehouse_store::proposals::{NewProposal, Proposal, ProposalLimits};
-use gatehouse_store::{NewEvent, Page, PageRequest, RunStatus, StoreError};
+use gatehouse_store::{NewEvent, Page, PageRequest, RunStatus, Store, StoreError};
 use sha2::{Digest as _, Sha256};
 
 use crate::{Caller, Plane, PlaneError, Result};
@@ -108,35 +111,6 @@ impl Plane {
         Ok(ProposedRule { host, port, methods, paths })
     }
 
-    /// Records `run_id`'s ask for `rule` (the same ask again is the same
-    /// proposal), as an event of the run when it is new.
-    async fn record_ask(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        rule: &ProposedRule,
-        why: &str,
-    ) -> Result<(Proposal, bool)> {
-        let store = self.store()?;
-        let entry = rule.entry().to_string();
-        let now = self.clock.now();
-        let new = NewProposal {
-            proposal_id: proposal_id(run_id, &entry),
-            tenant_id: tenant_id.to_owned(),
-            run_id: run_id.to_owned(),
-            host: rule.host.to_string(),
-            rule: entry,
-            why: why.to_owned(),
-            created_at: now,
-            expires_at: now + PROPOSAL_LIFETIME_SECS,
-        };
-        let (proposal, created) = store.propose(&new, LIMITS).await?;
-        if created {
-            self.refusals.record_event(proposal_event(&proposal, "egress_proposal", None, now));
-        }
-        Ok((proposal, created))
-    }
-
     /// The proposal a run makes (`POST /v1/runs/{run_id}/egress-proposals`):
     /// its run live and the caller's tenant's, the rule one a person may
     /// be asked for under the tenant's policy and `guard`. Whether it is
@@ -162,29 +136,8 @@ impl Plane {
         let rule = Self::asked_rule(ask)?;
         let policy = self.policies.policy(Some(&run.tenant_id)).map_err(|e| PlaneError::refusal(e.reason))?;
         rule.askable(&policy, guard, self.clock.now()).map_err(PlaneError::Refused)?;
-        self.record_ask(&run.tenant_id, &run.run_id, &rule, ask.why.trim()).await
-    }
-
-    /// The proposal a refused request of a run makes (the door asks): its
-    /// id, or `None` when none is made (a refusal no person could lift, a
-    /// host no one may be asked for, the limits, a store that cannot say).
-    pub async fn propose_refused(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        rule: &ProposedRule,
-        reason: Reason,
-        guard: &AddressGuard,
-    ) -> Option<String> {
-        let policy = self.policies.policy(Some(tenant_id)).ok()?;
-        rule.askable(&policy, guard, self.clock.now()).ok()?;
-        match self.record_ask(tenant_id, run_id, rule, &format!("refused: {reason}")).await {
-            Ok((proposal, _)) => Some(proposal.proposal_id),
-            Err(e) => {
-                tracing::warn!(run_id, error = %e, "a refused request's proposal was not recorded");
-                None
-            }
-        }
+        let asks = self.asks.as_ref().ok_or(PlaneError::NotServed)?;
+        asks.record(&run.tenant_id, &run.run_id, &rule, ask.why.trim()).await
     }
 
     /// One proposal, for a caller that may act on its tenant.
@@ -275,6 +228,111 @@ impl Plane {
             self.set_policy(request_id, &proposal.tenant_id, &doc, actor, Some(version)).await?;
         }
         Ok(())
+    }
+}
+
+/// Where runs' asks are recorded: by the API, and by the door for a
+/// request its policy refused (`ProposalSink`). The door asks once per
+/// refused request, so the same ask of a run within [`RECENT_SECS`] is
+/// answered from memory, never a store write per refusal of a flood.
+pub struct Asks {
+    store: Store,
+    policies: Arc<crate::policy::PolicyCache>,
+    refusals: Arc<crate::record::RefusalLog>,
+    clock: Arc<dyn Clock>,
+    guard: AddressGuard,
+    /// Proposal id → when this node last recorded or found it.
+    recent: Mutex<HashMap<String, UnixTime>>,
+}
+
+/// How long a recorded ask is answered from memory.
+const RECENT_SECS: i64 = 60;
+/// Asks remembered at once; past it the memory starts over.
+const RECENT_MAX: usize = 10_000;
+
+impl Asks {
+    /// Asks over `store`, judged against the tenants' policies and `guard`.
+    pub fn new(
+        store: Store,
+        policies: Arc<crate::policy::PolicyCache>,
+        refusals: Arc<crate::record::RefusalLog>,
+        clock: Arc<dyn Clock>,
+        guard: AddressGuard,
+    ) -> Self {
+        Self { store, policies, refusals, clock, guard, recent: Mutex::default() }
+    }
+
+    /// Records `run_id`'s ask for `rule` (the same ask again is the same
+    /// proposal), as an event of the run when it is new.
+    async fn record(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        rule: &ProposedRule,
+        why: &str,
+    ) -> Result<(Proposal, bool)> {
+        let entry = rule.entry().to_string();
+        let now = self.clock.now();
+        let new = NewProposal {
+            proposal_id: proposal_id(run_id, &entry),
+            tenant_id: tenant_id.to_owned(),
+            run_id: run_id.to_owned(),
+            host: rule.host.to_string(),
+            rule: entry,
+            why: why.to_owned(),
+            created_at: now,
+            expires_at: now + PROPOSAL_LIFETIME_SECS,
+        };
+        let (proposal, created) = self.store.propose(&new, LIMITS).await?;
+        if created {
+            self.refusals.record_event(proposal_event(&proposal, "egress_proposal", None, now));
+        }
+        Ok((proposal, created))
+    }
+
+    /// The ask of a request the door refused: its proposal's id, or `None`
+    /// (a host no one may be asked for, the limits, a store that cannot say).
+    async fn refused(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        rule: ProposedRule,
+        reason: Reason,
+    ) -> Option<String> {
+        let now = self.clock.now();
+        let id = proposal_id(run_id, &rule.entry().to_string());
+        let seen = self.recent.lock().unwrap_or_else(PoisonError::into_inner).get(&id).copied();
+        if seen.is_some_and(|at| now - at < RECENT_SECS) {
+            return Some(id);
+        }
+        let policy = self.policies.policy(Some(tenant_id)).ok()?;
+        rule.askable(&policy, &self.guard, now).ok()?;
+        match self.record(tenant_id, run_id, &rule, &format!("refused: {reason}")).await {
+            Ok((proposal, _)) => {
+                let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+                if recent.len() >= RECENT_MAX {
+                    recent.clear();
+                }
+                recent.insert(proposal.proposal_id.clone(), now);
+                Some(proposal.proposal_id)
+            }
+            Err(e) => {
+                tracing::warn!(run_id, error = %e, "a refused request's proposal was not recorded");
+                None
+            }
+        }
+    }
+}
+
+impl ProposalSink for Asks {
+    fn propose<'a>(
+        &'a self,
+        tenant_id: &'a str,
+        run_id: &'a str,
+        rule: ProposedRule,
+        reason: Reason,
+    ) -> gatehouse_egress::leases::LeaseFuture<'a, Option<String>> {
+        Box::pin(self.refused(tenant_id, run_id, rule, reason))
     }
 }
 

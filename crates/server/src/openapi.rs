@@ -1421,6 +1421,8 @@ pub fn document(strict_tenants: bool) -> Value {
                         "retryable": {"type": "boolean"},
                         "request_id": {"type": "string"},
                         "retry_after_secs": {"type": "integer", "minimum": 0},
+                        "rule_reason": {"type": "string", "description": "A deny rule's reason for the agent (also x-gatehouse-rule-reason)."},
+                        "proposal_id": {"type": "string", "description": "The egress proposal a policy refusal made, for a person to decide (also x-gatehouse-proposal)."},
                     },
                 }},
             }},

@@ -183,6 +183,17 @@ impl AppState {
         } else {
             None
         };
+        let asks = store.as_ref().map(|store| {
+            Arc::new(gatehouse_plane::proposals::Asks::new(
+                store.clone(),
+                policies.clone(),
+                refusals.clone(),
+                clock.clone(),
+                AddressGuard::new(config.egress_allow_ranges.clone()),
+            ))
+        });
+        let ask_sink =
+            || asks.clone().map(|a| a as Arc<dyn gatehouse_egress::policy::proposal::ProposalSink>);
         let proxy = match (config.grant_secret.as_ref(), ledger.as_ref()) {
             (Some(secret), Some(ledger)) if runs_proxy => Some(Arc::new(Proxy {
                 grants: OpenedGrants::new(new_sealer(secret), OPENED_GRANTS),
@@ -200,6 +211,7 @@ impl AppState {
                 leases: door_leases.clone().map(|d| d as Arc<dyn gatehouse_egress::leases::LeaseSource>),
                 leaves,
                 upstream_tls,
+                proposals: ask_sink(),
             })),
             _ => None,
         };
@@ -214,6 +226,7 @@ impl AppState {
                 signing: door_leases.clone().map(|d| d as Arc<dyn SigningSecrets>),
                 sink: refusals.clone(),
                 clock: clock.clone(),
+                proposals: ask_sink(),
             })),
             _ => None,
         };
@@ -255,6 +268,7 @@ impl AppState {
                 .map(gatehouse_capability::FingerprintKey::new),
             door_leases,
             proxy,
+            asks,
             fetch_door,
             storage,
             osv,

@@ -12,6 +12,20 @@ use super::{Entry, Policy};
 use crate::special::{AddressGuard, is_metadata_host_name, special_use_name};
 use crate::target::{Host, Target};
 
+/// Where a run's request refused by its policy asks a person: the plane's
+/// proposals. The answer is the proposal's id (`None`: no proposal was
+/// made, and the refusal says nothing of one).
+pub trait ProposalSink: Send + Sync + 'static {
+    /// Records (or finds) `run_id`'s ask for `rule`, refused with `reason`.
+    fn propose<'a>(
+        &'a self,
+        tenant_id: &'a str,
+        run_id: &'a str,
+        rule: ProposedRule,
+        reason: Reason,
+    ) -> crate::leases::LeaseFuture<'a, Option<String>>;
+}
+
 /// The rule a proposal asks for: an exact host (and port, when not the
 /// scheme's default), optionally narrowed to methods and paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +54,17 @@ impl ProposedRule {
         };
         let port = (target.port != target.scheme.default_port()).then_some(target.port);
         Some(Self { host: target.host.clone(), port, methods: Some(vec![method.clone()]), paths })
+    }
+
+    /// The rule a refused `CONNECT` asks for: the host (and port) alone,
+    /// since nothing inside the tunnel was seen.
+    pub fn for_refused_tunnel(target: &Target, reason: Reason) -> Option<Self> {
+        (reason == Reason::PolicyNotAllowed).then(|| Self {
+            host: target.host.clone(),
+            port: (target.port != target.scheme.default_port()).then_some(target.port),
+            methods: None,
+            paths: None,
+        })
     }
 
     /// Whether a person may be asked for this rule under `policy` at `now`:

@@ -174,6 +174,8 @@ pub struct Proxy {
     /// TLS to upstreams for requests inside intercepted tunnels: the real
     /// roots (and the operator's extra ones).
     pub upstream_tls: Option<tokio_rustls::TlsConnector>,
+    /// Where a request refused by its policy asks a person (a proposal).
+    pub proposals: Option<Arc<dyn crate::policy::proposal::ProposalSink>>,
 }
 
 /// Open `CONNECT` tunnels by grant, so a revoked grant's tunnels can be closed.
@@ -378,7 +380,9 @@ impl Proxy {
             decision = decision.with_request(policy.as_deref(), method, now);
         }
         if !decision.allowed() {
-            return Err(Refused::from_decision(&decision));
+            let mut refused = Refused::from_decision(&decision);
+            refused.proposal_id = self.ask(grant, &decision, method).await.map(Box::from);
+            return Err(refused);
         }
         if let Some(dry) = &decision.dry_run_would_refuse {
             let (host, rule) = (decision.host.clone(), dry.rule.clone());
@@ -388,6 +392,23 @@ impl Proxy {
             });
         }
         Ok(decision)
+    }
+
+    /// The proposal a request refused by its policy makes, if a person could
+    /// lift the refusal (the run's exact ask; a tunnel's, its host alone).
+    async fn ask(&self, grant: &GrantClaims, decision: &Decision, method: Option<&Method>) -> Option<String> {
+        use crate::policy::proposal::ProposedRule;
+        let (sink, tenant, target, reason) = (
+            self.proposals.as_ref()?,
+            grant.tenant_id.as_deref()?,
+            decision.target.as_ref()?,
+            decision.refusal()?,
+        );
+        let rule = match method {
+            Some(method) => ProposedRule::for_refused(target, method, reason)?,
+            None => ProposedRule::for_refused_tunnel(target, reason)?,
+        };
+        sink.propose(tenant, &grant.exec_id, rule, reason).await
     }
 
     /// A refusal record, inside `grant`'s run when there is one.

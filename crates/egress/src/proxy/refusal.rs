@@ -17,14 +17,25 @@ pub(super) struct Refused {
     pub(super) kind: RefusalKind,
     pub(super) rule: Option<String>,
     /// A deny rule's reason for the agent.
-    pub(super) rule_reason: Option<String>,
+    pub(super) rule_reason: Option<Box<str>>,
+    /// The proposal the refusal made, for a person to decide.
+    pub(super) proposal_id: Option<Box<str>>,
     pub(super) host: Option<String>,
     pub(super) lease_id: Option<String>,
 }
 
 impl Refused {
     pub(super) fn new(status: StatusCode, kind: RefusalKind, reason: Reason) -> Self {
-        Self { status, reason, kind, rule: None, rule_reason: None, host: None, lease_id: None }
+        Self {
+            status,
+            reason,
+            kind,
+            rule: None,
+            rule_reason: None,
+            proposal_id: None,
+            host: None,
+            lease_id: None,
+        }
     }
 
     /// A lease refusal: a security refusal of the run's request.
@@ -45,7 +56,8 @@ impl Refused {
             reason,
             kind: RefusalKind::EgressRefused,
             rule: d.rule.clone(),
-            rule_reason: d.rule_reason.clone(),
+            rule_reason: d.rule_reason.as_deref().map(Box::from),
+            proposal_id: None,
             host: d.host.clone(),
             lease_id: None,
         }
@@ -70,7 +82,8 @@ pub(super) fn refusal_response(refused: &Refused, request_id: &str) -> Response<
     let retryable = code.retryable();
     let error = PublicError::new(code, request_id)
         .with_reason(refused.reason)
-        .with_rule_reason(refused.rule_reason.clone());
+        .with_rule_reason(refused.rule_reason.as_deref().map(str::to_owned))
+        .with_proposal(refused.proposal_id.as_deref().map(str::to_owned));
     let mut body = error.to_json();
     if let Some(error) = body.get_mut("error").and_then(serde_json::Value::as_object_mut) {
         error.insert("retryable".into(), retryable.into());
@@ -89,6 +102,9 @@ pub(super) fn refusal_response(refused: &Refused, request_id: &str) -> Response<
         .insert("x-request-id", HeaderValue::from_str(request_id).unwrap_or(HeaderValue::from_static("req")));
     if let Some(value) = error.rule_reason_header().and_then(|v| HeaderValue::from_str(&v).ok()) {
         headers.insert("x-gatehouse-rule-reason", value);
+    }
+    if let Some(value) = refused.proposal_id.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
+        headers.insert("x-gatehouse-proposal", value);
     }
     if refused.status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
         headers.insert(header::PROXY_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"gatehouse\""));

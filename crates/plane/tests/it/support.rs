@@ -76,6 +76,7 @@ pub async fn node() -> Node {
         fingerprints: Some(FingerprintKey::new(&Secret::generate().unwrap())),
         door_leases: Some(Arc::new(door)),
         proxy: None,
+        asks: None,
         fetch_door: None,
         storage: Some(gatehouse_files::Storage::from_setting(None, &dir.path().join("objects")).unwrap()),
         osv: Some(Arc::new(gatehouse_plane::scans::OsvSource::Offline(Arc::new(

@@ -63,7 +63,9 @@ pub fn api_error(request_id: &RequestId, e: PlaneError) -> ApiError {
     }
     match e {
         PlaneError::RateLimited { retry_after_secs, .. } => error = error.with_retry_after(retry_after_secs),
-        PlaneError::RefusedByRule { rule_reason, .. } => error = error.with_rule_reason(Some(rule_reason)),
+        PlaneError::RefusedByPolicy { rule_reason, proposal_id, .. } => {
+            error = error.with_rule_reason(rule_reason).with_proposal(proposal_id);
+        }
         _ => {}
     }
     ApiError(error)
@@ -112,6 +114,9 @@ impl IntoResponse for ApiError {
         }
         if let Some(value) = self.0.rule_reason_header().and_then(|v| HeaderValue::from_str(&v).ok()) {
             headers.insert("x-gatehouse-rule-reason", value);
+        }
+        if let Some(value) = self.0.proposal_id.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
+            headers.insert("x-gatehouse-proposal", value);
         }
         response
     }

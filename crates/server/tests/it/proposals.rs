@@ -67,18 +67,46 @@ async fn a_run_asks_and_a_person_decides(node: &Node) {
     assert_eq!(policy.status, 200, "{}", policy.text);
     let (run_a, grant_a) = new_run(node).await;
     let (run_b, grant_b) = new_run(node).await;
-    assert_eq!(fetch(node, &grant_a, "GET", &url("/v1/x")).await, (403, "policy_not_allowed".into()));
+    // The refusal asks a person itself: its proposal named in the answer.
+    let refused = call(
+        node,
+        "/v1/egress/fetch",
+        json!({"grant": grant_a, "method": "GET", "url": url("/v1/x"), "purpose": "runtime"}),
+    )
+    .await;
+    assert_eq!(refused.status, 403, "{}", refused.text);
+    let error = refused.json()["error"].clone();
+    assert_eq!(
+        (error["reason"].as_str(), error["retryable"].as_bool()),
+        (Some("policy_not_allowed"), Some(false))
+    );
+    let id = error["proposal_id"].as_str().unwrap_or_else(|| panic!("{error}")).to_owned();
+    assert_eq!(refused.headers["x-gatehouse-proposal"], id.as_str());
+    // The same request refused again is the same proposal.
+    let again = call(
+        node,
+        "/v1/egress/fetch",
+        json!({"grant": grant_a, "method": "GET", "url": url("/v1/other"), "purpose": "runtime"}),
+    )
+    .await;
+    assert_eq!(again.json()["error"]["proposal_id"], id.as_str());
 
-    // The run asks; the same ask again is the same proposal.
+    // The run asks for the same rule: the same proposal; another rule is new.
     let asked =
         ask(node, &run_a, json!({"host": host, "methods": ["GET"], "why": "to read the API docs"})).await;
-    assert_eq!(asked.status, 201, "{}", asked.text);
+    assert_eq!(
+        (asked.status, asked.json()["proposal_id"].as_str()),
+        (200, Some(id.as_str())),
+        "{}",
+        asked.text
+    );
     let proposal = asked.json();
     assert_eq!((proposal["status"].as_str(), proposal["scope"].as_str()), (Some("pending"), None));
     assert_eq!(proposal["methods"], json!(["GET"]));
-    let id = proposal["proposal_id"].as_str().unwrap().to_owned();
-    let again = ask(node, &run_a, json!({"host": host, "methods": ["GET"], "why": "once more"})).await;
-    assert_eq!((again.status, again.json()["proposal_id"].as_str()), (200, Some(id.as_str())));
+    assert_eq!(proposal["why"], "refused: policy_not_allowed");
+    let other = ask(node, &run_a, json!({"host": host, "methods": ["HEAD"], "why": "to check"})).await;
+    assert_eq!(other.status, 201, "{}", other.text);
+    let other_id = other.json()["proposal_id"].as_str().unwrap().to_owned();
     // Nobody is asked to open what no policy may open, or a wildcard.
     for (body, status, reason) in [
         (json!({"host": "169.254.169.254", "why": "x"}), 403, "address_metadata"),
@@ -95,10 +123,13 @@ async fn a_run_asks_and_a_person_decides(node: &Node) {
     }
     assert_eq!(ask(node, &run_a, json!({"host": "a.example", "why": ""})).await.status, 400);
     let pending = get(node, "/v1/tenants/t1/egress-proposals?status=pending").await.json();
-    let listed: Vec<&str> =
+    let mut listed: Vec<&str> =
         pending["items"].as_array().unwrap().iter().filter_map(|p| p["proposal_id"].as_str()).collect();
-    assert_eq!(listed, [id.as_str()], "{pending}");
-    assert_eq!(get(node, &format!("/v1/egress-proposals/{id}")).await.json()["why"], "to read the API docs");
+    listed.sort_unstable();
+    let mut expected = [id.as_str(), other_id.as_str()];
+    expected.sort_unstable();
+    assert_eq!(listed, expected, "{pending}");
+    assert_eq!(get(node, &format!("/v1/egress-proposals/{other_id}")).await.json()["why"], "to check");
 
     // Approved once: that rule, for that run alone, in force at once.
     let bad = decide(node, &id, json!({"decision": "approve", "actor": "person:ada"})).await;

@@ -79,11 +79,16 @@ fn method_and_path_rules_hold_through_the_proxy_the_fetch_api_and_egress_check()
         let out = curl(&["-x", &proxy, "--path-as-is", "-X", method, &at(path)]);
         assert!(refused_with(&out, reason), "{method} {path}: {out}");
         assert!(out.contains("x-gatehouse-retryable: false"), "{out}");
+        // A refusal a person could lift asks one: its proposal is named.
+        let lifts = reason.starts_with("policy_");
+        assert_eq!(out.contains("x-gatehouse-proposal: prop_"), lifts, "{method} {path}: {out}");
+        assert_eq!(out.contains(r#""proposal_id":"prop_"#), lifts, "{method} {path}: {out}");
     }
     let out = curl(&["-x", &proxy, "-X", "POST", &at("/v1/public/admin")]);
     assert!(refused_with(&out, "policy_denied"), "{out}");
     assert!(out.contains("x-gatehouse-rule-reason: no admin from agents\r\n"), "{out}");
     assert!(out.contains(r#""rule_reason":"no admin from agents""#), "{out}");
+    assert!(!out.contains("x-gatehouse-proposal"), "a deny asks no one: {out}");
     assert_eq!(plain.count(), 1, "only the allowed request reached the upstream");
 
     // HTTPS to a host judged per request: terminated under gatehouse's CA.
