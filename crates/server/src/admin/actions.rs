@@ -188,3 +188,51 @@ pub async fn emergency_revoke(
     let live_runs = live_run_count(&state, &person).await?;
     Ok(page(StatusCode::OK, &EmergencyPage { csrf: person.csrf(), person: person.actor, notice, live_runs }))
 }
+
+#[derive(Deserialize)]
+pub struct DecisionForm {
+    #[serde(default)]
+    decision: String,
+}
+
+/// A person's decision on a run's egress proposal: approve once (the run),
+/// approve always (a new policy version with exactly the rule), or deny.
+pub async fn decide_proposal(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    submitted: Submitted<DecisionForm>,
+) -> Result<Response, PageError> {
+    use gatehouse_plane::proposals::Decision;
+    let (tenant_id, proposal_id) = ids_path(path)?;
+    let Submitted { person, form } = submitted;
+    let decision = match form.decision.as_str() {
+        "once" => Decision::ApproveOnce,
+        "always" => Decision::ApproveAlways,
+        "deny" => Decision::Deny,
+        _ => return Err(PageError::Bad("a decision is once, always or deny")),
+    };
+    let caller = gatehouse_plane::Caller::unbound(&person.actor);
+    let plane = &state.plane;
+    let proposal = plane
+        .proposal(&person.rid.0, &caller, &proposal_id)
+        .await
+        .map_err(|e| plane_failure(&person.rid, e))?;
+    if proposal.tenant_id != tenant_id {
+        return Err(PageError::NotFound);
+    }
+    let decided = plane
+        .decide_proposal(&person.rid.0, &caller, &proposal_id, decision, &person.actor)
+        .await
+        .map_err(|e| plane_failure(&person.rid, e))?;
+    let text = match decision {
+        Decision::ApproveOnce => {
+            format!("Approved for run {} until it ends: {}", decided.run_id, decided.rule)
+        }
+        Decision::ApproveAlways => {
+            format!("Approved for the tenant (a new policy version): {}", decided.rule)
+        }
+        Decision::Deny => format!("Denied: {}", decided.rule),
+    };
+    let extras = Extras { notice: Notice::ok(text), ..Extras::default() };
+    render_tenant(&state, &person, &tenant_id, RefusalQuery::default(), extras).await
+}

@@ -139,6 +139,7 @@ pub fn router(state: &AppState) -> Option<Router<AppState>> {
         .route("/admin/tenants/{tenant_id}/kill-switch", post(actions::kill_switch))
         .route("/admin/tenants/{tenant_id}/runs/{run_id}/cancel", post(actions::cancel_run))
         .route("/admin/tenants/{tenant_id}/leases/{lease_id}/revoke", post(actions::revoke_lease))
+        .route("/admin/tenants/{tenant_id}/proposals/{proposal_id}/decide", post(actions::decide_proposal))
         .route(
             "/admin/tenants/{tenant_id}/credentials/{credential_id}/test",
             post(credentials::test_credential),

@@ -57,6 +57,8 @@ pub fn explain(reason: Option<Reason>) -> Option<&'static str> {
             "This tenant used its stored credentials for people too often in the last minute: try again shortly."
         }
         Reason::PolicyNotAllowed => "The tenant's egress policy does not allow this host.",
+        Reason::ProposalNotPending => "That proposal was decided already, or has expired.",
+        Reason::ProposalUnknown => "There is no such proposal.",
         Reason::PolicyDenied => "The tenant's egress policy denies this host.",
         _ => return None,
     })
@@ -260,6 +262,15 @@ pub struct CredentialTestView {
     pub body_cut: bool,
 }
 
+/// A pending egress proposal as its row shows it.
+struct ProposalView {
+    proposal_id: String,
+    run_id: String,
+    rule: String,
+    why: String,
+    created_at: String,
+}
+
 struct Candidate {
     host: String,
     why: String,
@@ -420,6 +431,7 @@ struct TenantPage {
     test_method: String,
     test: Option<TestView>,
     allow_candidates: Vec<Candidate>,
+    proposals: Vec<ProposalView>,
     gate_mode: String,
     scans: Vec<ScanView>,
     scanner: ScannerView,
@@ -456,6 +468,7 @@ const RUNS_SHOWN: u32 = 25;
 const LEASES_SHOWN: u32 = 100;
 const SCANS_READ: u32 = 100;
 const REFUSALS_SHOWN: u32 = 50;
+const PROPOSALS_SHOWN: u32 = 100;
 /// The tenant's newest refusals read for Allow candidates.
 const REFUSALS_FOR_ALLOW: u32 = 500;
 
@@ -566,6 +579,10 @@ pub(super) async fn render_tenant(
     let allow_set: std::collections::BTreeSet<&str> =
         allow_candidates.iter().map(|c| c.host.as_str()).collect();
 
+    let pending = store
+        .proposals(tenant_id, Some("pending"), now, &PageRequest { limit: PROPOSALS_SHOWN, cursor: None })
+        .await
+        .map_err(fail)?;
     let scans = newest_scans(store, tenant_id).await.map_err(fail)?;
     let scanner = scanner_view(state).await;
 
@@ -681,6 +698,17 @@ pub(super) async fn render_tenant(
         filter: query,
         older,
         allow_candidates,
+        proposals: pending
+            .items
+            .into_iter()
+            .map(|p| ProposalView {
+                proposal_id: p.proposal_id,
+                run_id: p.run_id,
+                rule: p.rule,
+                why: p.why,
+                created_at: when(p.created_at),
+            })
+            .collect(),
     };
     Ok(page(StatusCode::OK, &template))
 }

@@ -728,6 +728,102 @@ async fn a_person_edits_rule_objects_and_sees_the_change_before_it_is_saved() {
     browser.close().await;
 }
 
+/// Runs ask, a person decides on the page: a request refused by the
+/// policy names its proposal, which the page lists; approved once, that
+/// run's same request passes and another run's does not; approved always,
+/// the policy gains exactly that rule; denied, nothing changes. Every
+/// decision is audited under the person's name; the page passes axe.
+#[tokio::test]
+async fn a_person_approves_runs_asks_once_and_always_and_denies_one() {
+    let plane = Plane::start();
+    plane.call(
+        "PUT",
+        "/v1/tenants/t1/egress-policy",
+        json!({"mode": "allowlist", "allow": ["docs.needed.test"]}),
+    );
+    let (run_a, proxy_a) = plane.new_run();
+    let (run_b, proxy_b) = plane.new_run();
+    let api_url = format!("http://api.needed.test:{}/repo", plane.echo.port);
+    let out = sandbox_get(&proxy_a, &api_url);
+    assert!(out.contains("x-gatehouse-reason: policy_not_allowed"), "{out}");
+    let once = out
+        .lines()
+        .find_map(|l| l.strip_prefix("x-gatehouse-proposal: "))
+        .unwrap_or_else(|| panic!("the refusal names its proposal: {out}"))
+        .trim()
+        .to_owned();
+    let other_url = format!("http://other.needed.test:{}/", plane.echo.port);
+    let out = sandbox_get(&proxy_b, &other_url);
+    let always =
+        out.lines().find_map(|l| l.strip_prefix("x-gatehouse-proposal: ")).unwrap().trim().to_owned();
+    let asked = plane.call(
+        "POST",
+        &format!("/v1/runs/{run_b}/egress-proposals"),
+        json!({"host": "telemetry.needed.test", "methods": ["POST"], "why": "<b>send</b> usage numbers"}),
+    );
+    let denied = asked["proposal_id"].as_str().unwrap_or_else(|| panic!("{asked}")).to_owned();
+
+    let browser = Browser::start().await;
+    let client = browser.client();
+    client.goto(&plane.url("/admin/login")).await.unwrap();
+    wait_for_text(client, "Your name").await;
+    sign_in(client, PASSWORD).await;
+    wait_for_text(client, "Signed in as person:ada").await;
+    client.goto(&plane.url("/admin/tenants/t1")).await.unwrap();
+    let page = wait_for_text(client, "Egress proposals").await;
+    for shown in [run_a.as_str(), run_b.as_str(), "<b>send</b> usage numbers", "refused: policy_not_allowed"]
+    {
+        assert!(page.contains(shown), "{shown} on the page:\n{page}");
+    }
+    assert_no_script_ran(client, "t1 · gatehouse").await;
+    screenshot_section(&browser, "proposals", "browser-tenant-proposals").await;
+    assert_accessible(&browser, "the tenant page with proposals").await;
+
+    click(client, &format!("button[aria-label='Approve once {once} (this run)']")).await;
+    wait_for_text(client, &format!("Approved for run {run_a}")).await;
+    let out = sandbox_get(&proxy_a, &api_url);
+    assert!(out.starts_with("HTTP/1.1 200"), "approved for this run: {out}");
+    let out = sandbox_get(&proxy_b, &api_url);
+    assert!(out.contains("x-gatehouse-reason: policy_not_allowed"), "not for another run: {out}");
+
+    click(client, &format!("button[aria-label='Approve always {always} (the tenant)']")).await;
+    wait_for_text(client, "Approved for the tenant").await;
+    let policy = plane.policy();
+    assert_eq!(policy["version"], 2, "{policy}");
+    let exact = json!({"host": format!("other.needed.test:{}", plane.echo.port), "methods": ["GET"]});
+    assert_eq!(policy["policy"]["allow"], json!(["docs.needed.test", exact]), "exactly that rule: {policy}");
+    assert!(sandbox_get(&proxy_b, &other_url).starts_with("HTTP/1.1 200"));
+
+    click(client, &format!("button[aria-label='Deny {denied}']")).await;
+    wait_for_text(client, "Denied:").await;
+    // What is left: run B's own ask, made when it was refused above.
+    let rows = client.find_all(Locator::Css("#proposals tbody tr")).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    let left = rows[0].text().await.unwrap();
+    assert!(left.contains(&run_b) && left.contains("api.needed.test"), "{left}");
+    assert_accessible(&browser, "the tenant page after the decisions").await;
+    assert_eq!(plane.call("GET", &format!("/v1/egress-proposals/{denied}"), json!({}))["status"], "denied");
+
+    let audit = plane.call("GET", "/v1/audit?limit=100", json!({}));
+    let decisions: Vec<(&str, &str)> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"].as_str().is_some_and(|a| a.starts_with("proposal.")))
+        .map(|e| (e["action"].as_str().unwrap(), e["actor"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("proposal.approve", "person:ada"),
+            ("proposal.approve", "person:ada"),
+            ("proposal.deny", "person:ada")
+        ],
+        "{audit}"
+    );
+    browser.close().await;
+}
+
 /// Signs `person` in over plain HTTP (curl, another browser as far as the
 /// page knows); returns the `name=value` of its session cookie.
 fn curl_sign_in(plane: &Plane, person: &str) -> String {
