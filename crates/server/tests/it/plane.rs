@@ -387,3 +387,40 @@ fn the_audit_command_line_works_on_a_busy_postgres_store() {
     let db = TestDatabase::create();
     the_audit_command_line_works_on_a_busy_store(db.url());
 }
+
+/// A proposal a refusal made on one node, approved for its run on the
+/// other, is in force on the first within 2 s (the policy replica follows
+/// the tenant's settings version), for that run alone.
+#[test]
+fn a_proposal_approved_on_one_node_is_in_force_on_the_other_within_2_s() {
+    let db = TestDatabase::create();
+    let redis = RedisServer::start();
+    let upstream = Upstream::start();
+    let key = private_key_pem();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let settings = [("GATEHOUSE_DATABASE_URL", db.url()), ("GATEHOUSE_REDIS_URL", &redis.url())];
+    let (_a, a, _) = node(dir_a.path(), &key, &settings);
+    let (_b, b, _) = node(dir_b.path(), &key, &settings);
+    let url = format!("http://127.0.0.1:{}/", upstream.port);
+    let set =
+        api(&a, "PUT", "/v1/tenants/t1/egress-policy", &json!({"mode": "allowlist", "allow": ["127.0.0.2"]}));
+    assert_eq!(set["version"], 1, "{set}");
+    let run = new_run(&a, "t1");
+    let other = new_run(&a, "t1");
+    let grant = run["grant"].clone();
+    let refused = within(Duration::from_secs(2), || {
+        fetch(&b, &grant, &url)["error"]["proposal_id"].as_str().is_some_and(|p| p.starts_with("prop_"))
+    });
+    assert!(refused.is_some(), "node B never refused with a proposal");
+    let proposal = fetch(&b, &grant, &url)["error"]["proposal_id"].as_str().unwrap().to_owned();
+    let decided = api(
+        &a,
+        "POST",
+        &format!("/v1/egress-proposals/{proposal}/decide"),
+        &json!({"decision": "approve", "scope": "run", "actor": "person:ada"}),
+    );
+    assert_eq!(decided["status"], "approved", "{decided}");
+    let took = within(Duration::from_secs(2), || fetch(&b, &grant, &url)["status"] == 200);
+    assert!(took.is_some(), "node B still refuses the run 2 s after node A approved its ask");
+    assert_eq!(fetch(&b, &other["grant"], &url)["error"]["reason"], "policy_not_allowed", "that run alone");
+}
