@@ -14,12 +14,31 @@ pub struct Caller {
     pub tenants: Option<std::sync::Arc<[String]>>,
     /// Whether it holds scope `admin`.
     pub admin: bool,
+    /// A run's own grant as the credential: it acts on that run only.
+    pub run_id: Option<std::sync::Arc<str>>,
 }
 
 impl Caller {
     /// A caller that acts on every tenant with every scope.
     pub fn unbound(name: &str) -> Self {
-        Self { name: name.to_owned(), tenants: None, admin: true }
+        Self { name: name.to_owned(), tenants: None, admin: true, run_id: None }
+    }
+
+    /// A run's sandbox, its grant as its credential: bound to the run's
+    /// tenant (none: no tenant at all) and to the run.
+    pub fn of_run(claims: &gatehouse_capability::GrantClaims) -> Self {
+        Self {
+            name: format!("run:{}", claims.exec_id),
+            tenants: Some(claims.tenant_id.iter().cloned().collect::<Vec<_>>().into()),
+            admin: false,
+            run_id: Some(claims.exec_id.as_str().into()),
+        }
+    }
+
+    /// Whether the caller may act on `run_id` as far as its run binding
+    /// goes (a caller bound to no run: any run).
+    pub fn may_act_on_run(&self, run_id: &str) -> bool {
+        self.run_id.as_deref().is_none_or(|own| own == run_id)
     }
 
     /// A named caller as its caller file entry says.
@@ -28,6 +47,7 @@ impl Caller {
             name: caller.name().to_owned(),
             tenants: caller.tenants().map(std::sync::Arc::from),
             admin: caller.scopes().contains(&Scope::Admin),
+            run_id: None,
         }
     }
 

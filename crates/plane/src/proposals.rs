@@ -123,6 +123,9 @@ impl Plane {
         ask: &Ask,
         guard: &AddressGuard,
     ) -> Result<(Proposal, bool)> {
+        if !caller.may_act_on_run(run_id) {
+            return Err(PlaneError::run_unknown());
+        }
         let run = self.reach_run(request_id, caller, run_id).await?.ok_or_else(PlaneError::run_unknown)?;
         if run.status != RunStatus::Live {
             return Err(PlaneError::Conflict(Some(Reason::RunNotLive)));
@@ -143,6 +146,9 @@ impl Plane {
     /// One proposal, for a caller that may act on its tenant.
     pub async fn proposal(&self, request_id: &str, caller: &Caller, proposal_id: &str) -> Result<Proposal> {
         let proposal = self.store()?.proposal(proposal_id).await?.ok_or_else(proposal_unknown)?;
+        if !caller.may_act_on_run(&proposal.run_id) {
+            return Err(proposal_unknown());
+        }
         self.require(request_id, caller, Some(&proposal.tenant_id))?;
         Ok(proposal)
     }
@@ -174,6 +180,10 @@ impl Plane {
         actor: &str,
     ) -> Result<Proposal> {
         let store = self.store()?;
+        if caller.run_id.is_some() {
+            // A run asks; only a person decides.
+            return Err(PlaneError::NotServed);
+        }
         let proposal = self.proposal(request_id, caller, proposal_id).await?;
         let now = self.clock.now();
         if proposal.status_at(now) != "pending" {

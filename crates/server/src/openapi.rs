@@ -1290,13 +1290,22 @@ fn fields(names: &[&str]) -> Value {
 /// Answers besides a route's usual one: (method, path, status, what it
 /// means, its top-level fields). A route listed here answers its usual
 /// fields under this status's neighbour (`201` beside a `202`).
-const OTHER_ANSWERS: &[(&str, &str, &str, &str, &[&str])] = &[(
-    "post",
-    "/v1/tenants/{tenant_id}/dependency-scans",
-    "202",
-    "Submitted and recorded, not finished within GATEHOUSE_DEPS_SCAN_WAIT_MS: it finishes in the background; GET it by id",
-    &["scan_id", "created_at", "tenant_id", "repository", "pull_request", "head_sha", "status"],
-)];
+const OTHER_ANSWERS: &[(&str, &str, &str, &str, &[&str])] = &[
+    (
+        "post",
+        "/v1/tenants/{tenant_id}/dependency-scans",
+        "202",
+        "Submitted and recorded, not finished within GATEHOUSE_DEPS_SCAN_WAIT_MS: it finishes in the background; GET it by id",
+        &["scan_id", "created_at", "tenant_id", "repository", "pull_request", "head_sha", "status"],
+    ),
+    (
+        "post",
+        "/v1/runs/{run_id}/egress-proposals",
+        "200",
+        "The same ask of the run was made before: the same proposal, as it stands",
+        PROPOSAL_FIELDS,
+    ),
+];
 
 fn answer(answer: &Answer) -> Value {
     match answer {

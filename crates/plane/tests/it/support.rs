@@ -42,6 +42,7 @@ pub fn bound(name: &str, tenants: &[&str]) -> Caller {
         name: name.to_owned(),
         tenants: Some(tenants.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>().into()),
         admin: false,
+        run_id: None,
     }
 }
 

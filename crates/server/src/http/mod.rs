@@ -181,6 +181,17 @@ pub async fn request_context(State(state): State<AppState>, mut req: Request, ne
 
 pub use gatehouse_plane::Caller;
 
+/// The routes a run's own grant may call as its credential (besides the
+/// sandbox's file routes): asking for egress, and following an ask.
+fn takes_a_grant(req: &Request) -> bool {
+    let template = req.extensions().get::<MatchedPath>().map_or("", MatchedPath::as_str);
+    matches!(
+        (req.method(), template),
+        (&http::Method::POST, "/v1/runs/{run_id}/egress-proposals")
+            | (&http::Method::GET, "/v1/egress-proposals/{proposal_id}")
+    )
+}
+
 /// The scope a `/v1` route needs, by its route template. Anything not
 /// listed needs `admin`, the strictest, so a new route is closed until it
 /// is given a scope here.
@@ -236,6 +247,21 @@ pub async fn require_service_token(State(state): State<AppState>, mut req: Reque
         Some(token) if state.service_token.as_ref().is_some_and(|t| t.verify(token)) => {
             req.extensions_mut().insert(Caller::unbound("service"));
             return next.run(req).await;
+        }
+        // A run's sandbox asking for egress, or following its ask, with its
+        // own grant: a caller bound to that run.
+        Some(token)
+            if token.starts_with(gatehouse_capability::grant::GRANT_PREFIX) && takes_a_grant(&req) =>
+        {
+            let client = req.extensions().get::<gatehouse_listener::PeerAddr>().map(|p| p.0.ip());
+            let bearer = gatehouse_plane::files::Bearer::Token(token);
+            return match state.plane.file_grant(&request_id.0, bearer, client) {
+                Ok(claims) => {
+                    req.extensions_mut().insert(Caller::of_run(&claims));
+                    next.run(req).await
+                }
+                Err(e) => api_error(&request_id, e).into_response(),
+            };
         }
         Some(token) => match state.callers.identify(token) {
             None => Reason::ServiceTokenInvalid,

@@ -243,3 +243,52 @@ async fn a_runs_pending_asks_are_capped() {
     // Asking again for one already pending is no new ask.
     assert_eq!(ask(&node, &run, json!({"host": "h0.example.com", "why": "x"})).await.status, 200);
 }
+
+/// The sandbox asks with its own grant, and follows its ask with it; it
+/// reaches no other run's asks, and never decides.
+#[tokio::test]
+async fn a_sandbox_asks_with_its_own_grant() {
+    use axum::body::Body;
+    let node = proposal_node(None).await;
+    let (run, grant) = new_run(&node).await;
+    let (other_run, other_grant) = new_run(&node).await;
+    let as_sandbox = |grant: &str, method: &str, path: String, body: Value| {
+        let req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("authorization", format!("Bearer {grant}"))
+            .header("content-type", "application/json")
+            .body(Body::from(if body.is_null() { String::new() } else { body.to_string() }))
+            .unwrap();
+        send(&node.router, req)
+    };
+    let body = json!({"host": "pypi.org", "methods": ["GET"], "why": "pip install"});
+    let asked = as_sandbox(&grant, "POST", format!("/v1/runs/{run}/egress-proposals"), body.clone()).await;
+    assert_eq!(asked.status, 201, "{}", asked.text);
+    let id = asked.json()["proposal_id"].as_str().unwrap().to_owned();
+    let followed = as_sandbox(&grant, "GET", format!("/v1/egress-proposals/{id}"), Value::Null).await;
+    assert_eq!((followed.status, followed.json()["status"].as_str()), (200, Some("pending")));
+    // Not for another run, in either direction.
+    let theirs = as_sandbox(&other_grant, "GET", format!("/v1/egress-proposals/{id}"), Value::Null).await;
+    assert_eq!((theirs.status, theirs.json()["error"]["reason"].as_str()), (404, Some("proposal_unknown")));
+    let for_other = as_sandbox(&grant, "POST", format!("/v1/runs/{other_run}/egress-proposals"), body).await;
+    assert_eq!(for_other.status, 404, "{}", for_other.text);
+    // A grant decides nothing, and reaches no other route.
+    let decided = as_sandbox(
+        &grant,
+        "POST",
+        format!("/v1/egress-proposals/{id}/decide"),
+        json!({"decision": "approve", "scope": "run", "actor": "person:agent"}),
+    )
+    .await;
+    assert_eq!(decided.status, 401, "{}", decided.text);
+    assert_eq!(as_sandbox(&grant, "GET", "/v1/runs".into(), Value::Null).await.status, 401);
+    // A bad grant is refused as the file routes refuse one.
+    let bad = as_sandbox("ceg1.AAAA", "POST", format!("/v1/runs/{run}/egress-proposals"), json!({})).await;
+    assert_eq!(
+        (bad.status, bad.json()["error"]["reason"].as_str()),
+        (403, Some("grant_malformed")),
+        "{}",
+        bad.text
+    );
+}
