@@ -198,6 +198,8 @@ struct PolicyView {
     unreadable: Option<String>,
     /// Rules past their expiry, ignored by the door.
     expired: Vec<String>,
+    /// The presets the policy names, each with the hosts it stands for.
+    presets: Vec<(String, String)>,
 }
 
 /// A policy form as the person submitted it, shown again when it is not saved.
@@ -511,6 +513,7 @@ pub(super) async fn render_tenant(
                 dry_run: false,
                 unreadable: policy.as_ref().err().map(|e| e.detail.clone()),
                 expired: Vec::new(),
+                presets: Vec::new(),
             };
             (view, policy)
         }
@@ -530,6 +533,7 @@ pub(super) async fn render_tenant(
                     dry_run: doc.dry_run,
                     unreadable: policy.as_ref().err().map(|e| e.detail.clone()),
                     expired: policy.as_ref().map(|p| p.expired(now)).unwrap_or_default(),
+                    presets: presets_named(&doc),
                 },
                 policy,
             )
@@ -711,6 +715,22 @@ pub(super) async fn render_tenant(
             .collect(),
     };
     Ok(page(StatusCode::OK, &template))
+}
+
+/// The presets `doc` names, each with the hosts it stands for.
+fn presets_named(doc: &PolicyDocument) -> Vec<(String, String)> {
+    let mut named: Vec<(String, String)> = Vec::new();
+    for entry in doc.allow.iter().chain(&doc.deny) {
+        let gatehouse_egress::policy::Entry::Object(object) = entry else { continue };
+        let Some(name) = object.get("preset").and_then(serde_json::Value::as_str) else { continue };
+        if named.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        if let Some(preset) = gatehouse_egress::policy::presets::find(name) {
+            named.push((name.to_owned(), preset.entries.join(", ")));
+        }
+    }
+    named
 }
 
 /// A policy's entries as the form shows them: one per line, a rule object

@@ -696,6 +696,7 @@ async fn a_person_edits_rule_objects_and_sees_the_change_before_it_is_saved() {
     // The form shows the rules as saved, and the expired one as expired.
     let text = page_text(client).await;
     assert!(text.contains("Expired, and ignored by the door"), "{text}");
+    assert!(text.contains("Preset debian") && text.contains("deb.debian.org, security.debian.org"), "{text}");
     assert!(text.contains(r#"{"expires_at":"2001-01-01T00:00:00Z","host":"old.needed.test"}"#), "{text}");
     let saved = client
         .find(Locator::Id("allow-rules"))
@@ -716,7 +717,25 @@ async fn a_person_edits_rule_objects_and_sees_the_change_before_it_is_saved() {
     assert_accessible(&browser, "the tenant page with a rule's verdict").await;
     client.find(Locator::Id("test-method")).await.unwrap().select_by_value("PUT").await.unwrap();
     click(client, "form[action$='/test-url'] button[type=submit]").await;
-    wait_for_text(client, "policy_method_not_allowed").await;
+    // Every reason code is on the page (the refusal filter): wait for the
+    // verdict's own text.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let verdict = client.execute(
+            "const v = document.querySelector('#policy .verdict'); return v ? v.innerText : '';",
+            vec![],
+        );
+        if verdict
+            .await
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .is_some_and(|v| v.contains("policy_method_not_allowed"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the verdict never said policy_method_not_allowed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     screenshot_section(&browser, "policy", "browser-policy-rules").await;
 
     // A bad rule is refused naming the entry, the text kept.
