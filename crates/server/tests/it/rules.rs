@@ -102,6 +102,8 @@ fn method_and_path_rules_hold_through_the_proxy_the_fetch_api_and_egress_check()
         out.contains("HTTP/1.1 403") && out.contains("x-gatehouse-reason: policy_method_not_allowed"),
         "{out}"
     );
+    // Inside the terminated tunnel too, the refusal asks a person.
+    assert!(out.contains("x-gatehouse-proposal: prop_"), "{out}");
     assert_eq!(narrowed_tls.seen.lock().unwrap().len(), seen, "the refused request never left");
     // Its tunnel is never opaque: a client trusting only the upstream's CA
     // cannot get through.
