@@ -120,14 +120,18 @@ impl Decision {
         method: &Method,
         now: UnixTime,
     ) -> Self {
-        let Some(target) = self.target.clone().filter(|_| self.allowed()) else { return self };
-        match check_request(policy, &target, method, now) {
+        // Borrowed, not cloned: this runs for every request the door sees.
+        let Some(target) = self.target.as_ref().filter(|_| self.allowed()) else { return self };
+        match check_request(policy, target, method, now) {
             Ok(None) => self,
             Ok(Some(dry)) => {
                 self.dry_run_would_refuse.get_or_insert(dry);
                 self
             }
-            Err(refusal) => Self::refused_by(refusal, Some(&target), self.addresses),
+            Err(refusal) => {
+                let addresses = std::mem::take(&mut self.addresses);
+                Self::refused_by(refusal, self.target.as_ref(), addresses)
+            }
         }
     }
 }
