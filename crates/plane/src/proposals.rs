@@ -346,22 +346,13 @@ impl ProposalSink for Asks {
     }
 }
 
-/// A run event about a proposal (not a refusal).
+/// A run event about a proposal (not a refusal): its host, and its id as
+/// the rule.
 fn proposal_event(proposal: &Proposal, kind: &str, reason: Option<&str>, at: UnixTime) -> NewEvent {
     NewEvent {
-        at,
-        kind: kind.to_owned(),
-        reason: reason.map(str::to_owned),
-        tenant_id: Some(proposal.tenant_id.clone()),
-        run_id: Some(proposal.run_id.clone()),
         host: Some(proposal.host.clone()),
         rule: Some(proposal.proposal_id.clone()),
-        request_id: None,
-        lease_id: None,
-        actor: None,
-        file_name: None,
-        dry_run: false,
-        refusal: false,
+        ..NewEvent::of_run(&proposal.tenant_id, &proposal.run_id, kind, reason, at)
     }
 }
 

@@ -186,33 +186,15 @@ impl NewEvent {
         }
     }
 
-    /// A lease's event (`lease_granted`, `lease_revoked`): not a refusal.
-    pub fn lease_event(lease: &Lease, kind: &str, reason: Option<&str>, at: UnixTime) -> Self {
+    /// An event of `run_id` of `tenant_id` that is not a refusal: a run's
+    /// own (`run_ended`), a lease's, a proposal's.
+    pub fn of_run(tenant_id: &str, run_id: &str, kind: &str, reason: Option<&str>, at: UnixTime) -> Self {
         Self {
             at,
             kind: kind.to_owned(),
             reason: reason.map(str::to_owned),
-            tenant_id: Some(lease.tenant_id.clone()),
-            run_id: Some(lease.run_id.clone()),
-            host: Some(lease.host.clone()),
-            rule: None,
-            request_id: None,
-            lease_id: Some(lease.lease_id.clone()),
-            actor: None,
-            file_name: None,
-            dry_run: false,
-            refusal: false,
-        }
-    }
-
-    /// A run event of `kind` (not a refusal).
-    pub fn run_event(run: &Run, kind: &str, reason: Option<&str>, at: UnixTime) -> Self {
-        Self {
-            at,
-            kind: kind.to_owned(),
-            reason: reason.map(str::to_owned),
-            tenant_id: Some(run.tenant_id.clone()),
-            run_id: Some(run.run_id.clone()),
+            tenant_id: Some(tenant_id.to_owned()),
+            run_id: Some(run_id.to_owned()),
             host: None,
             rule: None,
             request_id: None,
@@ -222,6 +204,20 @@ impl NewEvent {
             dry_run: false,
             refusal: false,
         }
+    }
+
+    /// A lease's event (`lease_granted`, `lease_revoked`): not a refusal.
+    pub fn lease_event(lease: &Lease, kind: &str, reason: Option<&str>, at: UnixTime) -> Self {
+        Self {
+            host: Some(lease.host.clone()),
+            lease_id: Some(lease.lease_id.clone()),
+            ..Self::of_run(&lease.tenant_id, &lease.run_id, kind, reason, at)
+        }
+    }
+
+    /// A run event of `kind` (not a refusal).
+    pub fn run_event(run: &Run, kind: &str, reason: Option<&str>, at: UnixTime) -> Self {
+        Self::of_run(&run.tenant_id, &run.run_id, kind, reason, at)
     }
 }
 
