@@ -76,10 +76,9 @@ impl PolicyCache {
         let since = self.read().version;
         let (version, changed) = store.settings_since(since).await?;
         let mut run_rules = RunRules::new();
-        for tenant in &changed {
-            let rules = store.run_rules(&tenant.tenant_id).await?;
-            if !rules.is_empty() {
-                run_rules.insert(tenant.tenant_id.clone(), rules);
+        if !changed.is_empty() {
+            for (tenant_id, run_id, rule) in store.run_rules().await? {
+                run_rules.entry(tenant_id).or_default().push((run_id, rule));
             }
         }
         self.apply_with_runs(version, changed, &run_rules);

@@ -824,10 +824,10 @@ impl Store {
         dispatch!(self.decide_proposal(proposal_id, approve, scope, actor, now))
     }
 
-    /// The rules approved for their run alone, of `tenant_id`'s live runs:
-    /// (run, rule as a policy entry's JSON).
-    pub async fn run_rules(&self, tenant_id: &str) -> Result<Vec<(String, String)>, StoreError> {
-        dispatch!(self.run_rules(tenant_id))
+    /// The rules approved for their run alone, of every live run: (tenant,
+    /// run, rule as a policy entry's JSON).
+    pub async fn run_rules(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        dispatch!(self.run_rules())
     }
 
     /// What run `run_id` left: the files it wrote and its uploads refused

@@ -169,18 +169,15 @@ pub(crate) async fn decide_proposal(
     Ok(proposal)
 }
 
-/// The rules approved for their run alone, of `tenant_id`'s live runs:
-/// (run, rule as a policy entry's JSON), oldest first.
-pub(crate) async fn run_rules(
-    pool: &Pool<Db>,
-    tenant_id: &str,
-) -> Result<Vec<(String, String)>, StoreError> {
+/// The rules approved for their run alone, of every live run: (tenant,
+/// run, rule as a policy entry's JSON), oldest first. One query however
+/// many tenants changed: the set is bounded by the live runs.
+pub(crate) async fn run_rules(pool: &Pool<Db>) -> Result<Vec<(String, String, String)>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT p.run_id, p.rule FROM egress_proposals p JOIN runs r ON r.run_id = p.run_id \
-         WHERE p.tenant_id = $1 AND p.status = 'approved' AND p.scope = 'run' AND r.status = 'live' \
+        "SELECT p.tenant_id, p.run_id, p.rule FROM egress_proposals p JOIN runs r ON r.run_id = p.run_id \
+         WHERE p.status = 'approved' AND p.scope = 'run' AND r.status = 'live' \
          ORDER BY p.decided_at, p.proposal_id",
     )
-    .bind(tenant_id)
     .fetch_all(pool)
     .await?)
 }
