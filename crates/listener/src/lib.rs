@@ -466,6 +466,9 @@ impl Listener {
                 }
             });
         }
+        // New connections are refused from now on, so a balancer sends
+        // them elsewhere instead of to a backlog nobody will accept.
+        drop(self.tcp);
         let _ = stop.send(true);
         drop(stopping);
         // Every connection task holds a receiver; they are done when none is left.

@@ -226,6 +226,10 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
             }
         });
     }
+    // SIGTERM stops both listeners at once; the events their last requests
+    // queued are drained once both have answered them.
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let mut proxy_task = None;
     let proxy_line = match (state.plane.proxy.clone(), proxy_socket) {
         (Some(proxy), Some(listener)) => {
             let bound =
@@ -233,7 +237,8 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
             // Refusals of clients that proved nothing are counted by address.
             let listener = Listener::new(listener, limits).with_peer_addresses();
             state.metrics.watch_listener("proxy", listener.stats());
-            tokio::spawn(gatehouse_egress::proxy::serve(proxy, listener));
+            let serving = gatehouse_egress::proxy::serve_until(proxy, listener, stopping(&stop));
+            proxy_task = Some(tokio::spawn(serving));
             Some(format!("gatehouse egress proxy listening on http://{bound}"))
         }
         _ => None,
@@ -276,7 +281,14 @@ async fn run(mut config: Config, generated: Vec<String>) -> Result<(), String> {
     }
     tracing::info!(%bound, role = role.as_str(), "listening");
     let handler = move |req| tower::ServiceExt::oneshot(app.clone(), req);
-    listener.serve_http1(handler, shutdown_signal()).await;
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    listener.serve_http1(handler, stopping(&stop)).await;
+    if let Some(proxy) = proxy_task {
+        let _ = proxy.await;
+    }
     drain_events(&state, shutdown_drain).await;
     Ok(())
 }
@@ -396,6 +408,14 @@ pub async fn sweep_expired_runs(state: AppState) {
     loop {
         tick.tick().await;
         state.plane.expire_due_runs().await;
+    }
+}
+
+/// Resolves once the node is told to stop.
+fn stopping(stop: &tokio::sync::watch::Receiver<bool>) -> impl Future<Output = ()> + use<> {
+    let mut stop = stop.clone();
+    async move {
+        let _ = stop.wait_for(|stopped| *stopped).await;
     }
 }
 

@@ -252,11 +252,22 @@ impl Proxy {
 
 /// Runs the proxy on `listener` until the task is dropped.
 pub async fn serve(proxy: Arc<Proxy>, listener: gatehouse_listener::Listener) {
+    serve_until(proxy, listener, std::future::pending()).await;
+}
+
+/// Serves until `shutdown` resolves, then stops accepting and returns once
+/// every request in hand is answered, so the refusals they record are
+/// queued before the node drains its record and exits.
+pub async fn serve_until(
+    proxy: Arc<Proxy>,
+    listener: gatehouse_listener::Listener,
+    shutdown: impl Future<Output = ()>,
+) {
     let handler = move |req| {
         let proxy = proxy.clone();
         async move { Ok::<_, std::convert::Infallible>(proxy.handle(req).await) }
     };
-    listener.serve_http1(handler, std::future::pending()).await;
+    listener.serve_http1(handler, shutdown).await;
 }
 
 impl Proxy {

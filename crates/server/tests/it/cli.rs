@@ -386,6 +386,12 @@ fn config_check_lists_every_problem_and_serve_refuses_to_start() {
 pub(crate) struct Server(Child);
 
 impl Server {
+    /// SIGKILL: the node dies with whatever it held in memory.
+    pub(crate) fn kill(&mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+
     /// Sends SIGTERM, as an orchestrator does, and waits for the exit.
     pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
         let pid = self.0.id().to_string();

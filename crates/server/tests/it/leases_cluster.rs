@@ -66,6 +66,19 @@ pub(crate) fn start_node(dir: &Path, manifest_key: &str, settings: &[(&str, &str
     Node { server, api, proxy: proxy_address(&printed), log }
 }
 
+impl Node {
+    /// SIGKILL, mid-whatever it was doing.
+    pub(crate) fn kill(&mut self) {
+        self.server.kill();
+    }
+
+    /// SIGTERM, as an orchestrator stops a node, and what it logged.
+    pub(crate) fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        let status = self.server.terminate();
+        (status, self.log.join().unwrap_or_default())
+    }
+}
+
 /// curl as the sandbox: the response head and body, as the sandbox sees them.
 fn curl(args: &[&str]) -> String {
     let Output { stdout, .. } = Command::new("curl")
@@ -76,7 +89,7 @@ fn curl(args: &[&str]) -> String {
     String::from_utf8_lossy(&stdout).into_owned()
 }
 
-fn create_credential(api_addr: &str, secret: &str) -> Value {
+pub(crate) fn create_credential(api_addr: &str, secret: &str) -> Value {
     api(
         api_addr,
         "POST",
@@ -102,7 +115,7 @@ fn new_run(api_addr: &str, proxy_addr: &str) -> (String, String, Value) {
     (run_id, proxy, run)
 }
 
-fn lease(api_addr: &str, run_id: &str, credential_id: &str) -> Value {
+pub(crate) fn lease(api_addr: &str, run_id: &str, credential_id: &str) -> Value {
     api(
         api_addr,
         "POST",
@@ -111,11 +124,11 @@ fn lease(api_addr: &str, run_id: &str, credential_id: &str) -> Value {
     )
 }
 
-fn str_of<'a>(v: &'a Value, field: &str) -> &'a str {
+pub(crate) fn str_of<'a>(v: &'a Value, field: &str) -> &'a str {
     v[field].as_str().unwrap_or_else(|| panic!("no {field} in {v}"))
 }
 
-fn refused_with(out: &str, reason: &str) -> bool {
+pub(crate) fn refused_with(out: &str, reason: &str) -> bool {
     out.contains(&format!("x-gatehouse-reason: {reason}\r\n"))
 }
 

@@ -5,6 +5,7 @@
 mod admin;
 mod api;
 mod browser;
+mod chart;
 mod cli;
 mod content;
 mod deps;
@@ -12,6 +13,7 @@ mod echoes;
 mod files;
 mod files_cluster;
 mod files_sweep;
+mod fleet;
 mod intercept;
 mod lease_door;
 mod leases;

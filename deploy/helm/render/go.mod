@@ -1,0 +1,3 @@
+module gatehouse/deploy/helm/render
+
+go 1.19
