@@ -126,10 +126,6 @@ type chartMetadata struct {
 	Type        string
 	// APIVersion is the name Helm itself uses for `apiVersion`.
 	APIVersion string
-	// ApiVersion is an alias kept because the project asked for this
-	// spelling; real Helm has no such field, so charts should prefer
-	// APIVersion.
-	ApiVersion string
 }
 
 // templateFile is one file found under templates/.
@@ -296,7 +292,6 @@ func readChartYAML(file string) (*chartMetadata, error) {
 		Description: fields["description"],
 		Type:        fields["type"],
 		APIVersion:  fields["apiVersion"],
-		ApiVersion:  fields["apiVersion"],
 	}
 	if meta.Name == "" {
 		return nil, fmt.Errorf("%s: no chart name", file)

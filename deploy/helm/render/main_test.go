@@ -379,10 +379,10 @@ keywords:
 dependencies: []
 `,
 		templates: map[string]string{
-			"c.yaml": `{{ .Chart.Name }}|{{ .Chart.Version }}|{{ .Chart.AppVersion }}|{{ .Chart.Description }}|{{ .Chart.Type }}|{{ .Chart.APIVersion }}|{{ .Chart.ApiVersion }}`,
+			"c.yaml": `{{ .Chart.Name }}|{{ .Chart.Version }}|{{ .Chart.AppVersion }}|{{ .Chart.Description }}|{{ .Chart.Type }}|{{ .Chart.APIVersion }}`,
 		},
 	})
-	want := "---\n# Source: gatehouse/templates/c.yaml\ngatehouse|1.2.3|0.9.0|It's a \"gate\"|application|v2|v2\n"
+	want := "---\n# Source: gatehouse/templates/c.yaml\ngatehouse|1.2.3|0.9.0|It's a \"gate\"|application|v2\n"
 	if out != want {
 		t.Errorf("got %q, want %q", out, want)
 	}
