@@ -50,6 +50,16 @@ pub struct GrantBudgets {
     /// Bytes the run may move through the door: request and response bodies
     /// and tunnel bytes, both directions.
     pub max_egress_bytes: u64,
+    /// MCP tool calls the run may make (each is also a request).
+    pub max_tool_calls: u64,
+}
+
+/// The tool-call budget of a grant sealed before grants had one: no limit
+/// beyond its request budget (every tool call is a request too).
+pub const UNLIMITED_TOOL_CALLS: u64 = (1 << 53) - 1;
+
+fn unlimited_tool_calls() -> u64 {
+    UNLIMITED_TOOL_CALLS
 }
 
 impl Default for GrantBudgets {
@@ -62,6 +72,7 @@ impl Default for GrantBudgets {
             max_output_files: 100,
             max_requests: 1000,
             max_egress_bytes: 1 << 30,
+            max_tool_calls: 200,
         }
     }
 }
@@ -100,6 +111,9 @@ pub struct GrantClaims {
     pub max_requests: u64,
     /// Egress byte budget (bodies and tunnels, both directions).
     pub max_egress_bytes: u64,
+    /// MCP tool-call budget.
+    #[serde(default = "unlimited_tool_calls")]
+    pub max_tool_calls: u64,
     /// Issued at.
     pub iat: UnixTime,
     /// Expires at.
@@ -143,6 +157,9 @@ pub struct GrantRequest {
     /// Defaults to [`GrantBudgets::default`]'s value.
     #[serde(default)]
     pub max_egress_bytes: Option<u64>,
+    /// Defaults to [`GrantBudgets::default`]'s value.
+    #[serde(default)]
+    pub max_tool_calls: Option<u64>,
     /// Defaults to now.
     #[serde(default)]
     pub iat: Option<UnixTime>,
@@ -199,10 +216,16 @@ impl GrantRequest {
         // Budgets stay within the exactly representable integers, so every
         // ledger backend (Redis counts in Lua doubles) enforces them exactly.
         const MAX_BUDGET: u64 = (1 << 53) - 1;
-        if [self.max_upload_bytes, self.max_output_files, self.max_requests, self.max_egress_bytes]
-            .iter()
-            .flatten()
-            .any(|b| *b > MAX_BUDGET)
+        if [
+            self.max_upload_bytes,
+            self.max_output_files,
+            self.max_requests,
+            self.max_egress_bytes,
+            self.max_tool_calls,
+        ]
+        .iter()
+        .flatten()
+        .any(|b| *b > MAX_BUDGET)
         {
             return Err(MintError::Invalid("budgets must not exceed 2^53-1"));
         }
@@ -236,6 +259,7 @@ impl GrantRequest {
             max_output_files: self.max_output_files.unwrap_or(defaults.max_output_files),
             max_requests: self.max_requests.unwrap_or(defaults.max_requests),
             max_egress_bytes: self.max_egress_bytes.unwrap_or(defaults.max_egress_bytes),
+            max_tool_calls: self.max_tool_calls.unwrap_or(defaults.max_tool_calls),
             iat,
             exp,
         })

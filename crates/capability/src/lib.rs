@@ -34,7 +34,9 @@ pub use credential::{
     CredentialContext, CredentialError, CredentialSecret, FingerprintKey, LocalSeal, LocallySealed,
     SealedSecret, SealingKey, SealingKeys, SealingPublicKey, webhook_signature,
 };
-pub use grant::{GrantBudgets, GrantClaims, GrantLifetime, GrantRequest, GrantSealer, OpenedGrants};
+pub use grant::{
+    GrantBudgets, GrantClaims, GrantLifetime, GrantRequest, GrantSealer, OpenedGrants, UNLIMITED_TOOL_CALLS,
+};
 pub use keys::{KeyError, ManifestSigningKey, ManifestVerifyingKeys};
 pub use manifest::{ManifestClaims, ManifestPresence, ManifestSigner, ManifestVerifier, VerifiedManifest};
 pub use secret::{Secret, SecretError};

@@ -70,6 +70,9 @@ pub struct ManifestClaims {
     /// Egress byte budget (bodies and tunnels, both directions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_egress_bytes: Option<u64>,
+    /// MCP tool-call budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u64>,
     /// Lowercase hex SHA-256 of the canonical execute body.
     pub execute_body_sha256: String,
     /// Issued at (Unix seconds).

@@ -313,6 +313,12 @@ closed_codes! {
         ProposalUnknown => "proposal_unknown",
         /// The egress proposal was decided already, or expired: it cannot be decided again.
         ProposalNotPending => "proposal_not_pending",
+        /// The run's tool-call budget (`max_tool_calls`) is spent.
+        BudgetToolCallsExhausted => "budget_tool_calls_exhausted",
+        /// The tenant's rules for this MCP server do not let a run call this tool.
+        McpToolDenied => "mcp_tool_denied",
+        /// A request to a declared MCP endpoint that is not valid JSON-RPC 2.0 (or MCP over HTTP).
+        McpMessageInvalid => "mcp_message_invalid",
     }
 }
 
@@ -560,6 +566,9 @@ mod tests {
                 "proposal_limit",
                 "proposal_unknown",
                 "proposal_not_pending",
+                "budget_tool_calls_exhausted",
+                "mcp_tool_denied",
+                "mcp_message_invalid",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

@@ -153,6 +153,7 @@ mod tests {
             max_output_files: 0,
             max_requests: 1,
             max_egress_bytes: budget,
+            max_tool_calls: 0,
         };
         ledger.register(&registration).await.unwrap();
         (EgressMeter::new(ledger.clone(), "g", Arc::new(ManualClock::new(NOW)), true), ledger)

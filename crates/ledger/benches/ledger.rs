@@ -41,6 +41,7 @@ fn registration(id: &str) -> Registration {
         max_output_files: 0,
         max_requests: (1 << 53) - 1,
         max_egress_bytes: (1 << 53) - 1,
+        max_tool_calls: (1 << 53) - 1,
     }
 }
 

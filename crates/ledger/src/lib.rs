@@ -235,7 +235,8 @@ pub fn refusal_kind(reason: Reason) -> RefusalKind {
         Reason::BudgetRequestsExhausted
         | Reason::BudgetUploadBytesExhausted
         | Reason::BudgetOutputFilesExhausted
-        | Reason::BudgetEgressBytesExhausted => RefusalKind::BudgetExhausted,
+        | Reason::BudgetEgressBytesExhausted
+        | Reason::BudgetToolCallsExhausted => RefusalKind::BudgetExhausted,
         _ => RefusalKind::GrantRefused,
     }
 }

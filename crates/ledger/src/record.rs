@@ -37,6 +37,15 @@ pub struct Registration {
     /// Egress byte budget: request and response bodies and tunnel bytes,
     /// both directions.
     pub max_egress_bytes: u64,
+    /// MCP tool-call budget (each tool call is also a request).
+    #[serde(default = "unlimited_tool_calls")]
+    pub max_tool_calls: u64,
+}
+
+/// Records registered before grants had a tool-call budget have none
+/// beyond their requests.
+fn unlimited_tool_calls() -> u64 {
+    gatehouse_capability::UNLIMITED_TOOL_CALLS
 }
 
 impl From<&GrantClaims> for Registration {
@@ -53,6 +62,7 @@ impl From<&GrantClaims> for Registration {
             max_output_files: c.max_output_files,
             max_requests: c.max_requests,
             max_egress_bytes: c.max_egress_bytes,
+            max_tool_calls: c.max_tool_calls,
         }
     }
 }
@@ -150,6 +160,8 @@ pub struct Remaining {
     pub output_files: u64,
     /// Egress bytes left.
     pub egress_bytes: u64,
+    /// MCP tool calls left.
+    pub tool_calls: u64,
     /// The run's lease generation (see [`GrantRecord::lease_generation`]).
     pub lease_generation: u64,
 }
@@ -180,6 +192,7 @@ impl GrantRecord {
             upload_bytes: r.max_upload_bytes.saturating_sub(self.uploaded_bytes),
             output_files: r.max_output_files.saturating_sub(self.output_file_ids.len() as u64),
             egress_bytes: r.max_egress_bytes.saturating_sub(self.egress_bytes),
+            tool_calls: r.max_tool_calls.saturating_sub(self.tool_call_count),
             lease_generation: self.lease_generation,
         }
     }
@@ -216,6 +229,9 @@ impl GrantRecord {
         }
         if self.request_count >= r.max_requests {
             return Err(Reason::BudgetRequestsExhausted);
+        }
+        if matches!(op, Operation::ToolCall) && self.tool_call_count >= r.max_tool_calls {
+            return Err(Reason::BudgetToolCallsExhausted);
         }
         let mut new_file = false;
         if let Operation::Upload { bytes, output_file_id, .. } = op {

@@ -114,7 +114,7 @@ end
 /// KEYS: record, inputs, read sessions, outputs.
 /// ARGV: registration JSON, exp, max_requests, max_upload_bytes,
 /// max_output_files, output session ("" for none), expire-at, key prefix,
-/// tenant ("" for none), max_egress_bytes, number of inputs, inputs…,
+/// tenant ("" for none), max_egress_bytes, max_tool_calls, number of inputs, inputs…,
 /// read sessions…
 /// Mirrors `Epochs::register` for the sequence number and the counters.
 const REGISTER: &str = r"
@@ -134,10 +134,10 @@ if t ~= '' then
 end
 redis.call('HSET', KEYS[1], 'reg', ARGV[1], 'status', 'active', 'exp', ARGV[2], 'mr', ARGV[3], 'mu', ARGV[4],
   'mf', ARGV[5], 'os', ARGV[6], 'xa', ARGV[7], 'request_count', 0, 'read_count', 0, 'upload_count', 0,
-  'tool_call_count', 0, 'uploaded_bytes', 0, 'sq', seq, 'tn', t, 'me', ARGV[10], 'egress_bytes', 0)
-local n = tonumber(ARGV[11])
-for i = 12, 11 + n do redis.call('SADD', KEYS[2], ARGV[i]) end
-for i = 12 + n, #ARGV do redis.call('SADD', KEYS[3], ARGV[i]) end
+  'tool_call_count', 0, 'uploaded_bytes', 0, 'sq', seq, 'tn', t, 'me', ARGV[10], 'egress_bytes', 0, 'mt', ARGV[11])
+local n = tonumber(ARGV[12])
+for i = 13, 12 + n do redis.call('SADD', KEYS[2], ARGV[i]) end
+for i = 13 + n, #ARGV do redis.call('SADD', KEYS[3], ARGV[i]) end
 for i = 1, 3 do redis.call('EXPIREAT', KEYS[i], ARGV[7]) end
 return 'new'
 ";
@@ -147,9 +147,10 @@ return 'new'
 /// Mirrors `GrantRecord::consume`: status (and markers), expiry, scope,
 /// then budgets; all changes or none. Egress bytes are not a request.
 /// A record without an egress budget (registered before there was one)
-/// has none left.
+/// has none left; one without a tool-call budget has no limit beyond its
+/// requests.
 const CONSUME: &str = r"
-local h = redis.call('HMGET', KEYS[1], 'status', 'exp', 'mr', 'mu', 'mf', 'os', 'request_count', 'uploaded_bytes', 'xa', 'sq', 'tn', 'me', 'egress_bytes', 'lg')
+local h = redis.call('HMGET', KEYS[1], 'status', 'exp', 'mr', 'mu', 'mf', 'os', 'request_count', 'uploaded_bytes', 'xa', 'sq', 'tn', 'me', 'egress_bytes', 'lg', 'mt', 'tool_call_count')
 if not h[1] then return {0, 'grant_unknown'} end
 if h[1] == 'revoked' then return {0, 'grant_revoked'} end
 if covered(ARGV[6], tonumber(h[10] or '0'), h[11]) then return {0, 'grant_revoked'} end
@@ -162,13 +163,15 @@ local rc, mr = tonumber(h[7]), tonumber(h[3])
 local ub, mu, mf = tonumber(h[8]), tonumber(h[4]), tonumber(h[5])
 local eb, me = tonumber(h[13] or '0'), tonumber(h[12] or '0')
 local lg = tonumber(h[14] or '0')
+local mt, tc = tonumber(h[15] or '9007199254740991'), tonumber(h[16] or '0')
 local files = redis.call('SCARD', KEYS[4])
 if op == 'egress' then
   if eb + tonumber(ARGV[4]) > me then return {0, 'budget_egress_bytes_exhausted'} end
   eb = redis.call('HINCRBY', KEYS[1], 'egress_bytes', ARGV[4])
-  return {1, math.max(0, mr - rc), math.max(0, mu - ub), math.max(0, mf - files), me - eb, lg}
+  return {1, math.max(0, mr - rc), math.max(0, mu - ub), math.max(0, mf - files), me - eb, math.max(0, mt - tc), lg}
 end
 if rc >= mr then return {0, 'budget_requests_exhausted'} end
+if op == 'tool_call' and tc >= mt then return {0, 'budget_tool_calls_exhausted'} end
 local new_file = false
 if op == 'upload' then
   if ub + tonumber(ARGV[4]) > mu then return {0, 'budget_upload_bytes_exhausted'} end
@@ -179,7 +182,7 @@ redis.call('HINCRBY', KEYS[1], 'request_count', 1)
 if op == 'read_file' or op == 'read_session' then
   redis.call('HINCRBY', KEYS[1], 'read_count', 1)
 elseif op == 'tool_call' then
-  redis.call('HINCRBY', KEYS[1], 'tool_call_count', 1)
+  tc = redis.call('HINCRBY', KEYS[1], 'tool_call_count', 1)
 elseif op == 'upload' then
   redis.call('HINCRBY', KEYS[1], 'upload_count', 1)
   ub = redis.call('HINCRBY', KEYS[1], 'uploaded_bytes', ARGV[4])
@@ -189,7 +192,7 @@ elseif op == 'upload' then
     files = files + 1
   end
 end
-return {1, mr - rc - 1, mu - ub, mf - files, math.max(0, me - eb), lg}
+return {1, mr - rc - 1, mu - ub, mf - files, math.max(0, me - eb), math.max(0, mt - tc), lg}
 ";
 
 /// KEYS: record. Bumps the lease generation of a known record.
@@ -380,7 +383,7 @@ impl LedgerBackend for RedisLedger {
 
     async fn register(&self, registration: &Registration) -> Result<Registered, Reason> {
         let r = registration;
-        if [r.max_requests, r.max_upload_bytes, r.max_output_files, r.max_egress_bytes]
+        if [r.max_requests, r.max_upload_bytes, r.max_output_files, r.max_egress_bytes, r.max_tool_calls]
             .iter()
             .any(|&n| n > MAX_EXACT)
         {
@@ -415,6 +418,7 @@ impl LedgerBackend for RedisLedger {
             .arg(&*self.prefix)
             .arg(r.tenant_id.as_deref().unwrap_or(""))
             .arg(r.max_egress_bytes)
+            .arg(r.max_tool_calls)
             .arg(r.input_files.len())
             .arg(&r.input_files)
             .arg(&r.read_sessions);
@@ -456,14 +460,22 @@ impl LedgerBackend for RedisLedger {
             _ => None,
         };
         match reply.as_slice() {
-            [Value::Int(1), a, b, c, d, e] => match (int(a), int(b), int(c), int(d), int(e)) {
+            [Value::Int(1), a, b, c, d, t, e] => match (int(a), int(b), int(c), int(d), int(t), int(e)) {
                 (
                     Some(requests),
                     Some(upload_bytes),
                     Some(output_files),
                     Some(egress_bytes),
+                    Some(tool_calls),
                     Some(lease_generation),
-                ) => Ok(Remaining { requests, upload_bytes, output_files, egress_bytes, lease_generation }),
+                ) => Ok(Remaining {
+                    requests,
+                    upload_bytes,
+                    output_files,
+                    egress_bytes,
+                    tool_calls,
+                    lease_generation,
+                }),
                 _ => Err(Reason::LedgerUnavailable),
             },
             [Value::Int(0), reason] => {

@@ -44,6 +44,7 @@ mod error;
 pub mod files;
 pub mod grants;
 pub mod manifests;
+pub mod mcp;
 mod osv;
 pub mod policy;
 pub mod proposals;

@@ -220,6 +220,8 @@ mod tests {
 
     fn tenant_at(id: &str, settings_version: i64, document: Option<&str>) -> TenantSettings {
         TenantSettings {
+            mcp_servers: None,
+            mcp_servers_missing: false,
             tenant_id: id.into(),
             settings_version,
             policy_missing: false,

@@ -31,6 +31,9 @@ pub struct RunBudgets {
     /// Bytes through the door, both ways.
     #[serde(default)]
     pub max_egress_bytes: Option<u64>,
+    /// MCP tool calls (each one a request too).
+    #[serde(default)]
+    pub max_tool_calls: Option<u64>,
 }
 
 /// What a run is to be.
@@ -152,6 +155,7 @@ impl Plane {
             ("max_upload_bytes", req.budgets.max_upload_bytes.map(|n| json!(n))),
             ("max_output_files", req.budgets.max_output_files.map(|n| json!(n))),
             ("max_egress_bytes", req.budgets.max_egress_bytes.map(|n| json!(n))),
+            ("max_tool_calls", req.budgets.max_tool_calls.map(|n| json!(n))),
         ];
         for (key, value) in derived {
             match (claims.get(key), value) {
@@ -205,6 +209,7 @@ impl Plane {
             max_output_files: req.budgets.max_output_files,
             max_requests: req.budgets.max_requests,
             max_egress_bytes: req.budgets.max_egress_bytes,
+            max_tool_calls: req.budgets.max_tool_calls,
             iat: Some(now),
             exp: Some(now + ttl),
         };

@@ -298,6 +298,7 @@ impl Plane {
                     "max_upload_bytes": claims.max_upload_bytes,
                     "max_output_files": claims.max_output_files,
                     "max_egress_bytes": claims.max_egress_bytes,
+                    "max_tool_calls": claims.max_tool_calls,
                 },
             }),
         };

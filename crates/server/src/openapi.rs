@@ -284,6 +284,26 @@ pub const ROUTES: &[Route] = &[
         answer: Answer::Json(&["tenant_id", "version", "policy", "actor", "created_at"]),
     },
     Route {
+        method: "put",
+        path: "/v1/tenants/{tenant_id}/mcp-servers",
+        summary: "Declare a tenant's MCP servers and the tools a run may call on each (a new version, audited).",
+        auth: true,
+        query: &[],
+        body: Body::Json(schema::mcp_servers),
+        status: 200,
+        answer: Answer::Json(&["tenant_id", "version", "servers"]),
+    },
+    Route {
+        method: "get",
+        path: "/v1/tenants/{tenant_id}/mcp-servers",
+        summary: "A tenant's declared MCP servers and their version (0 and none when it never declared any).",
+        auth: true,
+        query: &[],
+        body: Body::None,
+        status: 200,
+        answer: Answer::Json(&["tenant_id", "version", "servers", "actor", "created_at"]),
+    },
+    Route {
         method: "post",
         path: "/v1/runs/{run_id}/egress-proposals",
         summary: "A live run asks for one exact rule its policy refuses (201; the same ask again is the same proposal, 200).",
@@ -917,7 +937,9 @@ pub mod schema {
     /// A manifest's claims (`ManifestClaims`, which refuses any other).
     fn manifest_claims() -> Value {
         let mut claims = run_ids();
-        for budget in ["max_upload_bytes", "max_output_files", "max_requests", "max_egress_bytes"] {
+        for budget in
+            ["max_upload_bytes", "max_output_files", "max_requests", "max_egress_bytes", "max_tool_calls"]
+        {
             claims[budget] = nullable(uint64());
         }
         // Set by the signer whatever is given.
@@ -952,7 +974,9 @@ pub mod schema {
     pub fn grant_request() -> Value {
         let mut properties = run_ids();
         properties["grant_id"] = nullable(id());
-        for field in ["max_upload_bytes", "max_output_files", "max_requests", "max_egress_bytes"] {
+        for field in
+            ["max_upload_bytes", "max_output_files", "max_requests", "max_egress_bytes", "max_tool_calls"]
+        {
             properties[field] = budget();
         }
         properties["iat"] = nullable(int64());
@@ -1070,6 +1094,21 @@ pub mod schema {
         )
     }
 
+    /// `PUT /v1/tenants/{tenant_id}/mcp-servers`.
+    pub fn mcp_servers() -> Value {
+        let tool_name = json!({"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$"});
+        let tool_list = json!({"type": "array", "items": tool_name, "maxItems": 1024});
+        let server = closed(
+            json!({
+                "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
+                "url": {"type": "string", "minLength": 1, "maxLength": 2048},
+                "tools": closed(json!({"allow": tool_list, "deny": tool_list}), &[]),
+            }),
+            &["name", "url"],
+        );
+        closed(json!({"servers": {"type": "array", "items": server, "maxItems": 64}}), &["servers"])
+    }
+
     /// `PUT /v1/tenants/{tenant_id}/dependency-gate`.
     pub fn gate_mode() -> Value {
         closed(json!({"mode": one_of(&["off", "high", "critical"])}), &["mode"])
@@ -1155,6 +1194,7 @@ pub mod schema {
                 "max_upload_bytes": budget(),
                 "max_output_files": budget(),
                 "max_egress_bytes": budget(),
+                "max_tool_calls": budget(),
             }),
             &[],
         );

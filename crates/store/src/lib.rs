@@ -358,6 +358,19 @@ impl Store {
         dispatch!(self.current_policy(tenant_id))
     }
 
+    /// Stores a new declaration of a tenant's MCP servers (the document as
+    /// given, already validated by the caller) and audits it
+    /// (`mcp_servers.set`).
+    pub async fn set_mcp_servers(
+        &self,
+        tenant_id: &str,
+        document: &str,
+        actor: &str,
+        now: UnixTime,
+    ) -> Result<PolicyVersion, StoreError> {
+        dispatch!(self.set_mcp_servers(tenant_id, document, actor, now))
+    }
+
     /// Every version of a tenant's policy, newest first.
     pub async fn policy_history(
         &self,

@@ -23,9 +23,16 @@ pub struct TenantSettings {
     pub kill_switch: bool,
     /// Why it was engaged.
     pub kill_switch_reason: Option<String>,
+    /// The current declaration of its MCP servers, if it ever made one.
+    pub mcp_servers: Option<PolicyVersion>,
+    /// The tenant names a declaration that does not read (its row is gone):
+    /// requests to its MCP servers cannot be told apart, so its requests
+    /// are refused, as with a missing policy.
+    pub mcp_servers_missing: bool,
 }
 
-/// One version of a tenant's egress policy.
+/// One version of one of a tenant's versioned documents: its egress policy,
+/// or the declaration of its MCP servers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PolicyVersion {
     /// The tenant.

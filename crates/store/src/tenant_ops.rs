@@ -19,6 +19,10 @@ struct TenantRow {
     actor: Option<String>,
     created_at: Option<i64>,
     newest_policy: Option<i64>,
+    mcp_servers_version: i64,
+    mcp_document: Option<String>,
+    mcp_actor: Option<String>,
+    mcp_created_at: Option<i64>,
 }
 
 impl TenantRow {
@@ -39,6 +43,17 @@ impl TenantRow {
             _ => None,
         };
         let policy_missing = policy.is_none() && (self.policy_version != 0 || self.newest_policy.is_some());
+        let mcp_servers = match (self.mcp_document, self.mcp_actor, self.mcp_created_at) {
+            (Some(document), Some(actor), Some(created_at)) => Some(PolicyVersion {
+                tenant_id: self.tenant_id.clone(),
+                version: self.mcp_servers_version,
+                document,
+                actor,
+                created_at,
+            }),
+            _ => None,
+        };
+        let mcp_servers_missing = mcp_servers.is_none() && self.mcp_servers_version != 0;
         TenantSettings {
             tenant_id: self.tenant_id,
             settings_version: self.settings_version,
@@ -47,14 +62,18 @@ impl TenantRow {
             gate_mode: self.gate_mode,
             kill_switch: self.kill_switch != 0,
             kill_switch_reason: self.kill_switch_reason,
+            mcp_servers,
+            mcp_servers_missing,
         }
     }
 }
 
 const TENANT_SELECT: &str = "SELECT t.tenant_id, t.settings_version, t.policy_version, t.gate_mode, t.kill_switch, \
      t.kill_switch_reason, p.document, p.actor, p.created_at, \
-     (SELECT MAX(v.version) FROM policy_versions v WHERE v.tenant_id = t.tenant_id) AS newest_policy \
-     FROM tenants t LEFT JOIN policy_versions p ON p.tenant_id = t.tenant_id AND p.version = t.policy_version";
+     (SELECT MAX(v.version) FROM policy_versions v WHERE v.tenant_id = t.tenant_id) AS newest_policy, \
+     t.mcp_servers_version, m.document AS mcp_document, m.actor AS mcp_actor, m.created_at AS mcp_created_at \
+     FROM tenants t LEFT JOIN policy_versions p ON p.tenant_id = t.tenant_id AND p.version = t.policy_version \
+     LEFT JOIN mcp_server_versions m ON m.tenant_id = t.tenant_id AND m.version = t.mcp_servers_version";
 
 /// Tenants with policy versions but no tenant row (deleted by hand): each
 /// is listed with the defaults and its policy missing, so it refuses.
@@ -77,6 +96,8 @@ async fn tenants_without_a_row(pool: &Pool<Db>, tenant_id: Option<&str>) -> Resu
             gate_mode: "high".to_owned(),
             kill_switch: false,
             kill_switch_reason: None,
+            mcp_servers: None,
+            mcp_servers_missing: false,
         })
         .collect())
 }
@@ -118,12 +139,37 @@ pub(crate) async fn set_policy(
     now: UnixTime,
     expected_version: Option<i64>,
 ) -> Result<PolicyVersion, StoreError> {
+    set_versioned(pool, Versioned::Policy, tenant_id, document, actor, now, expected_version).await
+}
+
+pub(crate) async fn set_mcp_servers(
+    pool: &Pool<Db>,
+    tenant_id: &str,
+    document: &str,
+    actor: &str,
+    now: UnixTime,
+) -> Result<PolicyVersion, StoreError> {
+    set_versioned(pool, Versioned::McpServers, tenant_id, document, actor, now, None).await
+}
+
+/// A new version of one of a tenant's versioned documents, stored and
+/// audited in one transaction, current from then on.
+async fn set_versioned(
+    pool: &Pool<Db>,
+    kind: Versioned,
+    tenant_id: &str,
+    document: &str,
+    actor: &str,
+    now: UnixTime,
+    expected_version: Option<i64>,
+) -> Result<PolicyVersion, StoreError> {
+    let (table, column) = (kind.table(), kind.column());
     let mut tx = begin_write(pool).await?;
     if let Some(expected) = expected_version {
         // Read under the control lock: no other change can land between
         // this check and the write.
         let current: Option<i64> =
-            sqlx::query_scalar("SELECT policy_version FROM tenants WHERE tenant_id = $1")
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT {column} FROM tenants WHERE tenant_id = $1")))
                 .bind(tenant_id)
                 .fetch_optional(tx.conn())
                 .await?;
@@ -133,15 +179,15 @@ pub(crate) async fn set_policy(
     }
     let settings = tx.bump_settings().await?;
     touch_tenant(&mut tx, tenant_id, settings, now).await?;
-    let version: i64 = sqlx::query_scalar(
-        "UPDATE tenants SET policy_version = policy_version + 1 WHERE tenant_id = $1 RETURNING policy_version",
-    )
+    let version: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "UPDATE tenants SET {column} = {column} + 1 WHERE tenant_id = $1 RETURNING {column}"
+    )))
     .bind(tenant_id)
     .fetch_one(tx.conn())
     .await?;
-    sqlx::query(
-        "INSERT INTO policy_versions (tenant_id, version, document, actor, created_at) VALUES ($1, $2, $3, $4, $5)",
-    )
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {table} (tenant_id, version, document, actor, created_at) VALUES ($1, $2, $3, $4, $5)"
+    )))
     .bind(tenant_id)
     .bind(version)
     .bind(document)
@@ -149,9 +195,9 @@ pub(crate) async fn set_policy(
     .bind(now)
     .execute(tx.conn())
     .await?;
-    let detail = serde_json::json!({"version": version, "settings_version": settings,
-        "policy": serde_json::from_str::<serde_json::Value>(document).unwrap_or_default()});
-    tx.append_audit(&[audit_record(now, actor, "policy.set", Some(tenant_id), tenant_id, detail)]).await?;
+    let mut detail = serde_json::json!({"version": version, "settings_version": settings});
+    detail[kind.audited_as()] = serde_json::from_str::<serde_json::Value>(document).unwrap_or_default();
+    tx.append_audit(&[audit_record(now, actor, kind.action(), Some(tenant_id), tenant_id, detail)]).await?;
     tx.commit().await?;
     Ok(PolicyVersion {
         tenant_id: tenant_id.to_owned(),
@@ -160,6 +206,46 @@ pub(crate) async fn set_policy(
         actor: actor.to_owned(),
         created_at: now,
     })
+}
+
+/// A tenant's versioned documents: each version a row of its own table,
+/// the tenant's row naming the current one. The names are fixed here, never
+/// a caller's.
+#[derive(Clone, Copy)]
+enum Versioned {
+    Policy,
+    McpServers,
+}
+
+impl Versioned {
+    fn table(self) -> &'static str {
+        match self {
+            Self::Policy => "policy_versions",
+            Self::McpServers => "mcp_server_versions",
+        }
+    }
+
+    fn column(self) -> &'static str {
+        match self {
+            Self::Policy => "policy_version",
+            Self::McpServers => "mcp_servers_version",
+        }
+    }
+
+    fn action(self) -> &'static str {
+        match self {
+            Self::Policy => "policy.set",
+            Self::McpServers => "mcp_servers.set",
+        }
+    }
+
+    /// The audit detail's field holding the document.
+    fn audited_as(self) -> &'static str {
+        match self {
+            Self::Policy => "policy",
+            Self::McpServers => "servers",
+        }
+    }
 }
 
 pub(crate) async fn current_policy(

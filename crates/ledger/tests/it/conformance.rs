@@ -24,6 +24,7 @@ fn registration(grant_id: &str) -> Registration {
         max_output_files: 2,
         max_requests: 10,
         max_egress_bytes: 1000,
+        max_tool_calls: 5,
     }
 }
 
@@ -52,6 +53,25 @@ async fn spends_the_request_budget_exactly(l: impl LedgerBackend) {
         assert_eq!(l.consume("g1", &op, NOW).await, Err(Reason::BudgetRequestsExhausted));
     }
     assert_eq!(l.get("g1").await.unwrap().unwrap().request_count, 3);
+}
+
+async fn spends_the_tool_call_budget_within_the_requests(l: impl LedgerBackend) {
+    l.register(&Registration { max_tool_calls: 2, ..registration("g1") }).await.unwrap();
+    let mut left = Vec::new();
+    for _ in 0..2 {
+        let remaining = l.consume("g1", &Operation::ToolCall, NOW).await.unwrap();
+        left.push((remaining.tool_calls, remaining.requests));
+    }
+    assert_eq!(left, [(1, 9), (0, 8)], "each tool call is a request too");
+    assert_eq!(l.consume("g1", &Operation::ToolCall, NOW).await, Err(Reason::BudgetToolCallsExhausted));
+    // Other requests go on; nothing of the refused call was counted.
+    assert_eq!(l.consume("g1", &Operation::Request, NOW).await.unwrap().tool_calls, 0);
+    let record = l.get("g1").await.unwrap().unwrap();
+    assert_eq!((record.tool_call_count, record.request_count), (2, 3));
+    // The request budget still comes first.
+    l.register(&Registration { max_requests: 1, ..registration("g2") }).await.unwrap();
+    l.consume("g2", &Operation::Request, NOW).await.unwrap();
+    assert_eq!(l.consume("g2", &Operation::ToolCall, NOW).await, Err(Reason::BudgetRequestsExhausted));
 }
 
 async fn checks_scope(l: impl LedgerBackend) {
@@ -335,6 +355,7 @@ macro_rules! conformance {
 conformance!(
     registers_idempotently_and_refuses_conflicts,
     spends_the_request_budget_exactly,
+    spends_the_tool_call_budget_within_the_requests,
     checks_scope,
     spends_upload_budgets_atomically,
     refuses_unknown_expired_and_revoked_grants,

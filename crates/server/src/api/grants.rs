@@ -42,6 +42,7 @@ pub(super) fn ledger_json(r: &GrantRecord) -> Value {
             "max_upload_bytes": r.registration.max_upload_bytes,
             "max_output_files": r.registration.max_output_files,
             "max_egress_bytes": r.registration.max_egress_bytes,
+            "max_tool_calls": r.registration.max_tool_calls,
         },
         "exp": r.registration.exp,
     })

@@ -1,5 +1,5 @@
-//! `/v1/tenants/{t}/…` settings (egress policy, dependency gate, kill
-//! switch) and the emergency revoke.
+//! `/v1/tenants/{t}/…` settings (egress policy, MCP servers, dependency
+//! gate, kill switch) and the emergency revoke.
 
 use axum::Json;
 use axum::extract::rejection::PathRejection;
@@ -20,6 +20,7 @@ pub(super) fn routes(table: RouteTable) -> RouteTable {
     use axum::routing::{get, post};
     table
         .route("/tenants/{tenant_id}/egress-policy", get(get_egress_policy).put(set_egress_policy))
+        .route("/tenants/{tenant_id}/mcp-servers", get(get_mcp_servers).put(set_mcp_servers))
         .route("/egress-presets", get(egress_presets))
         .route("/tenants/{tenant_id}/dependency-gate", get(get_gate).put(set_gate))
         .route("/tenants/{tenant_id}/kill-switch", post(kill_switch))
@@ -58,6 +59,42 @@ async fn set_egress_policy(
     let tenant_id = path_id(path, &rid)?;
     let stored = state.plane.set_policy(&rid.0, &tenant_id, &doc, &caller.name, None).await.answer(&rid)?;
     Ok(Json(json!({"tenant_id": tenant_id, "version": stored.version, "policy": doc})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpServersRequest {
+    servers: Vec<gatehouse_mcp::McpServer>,
+}
+
+async fn get_mcp_servers(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant_id = path_id(path, &rid)?;
+    let declared = state.plane.mcp_servers(&tenant_id).await.answer(&rid)?;
+    let mut answer =
+        json!({"tenant_id": tenant_id, "version": declared.version, "servers": declared.servers});
+    if let Some((actor, created_at)) = declared.declared {
+        answer["actor"] = json!(actor);
+        answer["created_at"] = json!(created_at);
+    }
+    Ok(Json(answer))
+}
+
+async fn set_mcp_servers(
+    State(state): State<AppState>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    path: Result<Path<String>, PathRejection>,
+    StrictJson(req): StrictJson<McpServersRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant_id = path_id(path, &rid)?;
+    let servers = req.servers;
+    let stored =
+        state.plane.set_mcp_servers(&rid.0, &tenant_id, servers.clone(), &caller.name).await.answer(&rid)?;
+    Ok(Json(json!({"tenant_id": tenant_id, "version": stored.version, "servers": servers})))
 }
 
 #[derive(Deserialize)]

@@ -211,6 +211,7 @@ pub fn required_scope(template: &str) -> Scope {
         // The platform stores its users' input files for their runs.
         p if p == "/files" || p.contains("/files/") => Scope::Runs,
         p if p.ends_with("/egress-policy")
+            || p.ends_with("/mcp-servers")
             || p.ends_with("/dependency-gate")
             || p == "/egress-presets"
             || p.ends_with("/egress-proposals")

@@ -19,6 +19,7 @@ mod lease_door;
 mod leases;
 mod leases_cluster;
 mod ledger;
+mod mcp;
 mod person;
 mod plane;
 mod proposals;

@@ -377,6 +377,7 @@ async fn a_kill_switch_whose_ledger_fails_between_its_markers_says_what_it_did()
         max_output_files: 0,
         max_requests: 100,
         max_egress_bytes: 0,
+        max_tool_calls: 0,
     };
     ledger.register(&between).await.unwrap();
     redis.stop();

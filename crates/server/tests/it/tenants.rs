@@ -188,6 +188,8 @@ const RULES: &[(&str, &str, TenantRule, &str, &str)] = &[
     ("get", "/v1/refusals", TenantRule::Narrowed, "?tenant_id={tenant_id}", ""),
     ("put", "/v1/tenants/{tenant_id}/egress-policy", TenantRule::Path, "", r#"{"mode": "open"}"#),
     ("get", "/v1/tenants/{tenant_id}/egress-policy", TenantRule::Path, "", ""),
+    ("put", "/v1/tenants/{tenant_id}/mcp-servers", TenantRule::Path, "", r#"{"servers": []}"#),
+    ("get", "/v1/tenants/{tenant_id}/mcp-servers", TenantRule::Path, "", ""),
     ("put", "/v1/tenants/{tenant_id}/dependency-gate", TenantRule::Path, "", r#"{"mode": "high"}"#),
     ("get", "/v1/tenants/{tenant_id}/dependency-gate", TenantRule::Path, "", ""),
     ("post", "/v1/tenants/{tenant_id}/dependency-scans", TenantRule::Path, "", "{}"),
@@ -541,7 +543,7 @@ async fn a_kill_switched_tenant_gets_no_grant_and_every_mint_is_audited() {
         json!({"input_files": 1, "read_sessions": 2, "output_session_id": "out-1", "max_requests": 7,
             "max_upload_bytes": entry["detail"]["scope"]["max_upload_bytes"],
             "max_output_files": entry["detail"]["scope"]["max_output_files"],
-            "max_egress_bytes": entry["detail"]["scope"]["max_egress_bytes"]})
+            "max_egress_bytes": entry["detail"]["scope"]["max_egress_bytes"], "max_tool_calls": 200})
     );
 
     let r = call(&node, "/v1/tenants/t1/kill-switch", json!({"engaged": true})).await;

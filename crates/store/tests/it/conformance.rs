@@ -1039,6 +1039,39 @@ pub async fn a_stored_detail_that_is_not_exactly_canonical_is_refused(f: Fresh) 
     assert!(read.record.detail.is_string(), "{:?}", read.record.detail);
 }
 
+pub async fn mcp_servers_are_versioned_audited_and_replicated(f: Fresh) {
+    let s = &f.store;
+    let v0 = s.settings_version().await.unwrap();
+    s.set_policy("t1", r#"{"mode":"open"}"#, "platform", 100).await.unwrap();
+    let first = s.set_mcp_servers("t1", r#"{"servers":[]}"#, "platform", 110).await.unwrap();
+    let doc = r#"{"servers":[{"name":"tools","url":"https://mcp.example/mcp","tools":{"deny":["rm"]}}]}"#;
+    let second = s.set_mcp_servers("t1", doc, "person:ada", 120).await.unwrap();
+    assert_eq!((first.version, second.version), (1, 2));
+    let t1 = s.tenant("t1").await.unwrap().unwrap();
+    let current = t1.mcp_servers.unwrap();
+    assert_eq!((current.version, current.document.as_str(), current.actor.as_str()), (2, doc, "person:ada"));
+    assert!(!t1.mcp_servers_missing);
+    assert_eq!(t1.policy.unwrap().version, 1, "the policy's version is its own");
+    // Every node's replica sees the change.
+    let (version, changed) = s.settings_since(v0 + 2).await.unwrap();
+    assert_eq!((version, changed.len()), (v0 + 3, 1));
+    assert_eq!(changed[0].mcp_servers.as_ref().map(|m| m.version), Some(2));
+    // Audited in the chain, with the document.
+    let entries = s.audit_entries(0, 100).await.unwrap();
+    let set: Vec<_> = entries.iter().filter(|e| e.record.action == "mcp_servers.set").collect();
+    assert_eq!(set.len(), 2);
+    assert_eq!(set[1].record.detail["servers"]["servers"][0]["name"], "tools");
+    assert_eq!(assert_chain_intact(s).await, 3);
+    // A declaration whose current row is gone is missing, never "none".
+    raw(&f.url).await.exec("DELETE FROM mcp_server_versions WHERE tenant_id = 't1' AND version = 2").await;
+    let t1 = s.tenant("t1").await.unwrap().unwrap();
+    assert!(t1.mcp_servers.is_none() && t1.mcp_servers_missing);
+    // A tenant that never declared any: none, not missing.
+    s.set_gate_mode("t2", "off", "p", 130).await.unwrap();
+    let t2 = s.tenant("t2").await.unwrap().unwrap();
+    assert!(t2.mcp_servers.is_none() && !t2.mcp_servers_missing);
+}
+
 pub async fn a_missing_current_policy_is_unreadable_never_open(f: Fresh) {
     let s = &f.store;
     let unreadable = StoreError::Refused(Reason::PolicyUnreadable);
@@ -1787,6 +1820,7 @@ macro_rules! conformance {
 conformance!(
     migrations_apply_once_and_a_newer_schema_is_refused,
     policies_are_versioned_with_who_and_when,
+    mcp_servers_are_versioned_audited_and_replicated,
     a_policy_edit_against_an_old_version_is_refused,
     settings_page_sessions_live_idle_and_end,
     a_run_lives_until_it_ends_once,
