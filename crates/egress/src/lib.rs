@@ -28,6 +28,7 @@ pub mod http1;
 pub mod inject;
 pub mod intercept;
 pub mod leases;
+pub mod mcp_door;
 pub mod meter;
 pub mod policy;
 pub mod pool;

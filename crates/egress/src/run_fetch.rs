@@ -18,7 +18,9 @@ use gatehouse_ledger::{Ledger, Operation, refusal_kind, spend};
 use crate::fetch::{FetchRefusal, FetchRequest, Fetcher};
 use crate::inject::{InjectRule, LeaseEntry, LeaseState};
 use crate::leases::{LastCheck, LeaseFuture, LeaseSource, OfRun, Outbound, mentions_placeholder};
+use crate::mcp_door::McpRequest;
 use crate::meter::{EgressMeter, door_refusal_kind};
+use crate::policy::mcp::McpDeclared;
 use crate::proxy::{PolicySource, RefusalSink};
 
 /// Where a webhook signing lease's secret comes from: the lease must be the
@@ -385,16 +387,119 @@ impl RunFetch<'_> {
         Ok(())
     }
 
-    /// The whole fetch, the answer held (capped).
-    pub async fn fetch(&self, fetch: FetchRequest) -> Result<crate::fetch::FetchResponse, DoorError> {
+    /// The whole fetch, the answer held (capped). A request to one of the
+    /// tenant's declared MCP servers is read as MCP (`mcp_door`).
+    pub async fn fetch(&self, mut fetch: FetchRequest) -> Result<crate::fetch::FetchResponse, DoorError> {
         let policy = self.door.policies.policy_of_run(self.claims.tenant_id.as_deref(), &self.claims.exec_id);
+        let declared = match (&policy, crate::parse_url(&fetch.url)) {
+            (Ok(policy), Ok(target)) => match policy.mcp_server(&target) {
+                Ok(declared) => declared.cloned().map(|d| (d, target.host.to_string())),
+                Err(reason) => {
+                    self.note(
+                        RefusalKind::EgressRefused,
+                        reason,
+                        Some(target.host.to_string()),
+                        None,
+                        None,
+                        false,
+                    );
+                    return Err(DoorError::Refused(reason));
+                }
+            },
+            _ => None,
+        };
+        let mut errors = Vec::new();
+        if let Some((declared, host)) = &declared {
+            match self.mcp_request(&mut fetch, declared, host).await? {
+                McpRequest::Answer { errors, batch } => return Ok(mcp_answer(&errors, batch)),
+                McpRequest::Forward { errors: refused, .. } => errors = refused,
+            }
+        }
         let mut would_refuse = Vec::new();
         let fetched = self
             .door
             .fetcher
             .fetch_for_run(policy.as_deref(), fetch, Some(&self.meter), &mut would_refuse)
             .await;
-        self.finish(would_refuse, fetched).await
+        let mut answer = self.finish(would_refuse, fetched).await?;
+        if let Some((declared, host)) = declared {
+            match crate::mcp_door::filter_whole_answer(
+                &answer.headers,
+                &answer.body,
+                &declared.tools,
+                &errors,
+            ) {
+                Ok(Some(body)) => {
+                    answer.headers.remove(http::header::CONTENT_LENGTH);
+                    answer.body = body;
+                }
+                // The server answered neither JSON nor SSE (a bare 202):
+                // the refused calls' errors are the answer.
+                Ok(None) => return Ok(mcp_answer(&errors, true)),
+                Err(reason) => {
+                    self.note(
+                        RefusalKind::EgressRefused,
+                        reason,
+                        Some(host),
+                        Some(declared.name),
+                        None,
+                        false,
+                    );
+                    return Err(DoorError::Refused(reason));
+                }
+            }
+        }
+        Ok(answer)
+    }
+
+    /// A run's request to a declared MCP server read, its calls judged and
+    /// paid, the refused ones recorded; the body replaced by what goes on.
+    async fn mcp_request(
+        &self,
+        fetch: &mut FetchRequest,
+        declared: &McpDeclared,
+        host: &str,
+    ) -> Result<McpRequest, DoorError> {
+        let read = crate::mcp_door::read_request(
+            &fetch.method,
+            &fetch.headers,
+            &fetch.body,
+            declared,
+            &self.door.ledger,
+            &self.claims.grant_id,
+            self.door.ledger_required,
+            self.door.clock.now(),
+        )
+        .await;
+        let (outcome, refused, allowed) = read.map_err(|reason| {
+            self.note(
+                RefusalKind::EgressRefused,
+                reason,
+                Some(host.to_owned()),
+                Some(declared.name.clone()),
+                None,
+                false,
+            );
+            DoorError::Refused(reason)
+        })?;
+        for tool in allowed {
+            self.door.sink.tool_call(&tool, None);
+        }
+        for call in refused {
+            let tool = call.tool.unwrap_or_default();
+            let refusal = self.refusal(
+                refusal_kind_of_call(call.reason),
+                call.reason,
+                Some(host.to_owned()),
+                Some(format!("{}:{tool}", declared.name)),
+            );
+            self.door.sink.tool_call(&tool, Some(refusal));
+        }
+        if let McpRequest::Forward { body: Some(body), .. } = &outcome {
+            fetch.body = body.clone();
+            fetch.headers.remove(http::header::CONTENT_LENGTH);
+        }
+        Ok(outcome)
     }
 
     /// The fetch with the bodies streamed both ways.
@@ -404,6 +509,15 @@ impl RunFetch<'_> {
         body: crate::fetch::StreamBody,
     ) -> Result<crate::fetch::StreamedResponse, DoorError> {
         let policy = self.door.policies.policy_of_run(self.claims.tenant_id.as_deref(), &self.claims.exec_id);
+        // Streamed bodies are not read as MCP (yet): a declared server's
+        // messages go through the whole-body fetch, never past it unread.
+        if let (Ok(policy), Ok(target)) = (&policy, crate::parse_url(&fetch.url))
+            && !matches!(policy.mcp_server(&target), Ok(None))
+        {
+            let reason = Reason::McpMessageInvalid;
+            self.note(RefusalKind::EgressRefused, reason, Some(target.host.to_string()), None, None, false);
+            return Err(DoorError::Refused(reason));
+        }
         let mut would_refuse = Vec::new();
         let fetched = self
             .door
@@ -438,6 +552,30 @@ impl RunFetch<'_> {
         Err(error)
     }
 
+    /// A refusal of the run's request, to be recorded.
+    fn refusal(
+        &self,
+        kind: RefusalKind,
+        reason: Reason,
+        host: Option<String>,
+        rule: Option<String>,
+    ) -> Refusal {
+        Refusal {
+            kind,
+            reason,
+            tenant_id: self.claims.tenant_id.clone(),
+            run_id: Some(self.claims.exec_id.clone()),
+            request_id: Some(self.request_id.to_owned()),
+            host,
+            rule,
+            lease_id: None,
+            actor: None,
+            file_name: None,
+            dry_run: false,
+            at: 0,
+        }
+    }
+
     /// Records a refusal of the run's request (or, `dry_run`, what a
     /// dry-run policy would have refused).
     fn note(
@@ -464,6 +602,29 @@ impl RunFetch<'_> {
             at: 0,
         });
     }
+}
+
+/// The kind a refused tool call is recorded under: a spent budget is
+/// `budget_exhausted`, the rest the door's.
+fn refusal_kind_of_call(reason: Reason) -> RefusalKind {
+    match refusal_kind(reason) {
+        RefusalKind::BudgetExhausted => RefusalKind::BudgetExhausted,
+        _ => RefusalKind::EgressRefused,
+    }
+}
+
+/// Gatehouse's own answer for a body it sent nothing of.
+fn mcp_answer(errors: &[serde_json::Value], batch: bool) -> crate::fetch::FetchResponse {
+    let mut headers = http::HeaderMap::new();
+    let status = if errors.is_empty() {
+        http::StatusCode::ACCEPTED
+    } else {
+        headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+        http::StatusCode::OK
+    };
+    let body =
+        if errors.is_empty() { bytes::Bytes::new() } else { crate::mcp_door::answer_body(errors, batch) };
+    crate::fetch::FetchResponse { status, headers, body, redirects: 0 }
 }
 
 #[cfg(test)]

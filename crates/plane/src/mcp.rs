@@ -4,9 +4,8 @@
 //! with the tenant's other settings.
 
 use gatehouse_core::Reason;
-use gatehouse_egress::policy::path::normalize;
-use gatehouse_egress::target::{Host, parse_url};
-use gatehouse_mcp::{Endpoint, McpServer, validate_servers};
+pub use gatehouse_egress::policy::mcp::endpoint_of;
+use gatehouse_mcp::{McpServer, validate_servers};
 use gatehouse_store::PolicyVersion;
 
 use crate::{Plane, PlaneError, Result};
@@ -20,19 +19,6 @@ pub struct McpServers {
     pub servers: Vec<McpServer>,
     /// Who declared them, and when (none for version 0).
     pub declared: Option<(String, i64)>,
-}
-
-/// An endpoint's parts, as the door reads a request's: the URL by the
-/// strict parser, the path normalized the way path rules see it.
-pub fn endpoint_of(url: &str) -> std::result::Result<Endpoint, &'static str> {
-    let target = parse_url(url).map_err(|_| "an MCP server's url must be an absolute http(s) URL")?;
-    let path = normalize(&target.path_and_query)
-        .map_err(|_| "an MCP server's url path is ambiguous (an encoded / or \\, a ; parameter)")?;
-    let host = match target.host {
-        Host::Name(name) => name,
-        Host::Ip(ip) => ip.to_string(),
-    };
-    Ok(Endpoint { scheme: target.scheme.as_str().to_owned(), host, port: target.port, path })
 }
 
 /// The servers of one stored declaration (a document gatehouse wrote).
@@ -97,6 +83,8 @@ impl Plane {
 
 #[cfg(test)]
 mod tests {
+    use gatehouse_mcp::Endpoint;
+
     use super::*;
 
     #[test]

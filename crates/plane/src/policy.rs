@@ -101,7 +101,7 @@ impl PolicyCache {
                 // Read before a change this replica already holds: older.
                 continue;
             }
-            let entry = match tenant.policy {
+            let entry = match &tenant.policy {
                 Some(p) => {
                     let entry = parse_stored(&p.document);
                     if let Err(e) = &entry {
@@ -117,6 +117,7 @@ impl PolicyCache {
                 }
                 None => Ok(Arc::new(Policy::open())),
             };
+            let entry = entry.and_then(|policy| with_mcp_servers(policy, &tenant));
             let runs =
                 runs_of(&entry, run_rules.get(&tenant.tenant_id).map(Vec::as_slice).unwrap_or_default());
             replica
@@ -152,6 +153,26 @@ impl PolicyCache {
             tokio::time::sleep(POLL).await;
         }
     }
+}
+
+/// The tenant's policy with its declared MCP servers: a declaration that
+/// is missing or no longer reads refuses the tenant's requests, as a policy
+/// does (its servers' messages could not be told apart from others).
+fn with_mcp_servers(policy: Arc<Policy>, tenant: &TenantSettings) -> Entry {
+    if tenant.mcp_servers_missing {
+        tracing::error!(tenant_id = %tenant.tenant_id,
+            "the tenant's current MCP servers are missing from the store: its requests are refused");
+        return Err(PolicyError::unreadable("the tenant's current MCP servers are missing"));
+    }
+    let Some(stored) = &tenant.mcp_servers else { return Ok(policy) };
+    let declared = crate::mcp::servers_of(&stored.document)
+        .map_err(|_| "the stored MCP servers are not a declaration")
+        .and_then(gatehouse_egress::policy::mcp::declared)
+        .map_err(|e| {
+            tracing::error!(tenant_id = %tenant.tenant_id, error = e, "stored MCP servers unreadable: the tenant's requests are refused");
+            PolicyError::unreadable(e)
+        })?;
+    Ok(Arc::new(Policy::clone(&policy).with_mcp_servers(declared)))
 }
 
 /// Each run's policy: the tenant's with the rules approved for the run

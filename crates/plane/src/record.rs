@@ -107,6 +107,8 @@ pub struct RefusalLog {
     counts: Vec<AtomicU64>,
     /// What dry-run policies would have refused: kept apart, since nothing was refused.
     dry_run_counts: Vec<AtomicU64>,
+    /// MCP tool calls at the door: [0] let through, [1 + reason] refused.
+    tool_calls: Vec<AtomicU64>,
     queue: Option<Arc<EventQueue>>,
     log_allowance: LogAllowance,
 }
@@ -119,6 +121,7 @@ impl RefusalLog {
             clock,
             counts: slots(),
             dry_run_counts: slots(),
+            tool_calls: (0..=Reason::ALL.len()).map(|_| AtomicU64::new(0)).collect(),
             queue,
             log_allowance: LogAllowance::default(),
         }
@@ -237,6 +240,16 @@ impl RefusalLog {
             "What dry-run policies would have refused (and let through), by kind and reason.",
             samples(&self.dry_run_counts),
         );
+        let outcomes = std::iter::once("allowed").chain(Reason::ALL.iter().map(|r| r.as_str()));
+        counter_family(
+            out,
+            "gatehouse_mcp_tool_calls_total",
+            "MCP tool calls at the door, by outcome (allowed, or the reason a call was refused).",
+            outcomes.zip(&self.tool_calls).filter_map(|(outcome, n)| {
+                let n = n.load(Ordering::Relaxed);
+                (n > 0 || outcome == "allowed").then(|| (format!("{{outcome=\"{outcome}\"}}"), n))
+            }),
+        );
         if let Some(q) = &self.queue {
             counter_family(
                 out,
@@ -285,6 +298,29 @@ impl RefusalSink for RefusalLog {
 
     fn unauthenticated(&self, client: Option<IpAddr>, kind: RefusalKind, reason: Reason) {
         self.record_unauthenticated("proxy", client, kind, reason, None);
+    }
+
+    fn tool_call(&self, tool: &str, refusal: Option<Refusal>) {
+        let slot =
+            refusal.as_ref().map_or(0, |r| 1 + Reason::ALL.iter().position(|x| *x == r.reason).unwrap_or(0));
+        if let Some(n) = self.tool_calls.get(slot) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+        let Some(refusal) = refusal else { return };
+        if let (Some(tenant_id), Some(run_id)) = (refusal.tenant_id.as_deref(), refusal.run_id.as_deref()) {
+            let mut event = NewEvent::of_run(
+                tenant_id,
+                run_id,
+                "tool_call_refused",
+                Some(refusal.reason.as_str()),
+                self.clock.now(),
+            );
+            event.host.clone_from(&refusal.host);
+            event.rule = Some(tool.to_owned());
+            event.request_id.clone_from(&refusal.request_id);
+            self.record_event(event);
+        }
+        self.record_refusal(refusal);
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod browser;
 mod clamd_server;
 pub mod leaks;
+mod mcp_server;
 mod postgres;
 mod redis_server;
 mod s3_server;
@@ -20,6 +21,7 @@ pub use clamd_server::{
     UNOFFICIAL_SUFFIX,
 };
 pub use leaks::{assert_no_key_material, assert_no_pem_key};
+pub use mcp_server::{McpAnswers, McpServer};
 pub use postgres::{TestDatabase, admin_url as postgres_admin_url};
 pub use redis_server::RedisServer;
 pub use s3_server::S3Server;

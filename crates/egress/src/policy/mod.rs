@@ -52,6 +52,7 @@ use serde_json::{Map, Value};
 
 use crate::target::{Host, Target, parse_host};
 
+pub mod mcp;
 pub mod path;
 pub mod presets;
 pub mod proposal;
@@ -538,6 +539,8 @@ pub struct Policy {
     allow: RuleSet,
     deny: RuleSet,
     dry_run: bool,
+    /// The tenant's declared MCP servers: requests to them are read as MCP.
+    mcp: Vec<mcp::McpDeclared>,
 }
 
 /// A policy refusal and the rule that fired (`None` for an allowlist miss).
@@ -596,6 +599,7 @@ impl Policy {
                 addresses: Vec::new(),
             },
             dry_run: false,
+            mcp: Vec::new(),
         }
     }
 
@@ -634,6 +638,7 @@ impl Policy {
             allow: RuleSet::new(parse(&doc.allow, Side::Allow)?),
             deny: RuleSet::new(parse(&doc.deny, Side::Deny)?),
             dry_run: doc.dry_run,
+            mcp: Vec::new(),
         })
     }
 
@@ -671,7 +676,9 @@ impl Policy {
     /// host goes ([`HostVerdict::Open`]) or only requests the rules allow
     /// ([`HostVerdict::PerRequest`]).
     pub fn check_host(&self, target: &Target, now: UnixTime) -> Result<HostVerdict, PolicyRefusal> {
-        let mut per_request = self.default_methods.is_some();
+        // A declared MCP server's host is read request by request (its
+        // tunnels terminated), so no message to it goes unread.
+        let mut per_request = self.default_methods.is_some() || self.serves_mcp(target);
         for rule in self.deny.applying(target, now) {
             if !rule.narrowed() {
                 return Err(PolicyRefusal::denied(rule));

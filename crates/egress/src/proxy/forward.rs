@@ -58,6 +58,17 @@ impl Proxy {
         lease_generation: Option<u64>,
         started: tokio::time::Instant,
     ) -> Result<Response<ProxyBody>, Refused> {
+        // A declared MCP server's messages are read at the fetch API only,
+        // for now: through the proxy they are refused rather than let past
+        // the tenant's tool rules unread (issue #30 continues).
+        if let Ok(policy) = &policy
+            && !matches!(policy.mcp_server(&target), Ok(None))
+        {
+            let mut refused =
+                Refused::new(StatusCode::FORBIDDEN, RefusalKind::EgressRefused, Reason::McpMessageInvalid);
+            refused.host = Some(target.host.to_string());
+            return Err(refused);
+        }
         let decision = self.decide(target, Some(req.method()), policy, grant).await?;
         let host = decision.host.clone();
         let fail = |reason| Refused {

@@ -90,6 +90,16 @@ pub trait RefusalSink: Send + Sync + 'static {
             at: 0,
         });
     }
+
+    /// An MCP tool call at the door: let through (`refusal` `None`) or
+    /// refused (recorded as any refusal, and by the server as the run's
+    /// `tool_call_refused` event naming `tool`). The server counts both.
+    fn tool_call(&self, tool: &str, refusal: Option<Refusal>) {
+        let _ = tool;
+        if let Some(refusal) = refusal {
+            self.refused(refusal);
+        }
+    }
 }
 
 /// Per-tenant policies, as the proxy reads them.

@@ -91,3 +91,173 @@ async fn a_run_takes_a_tool_call_budget_its_ledger_spends() {
     let refusals = get(&node, "/v1/refusals?reason=budget_tool_calls_exhausted").await.json();
     assert_eq!(refusals["items"][0]["kind"], "budget_exhausted", "{refusals}");
 }
+
+/// A run's JSON-RPC body sent to `url` through the fetch API: the status,
+/// the content type and the answer's body.
+async fn mcp_fetch(
+    node: &crate::support::Node,
+    grant: &str,
+    url: &str,
+    body: &str,
+) -> (u16, serde_json::Value) {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let reply = crate::support::call(
+        node,
+        "/v1/egress/fetch",
+        json!({"grant": grant, "method": "POST", "url": url, "purpose": "runtime",
+            "headers": [["content-type", "application/json"], ["accept", "application/json, text/event-stream"]],
+            "body_base64": b64.encode(body)}),
+    )
+    .await;
+    let answer = reply.json();
+    let Some(encoded) = answer["body_base64"].as_str() else { return (reply.status, answer) };
+    let text = String::from_utf8(b64.decode(encoded).unwrap()).unwrap();
+    (answer["status"].as_u64().unwrap() as u16, json!(text))
+}
+
+/// The JSON-RPC messages of an answer: the JSON itself, or each SSE event's data.
+fn messages(text: &serde_json::Value) -> Vec<serde_json::Value> {
+    let text = text.as_str().unwrap();
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Array(items)) => items,
+        Ok(one) => vec![one],
+        Err(_) => text
+            .split("\n\n")
+            .filter_map(|event| event.lines().find_map(|l| l.strip_prefix("data: ")))
+            .filter(|data| !data.is_empty())
+            .map(|data| serde_json::from_str(data).unwrap())
+            .collect(),
+    }
+}
+
+fn tool_names(message: &serde_json::Value) -> Vec<&str> {
+    message["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fetch_api_reads_a_runs_mcp_messages_with_the_real_sdk_server() {
+    use gatehouse_test_support::{McpAnswers, McpServer};
+    let json_server = McpServer::start(McpAnswers::Json);
+    let sse_server = McpServer::start(McpAnswers::Sse);
+    let node = crate::support::node_with("all", &[("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.1/32")]).await;
+    let declared = put(
+        &node,
+        "/v1/tenants/t1/mcp-servers",
+        json!({"servers": [
+            {"name": "tools", "url": json_server.url(), "tools": {"allow": ["echo", "big"]}},
+            {"name": "stream", "url": sse_server.url(), "tools": {"deny": ["rm"]}},
+        ]}),
+    )
+    .await;
+    assert_eq!(declared.status, 200, "{}", declared.text);
+    let run = crate::support::call(
+        &node,
+        "/v1/runs",
+        json!({"tenant_id": "t1", "user_id": "u1", "body": {}, "budgets": {"max_tool_calls": 2}}),
+    )
+    .await
+    .json();
+    let (run_id, grant) =
+        (run["run_id"].as_str().unwrap().to_owned(), run["grant"].as_str().unwrap().to_owned());
+    let call = |id: u64, tool: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {"text": "hi", "kib": 64}}})
+            .to_string()
+    };
+
+    // The list names only the tools the run may call, JSON and SSE alike.
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let (status, answer) = mcp_fetch(&node, &grant, &json_server.url(), list).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(tool_names(&messages(&answer)[0]), ["echo", "big"]);
+    let (_, answer) = mcp_fetch(&node, &grant, &sse_server.url(), list).await;
+    assert!(answer.as_str().unwrap().contains("event: message"), "an SSE answer stays SSE: {answer}");
+    assert_eq!(tool_names(&messages(&answer)[0]), ["echo", "big"]);
+
+    // An allowed call reaches the server; a denied one never does and is
+    // answered for its id; the call past the budget too.
+    let (_, answer) = mcp_fetch(&node, &grant, &json_server.url(), &call(2, "echo")).await;
+    assert!(
+        messages(&answer)[0]["result"]["content"][0]["text"].as_str().unwrap().contains("\"text\":\"hi\""),
+        "{answer}"
+    );
+    let (status, answer) = mcp_fetch(&node, &grant, &json_server.url(), &call(3, "rm")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        messages(&answer)[0],
+        json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32003, "message": "gatehouse: this tool is not allowed for this run",
+            "data": {"reason": "mcp_tool_denied", "tool": "rm"}}})
+    );
+    let (_, answer) = mcp_fetch(&node, &grant, &json_server.url(), &call(4, "big")).await;
+    assert_eq!(messages(&answer)[0]["result"]["content"][0]["text"].as_str().unwrap().len(), 64 * 1024);
+    let (_, answer) = mcp_fetch(&node, &grant, &json_server.url(), &call(5, "echo")).await;
+    assert_eq!(
+        messages(&answer)[0]["error"]["data"],
+        json!({"reason": "budget_tool_calls_exhausted", "tool": "echo"})
+    );
+
+    // A batch to the SSE server: what is allowed goes on, the refused call
+    // is answered beside the server's stream.
+    let batch = format!("[{list},{}]", call(6, "rm"));
+    let (_, answer) = mcp_fetch(&node, &grant, &sse_server.url(), &batch).await;
+    let answered = messages(&answer);
+    assert_eq!(answered.len(), 2, "{answer}");
+    assert!(
+        answered.iter().any(|m| m["id"] == 6 && m["error"]["data"]["reason"] == "mcp_tool_denied"),
+        "{answer}"
+    );
+    assert!(answered.iter().any(|m| m["id"] == 1 && tool_names(m) == ["echo", "big"]), "{answer}");
+
+    // Not JSON-RPC: refused, nothing sent.
+    let refused = crate::support::call(
+        &node,
+        "/v1/egress/fetch",
+        json!({"grant": grant, "method": "POST", "url": json_server.url(), "purpose": "runtime",
+            "headers": [["content-type", "application/json"]], "body_base64": "bm90IGpzb24="}),
+    )
+    .await;
+    assert_eq!(refused.json()["error"]["reason"], "mcp_message_invalid", "{}", refused.text);
+
+    // The proxy does not read MCP yet: a declared endpoint's messages
+    // through it are refused, never let past the tool rules unread.
+    let proxy = crate::support::serve_proxy(&node).await;
+    let out = crate::support::sandbox_curl(&[
+        "-x",
+        &format!("http://grant:{grant}@{proxy}"),
+        "-H",
+        "content-type: application/json",
+        "-d",
+        &call(7, "rm"),
+        &format!("{}?anything", json_server.url()),
+    ])
+    .await;
+    assert!(
+        out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: mcp_message_invalid"),
+        "{out}"
+    );
+    assert!(!out.contains("removed everything"));
+
+    // Each refused call is a refusal and a run event naming the tool.
+    let refusals = get(&node, &format!("/v1/refusals?run_id={run_id}&reason=mcp_tool_denied")).await.json();
+    assert_eq!(refusals["items"].as_array().unwrap().len(), 2, "{refusals}");
+    let events = get(&node, &format!("/v1/runs/{run_id}/events")).await.json();
+    let tools: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "tool_call_refused")
+        .filter_map(|e| e["rule"].as_str())
+        .collect();
+    assert_eq!(tools.len(), 3, "{events}");
+    assert!(tools.contains(&"rm") && tools.contains(&"echo"), "{tools:?}");
+    let ledger = get(&node, &format!("/v1/runs/{run_id}")).await.json()["ledger"].clone();
+    assert_eq!(ledger["tool_call_count"], 2, "{ledger}");
+    let metrics = get(&node, "/metrics").await.text;
+    for line in [
+        "gatehouse_mcp_tool_calls_total{outcome=\"allowed\"} 2",
+        "gatehouse_mcp_tool_calls_total{outcome=\"mcp_tool_denied\"} 2",
+        "gatehouse_mcp_tool_calls_total{outcome=\"budget_tool_calls_exhausted\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+}

@@ -1,0 +1,61 @@
+//! A real MCP server, the official TypeScript SDK's (`mcp/server.mjs`,
+//! installed by `npm ci --prefix crates/test-support/mcp`), on a loopback
+//! port of its own, stopped on drop.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// How it answers a `POST`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McpAnswers {
+    /// `application/json`.
+    Json,
+    /// `text/event-stream`.
+    Sse,
+}
+
+pub struct McpServer {
+    child: Child,
+    /// Its port on 127.0.0.1; the endpoint is `/mcp`.
+    pub port: u16,
+}
+
+impl McpServer {
+    /// Starts one. A missing Node.js or SDK fails the test (`.ci/run`
+    /// installs both).
+    pub fn start(answers: McpAnswers) -> Self {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp");
+        assert!(
+            dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
+            "the MCP SDK is not installed: npm ci --prefix crates/test-support/mcp"
+        );
+        let mut command = Command::new("node");
+        command.arg("server.mjs").current_dir(&dir).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        if answers == McpAnswers::Json {
+            command.arg("--json");
+        }
+        let mut child = command.spawn().expect("node (Node.js) is installed");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let port = line.trim().strip_prefix("listening on ").and_then(|p| p.parse().ok());
+        let Some(port) = port else {
+            let _ = child.kill();
+            panic!("the MCP server did not start: {line:?}");
+        };
+        Self { child, port }
+    }
+
+    /// Its endpoint's URL.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
