@@ -466,7 +466,7 @@ s: "yes"
 func TestToYamlOfTemplateBuiltValues(t *testing.T) {
 	// Values built in templates (ints, []string, nested dicts) go through
 	// JSON first, as in Helm.
-	got := execute(t, `{{ toYaml (dict "n" 3 "l" (splitList "," "a,b") "d" (dict "k" (list 1 "x" nil))) }}`, nil)
+	got := execute(t, `{{ toYaml (dict "n" 3 "l" (keys (dict "b" 1 "a" 2)) "d" (dict "k" (list 1 "x" nil))) }}`, nil)
 	// "n" is a YAML 1.1 boolean, so even as a key it is quoted.
 	want := "d:\n  k:\n  - 1\n  - x\n  - null\nl:\n- a\n- b\n\"n\": 3"
 	if got != want {
@@ -552,18 +552,17 @@ func TestDefaultAndEmpty(t *testing.T) {
 	if want := "true true true true true true false false false false true false"; got != want {
 		t.Errorf("empty: got %q, want %q", got, want)
 	}
-	got = execute(t, `{{ coalesce .Values.zero .Values.s .Values.str "y" }} {{ coalesce .Values.missing "" }}|`+
-		`{{ ternary "a" "b" true }} {{ ternary "a" "b" .Values.f }}`, data)
-	if want := "x <no value>|a b"; got != want {
-		t.Errorf("coalesce/ternary: got %q, want %q", got, want)
+	got = execute(t, `{{ ternary "a" "b" true }} {{ ternary "a" "b" .Values.f }}`, data)
+	if want := "a b"; got != want {
+		t.Errorf("ternary: got %q, want %q", got, want)
 	}
 }
 
 func TestQuote(t *testing.T) {
 	data := map[string]interface{}{"n": 3.0, "f": 1.5, "s": `say "hi"`}
 	got := execute(t, `[{{ quote .missing }}] {{ quote .n }} {{ quote .f }} {{ quote 7 }} {{ quote .s }} `+
-		`{{ quote "a" .missing "b" }} {{ squote .n }} [{{ squote .missing }}] {{ quote true }}`, data)
-	want := `[] "3" "1.5" "7" "say \"hi\"" "a" "b" '3' [] "true"`
+		`{{ quote "a" .missing "b" }} {{ quote true }}`, data)
+	want := `[] "3" "1.5" "7" "say \"hi\"" "a" "b" "true"`
 	if got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
@@ -572,58 +571,39 @@ func TestQuote(t *testing.T) {
 func TestTruncAndTrim(t *testing.T) {
 	long := strings.Repeat("a", 62) + "-bcd"
 	got := execute(t, `{{ trunc 5 "abcdefgh" }} {{ trunc -3 "abcdefgh" }} {{ trunc 20 "abc" }} {{ trunc -20 "abc" }} [{{ trunc 0 "abc" }}] `+
-		`{{ trunc 63 .long | trimSuffix "-" | len }} {{ trimPrefix "v" "v1.2" }} [{{ trim "  x \n" }}] `+
-		`{{ replace "-" "_" "a-b-c" }} {{ lower "AbC" }} {{ upper "AbC" }}`, map[string]interface{}{"long": long})
-	if want := "abcde fgh abc abc [] 62 1.2 [x] a_b_c abc ABC"; got != want {
+		`{{ trunc 63 .long | trimSuffix "-" | len }} {{ trimSuffix "-" "a-b" }} [{{ trim "  x \n" }}] `+
+		`{{ replace "-" "_" "a-b-c" }}`, map[string]interface{}{"long": long})
+	if want := "abcde fgh abc abc [] 62 a-b [x] a_b_c"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	got = execute(t, `{{ indent 2 "a\nb" }}|{{ nindent 4 "x" }}`, nil)
-	if want := "  a\n  b|\n    x"; got != want {
-		t.Errorf("indent: got %q, want %q", got, want)
-	}
-}
-
-func TestDig(t *testing.T) {
-	data := map[string]interface{}{
-		"a": map[string]interface{}{"b": map[string]interface{}{"c": "found"}, "n": nil},
-	}
-	got := execute(t, `{{ dig "a" "b" "c" "def" . }} {{ dig "a" "x" "c" "def" . }} {{ dig "z" "def" . }} {{ dig "a" "b" "def" . | toJson }}`, data)
-	if want := `found def def {"c":"found"}`; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	// Walking through a non-map is an error, not a panic.
-	tmpl, err := parseTemplates([]templateFile{{name: "t", text: `{{ dig "a" "b" "c" "d" "def" . }}`}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tmpl.ExecuteTemplate(&strings.Builder{}, "t", data); err == nil || !strings.Contains(err.Error(), "not a map") {
-		t.Errorf("expected an error, got %v", err)
+	got = execute(t, `{{ nindent 2 "a\nb" }}|{{ nindent 4 "x" }}|{{ nindent 0 "y" }}`, nil)
+	if want := "\n  a\n  b|\n    x|\ny"; got != want {
+		t.Errorf("nindent: got %q, want %q", got, want)
 	}
 }
 
 func TestKeysSortedAndDictFunctions(t *testing.T) {
-	got := execute(t, `{{ keys (dict "zeta" 1 "alpha" 2 "Mid" 3 "beta" 4) | join "," }} `+
-		`{{ keys (dict "b" 1) (dict "a" 2) | join "," }} {{ keys | len }}`, nil)
-	if want := "Mid,alpha,beta,zeta a,b 0"; got != want {
+	got := execute(t, `{{ keys (dict "zeta" 1 "alpha" 2 "Mid" 3 "beta" 4) | toJson }} `+
+		`{{ keys (dict "b" 1) (dict "a" 2 "b" 3) | toJson }} {{ keys | len }}`, nil)
+	if want := `["Mid","alpha","beta","zeta"] ["a","b","b"] 0`; got != want {
 		t.Errorf("keys: got %q, want %q", got, want)
 	}
-	got = execute(t, `{{ $d := dict "a" 1 "b" nil "odd" }}{{ hasKey $d "b" }} {{ hasKey $d "c" }} [{{ get $d "c" }}] {{ get $d "a" }} [{{ get $d "odd" }}] `+
-		`{{ list 1 "a" nil | toJson }} {{ join "-" (list "a" nil 2 true) }} {{ splitList "," "a,,b" | toJson }} `+
-		`{{ uniq (list 1 2 1 "a" "a") | toJson }} {{ concat (list 1) (list) (splitList "," "x,y") | toJson }}`, nil)
-	if want := `true false [] 1 [] [1,"a",null] a-2-true ["a","","b"] [1,2,"a"] [1,"x","y"]`; got != want {
+	got = execute(t, `{{ $d := dict "a" 1 "b" nil "odd" }}{{ hasKey $d "b" }} {{ hasKey $d "c" }} {{ hasKey $d "odd" }} `+
+		`{{ index $d "a" }} {{ index $d "b" | toJson }} {{ index $d "odd" | toJson }} {{ dict 1 "x" | toJson }} `+
+		`{{ list 1 "a" nil | toJson }} {{ list | toJson }}`, nil)
+	if want := `true false true 1 null "" {"1":"x"} [1,"a",null] []`; got != want {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
 }
 
 func TestConversionsAndStrings(t *testing.T) {
 	data := map[string]interface{}{"f": 3.9, "n": 8080.0}
-	got := execute(t, `{{ int .f }} {{ int "42" }} {{ int "0x1F" }} {{ int "12.00" }} {{ int "x" }} {{ int true }} {{ int .missing }} `+
-		`{{ toString .n }} {{ toString 1.5 }} {{ toJson .n }} {{ toJson (dict "k" "<v>") }}`, data)
-	if want := `3 42 31 12 0 1 0 8080 1.5 8080 {"k":"\u003cv\u003e"}`; got != want {
+	got := execute(t, `{{ toString .n }} {{ toString 1.5 }} {{ toString .f }} {{ toString "s" }} {{ toJson .n }} {{ toJson (dict "k" "<v>") }}`, data)
+	if want := `8080 1.5 3.9 s 8080 {"k":"\u003cv\u003e"}`; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	got = execute(t, `{{ b64enc "gatehouse" }} {{ sha256sum "" }} {{ contains "ate" "gatehouse" }} {{ hasPrefix "gate" "gatehouse" }} {{ hasSuffix "gate" "gatehouse" }}`, nil)
-	if want := "Z2F0ZWhvdXNl e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 true true false"; got != want {
+	got = execute(t, `{{ b64enc "gatehouse" }} {{ sha256sum "" }} {{ contains "ate" "gatehouse" }} {{ hasPrefix "gate" "gatehouse" }} {{ hasPrefix "house" "gatehouse" }} {{ contains "x" "gatehouse" }}`, nil)
+	if want := "Z2F0ZWhvdXNl e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 true true false false"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }

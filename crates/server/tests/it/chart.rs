@@ -564,3 +564,23 @@ fn the_image_runs_the_one_binary_as_the_charts_user() {
         assert!(c.get("command").is_none());
     }
 }
+
+/// The renderer implements exactly the functions the chart uses: one it
+/// lacks fails the render (Go's parser refuses an unknown function), and
+/// one the chart does not use is not there to be trusted untested.
+#[test]
+fn the_renderer_provides_exactly_the_functions_the_chart_uses() {
+    let funcs = std::fs::read_to_string(repo().join("deploy/helm/render/funcs.go")).unwrap();
+    let map = funcs.split("template.FuncMap{").nth(1).expect("the function map").split("\n}").next().unwrap();
+    let provided: Vec<&str> =
+        map.lines().filter_map(|l| l.trim().strip_prefix('"')).filter_map(|l| l.split('"').next()).collect();
+    assert!(provided.len() >= 10, "{provided:?}");
+    let mut templates = String::new();
+    for entry in std::fs::read_dir(chart_dir().join("templates")).unwrap() {
+        templates.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
+    }
+    let words: std::collections::BTreeSet<&str> =
+        templates.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
+    let unused: Vec<&&str> = provided.iter().filter(|f| !words.contains(**f)).collect();
+    assert!(unused.is_empty(), "the renderer provides functions the chart does not use: {unused:?}");
+}
