@@ -30,7 +30,7 @@ use bytes::Bytes;
 use gatehouse_core::Reason;
 
 use crate::meter::Metered;
-use http_body_util::{Either, Limited};
+use http_body_util::{Either, Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::TrySendError;
 use hyper::client::conn::http1::{Connection, SendRequest};
@@ -44,8 +44,9 @@ use tokio_rustls::client::TlsStream;
 pub type UpstreamBody = Either<Limited<SandboxBody>, Metered<Limited<SandboxBody>>>;
 
 /// A sandbox's request body: as it came, or watched for the run's
-/// placeholders when the run holds leases.
-pub type SandboxBody = Either<Incoming, crate::leases::WatchedBody<Incoming>>;
+/// placeholders when the run holds leases, or (a message to a declared MCP
+/// server) read whole and judged.
+pub type SandboxBody = Either<Either<Incoming, crate::leases::WatchedBody<Incoming>>, Full<Bytes>>;
 
 /// How many idle connections are kept, and for how long.
 #[derive(Debug, Clone)]

@@ -4,8 +4,9 @@
 // answers POSTs with JSON; without, with SSE streams.
 //
 // Tools: echo (its text back, with the Authorization header the server
-// received, so a test sees the leased credential arrive), big (a result of
+// received and its SHA-256, so a test sees the leased credential arrive), big (a result of
 // the asked size), rm (a tool a run should never be let call).
+import { createHash } from "node:crypto";
 import http from "node:http";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
@@ -15,9 +16,13 @@ const json = process.argv.includes("--json");
 
 function server() {
   const mcp = new McpServer({ name: "gatehouse-test", version: "1.0.0" });
-  mcp.tool("echo", "Echoes its text and the Authorization header it was sent", { text: z.string() }, async ({ text }, extra) => ({
-    content: [{ type: "text", text: JSON.stringify({ text, authorization: extra.requestInfo?.headers?.authorization ?? null }) }],
-  }));
+  mcp.tool("echo", "Echoes its text and the Authorization header it was sent", { text: z.string() }, async ({ text }, extra) => {
+    const authorization = extra.requestInfo?.headers?.authorization ?? null;
+    // The header's digest too: an answer echoing a credential is scrubbed
+    // on its way back, its digest shows what arrived.
+    const authorization_sha256 = authorization && createHash("sha256").update(authorization).digest("hex");
+    return { content: [{ type: "text", text: JSON.stringify({ text, authorization, authorization_sha256 }) }] };
+  });
   mcp.tool("big", "A large result", { kib: z.number().int().min(1).max(4096) }, async ({ kib }) => ({
     content: [{ type: "text", text: "x".repeat(kib * 1024) }],
   }));

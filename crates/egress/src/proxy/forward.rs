@@ -10,9 +10,10 @@ use gatehouse_capability::GrantClaims;
 use gatehouse_core::{Reason, Refusal, RefusalKind, new_id};
 use gatehouse_ledger::refusal_kind;
 use http::{HeaderValue, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt as _, Either, Limited};
+use http_body_util::{BodyExt as _, Either, Full, Limited};
 use hyper::body::{Body as _, Incoming};
 
+use super::mcp::McpOutcome;
 use super::refusal::{Refused, refusal_status};
 use super::{Proxy, ProxyBody};
 use crate::connect::connect_pinned;
@@ -58,17 +59,18 @@ impl Proxy {
         lease_generation: Option<u64>,
         started: tokio::time::Instant,
     ) -> Result<Response<ProxyBody>, Refused> {
-        // A declared MCP server's messages are read at the fetch API only,
-        // for now: through the proxy they are refused rather than let past
-        // the tenant's tool rules unread (issue #30 continues).
-        if let Ok(policy) = &policy
-            && !matches!(policy.mcp_server(&target), Ok(None))
-        {
-            let mut refused =
-                Refused::new(StatusCode::FORBIDDEN, RefusalKind::EgressRefused, Reason::McpMessageInvalid);
-            refused.host = Some(target.host.to_string());
-            return Err(refused);
-        }
+        // A request to one of the tenant's declared MCP servers is read as
+        // MCP (`super::mcp`) before it goes on.
+        let mcp_server = match &policy {
+            Ok(policy) => policy
+                .mcp_server(&target)
+                .map_err(|reason| Refused {
+                    host: Some(target.host.to_string()),
+                    ..Refused::new(StatusCode::FORBIDDEN, RefusalKind::EgressRefused, reason)
+                })?
+                .cloned(),
+            Err(_) => None,
+        };
         let decision = self.decide(target, Some(req.method()), policy, grant).await?;
         let host = decision.host.clone();
         let fail = |reason| Refused {
@@ -121,14 +123,40 @@ impl Proxy {
                 )
             });
         }
+        let mut mcp_errors = None;
+        let body: crate::pool::SandboxBody = match &mcp_server {
+            Some(server) => {
+                let read = self
+                    .mcp_request(
+                        server,
+                        &parts.method,
+                        &parts.headers,
+                        body,
+                        grant,
+                        host.clone(),
+                        &injected.watch,
+                    )
+                    .await?;
+                match read {
+                    McpOutcome::Answer(response) => return Ok(response),
+                    McpOutcome::Forward { body, errors } => {
+                        mcp_errors = Some(errors);
+                        if !body.is_empty() || parts.headers.contains_key(header::CONTENT_LENGTH) {
+                            parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+                        }
+                        Either::Right(Full::new(body))
+                    }
+                }
+            }
+            None => Either::Left(match injected.watch.is_empty() {
+                true => Either::Left(body),
+                false => Either::Right(WatchedBody::new(body, std::mem::take(&mut injected.watch))),
+            }),
+        };
         // A declared body is paid in one piece before anything moves; one
         // without a length is paid frame by frame, and cut off at the cap.
         let meter = self.meter(grant);
         let declared = body.size_hint().exact();
-        let body = match injected.watch.is_empty() {
-            true => Either::Left(body),
-            false => Either::Right(WatchedBody::new(body, std::mem::take(&mut injected.watch))),
-        };
         let body = Limited::new(body, self.limits.request_bytes);
         let body = match declared {
             Some(n) => {
@@ -199,7 +227,10 @@ impl Proxy {
         };
         let body =
             if scrub.is_empty() { body } else { crate::inject::ScrubBody::new(body, &scrub).boxed_unsync() };
-        Ok(Response::from_parts(parts, body))
+        match (mcp_server, mcp_errors) {
+            (Some(server), Some(errors)) => self.mcp_answer(parts, body, &server, errors, host).await,
+            _ => Ok(Response::from_parts(parts, body)),
+        }
     }
 
     /// The refusal of bytes the ledger would not pay for.

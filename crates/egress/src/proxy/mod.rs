@@ -58,6 +58,7 @@ use crate::target::Target;
 
 mod forward;
 mod intercepted;
+mod mcp;
 mod refusal;
 mod tunnel;
 

@@ -135,7 +135,7 @@ fn tool_names(message: &serde_json::Value) -> Vec<&str> {
     message["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn the_fetch_api_reads_a_runs_mcp_messages_with_the_real_sdk_server() {
     use gatehouse_test_support::{McpAnswers, McpServer};
     let json_server = McpServer::start(McpAnswers::Json);
@@ -218,25 +218,6 @@ async fn the_fetch_api_reads_a_runs_mcp_messages_with_the_real_sdk_server() {
     .await;
     assert_eq!(refused.json()["error"]["reason"], "mcp_message_invalid", "{}", refused.text);
 
-    // The proxy does not read MCP yet: a declared endpoint's messages
-    // through it are refused, never let past the tool rules unread.
-    let proxy = crate::support::serve_proxy(&node).await;
-    let out = crate::support::sandbox_curl(&[
-        "-x",
-        &format!("http://grant:{grant}@{proxy}"),
-        "-H",
-        "content-type: application/json",
-        "-d",
-        &call(7, "rm"),
-        &format!("{}?anything", json_server.url()),
-    ])
-    .await;
-    assert!(
-        out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: mcp_message_invalid"),
-        "{out}"
-    );
-    assert!(!out.contains("removed everything"));
-
     // Each refused call is a refusal and a run event naming the tool.
     let refusals = get(&node, &format!("/v1/refusals?run_id={run_id}&reason=mcp_tool_denied")).await.json();
     assert_eq!(refusals["items"].as_array().unwrap().len(), 2, "{refusals}");
@@ -260,4 +241,105 @@ async fn the_fetch_api_reads_a_runs_mcp_messages_with_the_real_sdk_server() {
     ] {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }
+}
+
+/// The SDK's own client (`crates/test-support/mcp/client.mjs`) through the
+/// proxy: what it lists, and each call's text or error, as one JSON value.
+async fn sdk_client(url: &str, proxy: &str, tools: &[&str]) -> serde_json::Value {
+    let mut args = vec!["client.mjs".to_owned(), url.to_owned(), proxy.to_owned()];
+    args.extend(tools.iter().map(|t| (*t).to_owned()));
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node")
+            .args(&args)
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../test-support/mcp"))
+            .output()
+            .expect("node (Node.js) is installed")
+    })
+    .await
+    .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(said.trim()).unwrap_or_else(|_| panic!("{said}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_client_through_the_proxy_sees_only_what_the_run_may_call() {
+    use gatehouse_test_support::{McpAnswers, McpServer};
+    use sha2::Digest as _;
+    let secret = "mcp-lease-secret-never-shown-5b1c";
+    let json_server = McpServer::start(McpAnswers::Json);
+    let sse_server = McpServer::start(McpAnswers::Sse);
+    let node = crate::support::node_with("all", &[("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.1/32")]).await;
+    let declared = put(
+        &node,
+        "/v1/tenants/t1/mcp-servers",
+        json!({"servers": [
+            {"name": "tools", "url": json_server.url(), "tools": {"allow": ["echo", "big"]}},
+            {"name": "stream", "url": sse_server.url(), "tools": {"deny": ["rm"]}},
+        ]}),
+    )
+    .await;
+    assert_eq!(declared.status, 200, "{}", declared.text);
+    let credential = crate::support::call(
+        &node,
+        "/v1/tenants/t1/credentials",
+        json!({"name": "mcp", "purpose": "mcp_server", "host": "127.0.0.1", "allow_plain_http": true,
+            "inject": {"header": "Authorization", "format": "Bearer {secret}"}, "secret": secret}),
+    )
+    .await
+    .json();
+    let proxy = crate::support::serve_proxy(&node).await;
+    let new_run = || async {
+        let run = crate::support::call(
+            &node,
+            "/v1/runs",
+            json!({"tenant_id": "t1", "user_id": "u1", "body": {}, "budgets": {"max_tool_calls": 2}}),
+        )
+        .await
+        .json();
+        let run_id = run["run_id"].as_str().unwrap().to_owned();
+        let leased = crate::support::call(
+            &node,
+            &format!("/v1/runs/{run_id}/leases"),
+            json!({"credential_id": credential["credential_id"], "purpose": "mcp_server", "host": "127.0.0.1"}),
+        )
+        .await;
+        assert_eq!(leased.status, 201, "{}", leased.text);
+        (run_id, format!("http://grant:{}@{proxy}", run["grant"].as_str().unwrap()))
+    };
+
+    // JSON answers: the list narrowed by the allow list; echo carries the
+    // leased credential (the server saw it; its echo comes back scrubbed);
+    // rm never reaches the server; the third call is past the budget.
+    let (run_id, via) = new_run().await;
+    let seen = sdk_client(&json_server.url(), &via, &["echo", "rm", "big", "echo"]).await;
+    assert_eq!(seen["tools"], json!(["echo", "big"]), "{seen}");
+    let echoed: serde_json::Value = serde_json::from_str(seen["calls"][0]["text"].as_str().unwrap()).unwrap();
+    let expected = hex::encode(sha2::Sha256::digest(format!("Bearer {secret}")));
+    assert_eq!(echoed["authorization_sha256"], expected.as_str(), "{seen}");
+    assert!(!seen.to_string().contains(secret), "the run never sees the secret: {seen}");
+    assert_eq!(seen["calls"][1]["code"], -32003, "{seen}");
+    assert_eq!(seen["calls"][1]["data"], json!({"reason": "mcp_tool_denied", "tool": "rm"}));
+    assert_eq!(seen["calls"][2]["length"], 64 * 1024, "the large result passes whole: {seen}");
+    assert_eq!(seen["calls"][3]["data"], json!({"reason": "budget_tool_calls_exhausted", "tool": "echo"}));
+
+    // SSE answers, narrowed as they stream.
+    let (_, via) = new_run().await;
+    let seen = sdk_client(&sse_server.url(), &via, &["rm", "big"]).await;
+    assert_eq!(seen["tools"], json!(["echo", "big"]), "{seen}");
+    assert_eq!(seen["calls"][0]["data"], json!({"reason": "mcp_tool_denied", "tool": "rm"}), "{seen}");
+    assert_eq!(seen["calls"][1]["length"], 64 * 1024, "{seen}");
+
+    // Recorded: the refusals and the run's events name the tools.
+    let events = get(&node, &format!("/v1/runs/{run_id}/events")).await.json();
+    let refused: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "tool_call_refused")
+        .filter_map(|e| e["rule"].as_str())
+        .collect();
+    assert_eq!(refused.len(), 2, "{events}");
+    let ledger = get(&node, &format!("/v1/runs/{run_id}")).await.json()["ledger"].clone();
+    assert_eq!(ledger["tool_call_count"], 2, "{ledger}");
 }

@@ -1,0 +1,251 @@
+//! MCP at the proxy: a run's request to one of its tenant's declared MCP
+//! servers (plain HTTP, or inside a terminated tunnel) read by
+//! [`crate::mcp_door`] before it goes on, and the server's answer narrowed
+//! on its way back: JSON whole, SSE event by event as it streams.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use gatehouse_capability::GrantClaims;
+use gatehouse_core::{Reason, RefusalKind};
+use gatehouse_ledger::refusal_kind;
+use gatehouse_mcp::{SseFilter, filter_json};
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::body::{Body, Frame, Incoming};
+use serde_json::Value;
+
+use super::refusal::Refused;
+use super::{Proxy, ProxyBody};
+use crate::mcp_door::{MAX_MESSAGE_BYTES, McpRequest, answer_body, read_request};
+use crate::policy::mcp::McpDeclared;
+
+/// What the proxy does with a run's request to a declared server.
+pub(super) enum McpOutcome {
+    /// Gatehouse answers alone (every message was refused).
+    Answer(Response<ProxyBody>),
+    /// Send `body` on; the answer gets `errors` added.
+    Forward {
+        /// The body to send.
+        body: Bytes,
+        /// The refused requests' JSON-RPC errors.
+        errors: Vec<Value>,
+    },
+}
+
+fn refused(status: StatusCode, reason: Reason, host: Option<String>, server: &str) -> Refused {
+    Refused {
+        host,
+        rule: Some(server.to_owned()),
+        ..Refused::new(status, RefusalKind::EgressRefused, reason)
+    }
+}
+
+/// A response of gatehouse's own: the refused calls' errors as JSON (or a
+/// bare `202 Accepted` when only notifications were refused).
+fn own_answer(errors: &[Value], batch: bool) -> Response<ProxyBody> {
+    let (status, body) = match errors.is_empty() {
+        true => (StatusCode::ACCEPTED, Bytes::new()),
+        false => (StatusCode::OK, answer_body(errors, batch)),
+    };
+    let mut response = Response::new(Full::new(body).map_err(|never| match never {}).boxed_unsync());
+    *response.status_mut() = status;
+    if status == StatusCode::OK {
+        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    response
+}
+
+impl Proxy {
+    /// Reads the run's request (its body, whole, up to the MCP cap),
+    /// judges and pays its calls, records the refused ones.
+    #[allow(clippy::too_many_arguments, reason = "the request's parts as the exchange holds them")]
+    pub(super) async fn mcp_request(
+        &self,
+        declared: &McpDeclared,
+        method: &Method,
+        headers: &HeaderMap,
+        body: Incoming,
+        grant: &GrantClaims,
+        host: Option<String>,
+        placeholders: &[String],
+    ) -> Result<McpOutcome, Refused> {
+        let invalid =
+            || refused(StatusCode::FORBIDDEN, Reason::McpMessageInvalid, host.clone(), &declared.name);
+        let bytes = Limited::new(body, MAX_MESSAGE_BYTES).collect().await.map_err(|_| invalid())?.to_bytes();
+        // A run's placeholder has no place in an MCP message: it would
+        // reach the server as it is, or, worse, be echoed back.
+        if placeholders.iter().any(|p| crate::inject::contains(&bytes, p.as_bytes())) {
+            let refusal = crate::inject::LeaseRefusal {
+                reason: Reason::LeasePlaceholderMisplaced,
+                lease_id: None,
+                revoke: false,
+            };
+            return Err(Refused::lease(refusal, host));
+        }
+        let read = read_request(
+            method,
+            headers,
+            &bytes,
+            declared,
+            &self.ledger,
+            &grant.grant_id,
+            self.ledger_required,
+            self.clock.now(),
+        )
+        .await;
+        let (outcome, refused_calls, allowed) = read.map_err(|_| invalid())?;
+        for tool in allowed {
+            self.sink.tool_call(&tool, None);
+        }
+        for call in refused_calls {
+            let tool = call.tool.unwrap_or_default();
+            let kind = match refusal_kind(call.reason) {
+                RefusalKind::BudgetExhausted => RefusalKind::BudgetExhausted,
+                _ => RefusalKind::EgressRefused,
+            };
+            let refusal = gatehouse_core::Refusal {
+                request_id: Some(gatehouse_core::new_id("req")),
+                ..self.record(
+                    Some(grant),
+                    kind,
+                    call.reason,
+                    host.clone(),
+                    Some(format!("{}:{tool}", declared.name)),
+                )
+            };
+            self.sink.tool_call(&tool, Some(refusal));
+        }
+        Ok(match outcome {
+            McpRequest::Answer { errors, batch } => McpOutcome::Answer(own_answer(&errors, batch)),
+            McpRequest::Forward { body, errors } => {
+                McpOutcome::Forward { body: body.unwrap_or(bytes), errors }
+            }
+        })
+    }
+
+    /// The server's answer, narrowed, with the refused calls' errors.
+    pub(super) async fn mcp_answer(
+        &self,
+        mut parts: http::response::Parts,
+        body: ProxyBody,
+        declared: &McpDeclared,
+        errors: Vec<Value>,
+        host: Option<String>,
+    ) -> Result<Response<ProxyBody>, Refused> {
+        let bad =
+            || refused(StatusCode::BAD_GATEWAY, Reason::McpMessageInvalid, host.clone(), &declared.name);
+        let media = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|m| m.trim().to_ascii_lowercase());
+        match media.as_deref() {
+            Some("application/json") => {
+                let whole = body.collect().await.map_err(|_| bad())?.to_bytes();
+                let narrowed = filter_json(&whole, &declared.tools, &errors).map_err(|_| bad())?;
+                parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(narrowed.len()));
+                let body = Full::new(Bytes::from(narrowed)).map_err(|never| match never {}).boxed_unsync();
+                Ok(Response::from_parts(parts, body))
+            }
+            Some("text/event-stream") => {
+                parts.headers.remove(header::CONTENT_LENGTH);
+                let filter = SseFilter::new(declared.tools.clone(), &errors);
+                Ok(Response::from_parts(
+                    parts,
+                    NarrowedStream { inner: body, filter: Some(filter) }.boxed_unsync(),
+                ))
+            }
+            // Neither (a bare 202): the errors, if any, are the answer.
+            _ if !errors.is_empty() => Ok(own_answer(&errors, true)),
+            _ => Ok(Response::from_parts(parts, body)),
+        }
+    }
+}
+
+/// An SSE answer narrowed event by event as it streams.
+struct NarrowedStream {
+    inner: ProxyBody,
+    /// `None` once the stream ended.
+    filter: Option<SseFilter>,
+}
+
+impl Body for NarrowedStream {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        loop {
+            let Some(filter) = this.filter.as_mut() else { return Poll::Ready(None) };
+            let first = filter.start();
+            if !first.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(first)))));
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => {
+                        let out = filter.push(&data).map_err(|e| Box::new(e) as Self::Error)?;
+                        if !out.is_empty() {
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                        }
+                    }
+                    // Trailers pass as they came.
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                },
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) => {
+                    let Some(filter) = this.filter.take() else { return Poll::Ready(None) };
+                    let rest = filter.finish().map_err(|e| Box::new(e) as Self::Error)?;
+                    if !rest.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
+                    }
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    /// A body arriving in the pieces given.
+    struct Chunks(VecDeque<Bytes>);
+
+    impl Body for Chunks {
+        type Data = Bytes;
+        type Error = Box<dyn std::error::Error + Send + Sync>;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_is_narrowed_however_it_arrives() {
+        let list = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"echo"},{"name":"rm"}]}}"#;
+        let stream = format!("id: 1\ndata: {list}\n\n");
+        let chunks = stream.as_bytes().chunks(7).map(Bytes::copy_from_slice).collect();
+        let inner = Chunks(chunks).boxed_unsync();
+        let error = serde_json::json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32003}});
+        let rules = gatehouse_mcp::ToolRules { allow: None, deny: vec!["rm".into()] };
+        let narrowed = NarrowedStream { inner, filter: Some(SseFilter::new(rules, &[error])) };
+        let out = narrowed.collect().await.unwrap().to_bytes();
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        assert!(text.starts_with("event: message\ndata: {\"error\""), "{text}");
+        assert!(text.contains(r#"{"name":"echo"}"#) && !text.contains(r#"{"name":"rm"}"#), "{text}");
+    }
+}
