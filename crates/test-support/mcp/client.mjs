@@ -42,7 +42,8 @@ function proxiedFetch(input, init = {}) {
 }
 
 const client = new Client({ name: "gatehouse-test-client", version: "1.0.0" });
-await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: proxiedFetch }));
+const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: proxiedFetch });
+await client.connect(transport);
 const seen = { tools: (await client.listTools()).tools.map((t) => t.name), calls: [] };
 for (const name of tools) {
   try {
@@ -53,5 +54,8 @@ for (const name of tools) {
     seen.calls.push({ name, code: e.code, data: e.data ?? null, message: e.message });
   }
 }
+// A session the server opened is ended (DELETE) before the client goes.
+seen.session = transport.sessionId ?? null;
+if (transport.sessionId) await transport.terminateSession();
 await client.close();
 console.log(JSON.stringify(seen));

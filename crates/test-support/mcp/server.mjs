@@ -6,7 +6,7 @@
 // Tools: echo (its text back, with the Authorization header the server
 // received and its SHA-256, so a test sees the leased credential arrive), big (a result of
 // the asked size), rm (a tool a run should never be let call).
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import http from "node:http";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
@@ -32,18 +32,59 @@ function server() {
   return mcp;
 }
 
+// With --stateful, sessions: an initialize opens one (Mcp-Session-Id),
+// later requests must carry it, GET opens the server's stream, DELETE ends
+// it. The counts of sessions opened and ended are served at /stats.
+const stateful = process.argv.includes("--stateful");
+const sessions = new Map();
+const stats = { opened: 0, ended: 0, streams: 0 };
+
+async function handleStateful(req, res) {
+  const id = req.headers["mcp-session-id"];
+  let transport = id && sessions.get(id);
+  if (!transport) {
+    if (id || req.method !== "POST") {
+      res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32001, message: "no such session" } }));
+      return;
+    }
+    transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      enableJsonResponse: json,
+      onsessioninitialized: (sid) => {
+        sessions.set(sid, transport);
+        stats.opened += 1;
+      },
+      onsessionclosed: (sid) => {
+        sessions.delete(sid);
+        stats.ended += 1;
+      },
+    });
+    await server().connect(transport);
+  }
+  if (req.method === "GET") stats.streams += 1;
+  await transport.handleRequest(req, res);
+}
+
 const httpServer = http.createServer(async (req, res) => {
+  if (req.url === "/stats") {
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(stats));
+    return;
+  }
   if (!req.url.startsWith("/mcp")) {
     res.writeHead(404).end();
     return;
   }
-  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: json });
-  const mcp = server();
-  res.on("close", () => {
-    transport.close();
-    mcp.close();
-  });
   try {
+    if (stateful) {
+      await handleStateful(req, res);
+      return;
+    }
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: json });
+    const mcp = server();
+    res.on("close", () => {
+      transport.close();
+      mcp.close();
+    });
     await mcp.connect(transport);
     await transport.handleRequest(req, res);
   } catch (e) {

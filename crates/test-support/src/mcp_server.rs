@@ -22,9 +22,28 @@ pub struct McpServer {
 }
 
 impl McpServer {
-    /// Starts one. A missing Node.js or SDK fails the test (`.ci/run`
-    /// installs both).
+    /// Starts one, stateless (a server per request). A missing Node.js or
+    /// SDK fails the test (`.ci/run` installs both).
     pub fn start(answers: McpAnswers) -> Self {
+        Self::spawn(answers, false)
+    }
+
+    /// Starts one with sessions (`Mcp-Session-Id`, the `GET` stream,
+    /// `DELETE`), counting them at `/stats`.
+    pub fn stateful(answers: McpAnswers) -> Self {
+        Self::spawn(answers, true)
+    }
+
+    /// Sessions opened and ended, and `GET` streams opened, so far.
+    pub fn stats(&self) -> serde_json::Value {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "5", &format!("http://127.0.0.1:{}/stats", self.port)])
+            .output()
+            .expect("curl is installed");
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn spawn(answers: McpAnswers, stateful: bool) -> Self {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp");
         assert!(
             dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
@@ -34,6 +53,9 @@ impl McpServer {
         command.arg("server.mjs").current_dir(&dir).stdout(Stdio::piped()).stderr(Stdio::inherit());
         if answers == McpAnswers::Json {
             command.arg("--json");
+        }
+        if stateful {
+            command.arg("--stateful");
         }
         let mut child = command.spawn().expect("node (Node.js) is installed");
         let stdout = child.stdout.take().unwrap();

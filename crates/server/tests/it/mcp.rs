@@ -330,6 +330,31 @@ async fn the_sdk_client_through_the_proxy_sees_only_what_the_run_may_call() {
     assert_eq!(seen["calls"][0]["data"], json!({"reason": "mcp_tool_denied", "tool": "rm"}), "{seen}");
     assert_eq!(seen["calls"][1]["length"], 64 * 1024, "{seen}");
 
+    // Sessions: a stateful server's Mcp-Session-Id, its GET stream and the
+    // DELETE that ends it all pass through the door.
+    let stateful = McpServer::stateful(McpAnswers::Sse);
+    let declared = put(
+        &node,
+        "/v1/tenants/t1/mcp-servers",
+        json!({"servers": [
+            {"name": "tools", "url": json_server.url(), "tools": {"allow": ["echo", "big"]}},
+            {"name": "stream", "url": sse_server.url(), "tools": {"deny": ["rm"]}},
+            {"name": "sessions", "url": stateful.url(), "tools": {"deny": ["rm"]}},
+        ]}),
+    )
+    .await;
+    assert_eq!(declared.status, 200, "{}", declared.text);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (_, via) = new_run().await;
+    let seen = sdk_client(&stateful.url(), &via, &["echo", "rm"]).await;
+    assert_eq!(seen["tools"], json!(["echo", "big"]), "{seen}");
+    assert!(seen["session"].is_string(), "{seen}");
+    assert!(seen["calls"][0]["text"].as_str().unwrap().contains("\"text\":\"hi\""), "{seen}");
+    assert_eq!(seen["calls"][1]["data"]["reason"], "mcp_tool_denied", "{seen}");
+    let stats = stateful.stats();
+    assert_eq!((stats["opened"].clone(), stats["ended"].clone()), (json!(1), json!(1)), "{stats}");
+    assert!(stats["streams"].as_u64() >= Some(1), "the client's GET stream reached the server: {stats}");
+
     // Recorded: the refusals and the run's events name the tools.
     let events = get(&node, &format!("/v1/runs/{run_id}/events")).await.json();
     let refused: Vec<&str> = events["items"]
