@@ -387,6 +387,17 @@ impl RunFetch<'_> {
         Ok(())
     }
 
+    /// Whether a request to `url` is to one of the tenant's declared MCP
+    /// servers: its body must then be read whole ([`RunFetch::fetch`]),
+    /// never streamed past the tool rules.
+    pub fn reads_as_mcp(&self, url: &str) -> bool {
+        let policy = self.door.policies.policy_of_run(self.claims.tenant_id.as_deref(), &self.claims.exec_id);
+        match (policy, crate::parse_url(url)) {
+            (Ok(policy), Ok(target)) => !matches!(policy.mcp_server(&target), Ok(None)),
+            _ => false,
+        }
+    }
+
     /// The whole fetch, the answer held (capped). A request to one of the
     /// tenant's declared MCP servers is read as MCP (`mcp_door`).
     pub async fn fetch(&self, mut fetch: FetchRequest) -> Result<crate::fetch::FetchResponse, DoorError> {
@@ -509,8 +520,9 @@ impl RunFetch<'_> {
         body: crate::fetch::StreamBody,
     ) -> Result<crate::fetch::StreamedResponse, DoorError> {
         let policy = self.door.policies.policy_of_run(self.claims.tenant_id.as_deref(), &self.claims.exec_id);
-        // Streamed bodies are not read as MCP (yet): a declared server's
-        // messages go through the whole-body fetch, never past it unread.
+        // Streamed bodies are not read as MCP: a declared server's messages
+        // go through the whole-body fetch (the raw route asks
+        // `reads_as_mcp` first), never past it unread.
         if let (Ok(policy), Ok(target)) = (&policy, crate::parse_url(&fetch.url))
             && !matches!(policy.mcp_server(&target), Ok(None))
         {

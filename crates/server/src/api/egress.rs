@@ -205,6 +205,23 @@ async fn egress_fetch_raw(
     let mut fetch = fetch_request(&rid, &q.method, q.url, forward, door_purpose(q.purpose))?;
     let run =
         door(&state, &rid)?.start(&rid.0, grant.as_deref(), &fetch).await.map_err(|e| door_error(&rid, e))?;
+    if run.reads_as_mcp(&fetch.url) {
+        // A message to a declared MCP server is read whole and judged, the
+        // answer narrowed whole: the fetch API's own path.
+        let limit = gatehouse_egress::mcp_door::MAX_MESSAGE_BYTES + 1;
+        fetch.body = axum::body::to_bytes(request.into_body(), limit)
+            .await
+            .map_err(|_| ApiError::new(gatehouse_core::ErrorCode::PayloadTooLarge, &rid))?;
+        run.inject(&mut fetch, true).await.map_err(|e| door_error(&rid, e))?;
+        let fetched = run.fetch(fetch).await;
+        let answer = counted(&state, &rid, &run, q.purpose, fetched)?;
+        return Ok(raw_answer(
+            answer.status,
+            &answer.headers,
+            axum::body::Body::from(answer.body),
+            answer.redirects,
+        ));
+    }
     let watch = run.inject(&mut fetch, false).await.map_err(|e| door_error(&rid, e))?;
     let body = match watch.is_empty() {
         true => gatehouse_egress::fetch::stream_body(request.into_body()),
@@ -215,14 +232,26 @@ async fn egress_fetch_raw(
     };
     let fetched = run.fetch_streamed(fetch, body).await;
     let answer = counted(&state, &rid, &run, q.purpose, fetched)?;
-    let mut response = Response::new(axum::body::Body::new(answer.body));
-    *response.status_mut() = answer.status;
+    Ok(raw_answer(answer.status, &answer.headers, axum::body::Body::new(answer.body), answer.redirects))
+}
+
+/// An upstream answer as the raw route gives it: the upstream's status,
+/// headers (none of gatehouse's own names) and body, and the redirects
+/// followed.
+fn raw_answer(
+    status: http::StatusCode,
+    headers: &http::HeaderMap,
+    body: axum::body::Body,
+    redirects: u8,
+) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
     let out = response.headers_mut();
-    for (name, value) in &answer.headers {
+    for (name, value) in headers {
         if !name.as_str().starts_with("x-gatehouse-") {
             out.append(name.clone(), value.clone());
         }
     }
-    out.insert("x-gatehouse-redirects", http::HeaderValue::from(u16::from(answer.redirects)));
-    Ok(response)
+    out.insert("x-gatehouse-redirects", http::HeaderValue::from(u16::from(redirects)));
+    response
 }

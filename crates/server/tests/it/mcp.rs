@@ -208,6 +208,28 @@ async fn the_fetch_api_reads_a_runs_mcp_messages_with_the_real_sdk_server() {
     );
     assert!(answered.iter().any(|m| m["id"] == 1 && tool_names(m) == ["echo", "big"]), "{answer}");
 
+    // The streamed route reads a declared server's messages whole too.
+    let raw = |body: String| {
+        let uri = format!("/v1/egress/fetch/raw?url={}&purpose=runtime&method=POST", json_server.url());
+        http::Request::post(uri)
+            .header("authorization", format!("Bearer {}", crate::support::TOKEN))
+            .header("x-gatehouse-grant", grant.as_str())
+            .header("x-gatehouse-header", "content-type: application/json")
+            .header("x-gatehouse-header", "accept: application/json, text/event-stream")
+            .body(axum::body::Body::from(body))
+            .unwrap()
+    };
+    let listed = crate::support::send(&node.router, raw(list.to_owned())).await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    assert_eq!(tool_names(&messages(&json!(listed.text))[0]), ["echo", "big"]);
+    let denied = crate::support::send(&node.router, raw(call(8, "rm"))).await;
+    assert_eq!(
+        messages(&json!(denied.text))[0]["error"]["data"]["reason"],
+        "mcp_tool_denied",
+        "{}",
+        denied.text
+    );
+
     // Not JSON-RPC: refused, nothing sent.
     let refused = crate::support::call(
         &node,
@@ -220,7 +242,7 @@ async fn the_fetch_api_reads_a_runs_mcp_messages_with_the_real_sdk_server() {
 
     // Each refused call is a refusal and a run event naming the tool.
     let refusals = get(&node, &format!("/v1/refusals?run_id={run_id}&reason=mcp_tool_denied")).await.json();
-    assert_eq!(refusals["items"].as_array().unwrap().len(), 2, "{refusals}");
+    assert_eq!(refusals["items"].as_array().unwrap().len(), 3, "{refusals}");
     let events = get(&node, &format!("/v1/runs/{run_id}/events")).await.json();
     let tools: Vec<&str> = events["items"]
         .as_array()
@@ -229,14 +251,14 @@ async fn the_fetch_api_reads_a_runs_mcp_messages_with_the_real_sdk_server() {
         .filter(|e| e["kind"] == "tool_call_refused")
         .filter_map(|e| e["rule"].as_str())
         .collect();
-    assert_eq!(tools.len(), 3, "{events}");
+    assert_eq!(tools.len(), 4, "{events}");
     assert!(tools.contains(&"rm") && tools.contains(&"echo"), "{tools:?}");
     let ledger = get(&node, &format!("/v1/runs/{run_id}")).await.json()["ledger"].clone();
     assert_eq!(ledger["tool_call_count"], 2, "{ledger}");
     let metrics = get(&node, "/metrics").await.text;
     for line in [
         "gatehouse_mcp_tool_calls_total{outcome=\"allowed\"} 2",
-        "gatehouse_mcp_tool_calls_total{outcome=\"mcp_tool_denied\"} 2",
+        "gatehouse_mcp_tool_calls_total{outcome=\"mcp_tool_denied\"} 3",
         "gatehouse_mcp_tool_calls_total{outcome=\"budget_tool_calls_exhausted\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} in {metrics}");
