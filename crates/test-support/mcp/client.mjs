@@ -1,31 +1,27 @@
 // A real MCP client, the official TypeScript SDK's, for gatehouse's tests.
 //
 //   node client.mjs URL PROXY [TOOL...]
+//   node client.mjs URL fetch-api:API_BASE#SERVICE_TOKEN#GRANT [TOOL...]
 //
-// Connects to the MCP endpoint URL through gatehouse's forward proxy PROXY
-// (http://grant:TOKEN@host:port; requests go in absolute form with the
-// grant as Proxy-Authorization, as curl and pip send them), lists the
-// tools, calls each TOOL named, and prints one JSON line of what the SDK
-// surfaced: the tool names, each call's text or its JSON-RPC error.
+// Connects to the MCP endpoint URL through gatehouse: its forward proxy
+// PROXY (http://grant:TOKEN@host:port; requests go in absolute form with
+// the grant as Proxy-Authorization, as curl and pip send them), or its
+// fetch API (each request sent as the platform sends one on a run's
+// behalf, to /v1/egress/fetch/raw). Lists the tools, calls each TOOL named,
+// and prints one JSON line of what the SDK surfaced: the tool names, each
+// call's text or its JSON-RPC error.
 import http from "node:http";
 import { Readable } from "node:stream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-const [url, proxy, ...tools] = process.argv.slice(2);
-const via = new URL(proxy);
-const credentials = `${decodeURIComponent(via.username)}:${decodeURIComponent(via.password)}`;
-const proxyAuthorization = "Basic " + Buffer.from(credentials).toString("base64");
+const [url, door, ...tools] = process.argv.slice(2);
 
-// The SDK's fetch, through the proxy.
-function proxiedFetch(input, init = {}) {
-  const target = new URL(input instanceof Request ? input.url : String(input));
-  const headers = Object.fromEntries(new Headers(init.headers ?? {}).entries());
-  headers["proxy-authorization"] = proxyAuthorization;
-  headers.host = target.host;
+// One HTTP request, its answer as a fetch Response streaming its body.
+function send(options, body, signal) {
   return new Promise((resolve, reject) => {
     const request = http.request(
-      { host: via.hostname, port: via.port, method: init.method ?? "GET", path: target.href, headers },
+      options,
       (response) => {
         const answered = new Headers();
         for (const [name, value] of Object.entries(response.headers)) {
@@ -36,13 +32,40 @@ function proxiedFetch(input, init = {}) {
       },
     );
     request.on("error", reject);
-    init.signal?.addEventListener("abort", () => request.destroy(new Error("aborted")));
-    request.end(init.body === undefined || init.body === null ? undefined : init.body);
+    signal?.addEventListener("abort", () => request.destroy(new Error("aborted")));
+    request.end(body === undefined || body === null ? undefined : body);
   });
 }
 
+// The SDK's fetch, through the proxy.
+function proxiedFetch(input, init = {}) {
+  const via = new URL(door);
+  const credentials = `${decodeURIComponent(via.username)}:${decodeURIComponent(via.password)}`;
+  const target = new URL(input instanceof Request ? input.url : String(input));
+  const headers = Object.fromEntries(new Headers(init.headers ?? {}).entries());
+  headers["proxy-authorization"] = "Basic " + Buffer.from(credentials).toString("base64");
+  headers.host = target.host;
+  const options = { host: via.hostname, port: via.port, method: init.method ?? "GET", path: target.href, headers };
+  return send(options, init.body, init.signal);
+}
+
+// The SDK's fetch, through the fetch API: the platform's request on the
+// run's behalf, the run's headers forwarded one by one.
+function fetchApiFetch(input, init = {}) {
+  const [base, token, grant] = door.slice("fetch-api:".length).split("#");
+  const api = new URL(base);
+  const target = input instanceof Request ? input.url : String(input);
+  const method = init.method ?? "GET";
+  const query = new URLSearchParams({ url: target, purpose: "runtime", method });
+  const forwarded = [...new Headers(init.headers ?? {}).entries()].map(([name, value]) => `${name}: ${value}`);
+  const headers = { authorization: `Bearer ${token}`, "x-gatehouse-grant": grant, "x-gatehouse-header": forwarded };
+  const options = { host: api.hostname, port: api.port, method: "POST", path: `/v1/egress/fetch/raw?${query}`, headers };
+  return send(options, init.body, init.signal);
+}
+
 const client = new Client({ name: "gatehouse-test-client", version: "1.0.0" });
-const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: proxiedFetch });
+const fetch = door.startsWith("fetch-api:") ? fetchApiFetch : proxiedFetch;
+const transport = new StreamableHTTPClientTransport(new URL(url), { fetch });
 await client.connect(transport);
 const seen = { tools: (await client.listTools()).tools.map((t) => t.name), calls: [] };
 for (const name of tools) {

@@ -5,7 +5,9 @@
 //
 // Tools: echo (its text back, with the Authorization header the server
 // received and its SHA-256, so a test sees the leased credential arrive), big (a result of
-// the asked size), rm (a tool a run should never be let call).
+// the asked size), slow (a log notification at once, its result 1.5 s
+// later: an SSE answer in two events), rm (a tool a run should never be
+// let call).
 import { createHash, randomUUID } from "node:crypto";
 import http from "node:http";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -15,7 +17,7 @@ import { z } from "zod";
 const json = process.argv.includes("--json");
 
 function server() {
-  const mcp = new McpServer({ name: "gatehouse-test", version: "1.0.0" });
+  const mcp = new McpServer({ name: "gatehouse-test", version: "1.0.0" }, { capabilities: { logging: {} } });
   mcp.tool("echo", "Echoes its text and the Authorization header it was sent", { text: z.string() }, async ({ text }, extra) => {
     const authorization = extra.requestInfo?.headers?.authorization ?? null;
     // The header's digest too: an answer echoing a credential is scrubbed
@@ -26,6 +28,11 @@ function server() {
   mcp.tool("big", "A large result", { kib: z.number().int().min(1).max(4096) }, async ({ kib }) => ({
     content: [{ type: "text", text: "x".repeat(kib * 1024) }],
   }));
+  mcp.tool("slow", "Says it is working, then answers a second later", {}, async (_args, extra) => {
+    await extra.sendNotification({ method: "notifications/message", params: { level: "info", data: "working" } });
+    await new Promise((done) => setTimeout(done, 1500));
+    return { content: [{ type: "text", text: "done" }] };
+  });
   mcp.tool("rm", "A tool no run should call", {}, async () => ({
     content: [{ type: "text", text: "removed everything" }],
   }));

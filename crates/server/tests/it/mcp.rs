@@ -172,7 +172,7 @@ async fn the_fetch_api_reads_a_runs_mcp_messages_with_the_real_sdk_server() {
     assert_eq!(tool_names(&messages(&answer)[0]), ["echo", "big"]);
     let (_, answer) = mcp_fetch(&node, &grant, &sse_server.url(), list).await;
     assert!(answer.as_str().unwrap().contains("event: message"), "an SSE answer stays SSE: {answer}");
-    assert_eq!(tool_names(&messages(&answer)[0]), ["echo", "big"]);
+    assert_eq!(tool_names(&messages(&answer)[0]), ["echo", "big", "slow"], "rm denied");
 
     // An allowed call reaches the server; a denied one never does and is
     // answered for its id; the call past the budget too.
@@ -206,7 +206,7 @@ async fn the_fetch_api_reads_a_runs_mcp_messages_with_the_real_sdk_server() {
         answered.iter().any(|m| m["id"] == 6 && m["error"]["data"]["reason"] == "mcp_tool_denied"),
         "{answer}"
     );
-    assert!(answered.iter().any(|m| m["id"] == 1 && tool_names(m) == ["echo", "big"]), "{answer}");
+    assert!(answered.iter().any(|m| m["id"] == 1 && tool_names(m) == ["echo", "big", "slow"]), "{answer}");
 
     // The streamed route reads a declared server's messages whole too.
     let raw = |body: String| {
@@ -348,9 +348,25 @@ async fn the_sdk_client_through_the_proxy_sees_only_what_the_run_may_call() {
     // SSE answers, narrowed as they stream.
     let (_, via) = new_run().await;
     let seen = sdk_client(&sse_server.url(), &via, &["rm", "big"]).await;
-    assert_eq!(seen["tools"], json!(["echo", "big"]), "{seen}");
+    assert_eq!(seen["tools"], json!(["echo", "big", "slow"]), "{seen}");
     assert_eq!(seen["calls"][0]["data"], json!({"reason": "mcp_tool_denied", "tool": "rm"}), "{seen}");
     assert_eq!(seen["calls"][1]["length"], 64 * 1024, "{seen}");
+
+    // The same client through the fetch API (the platform sending each of
+    // the run's requests to the raw route).
+    let api = crate::support::serve_api(&node).await;
+    let (_, via) = new_run().await;
+    let grant = via.split_once("grant:").unwrap().1.split_once('@').unwrap().0.to_owned();
+    let door = format!("fetch-api:http://{api}#{}#{grant}", crate::support::TOKEN);
+    let seen = sdk_client(&json_server.url(), &door, &["echo", "rm"]).await;
+    assert_eq!(seen["tools"], json!(["echo", "big"]), "{seen}");
+    let echoed: serde_json::Value = serde_json::from_str(seen["calls"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        echoed["authorization_sha256"],
+        expected.as_str(),
+        "the lease applies at the fetch API too: {seen}"
+    );
+    assert_eq!(seen["calls"][1]["data"], json!({"reason": "mcp_tool_denied", "tool": "rm"}), "{seen}");
 
     // Sessions: a stateful server's Mcp-Session-Id, its GET stream and the
     // DELETE that ends it all pass through the door.
@@ -369,7 +385,7 @@ async fn the_sdk_client_through_the_proxy_sees_only_what_the_run_may_call() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let (_, via) = new_run().await;
     let seen = sdk_client(&stateful.url(), &via, &["echo", "rm"]).await;
-    assert_eq!(seen["tools"], json!(["echo", "big"]), "{seen}");
+    assert_eq!(seen["tools"], json!(["echo", "big", "slow"]), "{seen}");
     assert!(seen["session"].is_string(), "{seen}");
     assert!(seen["calls"][0]["text"].as_str().unwrap().contains("\"text\":\"hi\""), "{seen}");
     assert_eq!(seen["calls"][1]["data"]["reason"], "mcp_tool_denied", "{seen}");
@@ -389,4 +405,98 @@ async fn the_sdk_client_through_the_proxy_sees_only_what_the_run_may_call() {
     assert_eq!(refused.len(), 2, "{events}");
     let ledger = get(&node, &format!("/v1/runs/{run_id}")).await.json()["ledger"].clone();
     assert_eq!(ledger["tool_call_count"], 2, "{ledger}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_passes_event_by_event_and_bad_messages_never_reach_the_server() {
+    use gatehouse_test_support::{McpAnswers, McpServer};
+    let server = McpServer::start(McpAnswers::Sse);
+    let node = crate::support::node_with("all", &[("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.1/32")]).await;
+    let declared = put(
+        &node,
+        "/v1/tenants/t1/mcp-servers",
+        json!({"servers": [{"name": "stream", "url": server.url(), "tools": {"deny": ["rm"]}}]}),
+    )
+    .await;
+    assert_eq!(declared.status, 200, "{}", declared.text);
+    let run =
+        crate::support::call(&node, "/v1/runs", json!({"tenant_id": "t1", "user_id": "u1", "body": {}}))
+            .await
+            .json();
+    let (run_id, grant) =
+        (run["run_id"].as_str().unwrap().to_owned(), run["grant"].as_str().unwrap().to_owned());
+    let proxy = crate::support::serve_proxy(&node).await;
+    let via = format!("http://grant:{grant}@{proxy}");
+
+    // A slow tool's answer streams: its first event (a log notification)
+    // arrives while the server is still working, its result 1.5 s later.
+    let (url, via_slow) = (server.url(), via.clone());
+    let arrivals = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead as _;
+        let started = std::time::Instant::now();
+        let mut curl = std::process::Command::new("curl")
+            .args(["-s", "-N", "--max-time", "10", "-x", &via_slow, "-H", "content-type: application/json"])
+            .args(["-H", "accept: application/json, text/event-stream", "-d"])
+            .arg(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{}}}"#)
+            .arg(&url)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut seen = Vec::new();
+        for line in std::io::BufReader::new(curl.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if line.starts_with("data: ") {
+                seen.push((started.elapsed(), line));
+            }
+        }
+        curl.wait().unwrap();
+        seen
+    })
+    .await
+    .unwrap();
+    assert_eq!(arrivals.len(), 2, "{arrivals:?}");
+    assert!(
+        arrivals[0].1.contains("notifications/message") && arrivals[1].1.contains("\"done\""),
+        "{arrivals:?}"
+    );
+    let (first, last) = (arrivals[0].0, arrivals[1].0);
+    assert!(
+        last.saturating_sub(first) >= std::time::Duration::from_millis(1000),
+        "the first event was held back until the stream ended: {arrivals:?}"
+    );
+
+    // What is not a JSON-RPC message, or is one no server should be handed,
+    // is refused at the door; nothing reaches the server, nothing is spent.
+    let call = |id: usize, tool: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}"}}}}"#)
+    };
+    let huge_batch = format!("[{}]", (0..10_000).map(|i| call(i, "echo")).collect::<Vec<_>>().join(","));
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{}{}}}}}"#,
+        "[".repeat(300),
+        "]".repeat(300)
+    );
+    for (what, content_type, method, body) in [
+        ("malformed JSON", "application/json", "POST", r#"{"jsonrpc":"2.0","id":1,"method":"#.to_owned()),
+        ("a batch of 10,000 calls", "application/json", "POST", huge_batch),
+        ("deeply nested params", "application/json", "POST", deep),
+        ("not JSON at all", "text/plain", "POST", call(1, "echo")),
+        ("a method MCP does not use", "application/json", "PUT", call(1, "echo")),
+    ] {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &body).unwrap();
+        let data = format!("@{}", file.path().display());
+        let content_type = format!("content-type: {content_type}");
+        let args = ["-x", &via, "-X", method, "-H", &content_type, "--data-binary", &data, &server.url()];
+        let out = crate::support::sandbox_curl(&args).await;
+        assert!(
+            out.starts_with("HTTP/1.1 403") && out.contains("x-gatehouse-reason: mcp_message_invalid"),
+            "{what}: {out}"
+        );
+    }
+    let ledger = get(&node, &format!("/v1/runs/{run_id}")).await.json()["ledger"].clone();
+    assert_eq!(ledger["tool_call_count"], 1, "only the slow call was paid: {ledger}");
+    let refused =
+        get(&node, &format!("/v1/refusals?run_id={run_id}&reason=mcp_message_invalid")).await.json();
+    assert_eq!(refused["items"].as_array().unwrap().len(), 5, "{refused}");
 }

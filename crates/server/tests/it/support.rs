@@ -307,6 +307,19 @@ pub async fn serve_proxy(node: &Node) -> std::net::SocketAddr {
     addr
 }
 
+/// Serves the node's API (its router, as `serve` mounts it) on a loopback
+/// port, for clients that must dial it; its address.
+pub async fn serve_api(node: &Node) -> std::net::SocketAddr {
+    let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    let router = node.router.clone();
+    let listener = gatehouse_listener::Listener::new(socket, gatehouse_listener::Limits::default())
+        .with_peer_addresses();
+    let handler = move |req| tower::ServiceExt::oneshot(router.clone(), req);
+    tokio::spawn(listener.serve_http1(handler, std::future::pending()));
+    addr
+}
+
 /// curl as a run's sandbox, off the runtime's threads: the response head
 /// and body as the sandbox sees them (`-D -`), then curl's own errors.
 pub async fn sandbox_curl(args: &[&str]) -> String {
