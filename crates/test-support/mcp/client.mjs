@@ -11,6 +11,9 @@
 // and prints one JSON line of what the SDK surfaced: the tool names, each
 // call's text or its JSON-RPC error.
 import http from "node:http";
+import https from "node:https";
+import { isIP } from "node:net";
+import tls from "node:tls";
 import { Readable } from "node:stream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -18,9 +21,9 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 const [url, door, ...tools] = process.argv.slice(2);
 
 // One HTTP request, its answer as a fetch Response streaming its body.
-function send(options, body, signal) {
+function send(options, body, signal, scheme = http) {
   return new Promise((resolve, reject) => {
-    const request = http.request(
+    const request = scheme.request(
       options,
       (response) => {
         const answered = new Headers();
@@ -37,15 +40,45 @@ function send(options, body, signal) {
   });
 }
 
-// The SDK's fetch, through the proxy.
-function proxiedFetch(input, init = {}) {
+// A CONNECT tunnel through the proxy to `target`'s host and port.
+function tunnel(via, proxyAuthorization, target) {
+  const authority = `${target.hostname}:${target.port || 443}`;
+  return new Promise((resolve, reject) => {
+    const request = http.request({
+      host: via.hostname,
+      port: via.port,
+      method: "CONNECT",
+      path: authority,
+      headers: { host: authority, "proxy-authorization": proxyAuthorization },
+    });
+    request.on("connect", (response, socket) =>
+      response.statusCode === 200 ? resolve(socket) : reject(new Error(`CONNECT answered ${response.statusCode}`)),
+    );
+    request.on("error", reject);
+    request.end();
+  });
+}
+
+// The SDK's fetch, through the proxy: absolute form for http, a CONNECT
+// tunnel (which gatehouse terminates, for a declared server) for https,
+// the interception CA trusted through NODE_EXTRA_CA_CERTS.
+async function proxiedFetch(input, init = {}) {
   const via = new URL(door);
   const credentials = `${decodeURIComponent(via.username)}:${decodeURIComponent(via.password)}`;
+  const proxyAuthorization = "Basic " + Buffer.from(credentials).toString("base64");
   const target = new URL(input instanceof Request ? input.url : String(input));
   const headers = Object.fromEntries(new Headers(init.headers ?? {}).entries());
-  headers["proxy-authorization"] = "Basic " + Buffer.from(credentials).toString("base64");
   headers.host = target.host;
-  const options = { host: via.hostname, port: via.port, method: init.method ?? "GET", path: target.href, headers };
+  const method = init.method ?? "GET";
+  if (target.protocol === "https:") {
+    const socket = await tunnel(via, proxyAuthorization, target);
+    const servername = isIP(target.hostname) ? undefined : target.hostname;
+    const createConnection = () => tls.connect({ socket, servername, host: target.hostname });
+    const options = { method, path: target.pathname + target.search, headers, createConnection };
+    return send(options, init.body, init.signal, https);
+  }
+  headers["proxy-authorization"] = proxyAuthorization;
+  const options = { host: via.hostname, port: via.port, method, path: target.href, headers };
   return send(options, init.body, init.signal);
 }
 

@@ -9,7 +9,9 @@
 // later: an SSE answer in two events), rm (a tool a run should never be
 // let call).
 import { createHash, randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import http from "node:http";
+import https from "node:https";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { z } from "zod";
@@ -72,7 +74,11 @@ async function handleStateful(req, res) {
   await transport.handleRequest(req, res);
 }
 
-const httpServer = http.createServer(async (req, res) => {
+// With --tls KEY CERT, HTTPS.
+const tlsAt = process.argv.indexOf("--tls");
+const tlsOptions = tlsAt > 0 ? { key: readFileSync(process.argv[tlsAt + 1]), cert: readFileSync(process.argv[tlsAt + 2]) } : null;
+
+const handler = async (req, res) => {
   if (req.url === "/stats") {
     res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(stats));
     return;
@@ -97,6 +103,7 @@ const httpServer = http.createServer(async (req, res) => {
   } catch (e) {
     if (!res.headersSent) res.writeHead(500).end(String(e));
   }
-});
+};
+const httpServer = tlsOptions ? https.createServer(tlsOptions, handler) : http.createServer(handler);
 
 httpServer.listen(0, "127.0.0.1", () => console.log(`listening on ${httpServer.address().port}`));

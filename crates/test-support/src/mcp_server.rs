@@ -19,6 +19,7 @@ pub struct McpServer {
     child: Child,
     /// Its port on 127.0.0.1; the endpoint is `/mcp`.
     pub port: u16,
+    scheme: &'static str,
 }
 
 impl McpServer {
@@ -34,6 +35,15 @@ impl McpServer {
         Self::spawn(answers, true)
     }
 
+    /// Starts one (stateless, answering JSON) over HTTPS with `key` and
+    /// `cert` (PEM files).
+    pub fn tls(key: &std::path::Path, cert: &std::path::Path) -> Self {
+        let mut server =
+            Self::spawn_with(McpAnswers::Json, false, &["--tls".as_ref(), key.as_os_str(), cert.as_os_str()]);
+        server.scheme = "https";
+        server
+    }
+
     /// Sessions opened and ended, and `GET` streams opened, so far.
     pub fn stats(&self) -> serde_json::Value {
         let out = Command::new("curl")
@@ -44,6 +54,10 @@ impl McpServer {
     }
 
     fn spawn(answers: McpAnswers, stateful: bool) -> Self {
+        Self::spawn_with(answers, stateful, &[])
+    }
+
+    fn spawn_with(answers: McpAnswers, stateful: bool, extra: &[&std::ffi::OsStr]) -> Self {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp");
         assert!(
             dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
@@ -57,6 +71,7 @@ impl McpServer {
         if stateful {
             command.arg("--stateful");
         }
+        command.args(extra);
         let mut child = command.spawn().expect("node (Node.js) is installed");
         let stdout = child.stdout.take().unwrap();
         let mut line = String::new();
@@ -66,12 +81,12 @@ impl McpServer {
             let _ = child.kill();
             panic!("the MCP server did not start: {line:?}");
         };
-        Self { child, port }
+        Self { child, port, scheme: "http" }
     }
 
     /// Its endpoint's URL.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
+        format!("{}://127.0.0.1:{}/mcp", self.scheme, self.port)
     }
 }
 

@@ -268,10 +268,26 @@ async fn the_fetch_api_reads_a_runs_mcp_messages_with_the_real_sdk_server() {
 /// The SDK's own client (`crates/test-support/mcp/client.mjs`) through the
 /// proxy: what it lists, and each call's text or error, as one JSON value.
 async fn sdk_client(url: &str, proxy: &str, tools: &[&str]) -> serde_json::Value {
+    sdk_client_trusting(url, proxy, tools, None).await
+}
+
+/// [`sdk_client`], trusting the CA in `ca_file` too (the run's
+/// interception CA, for a server gatehouse terminates).
+async fn sdk_client_trusting(
+    url: &str,
+    proxy: &str,
+    tools: &[&str],
+    ca_file: Option<&std::path::Path>,
+) -> serde_json::Value {
     let mut args = vec!["client.mjs".to_owned(), url.to_owned(), proxy.to_owned()];
     args.extend(tools.iter().map(|t| (*t).to_owned()));
+    let ca_file = ca_file.map(std::path::Path::to_owned);
     let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("node")
+        let mut command = std::process::Command::new("node");
+        if let Some(ca) = ca_file {
+            command.env("NODE_EXTRA_CA_CERTS", ca);
+        }
+        command
             .args(&args)
             .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../test-support/mcp"))
             .output()
@@ -499,4 +515,81 @@ async fn sse_passes_event_by_event_and_bad_messages_never_reach_the_server() {
     let refused =
         get(&node, &format!("/v1/refusals?run_id={run_id}&reason=mcp_message_invalid")).await.json();
     assert_eq!(refused["items"].as_array().unwrap().len(), 5, "{refused}");
+}
+
+/// A CA and a leaf for 127.0.0.1 it signed, made by openssl: the key, the
+/// leaf and the CA's certificate, as PEM files in `dir`.
+fn upstream_pki(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl is installed");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    run(&[
+        &["req", "-x509"][..],
+        &ec,
+        &["-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=mcp test CA", "-days", "2"],
+    ]
+    .concat());
+    run(&[&["req"][..], &ec, &["-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1"]].concat());
+    std::fs::write(dir.join("leaf.ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "leaf.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "leaf.ext",
+    ]);
+    (dir.join("leaf.key"), dir.join("leaf.pem"), dir.join("ca.pem"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_mcp_server_is_read_inside_the_tunnel_gatehouse_terminates() {
+    use gatehouse_test_support::McpServer;
+    let pki = tempfile::tempdir().unwrap();
+    let (key, cert, ca) = upstream_pki(pki.path());
+    let server = McpServer::tls(&key, &cert);
+    let ports = format!("443,{}", server.port);
+    let node = crate::support::node_with(
+        "all",
+        &[
+            ("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.1/32"),
+            ("GATEHOUSE_PROXY_CONNECT_PORTS", &ports),
+            ("GATEHOUSE_EGRESS_EXTRA_CA_FILE", ca.to_str().unwrap()),
+        ],
+    )
+    .await;
+    let declared = put(
+        &node,
+        "/v1/tenants/t1/mcp-servers",
+        json!({"servers": [{"name": "secure", "url": server.url(), "tools": {"allow": ["echo"]}}]}),
+    )
+    .await;
+    assert_eq!(declared.status, 200, "{}", declared.text);
+    let run =
+        crate::support::call(&node, "/v1/runs", json!({"tenant_id": "t1", "user_id": "u1", "body": {}}))
+            .await
+            .json();
+    let run_ca = pki.path().join("run-ca.pem");
+    std::fs::write(&run_ca, run["ca_certificate_pem"].as_str().unwrap_or_else(|| panic!("{run}"))).unwrap();
+    let proxy = crate::support::serve_proxy(&node).await;
+    let via = format!("http://grant:{}@{proxy}", run["grant"].as_str().unwrap());
+    let seen = sdk_client_trusting(&server.url(), &via, &["echo", "rm"], Some(&run_ca)).await;
+    assert_eq!(seen["tools"], json!(["echo"]), "{seen}");
+    assert!(seen["calls"][0]["text"].as_str().unwrap().contains("\"text\":\"hi\""), "{seen}");
+    assert_eq!(seen["calls"][1]["data"], json!({"reason": "mcp_tool_denied", "tool": "rm"}), "{seen}");
 }
