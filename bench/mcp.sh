@@ -48,7 +48,8 @@ call() {
 }
 # Both ways answer the call; the declared way refuses a denied tool.
 for g in "$MCP_GRANT" "$PLAIN_GRANT"; do
-  call "$g" "$body" | grep -q '"text":"hi"' || { echo "the call failed"; cat "$work/cur.log"; exit 1; }
+  out=$(call "$g" "$body")
+  grep -q '"result"' <<<"$out" || { echo "the call failed: $out"; exit 1; }
 done
 call "$MCP_GRANT" '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"rm"}}' | grep -q mcp_tool_denied ||
   { echo "the declared server's rules are not applied"; exit 1; }
