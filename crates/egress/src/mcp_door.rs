@@ -7,13 +7,14 @@
 //! it, so a run meets one set of MCP rules whichever way it goes out.
 
 use bytes::Bytes;
-use gatehouse_core::{Reason, UnixTime};
-use gatehouse_ledger::{Ledger, Operation, spend};
+use gatehouse_core::{Reason, Refusal, RefusalKind, UnixTime};
+use gatehouse_ledger::{Ledger, Operation, refusal_kind, spend};
 use gatehouse_mcp::{SseFilter, ToolRules, filter_json, judge, parse_post};
 use http::{HeaderMap, Method, header};
 use serde_json::Value;
 
 use crate::policy::mcp::McpDeclared;
+use crate::proxy::RefusalSink;
 
 /// The largest `POST` body read as MCP messages.
 pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
@@ -49,6 +50,43 @@ pub struct RefusedCall {
     pub reason: Reason,
 }
 
+/// A run's request read: what becomes of it, and its calls to record.
+#[derive(Debug)]
+pub struct McpRead {
+    /// What becomes of the request.
+    pub outcome: McpRequest,
+    /// The calls refused.
+    pub refused: Vec<RefusedCall>,
+    /// The tools of the calls let through (and paid).
+    pub allowed: Vec<String>,
+}
+
+impl McpRead {
+    /// Tells `sink` of every call: each let through, and each refused, as
+    /// `refusal(kind, reason, rule)` makes its record (`rule` is
+    /// `SERVER:TOOL`). Returns the outcome.
+    pub fn record(
+        self,
+        sink: &dyn RefusalSink,
+        server: &str,
+        refusal: impl Fn(RefusalKind, Reason, String) -> Refusal,
+    ) -> McpRequest {
+        for tool in &self.allowed {
+            sink.tool_call(tool, None);
+        }
+        for call in self.refused {
+            let tool = call.tool.unwrap_or_default();
+            // A spent budget is `budget_exhausted`; the rest the door's.
+            let kind = match refusal_kind(call.reason) {
+                RefusalKind::BudgetExhausted => RefusalKind::BudgetExhausted,
+                _ => RefusalKind::EgressRefused,
+            };
+            sink.tool_call(&tool, Some(refusal(kind, call.reason, format!("{server}:{tool}"))));
+        }
+        self.outcome
+    }
+}
+
 /// Whether `headers` say the body is `media` (parameters ignored).
 fn is_media(headers: &HeaderMap, media: &str) -> bool {
     headers
@@ -62,7 +100,8 @@ fn is_media(headers: &HeaderMap, media: &str) -> bool {
 /// `DELETE` (the end of a session) go on as they are; a `POST` must be
 /// JSON-RPC 2.0 in `application/json`; any other method, or a message that
 /// does not read, is `mcp_message_invalid`. Returns the calls refused
-/// and the tools let through beside the outcome, for the caller to record.
+/// and the tools let through beside the outcome, for the caller to record
+/// ([`McpRead::record`]).
 #[allow(
     clippy::too_many_arguments,
     reason = "the ledger's spend takes what it takes; one call site per door"
@@ -76,9 +115,10 @@ pub async fn read_request(
     grant_id: &str,
     ledger_required: bool,
     now: UnixTime,
-) -> Result<(McpRequest, Vec<RefusedCall>, Vec<String>), Reason> {
+) -> Result<McpRead, Reason> {
     if *method == Method::GET || *method == Method::DELETE {
-        return Ok((McpRequest::Forward { body: None, errors: Vec::new() }, Vec::new(), Vec::new()));
+        let outcome = McpRequest::Forward { body: None, errors: Vec::new() };
+        return Ok(McpRead { outcome, refused: Vec::new(), allowed: Vec::new() });
     }
     if *method != Method::POST || !is_media(headers, "application/json") || body.len() > MAX_MESSAGE_BYTES {
         return Err(Reason::McpMessageInvalid);
@@ -104,7 +144,7 @@ pub async fn read_request(
         Some(_) if judged.untouched() => McpRequest::Forward { body: None, errors },
         Some(body) => McpRequest::Forward { body: Some(Bytes::from(body)), errors },
     };
-    Ok((outcome, refused, allowed))
+    Ok(McpRead { outcome, refused, allowed })
 }
 
 /// The body gatehouse answers with alone: the errors, one or an array.

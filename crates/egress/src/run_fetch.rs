@@ -482,30 +482,14 @@ impl RunFetch<'_> {
             self.door.clock.now(),
         )
         .await;
-        let (outcome, refused, allowed) = read.map_err(|reason| {
-            self.note(
-                RefusalKind::EgressRefused,
-                reason,
-                Some(host.to_owned()),
-                Some(declared.name.clone()),
-                None,
-                false,
-            );
+        let read = read.map_err(|reason| {
+            let server = Some(declared.name.clone());
+            self.note(RefusalKind::EgressRefused, reason, Some(host.to_owned()), server, None, false);
             DoorError::Refused(reason)
         })?;
-        for tool in allowed {
-            self.door.sink.tool_call(&tool, None);
-        }
-        for call in refused {
-            let tool = call.tool.unwrap_or_default();
-            let refusal = self.refusal(
-                refusal_kind_of_call(call.reason),
-                call.reason,
-                Some(host.to_owned()),
-                Some(format!("{}:{tool}", declared.name)),
-            );
-            self.door.sink.tool_call(&tool, Some(refusal));
-        }
+        let outcome = read.record(self.door.sink.as_ref(), &declared.name, |kind, reason, rule| {
+            self.refusal(kind, reason, Some(host.to_owned()), Some(rule))
+        });
         if let McpRequest::Forward { body: Some(body), .. } = &outcome {
             fetch.body = body.clone();
             fetch.headers.remove(http::header::CONTENT_LENGTH);
@@ -613,15 +597,6 @@ impl RunFetch<'_> {
             dry_run,
             at: 0,
         });
-    }
-}
-
-/// The kind a refused tool call is recorded under: a spent budget is
-/// `budget_exhausted`, the rest the door's.
-fn refusal_kind_of_call(reason: Reason) -> RefusalKind {
-    match refusal_kind(reason) {
-        RefusalKind::BudgetExhausted => RefusalKind::BudgetExhausted,
-        _ => RefusalKind::EgressRefused,
     }
 }
 

@@ -9,7 +9,6 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use gatehouse_capability::GrantClaims;
 use gatehouse_core::{Reason, RefusalKind};
-use gatehouse_ledger::refusal_kind;
 use gatehouse_mcp::{SseFilter, filter_json};
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, Limited};
@@ -95,28 +94,12 @@ impl Proxy {
             self.clock.now(),
         )
         .await;
-        let (outcome, refused_calls, allowed) = read.map_err(|_| invalid())?;
-        for tool in allowed {
-            self.sink.tool_call(&tool, None);
-        }
-        for call in refused_calls {
-            let tool = call.tool.unwrap_or_default();
-            let kind = match refusal_kind(call.reason) {
-                RefusalKind::BudgetExhausted => RefusalKind::BudgetExhausted,
-                _ => RefusalKind::EgressRefused,
-            };
-            let refusal = gatehouse_core::Refusal {
+        let read = read.map_err(|_| invalid())?;
+        let outcome =
+            read.record(self.sink.as_ref(), &declared.name, |kind, reason, rule| gatehouse_core::Refusal {
                 request_id: Some(gatehouse_core::new_id("req")),
-                ..self.record(
-                    Some(grant),
-                    kind,
-                    call.reason,
-                    host.clone(),
-                    Some(format!("{}:{tool}", declared.name)),
-                )
-            };
-            self.sink.tool_call(&tool, Some(refusal));
-        }
+                ..self.record(Some(grant), kind, reason, host.clone(), Some(rule))
+            });
         Ok(match outcome {
             McpRequest::Answer { errors, batch } => McpOutcome::Answer(own_answer(&errors, batch)),
             McpRequest::Forward { body, errors } => {
