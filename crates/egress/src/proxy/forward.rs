@@ -228,7 +228,9 @@ impl Proxy {
         let body =
             if scrub.is_empty() { body } else { crate::inject::ScrubBody::new(body, &scrub).boxed_unsync() };
         match (mcp_server, mcp_errors) {
-            (Some(server), Some(errors)) => self.mcp_answer(parts, body, &server, errors, host).await,
+            (Some(server), Some(errors)) => {
+                self.mcp_answer(parts, body, &server, errors, (grant, host)).await
+            }
             _ => Ok(Response::from_parts(parts, body)),
         }
     }

@@ -108,14 +108,16 @@ impl Proxy {
         })
     }
 
-    /// The server's answer, narrowed, with the refused calls' errors.
+    /// The server's answer, narrowed, with the refused calls' errors. An
+    /// SSE answer that cannot be read (an event past the cap, a list
+    /// written twice) is cut where it broke, and the cut recorded.
     pub(super) async fn mcp_answer(
         &self,
         mut parts: http::response::Parts,
         body: ProxyBody,
         declared: &McpDeclared,
         errors: Vec<Value>,
-        host: Option<String>,
+        (grant, host): (&GrantClaims, Option<String>),
     ) -> Result<Response<ProxyBody>, Refused> {
         let bad =
             || refused(StatusCode::BAD_GATEWAY, Reason::McpMessageInvalid, host.clone(), &declared.name);
@@ -136,10 +138,24 @@ impl Proxy {
             Some("text/event-stream") => {
                 parts.headers.remove(header::CONTENT_LENGTH);
                 let filter = SseFilter::new(declared.tools.clone(), &errors);
-                Ok(Response::from_parts(
-                    parts,
-                    NarrowedStream { inner: body, filter: Some(filter) }.boxed_unsync(),
-                ))
+                let (sink, refusal) = (
+                    self.sink.clone(),
+                    self.record(
+                        Some(grant),
+                        RefusalKind::EgressRefused,
+                        Reason::McpMessageInvalid,
+                        host,
+                        Some(declared.name.clone()),
+                    ),
+                );
+                let on_cut: OnCut = Box::new(move || {
+                    sink.refused(gatehouse_core::Refusal {
+                        request_id: Some(gatehouse_core::new_id("req")),
+                        ..refusal
+                    })
+                });
+                let narrowed = NarrowedStream { inner: body, filter: Some(filter), on_cut: Some(on_cut) };
+                Ok(Response::from_parts(parts, narrowed.boxed_unsync()))
             }
             // Neither (a bare 202): the errors, if any, are the answer.
             _ if !errors.is_empty() => Ok(own_answer(&errors, true)),
@@ -148,11 +164,28 @@ impl Proxy {
     }
 }
 
+/// Records a cut stream.
+type OnCut = Box<dyn FnOnce() + Send>;
+
 /// An SSE answer narrowed event by event as it streams.
 struct NarrowedStream {
     inner: ProxyBody,
     /// `None` once the stream ended.
     filter: Option<SseFilter>,
+    /// Called once if the stream is cut for what it carried.
+    on_cut: Option<OnCut>,
+}
+
+impl NarrowedStream {
+    /// The stream's end for what it carried: recorded, then an error, which
+    /// cuts the answer where it broke.
+    fn cut(&mut self, e: gatehouse_mcp::Invalid) -> Box<dyn std::error::Error + Send + Sync> {
+        self.filter = None;
+        if let Some(on_cut) = self.on_cut.take() {
+            on_cut();
+        }
+        Box::new(e)
+    }
 }
 
 impl Body for NarrowedStream {
@@ -174,7 +207,10 @@ impl Body for NarrowedStream {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                     Ok(data) => {
-                        let out = filter.push(&data).map_err(|e| Box::new(e) as Self::Error)?;
+                        let out = match filter.push(&data) {
+                            Ok(out) => out,
+                            Err(e) => return Poll::Ready(Some(Err(this.cut(e)))),
+                        };
                         if !out.is_empty() {
                             return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
                         }
@@ -185,7 +221,10 @@ impl Body for NarrowedStream {
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
                 Poll::Ready(None) => {
                     let Some(filter) = this.filter.take() else { return Poll::Ready(None) };
-                    let rest = filter.finish().map_err(|e| Box::new(e) as Self::Error)?;
+                    let rest = match filter.finish() {
+                        Ok(rest) => rest,
+                        Err(e) => return Poll::Ready(Some(Err(this.cut(e)))),
+                    };
                     if !rest.is_empty() {
                         return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
                     }
@@ -225,10 +264,35 @@ mod tests {
         let inner = Chunks(chunks).boxed_unsync();
         let error = serde_json::json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32003}});
         let rules = gatehouse_mcp::ToolRules { allow: None, deny: vec!["rm".into()] };
-        let narrowed = NarrowedStream { inner, filter: Some(SseFilter::new(rules, &[error])) };
+        let narrowed = NarrowedStream { inner, filter: Some(SseFilter::new(rules, &[error])), on_cut: None };
         let out = narrowed.collect().await.unwrap().to_bytes();
         let text = String::from_utf8(out.to_vec()).unwrap();
         assert!(text.starts_with("event: message\ndata: {\"error\""), "{text}");
         assert!(text.contains(r#"{"name":"echo"}"#) && !text.contains(r#"{"name":"rm"}"#), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_cannot_be_read_is_cut_and_the_cut_recorded() {
+        // A tools list written twice in one event: a client might read the
+        // second, so the stream is cut there, once.
+        let twice = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[],"tools":[{"name":"rm"}]}}"#;
+        let stream =
+            format!("data: {{\"jsonrpc\":\"2.0\",\"method\":\"x\"}}\n\ndata: {twice}\n\ndata: more\n\n");
+        let inner = Chunks(std::iter::once(Bytes::from(stream)).collect()).boxed_unsync();
+        let cuts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = cuts.clone();
+        let on_cut: OnCut = Box::new(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        let rules = gatehouse_mcp::ToolRules::default();
+        let mut narrowed =
+            NarrowedStream { inner, filter: Some(SseFilter::new(rules, &[])), on_cut: Some(on_cut) };
+        let got = std::future::poll_fn(|cx| Pin::new(&mut narrowed).poll_frame(cx)).await;
+        assert!(
+            got.unwrap().is_err(),
+            "the event before the broken one is in the same chunk: all of it is cut"
+        );
+        assert!(std::future::poll_fn(|cx| Pin::new(&mut narrowed).poll_frame(cx)).await.is_none());
+        assert_eq!(cuts.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 }
