@@ -583,20 +583,7 @@ impl RunFetch<'_> {
         lease_id: Option<String>,
         dry_run: bool,
     ) {
-        self.door.sink.refused(Refusal {
-            kind,
-            reason,
-            tenant_id: self.claims.tenant_id.clone(),
-            run_id: Some(self.claims.exec_id.clone()),
-            request_id: Some(self.request_id.to_owned()),
-            host,
-            rule,
-            lease_id,
-            actor: None,
-            file_name: None,
-            dry_run,
-            at: 0,
-        });
+        self.door.sink.refused(Refusal { lease_id, dry_run, ..self.refusal(kind, reason, host, rule) });
     }
 }
 

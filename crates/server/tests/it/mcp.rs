@@ -92,6 +92,20 @@ async fn a_run_takes_a_tool_call_budget_its_ledger_spends() {
     assert_eq!(refusals["items"][0]["kind"], "budget_exhausted", "{refusals}");
 }
 
+/// A node that may reach loopback servers, with tenant t1's MCP servers
+/// declared as `servers`.
+async fn node_declaring(servers: serde_json::Value) -> crate::support::Node {
+    let node = crate::support::node_with("all", &[("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.1/32")]).await;
+    declare(&node, servers).await;
+    node
+}
+
+/// Declares tenant t1's MCP servers.
+async fn declare(node: &crate::support::Node, servers: serde_json::Value) {
+    let declared = put(node, "/v1/tenants/t1/mcp-servers", json!({ "servers": servers })).await;
+    assert_eq!(declared.status, 200, "{}", declared.text);
+}
+
 /// A run's JSON-RPC body sent to `url` through the fetch API: the status,
 /// the content type and the answer's body.
 async fn mcp_fetch(
@@ -140,17 +154,11 @@ async fn the_fetch_api_reads_a_runs_mcp_messages_with_the_real_sdk_server() {
     use gatehouse_test_support::{McpAnswers, McpServer};
     let json_server = McpServer::start(McpAnswers::Json);
     let sse_server = McpServer::start(McpAnswers::Sse);
-    let node = crate::support::node_with("all", &[("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.1/32")]).await;
-    let declared = put(
-        &node,
-        "/v1/tenants/t1/mcp-servers",
-        json!({"servers": [
-            {"name": "tools", "url": json_server.url(), "tools": {"allow": ["echo", "big"]}},
-            {"name": "stream", "url": sse_server.url(), "tools": {"deny": ["rm"]}},
-        ]}),
-    )
+    let node = node_declaring(json!([
+        {"name": "tools", "url": json_server.url(), "tools": {"allow": ["echo", "big"]}},
+        {"name": "stream", "url": sse_server.url(), "tools": {"deny": ["rm"]}},
+    ]))
     .await;
-    assert_eq!(declared.status, 200, "{}", declared.text);
     let run = crate::support::call(
         &node,
         "/v1/runs",
@@ -307,17 +315,11 @@ async fn the_sdk_client_through_the_proxy_sees_only_what_the_run_may_call() {
     let secret = "mcp-lease-secret-never-shown-5b1c";
     let json_server = McpServer::start(McpAnswers::Json);
     let sse_server = McpServer::start(McpAnswers::Sse);
-    let node = crate::support::node_with("all", &[("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.1/32")]).await;
-    let declared = put(
-        &node,
-        "/v1/tenants/t1/mcp-servers",
-        json!({"servers": [
-            {"name": "tools", "url": json_server.url(), "tools": {"allow": ["echo", "big"]}},
-            {"name": "stream", "url": sse_server.url(), "tools": {"deny": ["rm"]}},
-        ]}),
-    )
+    let node = node_declaring(json!([
+        {"name": "tools", "url": json_server.url(), "tools": {"allow": ["echo", "big"]}},
+        {"name": "stream", "url": sse_server.url(), "tools": {"deny": ["rm"]}},
+    ]))
     .await;
-    assert_eq!(declared.status, 200, "{}", declared.text);
     let credential = crate::support::call(
         &node,
         "/v1/tenants/t1/credentials",
@@ -387,17 +389,15 @@ async fn the_sdk_client_through_the_proxy_sees_only_what_the_run_may_call() {
     // Sessions: a stateful server's Mcp-Session-Id, its GET stream and the
     // DELETE that ends it all pass through the door.
     let stateful = McpServer::stateful(McpAnswers::Sse);
-    let declared = put(
+    declare(
         &node,
-        "/v1/tenants/t1/mcp-servers",
-        json!({"servers": [
+        json!([
             {"name": "tools", "url": json_server.url(), "tools": {"allow": ["echo", "big"]}},
             {"name": "stream", "url": sse_server.url(), "tools": {"deny": ["rm"]}},
             {"name": "sessions", "url": stateful.url(), "tools": {"deny": ["rm"]}},
-        ]}),
+        ]),
     )
     .await;
-    assert_eq!(declared.status, 200, "{}", declared.text);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let (_, via) = new_run().await;
     let seen = sdk_client(&stateful.url(), &via, &["echo", "rm"]).await;
@@ -427,14 +427,8 @@ async fn the_sdk_client_through_the_proxy_sees_only_what_the_run_may_call() {
 async fn sse_passes_event_by_event_and_bad_messages_never_reach_the_server() {
     use gatehouse_test_support::{McpAnswers, McpServer};
     let server = McpServer::start(McpAnswers::Sse);
-    let node = crate::support::node_with("all", &[("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.1/32")]).await;
-    let declared = put(
-        &node,
-        "/v1/tenants/t1/mcp-servers",
-        json!({"servers": [{"name": "stream", "url": server.url(), "tools": {"deny": ["rm"]}}]}),
-    )
-    .await;
-    assert_eq!(declared.status, 200, "{}", declared.text);
+    let node =
+        node_declaring(json!([{"name": "stream", "url": server.url(), "tools": {"deny": ["rm"]}}])).await;
     let run =
         crate::support::call(&node, "/v1/runs", json!({"tenant_id": "t1", "user_id": "u1", "body": {}}))
             .await
@@ -573,13 +567,7 @@ async fn an_https_mcp_server_is_read_inside_the_tunnel_gatehouse_terminates() {
         ],
     )
     .await;
-    let declared = put(
-        &node,
-        "/v1/tenants/t1/mcp-servers",
-        json!({"servers": [{"name": "secure", "url": server.url(), "tools": {"allow": ["echo"]}}]}),
-    )
-    .await;
-    assert_eq!(declared.status, 200, "{}", declared.text);
+    declare(&node, json!([{"name": "secure", "url": server.url(), "tools": {"allow": ["echo"]}}])).await;
     let run =
         crate::support::call(&node, "/v1/runs", json!({"tenant_id": "t1", "user_id": "u1", "body": {}}))
             .await
