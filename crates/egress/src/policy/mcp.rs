@@ -59,6 +59,10 @@ impl Policy {
 
     /// Whether `target`'s host and port are a declared server's.
     pub fn serves_mcp(&self, target: &Target) -> bool {
+        // Every request asks: a tenant without MCP servers pays nothing.
+        if self.mcp.is_empty() {
+            return false;
+        }
         let host = host_text(&target.host);
         self.mcp.iter().any(|m| m.endpoint.port == target.port && m.endpoint.host.eq_ignore_ascii_case(&host))
     }
