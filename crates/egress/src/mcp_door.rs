@@ -10,7 +10,7 @@ use bytes::Bytes;
 use gatehouse_core::{Reason, Refusal, RefusalKind, UnixTime};
 use gatehouse_ledger::{Ledger, Operation, refusal_kind, spend};
 use gatehouse_mcp::{SseFilter, ToolRules, filter_json, judge, parse_post};
-use http::{HeaderMap, Method, header};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde_json::Value;
 
 use crate::policy::mcp::McpDeclared;
@@ -88,7 +88,7 @@ impl McpRead {
 }
 
 /// Whether `headers` say the body is `media` (parameters ignored).
-fn is_media(headers: &HeaderMap, media: &str) -> bool {
+pub(crate) fn is_media(headers: &HeaderMap, media: &str) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -147,13 +147,21 @@ pub async fn read_request(
     Ok(McpRead { outcome, refused, allowed })
 }
 
-/// The body gatehouse answers with alone: the errors, one or an array.
-pub fn answer_body(errors: &[Value], batch: bool) -> Bytes {
+/// The answer gatehouse gives alone, for a body it sent nothing of: the
+/// refused requests' errors as JSON (one, or an array for a batch), or a
+/// bare `202 Accepted` when only notifications were refused, as a server
+/// answers them. Status, headers, body.
+pub fn own_answer(errors: &[Value], batch: bool) -> (StatusCode, HeaderMap, Bytes) {
+    let mut headers = HeaderMap::new();
+    if errors.is_empty() {
+        return (StatusCode::ACCEPTED, headers, Bytes::new());
+    }
     let value = match errors {
         [only] if !batch => only.clone(),
         all => Value::Array(all.to_vec()),
     };
-    Bytes::from(serde_json::to_vec(&value).unwrap_or_default())
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    (StatusCode::OK, headers, Bytes::from(serde_json::to_vec(&value).unwrap_or_default()))
 }
 
 /// A whole answer from the server, narrowed by content type: JSON and SSE

@@ -589,15 +589,7 @@ impl RunFetch<'_> {
 
 /// Gatehouse's own answer for a body it sent nothing of.
 fn mcp_answer(errors: &[serde_json::Value], batch: bool) -> crate::fetch::FetchResponse {
-    let mut headers = http::HeaderMap::new();
-    let status = if errors.is_empty() {
-        http::StatusCode::ACCEPTED
-    } else {
-        headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-        http::StatusCode::OK
-    };
-    let body =
-        if errors.is_empty() { bytes::Bytes::new() } else { crate::mcp_door::answer_body(errors, batch) };
+    let (status, headers, body) = crate::mcp_door::own_answer(errors, batch);
     crate::fetch::FetchResponse { status, headers, body, redirects: 0 }
 }
 

@@ -10,7 +10,6 @@
 //! object or an array, and a response carries exactly one of `result` and
 //! `error`. Members beyond these are passed on untouched.
 
-use gatehouse_core::Reason;
 use serde_json::{Map, Value};
 
 /// One JSON-RPC message.
@@ -91,15 +90,10 @@ impl Body {
     }
 }
 
-/// A body that is not JSON-RPC 2.0 (`mcp_message_invalid`); which rule it
+/// A body that is not JSON-RPC 2.0 (refused `mcp_message_invalid`); which rule it
 /// broke, for the log, never a fragment of the input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Invalid(pub &'static str);
-
-impl Invalid {
-    /// The refusal's reason.
-    pub const REASON: Reason = Reason::McpMessageInvalid;
-}
 
 impl std::fmt::Display for Invalid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

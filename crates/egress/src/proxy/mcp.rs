@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::refusal::Refused;
 use super::{Proxy, ProxyBody};
-use crate::mcp_door::{MAX_MESSAGE_BYTES, McpRequest, answer_body, read_request};
+use crate::mcp_door::{MAX_MESSAGE_BYTES, McpRequest, is_media, read_request};
 use crate::policy::mcp::McpDeclared;
 
 /// What the proxy does with a run's request to a declared server.
@@ -44,15 +44,10 @@ fn refused(status: StatusCode, reason: Reason, host: Option<String>, server: &st
 /// A response of gatehouse's own: the refused calls' errors as JSON (or a
 /// bare `202 Accepted` when only notifications were refused).
 fn own_answer(errors: &[Value], batch: bool) -> Response<ProxyBody> {
-    let (status, body) = match errors.is_empty() {
-        true => (StatusCode::ACCEPTED, Bytes::new()),
-        false => (StatusCode::OK, answer_body(errors, batch)),
-    };
+    let (status, headers, body) = crate::mcp_door::own_answer(errors, batch);
     let mut response = Response::new(Full::new(body).map_err(|never| match never {}).boxed_unsync());
     *response.status_mut() = status;
-    if status == StatusCode::OK {
-        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    }
+    *response.headers_mut() = headers;
     response
 }
 
@@ -121,45 +116,38 @@ impl Proxy {
     ) -> Result<Response<ProxyBody>, Refused> {
         let bad =
             || refused(StatusCode::BAD_GATEWAY, Reason::McpMessageInvalid, host.clone(), &declared.name);
-        let media = parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .map(|m| m.trim().to_ascii_lowercase());
-        match media.as_deref() {
-            Some("application/json") => {
-                let whole = body.collect().await.map_err(|_| bad())?.to_bytes();
-                let narrowed = filter_json(&whole, &declared.tools, &errors).map_err(|_| bad())?;
-                parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(narrowed.len()));
-                let body = Full::new(Bytes::from(narrowed)).map_err(|never| match never {}).boxed_unsync();
-                Ok(Response::from_parts(parts, body))
-            }
-            Some("text/event-stream") => {
-                parts.headers.remove(header::CONTENT_LENGTH);
-                let filter = SseFilter::new(declared.tools.clone(), &errors);
-                let (sink, refusal) = (
-                    self.sink.clone(),
-                    self.record(
-                        Some(grant),
-                        RefusalKind::EgressRefused,
-                        Reason::McpMessageInvalid,
-                        host,
-                        Some(declared.name.clone()),
-                    ),
-                );
-                let on_cut: OnCut = Box::new(move || {
-                    sink.refused(gatehouse_core::Refusal {
-                        request_id: Some(gatehouse_core::new_id("req")),
-                        ..refusal
-                    })
-                });
-                let narrowed = NarrowedStream { inner: body, filter: Some(filter), on_cut: Some(on_cut) };
-                Ok(Response::from_parts(parts, narrowed.boxed_unsync()))
-            }
-            // Neither (a bare 202): the errors, if any, are the answer.
-            _ if !errors.is_empty() => Ok(own_answer(&errors, true)),
-            _ => Ok(Response::from_parts(parts, body)),
+        if is_media(&parts.headers, "application/json") {
+            let whole = body.collect().await.map_err(|_| bad())?.to_bytes();
+            let narrowed = filter_json(&whole, &declared.tools, &errors).map_err(|_| bad())?;
+            parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(narrowed.len()));
+            let body = Full::new(Bytes::from(narrowed)).map_err(|never| match never {}).boxed_unsync();
+            Ok(Response::from_parts(parts, body))
+        } else if is_media(&parts.headers, "text/event-stream") {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            let filter = SseFilter::new(declared.tools.clone(), &errors);
+            let (sink, refusal) = (
+                self.sink.clone(),
+                self.record(
+                    Some(grant),
+                    RefusalKind::EgressRefused,
+                    Reason::McpMessageInvalid,
+                    host,
+                    Some(declared.name.clone()),
+                ),
+            );
+            let on_cut: OnCut = Box::new(move || {
+                sink.refused(gatehouse_core::Refusal {
+                    request_id: Some(gatehouse_core::new_id("req")),
+                    ..refusal
+                })
+            });
+            let narrowed = NarrowedStream { inner: body, filter: Some(filter), on_cut: Some(on_cut) };
+            Ok(Response::from_parts(parts, narrowed.boxed_unsync()))
+        } else if !errors.is_empty() {
+            // Neither (a bare 202): the errors are the answer.
+            Ok(own_answer(&errors, true))
+        } else {
+            Ok(Response::from_parts(parts, body))
         }
     }
 }
