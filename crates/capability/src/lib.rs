@@ -9,6 +9,10 @@
 //! - [`service_token`]: the internal service token, compared in constant time.
 //! - [`credential`]: stored credentials HPKE-sealed to the gateway, so the
 //!   worker can write and rotate them but never read them back.
+//! - [`github_app`]: a GitHub App's private key and the RS256 app JWT the
+//!   door trades for an installation token.
+//! - [`sigv4`]: AWS Signature Version 4, the door's signature with a stored
+//!   `aws_sigv4` credential.
 //!
 //! Architecture invariant: pure functions over bytes. No I/O, no clock reads
 //! (callers pass `now`), no async. This is the only crate that handles key bytes.
@@ -20,12 +24,14 @@ pub mod admin_session;
 pub mod canonical;
 pub mod credential;
 mod encoding;
+pub mod github_app;
 pub mod grant;
 pub mod keys;
 pub mod manifest;
 pub mod secret;
 pub mod service_token;
 pub mod session_key;
+pub mod sigv4;
 
 pub use admin_password::{AdminPasswordError, AdminPasswordHash};
 pub use admin_session::SessionToken;

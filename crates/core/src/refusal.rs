@@ -319,6 +319,10 @@ closed_codes! {
         McpToolDenied => "mcp_tool_denied",
         /// A request to a declared MCP endpoint that is not valid JSON-RPC 2.0 (or MCP over HTTP).
         McpMessageInvalid => "mcp_message_invalid",
+        /// A request to a host the run's AWS credential signs for carries a presigned query string (`X-Amz-Signature`, `X-Amz-Credential`, ...): the door signs, never the run.
+        Sigv4PresignedUrl => "sigv4_presigned_url",
+        /// A request to a host the run's AWS credential signs for carries a chunk-signed streaming body (`STREAMING-AWS4-HMAC-SHA256-PAYLOAD`), whose chunk signatures only a holder of the keys can make.
+        Sigv4StreamingSigned => "sigv4_streaming_signed",
     }
 }
 
@@ -569,6 +573,8 @@ mod tests {
                 "budget_tool_calls_exhausted",
                 "mcp_tool_denied",
                 "mcp_message_invalid",
+                "sigv4_presigned_url",
+                "sigv4_streaming_signed",
             ]
         );
         let kinds: Vec<&str> = RefusalKind::ALL.iter().map(|k| k.as_str()).collect();

@@ -10,7 +10,7 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::indexing_slicing, reason = "benchmark")]
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use gatehouse_egress::inject::{InjectRule, LeaseEntry, LeaseState, apply, placeholder_for};
+use gatehouse_egress::inject::{Delivery, InjectRule, LeaseEntry, LeaseState, apply, placeholder_for};
 
 const SECRET: &[u8] = b"ghp_Q7x2Lm9Vt4Rk8Wz3Np6Yb1Hc5Jd0FsA1b2";
 const CHUNK: usize = 16 << 10;
@@ -57,7 +57,7 @@ fn basic_lease() -> LeaseEntry {
         host: "api.example".to_owned(),
         granted_at: 0,
         state: LeaseState::Live { expires_at: i64::MAX },
-        rule: InjectRule::basic("x-access-token").unwrap(),
+        delivery: Delivery::Inject(InjectRule::basic("x-access-token").unwrap()),
         allow_plain_http: false,
     }
 }

@@ -315,12 +315,7 @@ impl Fetcher {
         let mut request = Request::builder().method(method.clone()).uri(target.path_and_query.as_str());
         if let Some(h) = request.headers_mut() {
             h.extend(headers.clone());
-            let authority = if target.port == target.scheme.default_port() {
-                target.host.to_string()
-            } else {
-                format!("{}:{}", target.host, target.port)
-            };
-            if let Ok(v) = HeaderValue::from_str(&authority) {
+            if let Ok(v) = HeaderValue::from_str(&target.authority()) {
                 h.insert(header::HOST, v);
             }
         }

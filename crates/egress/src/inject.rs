@@ -135,6 +135,17 @@ fn check_username(username: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// How a lease's credential goes into a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Its secret (stored, or a token minted from what is stored) goes in
+    /// by this rule.
+    Inject(InjectRule),
+    /// The request is signed with AWS Signature Version 4 for this scope
+    /// ([`crate::sigv4`]); no placeholder has a place in it.
+    SigV4(gatehouse_capability::sigv4::Scope),
+}
+
 /// Where a lease stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LeaseState {
@@ -168,9 +179,9 @@ pub struct LeaseEntry {
     pub granted_at: UnixTime,
     /// Live or revoked.
     pub state: LeaseState,
-    /// How the credential goes in when the sandbox did not place it, and
-    /// the one place a placeholder the sandbox put may stand.
-    pub rule: InjectRule,
+    /// How the credential goes in: for an inject rule, also the one place
+    /// a placeholder the sandbox put may stand.
+    pub delivery: Delivery,
     /// The credential may be sent over plain `http://` (a test server, an
     /// internal host); otherwise it is injected over TLS only.
     pub allow_plain_http: bool,
@@ -361,7 +372,11 @@ fn placed_by_the_rule(headers: &HeaderMap, lease: &LeaseEntry) -> bool {
     let (Some((name, value)), None) = (places.next(), places.next()) else {
         return false;
     };
-    match &lease.rule {
+    let Delivery::Inject(rule) = &lease.delivery else {
+        // A signed request has no place for a placeholder.
+        return false;
+    };
+    match rule {
         InjectRule::Header { name: rule_name, format } => {
             name == rule_name
                 && value.as_bytes() == format.replacen(SECRET_MARK, &lease.placeholder, 1).as_bytes()
@@ -398,6 +413,10 @@ fn placed_by_the_rule(headers: &HeaderMap, lease: &LeaseEntry) -> bool {
 /// [`InjectRule::header`] or [`InjectRule::basic`] would accept (the
 /// variants' fields are public, so a rule may not have come through them).
 pub fn apply(headers: &mut HeaderMap, lease: &LeaseEntry, secret: &[u8]) -> Result<Scrub, Reason> {
+    // A signing lease's material is never a header value.
+    let Delivery::Inject(rule) = &lease.delivery else {
+        return Err(Reason::HeaderNotAllowed);
+    };
     if secret.is_empty() {
         return Err(Reason::CredentialUnreadable);
     }
@@ -435,7 +454,7 @@ pub fn apply(headers: &mut HeaderMap, lease: &LeaseEntry, secret: &[u8]) -> Resu
         return Ok(scrub);
     }
 
-    match &lease.rule {
+    match rule {
         InjectRule::Header { name, format } => {
             check_header_rule(name, format).map_err(|_| Reason::HeaderNotAllowed)?;
             let (before, after) = format.split_once(SECRET_MARK).ok_or(Reason::HeaderNotAllowed)?;
@@ -540,7 +559,7 @@ fn basic_credentials(value: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
 /// `input` with `%XX` escapes decoded (hex digits in either case; an invalid
 /// escape is left as it is) and, for `plus_as_space`, `+` read as a space
 /// (HTML form encoding, which many servers apply to queries).
-fn percent_decode(input: &[u8], plus_as_space: bool) -> Vec<u8> {
+pub(crate) fn percent_decode(input: &[u8], plus_as_space: bool) -> Vec<u8> {
     let hex = |b: u8| char::from(b).to_digit(16).and_then(|d| u8::try_from(d).ok());
     let mut out = Vec::with_capacity(input.len());
     let mut i = 0;
@@ -613,7 +632,7 @@ mod tests {
             host: host.to_owned(),
             granted_at,
             state,
-            rule: InjectRule::header("authorization", "Bearer {secret}").unwrap(),
+            delivery: Delivery::Inject(InjectRule::header("authorization", "Bearer {secret}").unwrap()),
             allow_plain_http: false,
         }
     }
@@ -796,11 +815,11 @@ mod tests {
         assert_eq!(examine(&raw, "/", HOST, true, &leases, NOW), misplaced);
         // A rule naming another header takes the placeholder there, whole.
         let mut keyed = leases.clone();
-        keyed[0].rule = InjectRule::header("x-api-key", "{secret}").unwrap();
+        keyed[0].delivery = Delivery::Inject(InjectRule::header("x-api-key", "{secret}").unwrap());
         let custom = headers(&[("x-api-key", older), ("accept", "*/*")]);
         assert_eq!(examine(&custom, "/", HOST, true, &keyed, NOW), inject(0));
         let cookie_rule = InjectRule::header("cookie", "session={secret}").unwrap();
-        keyed[0].rule = cookie_rule;
+        keyed[0].delivery = Delivery::Inject(cookie_rule);
         let cookie = headers(&[("cookie", &format!("session={older}"))]);
         assert_eq!(examine(&cookie, "/", HOST, true, &keyed, NOW), inject(0));
         let cookie = headers(&[("cookie", &format!("theme=dark; session={older}"))]);
@@ -813,7 +832,7 @@ mod tests {
     #[test]
     fn a_placeholder_in_basic_credentials_is_the_password_of_the_rules_user() {
         let mut leases = [live(1, HOST), live(2, HOST)];
-        leases[0].rule = InjectRule::basic("git").unwrap();
+        leases[0].delivery = Delivery::Inject(InjectRule::basic("git").unwrap());
         let p = &leases[0].placeholder.clone();
         let padded = b64(format!("git:{p}"));
         let unpadded = padded.trim_end_matches('=').to_owned();
@@ -1020,7 +1039,7 @@ mod tests {
     #[test]
     fn a_header_rule_replaces_what_the_sandbox_set() {
         let mut entry = live(1, HOST);
-        entry.rule = InjectRule::header("Authorization", "token {secret}").unwrap();
+        entry.delivery = Delivery::Inject(InjectRule::header("Authorization", "token {secret}").unwrap());
         let mut request = headers(&[
             ("authorization", "Bearer sandbox-made"),
             ("authorization", "Basic Zm9vOmJhcg=="),
@@ -1035,7 +1054,7 @@ mod tests {
         assert_eq!(scrub.pairs().len(), 1);
 
         let mut cookie = live(2, HOST);
-        cookie.rule = InjectRule::header("cookie", "session={secret}").unwrap();
+        cookie.delivery = Delivery::Inject(InjectRule::header("cookie", "session={secret}").unwrap());
         let mut request = headers(&[("cookie", "theme=dark")]);
         apply(&mut request, &cookie, SECRET).unwrap();
         assert_eq!(request["cookie"].as_bytes(), [b"session=".as_slice(), SECRET].concat());
@@ -1044,7 +1063,7 @@ mod tests {
     #[test]
     fn a_basic_rule_sends_user_and_secret() {
         let mut entry = live(1, HOST);
-        entry.rule = InjectRule::basic("x-access-token").unwrap();
+        entry.delivery = Delivery::Inject(InjectRule::basic("x-access-token").unwrap());
         let mut request = headers(&[("authorization", "Bearer nope")]);
         let scrub = apply(&mut request, &entry, SECRET).unwrap();
         let value = &request[header::AUTHORIZATION];
@@ -1060,7 +1079,7 @@ mod tests {
     #[test]
     fn a_placeholder_in_git_basic_credentials_is_replaced_and_reencoded() {
         let mut entry = live(1, HOST);
-        entry.rule = InjectRule::basic("x-access-token").unwrap();
+        entry.delivery = Delivery::Inject(InjectRule::basic("x-access-token").unwrap());
         let p = &entry.placeholder;
         for sent in [b64(format!("x-access-token:{p}")), b64(format!("x-access-token:{p}")).replace('=', "")]
         {
@@ -1164,13 +1183,13 @@ mod tests {
             InjectRule::Basic { username: "a:b".into() },
             InjectRule::Basic { username: String::new() },
         ] {
-            entry.rule = rule;
+            entry.delivery = Delivery::Inject(rule);
             let mut request = headers(&[("authorization", "Bearer sandbox")]);
             assert_eq!(
                 apply(&mut request, &entry, SECRET).err(),
                 Some(Reason::HeaderNotAllowed),
                 "{:?}",
-                entry.rule
+                entry.delivery
             );
             assert_eq!(request["authorization"], "Bearer sandbox");
         }
@@ -1179,7 +1198,7 @@ mod tests {
     #[test]
     fn the_scrub_takes_both_forms_out_of_headers_and_body() {
         let mut entry = live(1, HOST);
-        entry.rule = InjectRule::basic("x-access-token").unwrap();
+        entry.delivery = Delivery::Inject(InjectRule::basic("x-access-token").unwrap());
         let scrub = apply(&mut HeaderMap::new(), &entry, SECRET).unwrap();
         let s = std::str::from_utf8(SECRET).unwrap();
         let sent = b64(format!("x-access-token:{s}"));
@@ -1213,7 +1232,7 @@ mod tests {
             InjectRule::basic("x-access-token").unwrap(),
             InjectRule::header("x-api-key", "{secret}").unwrap(),
         ] {
-            entry.rule = rule;
+            entry.delivery = Delivery::Inject(rule);
             let mut request = headers(&[("x-a", &entry.placeholder)]);
             let scrub = apply(&mut request, &entry, SECRET).unwrap();
             let mut rule_added = HeaderMap::new();
@@ -1299,7 +1318,7 @@ mod tests {
 
     fn leases() -> impl Strategy<Value = Vec<LeaseEntry>> {
         let mut basic = live(3, HOST);
-        basic.rule = InjectRule::basic("x-access-token").unwrap();
+        basic.delivery = Delivery::Inject(InjectRule::basic("x-access-token").unwrap());
         let all = vec![live(1, HOST), expired(2, HOST), basic, revoked(4, HOST, true), live(5, OTHER)];
         prop::sample::subsequence(all, 0..=5)
     }

@@ -15,8 +15,10 @@
 //! 4. [`crate::inject::examine`]: placeholders toward other hosts (the lease
 //!    is revoked at once), in the URL, of expired or revoked leases;
 //! 5. a lease's raw secret toward any host but its own: a leak attempt too;
-//! 6. the credential goes in ([`crate::inject::apply`]), and the response
-//!    will be scrubbed of it.
+//! 6. the credential goes in ([`crate::inject::apply`]; a minted token is
+//!    minted first if the one in hand is not fresh) or the request is
+//!    signed with it ([`crate::sigv4`]), and the response will be scrubbed
+//!    of it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -26,8 +28,11 @@ use gatehouse_capability::{CredentialSecret, LocalSeal, LocallySealed};
 use gatehouse_core::{Reason, UnixTime};
 use http::HeaderMap;
 
-use crate::inject::{self, LeaseEntry, LeaseRefusal, Scrub};
+use gatehouse_capability::sigv4::AwsKeys;
+
+use crate::inject::{self, Delivery, LeaseEntry, LeaseRefusal, Scrub};
 use crate::meter::EgressRefused;
+use crate::sigv4::{Payload, ToSign};
 
 /// What every placeholder begins with ([`inject::placeholder_for`]).
 pub const PLACEHOLDER_PREFIX: &str = "gatehouse_lease_";
@@ -78,6 +83,27 @@ impl std::fmt::Debug for LastCheck {
     }
 }
 
+/// A credential whose secret is a token minted from what is stored (a
+/// GitHub App's installation token, an OAuth access token): minted when a
+/// request needs it and reused while it is fresh.
+pub trait TokenSource: Send + Sync + 'static {
+    /// A fresh token, minted if the one in hand is not (a failing mint is
+    /// `lease_unavailable`, never a stale token).
+    fn token(&self) -> LeaseFuture<'_, Result<CredentialSecret, Reason>>;
+
+    /// The token in hand, if any, without minting: what a request toward
+    /// another host must not carry.
+    fn current(&self) -> Option<CredentialSecret>;
+}
+
+/// Where a lease's secret comes from.
+pub enum LeaseSecret {
+    /// Opened from the store once and kept under the process's own seal.
+    Sealed(LocallySealed),
+    /// Minted when needed.
+    Minted(Arc<dyn TokenSource>),
+}
+
 /// A run's leases, with their credentials' secrets sealed under this
 /// process's own key: a secret is in the clear only while one request
 /// that needs it is being sent.
@@ -89,7 +115,7 @@ pub struct RunLeases {
     /// Each entry's secret, or why it cannot be used: its credential is gone
     /// or does not open (`credential_unreadable`), or the lease does not
     /// match its credential's sealed facts (`lease_unavailable`).
-    pub secrets: Vec<Result<LocallySealed, Reason>>,
+    pub secrets: Vec<Result<LeaseSecret, Reason>>,
     /// The key `secrets` are sealed under.
     pub seal: Arc<LocalSeal>,
 }
@@ -104,10 +130,22 @@ impl std::fmt::Debug for RunLeases {
 }
 
 impl RunLeases {
-    /// The secret of entry `i`, opened for one request.
+    /// The secret of entry `i` as it stands, for one request: a stored one
+    /// opened, a minted one only if a token is in hand (nothing is minted).
     pub fn secret(&self, i: usize) -> Result<CredentialSecret, Reason> {
-        let sealed = self.secrets.get(i).ok_or(Reason::CredentialUnreadable)?.as_ref().map_err(|r| *r)?;
-        self.seal.open(sealed).map_err(|_| Reason::CredentialUnreadable)
+        match self.secrets.get(i).ok_or(Reason::CredentialUnreadable)?.as_ref().map_err(|r| *r)? {
+            LeaseSecret::Sealed(sealed) => self.seal.open(sealed).map_err(|_| Reason::CredentialUnreadable),
+            LeaseSecret::Minted(source) => source.current().ok_or(Reason::CredentialUnreadable),
+        }
+    }
+
+    /// The secret of entry `i` to send: a stored one opened, a minted one
+    /// minted if the token in hand is not fresh.
+    pub async fn open(&self, i: usize) -> Result<CredentialSecret, Reason> {
+        match self.secrets.get(i).ok_or(Reason::CredentialUnreadable)?.as_ref().map_err(|r| *r)? {
+            LeaseSecret::Sealed(sealed) => self.seal.open(sealed).map_err(|_| Reason::CredentialUnreadable),
+            LeaseSecret::Minted(source) => source.token().await,
+        }
     }
 }
 
@@ -232,6 +270,10 @@ pub struct OfRun<'a> {
 /// The request the lease rules are applied to.
 #[derive(Debug)]
 pub struct Outbound<'a> {
+    /// Its method.
+    pub method: &'a str,
+    /// The `Host` it is sent with (`host[:port]`), which a signature covers.
+    pub authority: &'a str,
     /// Its headers, where the credential goes in.
     pub headers: &'a mut HeaderMap,
     /// Its path and query.
@@ -254,7 +296,7 @@ pub async fn at_the_door(
 ) -> Result<Injected, LeaseRefusal> {
     let refuse = |reason| LeaseRefusal { reason, lease_id: None, revoke: false };
     let OfRun { grant_id, run_id, generation } = run;
-    let Outbound { headers, path_and_query, host, over_tls, body } = request;
+    let Outbound { method, authority, headers, path_and_query, host, over_tls, body } = request;
     let generation = match generation {
         None if mentions_placeholder(headers, path_and_query)
             || body.is_some_and(|b| inject::contains(b, PLACEHOLDER_PREFIX.as_bytes())) =>
@@ -313,8 +355,21 @@ pub async fn at_the_door(
     still_usable(source, run.grant_id, run_id, &entry.lease_id, generation, now)
         .await
         .map_err(lease_refusal)?;
-    let secret = leases.secret(i).map_err(lease_refusal)?;
-    let scrub = inject::apply(headers, entry, secret.expose()).map_err(lease_refusal)?;
+    let scrub = match &entry.delivery {
+        Delivery::Inject(_) => {
+            let secret = leases.open(i).await.map_err(lease_refusal)?;
+            inject::apply(headers, entry, secret.expose()).map_err(lease_refusal)?
+        }
+        Delivery::SigV4(scope) => {
+            let material = leases.secret(i).map_err(lease_refusal)?;
+            let keys =
+                AwsKeys::from_material(&material).map_err(|_| lease_refusal(Reason::CredentialUnreadable))?;
+            let payload = body.map_or(Payload::Streamed, Payload::InHand);
+            let request = ToSign { method, authority, path_and_query, payload };
+            crate::sigv4::sign(headers, &request, &keys, scope, &entry.placeholder, now)
+                .map_err(lease_refusal)?
+        }
+    };
     // The answer must come back as sent to be scrubbed of the secret.
     headers.insert(http::header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
     Ok(Injected { lease_id: Some(entry.lease_id.clone()), scrub, generation, watch })

@@ -37,6 +37,7 @@ pub mod resolve;
 pub mod run_fetch;
 pub mod scrub;
 pub mod service;
+pub mod sigv4;
 pub mod sni;
 pub mod special;
 pub mod target;

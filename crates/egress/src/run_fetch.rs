@@ -16,12 +16,15 @@ use gatehouse_core::{Clock, ErrorCode, Reason, Refusal, RefusalKind, UnixTime, n
 use gatehouse_ledger::{Ledger, Operation, refusal_kind, spend};
 
 use crate::fetch::{FetchRefusal, FetchRequest, Fetcher};
-use crate::inject::{InjectRule, LeaseEntry, LeaseState};
+use gatehouse_capability::sigv4::AwsKeys;
+
+use crate::inject::{Delivery, LeaseEntry, LeaseState};
 use crate::leases::{LastCheck, LeaseFuture, LeaseSource, OfRun, Outbound, mentions_placeholder};
 use crate::mcp_door::McpRequest;
 use crate::meter::{EgressMeter, door_refusal_kind};
 use crate::policy::mcp::McpDeclared;
 use crate::proxy::{PolicySource, RefusalSink};
+use crate::sigv4::{Payload, ToSign};
 
 /// Where a webhook signing lease's secret comes from: the lease must be the
 /// run's, live, for webhook signing, and for the delivery's host.
@@ -126,10 +129,10 @@ pub struct CredentialUse<'a> {
     pub tenant_id: &'a str,
     /// Who acted (`person:NAME`).
     pub actor: &'a str,
-    /// The credential's one host.
-    pub host: &'a str,
-    /// How its secret goes in.
-    pub rule: InjectRule,
+    /// The credential's hosts.
+    pub hosts: &'a [String],
+    /// How it goes in.
+    pub delivery: Delivery,
     /// It may be sent over plain `http://`.
     pub allow_plain_http: bool,
 }
@@ -173,7 +176,7 @@ impl FetchDoor {
         let target = crate::parse_url(&fetch.url)
             .map_err(|reason| note(RefusalKind::EgressRefused, reason, None, None, false))?;
         let host = target.host.to_string();
-        if host != who.host {
+        if !who.hosts.contains(&host) {
             return Err(note(RefusalKind::SecretRefused, Reason::LeaseHostMismatch, Some(host), None, false));
         }
         if target.scheme != crate::Scheme::Https && !who.allow_plain_http {
@@ -185,10 +188,31 @@ impl FetchDoor {
             host: host.clone(),
             granted_at: 0,
             state: LeaseState::Live { expires_at: UnixTime::MAX },
-            rule: who.rule.clone(),
+            delivery: who.delivery.clone(),
             allow_plain_http: who.allow_plain_http,
         };
-        fetch.scrub = crate::inject::apply(&mut fetch.headers, &entry, secret.expose())
+        let put_in = match &who.delivery {
+            Delivery::Inject(_) => crate::inject::apply(&mut fetch.headers, &entry, secret.expose()),
+            Delivery::SigV4(scope) => {
+                AwsKeys::from_material(secret).map_err(|_| Reason::CredentialUnreadable).and_then(|keys| {
+                    let request = ToSign {
+                        method: fetch.method.as_str(),
+                        authority: &target.authority(),
+                        path_and_query: &target.path_and_query,
+                        payload: Payload::InHand(&fetch.body),
+                    };
+                    crate::sigv4::sign(
+                        &mut fetch.headers,
+                        &request,
+                        &keys,
+                        scope,
+                        REDACTED_CREDENTIAL,
+                        self.clock.now(),
+                    )
+                })
+            }
+        };
+        fetch.scrub = put_in
             .map_err(|reason| note(RefusalKind::SecretRefused, reason, Some(host.clone()), None, false))?;
         // The answer must come back as sent to be scrubbed of the secret.
         fetch.headers.insert(http::header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
@@ -296,7 +320,10 @@ impl RunFetch<'_> {
             run_id: &self.claims.exec_id,
             generation: self.lease_generation,
         };
+        let authority = target.authority();
         let outbound = Outbound {
+            method: fetch.method.as_str(),
+            authority: &authority,
             headers: &mut fetch.headers,
             path_and_query: &target.path_and_query,
             host: &host,

@@ -90,10 +90,16 @@ pub struct Target {
 impl Target {
     /// `scheme://host[:port]`, the origin redirects are compared against.
     pub fn origin(&self) -> String {
+        format!("{}://{}", self.scheme.as_str(), self.authority())
+    }
+
+    /// `host[:port]`, the port only when it is not the scheme's default:
+    /// the `Host` header every door sends.
+    pub fn authority(&self) -> String {
         if self.port == self.scheme.default_port() {
-            format!("{}://{}", self.scheme.as_str(), self.host)
+            self.host.to_string()
         } else {
-            format!("{}://{}:{}", self.scheme.as_str(), self.host, self.port)
+            format!("{}:{}", self.host, self.port)
         }
     }
 

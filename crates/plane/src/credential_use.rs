@@ -22,7 +22,8 @@ use gatehouse_ledger::{LedgerBackend as _, Rate};
 use gatehouse_store::{AuditRecord, Credential};
 use serde_json::json;
 
-use crate::{Caller, Plane, PlaneError, Result, credentials};
+use crate::credential_kinds::Stored;
+use crate::{Caller, Plane, PlaneError, Result};
 
 /// The window a tenant's rate of credential use is counted over.
 const RATE_WINDOW_SECS: i64 = 60;
@@ -93,8 +94,8 @@ impl Plane {
             return Err(PlaneError::NotFound(Some(Reason::CredentialUnknown)));
         };
         // A webhook signing secret signs deliveries; it is never sent.
-        let Some((rule, allow_plain_http)) =
-            credentials::delivery(&credential.inject).filter(|_| credential.purpose != "webhook_signing")
+        let Some(stored) =
+            Stored::read(&credential.inject).filter(|_| credential.purpose != "webhook_signing")
         else {
             return Err(refuse(Reason::LeasePurposeMismatch));
         };
@@ -111,16 +112,25 @@ impl Plane {
             }
             Err(reason) => return Err(refuse(reason)),
         }
-        let secret = leases.open(&credential).map_err(refuse)?;
+        let hosts: Vec<String> = credential.hosts().map(str::to_owned).collect();
+        // The delivery of the host asked for; a host not the credential's
+        // is refused by the door.
+        let url_host = gatehouse_egress::parse_url(&req.fetch.url).ok().map(|t| t.host.to_string());
+        let host =
+            url_host.filter(|h| hosts.contains(h)).or_else(|| hosts.first().cloned()).unwrap_or_default();
+        let Some(delivery) = stored.delivery_for(&host) else {
+            return Err(refuse(Reason::CredentialUnreadable));
+        };
+        let secret = leases.secret_of(&credential, &stored).await.map_err(refuse)?;
         let method = req.fetch.method.to_string();
         let path = audited_path(&req.fetch.url);
         let who = CredentialUse {
             request_id,
             tenant_id: req.tenant_id,
             actor: &actor,
-            host: &credential.host,
-            rule,
-            allow_plain_http,
+            hosts: &hosts,
+            delivery,
+            allow_plain_http: stored.allow_plain_http,
         };
         let fetched = door.fetch_with_credential(&who, &secret, req.fetch).await;
         drop(secret);

@@ -14,7 +14,7 @@
 
 use gatehouse_capability::credential::{CredentialContext, CredentialSecret, seal};
 use gatehouse_core::{Reason, is_valid_id, new_id};
-use gatehouse_egress::inject::InjectRule;
+use gatehouse_egress::inject::{Delivery, InjectRule};
 use gatehouse_egress::target::parse_authority;
 use gatehouse_ledger::LedgerBackend as _;
 use gatehouse_store::{
@@ -22,8 +22,8 @@ use gatehouse_store::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
-use zeroize::Zeroizing;
 
+use crate::credential_kinds::{Kind, MAX_HOSTS, Material, Stored};
 use crate::{Caller, Plane, PlaneError, Result};
 
 /// What a credential may be for.
@@ -66,23 +66,12 @@ impl InjectSpec {
     }
 }
 
-/// How a stored credential is sent (its `inject` column, JSON text): the
-/// rule it reads back as, and whether plain HTTP is allowed.
-pub fn delivery(stored: &str) -> Option<(InjectRule, bool)> {
-    let (spec, allow_plain_http) = stored_delivery(stored)?;
-    Some((spec.rule().ok()?, allow_plain_http))
-}
-
-/// A stored `inject` column read back: the spec and whether plain HTTP is
+/// How a stored credential is sent to `host` (its `inject` column, JSON
+/// text, read by [`Stored::read`]): the delivery and whether plain HTTP is
 /// allowed.
-pub fn stored_delivery(stored: &str) -> Option<(InjectSpec, bool)> {
-    let mut fields: serde_json::Map<String, Value> = serde_json::from_str(stored).ok()?;
-    let allow_plain_http = match fields.remove("allow_plain_http") {
-        None => false,
-        Some(Value::Bool(allowed)) => allowed,
-        Some(_) => return None,
-    };
-    Some((serde_json::from_value(Value::Object(fields)).ok()?, allow_plain_http))
+pub fn delivery(stored: &str, host: &str) -> Option<(Delivery, bool)> {
+    let stored = Stored::read(stored)?;
+    Some((stored.delivery_for(host)?, stored.allow_plain_http))
 }
 
 /// A host as leases and the door compare it: lowercase ASCII (IDNA), no
@@ -92,6 +81,23 @@ pub fn normalized_host(host: &str) -> std::result::Result<String, Reason> {
         (host, None) => Ok(host.to_string()),
         (_, Some(_)) => Err(Reason::PortInvalid),
     }
+}
+
+/// A credential's purpose and hosts as a caller gives them, checked; the
+/// hosts normalized and joined by `,` (which no host holds), as the
+/// `host` column keeps them.
+fn credential_hosts(purpose: &str, hosts: &[String]) -> Result<String> {
+    if hosts.is_empty() || hosts.len() > MAX_HOSTS {
+        return Err(PlaneError::invalid("hosts holds 1 to 16 hosts"));
+    }
+    let mut normalized = Vec::with_capacity(hosts.len());
+    for host in hosts {
+        let host = purpose_and_host(purpose, host)?;
+        if !normalized.contains(&host) {
+            normalized.push(host);
+        }
+    }
+    Ok(normalized.join(","))
 }
 
 /// A purpose and a host as a caller gives them, checked; the host
@@ -106,21 +112,24 @@ fn purpose_and_host(purpose: &str, host: &str) -> Result<String> {
         .map_err(|_| PlaneError::invalid("host is one host name or address, without scheme, port or path"))
 }
 
-/// A credential to store. Its secret is wiped when dropped.
+/// A credential to store. Its secret material is wiped when dropped.
 pub struct NewCredential {
     /// Its name, unique in its tenant.
     pub name: String,
     /// What it is for (one of [`PURPOSES`]).
     pub purpose: String,
-    /// The one host it is sent to.
-    pub host: String,
-    /// How it is sent (none for `webhook_signing`).
+    /// The hosts it is sent to (one for `static` and `oauth2_refresh`).
+    pub hosts: Vec<String>,
+    /// Its kind and the kind's facts.
+    pub kind: Kind,
+    /// How it is sent (none for `webhook_signing` and `aws_sigv4`; a
+    /// minted kind without one is sent as `Authorization: Bearer`).
     pub inject: Option<InjectSpec>,
     /// The secret may go over plain `http://` (a test server, an internal
-    /// host); by default it is injected over TLS only.
+    /// host); by default it is sent over TLS only.
     pub allow_plain_http: bool,
-    /// The secret.
-    pub secret: Zeroizing<String>,
+    /// What is sealed.
+    pub material: Material,
 }
 
 /// A credential that does not exist (in that tenant).
@@ -182,26 +191,32 @@ impl Plane {
         if req.name.is_empty() || req.name.chars().count() > 128 || req.name.chars().any(char::is_control) {
             return Err(PlaneError::invalid("name is 1-128 characters without control characters"));
         }
-        let host = purpose_and_host(&req.purpose, &req.host)?;
-        // A webhook signing secret signs deliveries; it is never sent as a header.
-        let inject = match (req.purpose.as_str(), req.inject) {
-            ("webhook_signing", None) => json!({}),
-            ("webhook_signing", Some(_)) => {
+        let host = credential_hosts(&req.purpose, &req.hosts)?;
+        let inject = match (req.purpose.as_str(), &req.kind, req.inject) {
+            // A webhook signing secret signs deliveries; it is never sent as a header.
+            ("webhook_signing", Kind::Static, None) => json!({}).to_string(),
+            ("webhook_signing", Kind::Static, Some(_)) => {
                 return Err(PlaneError::invalid(
                     "a webhook_signing credential signs deliveries and takes no inject rule",
                 ));
             }
-            (_, None) => return Err(PlaneError::invalid(INJECT_SHAPE)),
-            (_, Some(spec)) => {
-                spec.rule().map_err(PlaneError::invalid)?;
-                let mut stored = spec.stored();
-                if req.allow_plain_http {
-                    stored["allow_plain_http"] = Value::Bool(true);
+            ("webhook_signing", _, _) => {
+                return Err(PlaneError::invalid("a webhook_signing credential is of kind static"));
+            }
+            (_, Kind::Static, None) => return Err(PlaneError::invalid(INJECT_SHAPE)),
+            (_, Kind::AwsSigV4(_), Some(_)) => {
+                return Err(PlaneError::invalid(
+                    "an aws_sigv4 credential signs requests and takes no inject rule",
+                ));
+            }
+            (_, kind, inject) => {
+                if let Some(spec) = &inject {
+                    spec.rule().map_err(PlaneError::invalid)?;
                 }
-                stored
+                Stored { kind: kind.clone(), inject, allow_plain_http: req.allow_plain_http }.text()
             }
         };
-        let secret = credential_secret(&req.secret)?;
+        let secret = req.material.sealable().map_err(PlaneError::invalid)?;
         let now = self.clock.now();
         let mut credential = Credential {
             credential_id: new_id("cred"),
@@ -209,7 +224,7 @@ impl Plane {
             name: req.name,
             purpose: req.purpose,
             host,
-            inject: inject.to_string(),
+            inject,
             sealed: String::new(),
             key_id: String::new(),
             version: 1,
@@ -251,6 +266,11 @@ impl Plane {
         self.keeps_credentials()?;
         let store = self.store()?;
         let current = self.credential(tenant_id, credential_id).await?;
+        if Stored::read(&current.inject).is_none_or(|stored| stored.kind != Kind::Static) {
+            return Err(PlaneError::invalid(
+                "only a static credential's secret is replaced; create a new credential of this kind instead",
+            ));
+        }
         let secret = credential_secret(secret)?;
         let version = current.version + 1;
         let context = CredentialContext { version, ..current.sealing_context() };

@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 use gatehouse_capability::credential::{CredentialError, SealedSecret};
 use gatehouse_capability::{LocalSeal, SealingKeys};
 use gatehouse_core::{Clock, Reason};
-use gatehouse_egress::inject::{InjectRule, LeaseEntry, LeaseState, placeholder_for};
-use gatehouse_egress::leases::{LeaseFuture, LeaseSource, RunLeases};
+use gatehouse_egress::inject::{Delivery, InjectRule, LeaseEntry, LeaseState, placeholder_for};
+use gatehouse_egress::leases::{LeaseFuture, LeaseSecret, LeaseSource, RunLeases};
 use gatehouse_ledger::{Ledger, LedgerBackend as _, RevokeScope};
 use gatehouse_store::{Credential, DoorLease, LeaseStatus, NewEvent, Store};
 
+use crate::credential_kinds::Stored;
 use crate::record::RefusalLog;
 
 /// How long a read of a run's leases is trusted without a generation change.
@@ -91,10 +92,7 @@ impl DoorLeases {
 
     /// One lease as the door sees it, with its secret sealed locally.
     /// Webhook signing leases sign deliveries and are never injected.
-    fn entry(
-        &self,
-        door: &DoorLease,
-    ) -> Option<(LeaseEntry, Result<gatehouse_capability::LocallySealed, Reason>)> {
+    fn entry(&self, door: &DoorLease) -> Option<(LeaseEntry, Result<LeaseSecret, Reason>)> {
         let lease = &door.lease;
         if lease.purpose == "webhook_signing" {
             return None;
@@ -110,37 +108,62 @@ impl DoorLeases {
                 LeaseState::Revoked { run_ended: lease.revoke_reason.as_deref() == Some("run_ended") }
             }
         };
-        let delivery = door.credential.as_ref().and_then(|c| crate::credentials::delivery(&c.inject));
-        let secret = match (&state, door.credential.as_ref(), &delivery) {
-            (LeaseState::Live { .. }, Some(credential), Some(_)) => {
-                // The credential's host and purpose are sealed facts; the
+        let stored = door.credential.as_ref().and_then(|c| Stored::read(&c.inject));
+        let delivery = stored.as_ref().and_then(|s| s.delivery_for(&lease.host));
+        let secret = match (&state, door.credential.as_ref(), &stored, &delivery) {
+            (LeaseState::Live { .. }, Some(credential), Some(stored), Some(_)) => {
+                // The credential's hosts and purpose are sealed facts; the
                 // lease row is not, so it must agree with them.
-                if lease.host != credential.host || lease.purpose != credential.purpose {
+                if !credential.hosts().any(|h| h == lease.host) || lease.purpose != credential.purpose {
                     self.tampering(
                         &credential.credential_id,
                         "a lease's host or purpose is not its credential's",
                     );
                     Err(Reason::LeaseUnavailable)
                 } else {
-                    self.open(credential).map(|secret| self.seal.seal(&secret))
+                    self.lease_secret(credential, stored)
                 }
             }
             _ => Err(Reason::CredentialUnreadable),
         };
-        // A rule that does not read leaves the lease uninjectable (its
-        // secret is absent, so using it is `credential_unreadable`).
-        let (rule, allow_plain_http) =
-            delivery.or_else(|| Some((InjectRule::basic("gatehouse").ok()?, false)))?;
+        // A column that does not read leaves the lease unusable (its secret
+        // is absent, so using it is `credential_unreadable`); the rule below
+        // only gives it a shape.
+        let allow_plain_http = stored.as_ref().is_some_and(|s| s.allow_plain_http);
+        let delivery = delivery.or_else(|| Some(Delivery::Inject(InjectRule::basic("gatehouse").ok()?)))?;
         let entry = LeaseEntry {
             lease_id: lease.lease_id.clone(),
             placeholder: placeholder_for(&lease.lease_id)?,
             host: lease.host.clone(),
             granted_at: lease.created_at,
             state,
-            rule,
+            delivery,
             allow_plain_http,
         };
         Some((entry, secret))
+    }
+
+    /// Where a live lease's secret comes from: the stored secret (or AWS
+    /// keys) opened and sealed under this process's key, or, for a minted
+    /// kind, the credential's token source.
+    fn lease_secret(&self, credential: &Credential, stored: &Stored) -> Result<LeaseSecret, Reason> {
+        if stored.kind.is_minted() {
+            return Err(Reason::LeaseUnavailable);
+        }
+        self.open(credential).map(|secret| LeaseSecret::Sealed(self.seal.seal(&secret)))
+    }
+
+    /// The secret a person's request with `credential` is made with: the
+    /// stored one opened, or a minted kind's fresh token.
+    pub(crate) async fn secret_of(
+        &self,
+        credential: &Credential,
+        stored: &Stored,
+    ) -> Result<gatehouse_capability::CredentialSecret, Reason> {
+        match self.lease_secret(credential, stored)? {
+            LeaseSecret::Sealed(sealed) => self.seal.open(&sealed).map_err(|_| Reason::CredentialUnreadable),
+            LeaseSecret::Minted(source) => source.token().await,
+        }
     }
 
     /// A stored credential's secret, opened with this gateway's keys for
@@ -258,7 +281,7 @@ impl DoorLeases {
             return Err(Reason::LeaseHostMismatch);
         }
         let credential = door.credential.as_ref().ok_or(Reason::CredentialUnknown)?;
-        if door.lease.host != credential.host
+        if !credential.hosts().any(|h| h == door.lease.host)
             || door.lease.purpose != credential.purpose
             || door.lease.tenant_id != credential.tenant_id
         {

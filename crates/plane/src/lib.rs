@@ -37,6 +37,7 @@ use gatehouse_ledger::Ledger;
 use gatehouse_store::Store;
 
 mod caller;
+pub mod credential_kinds;
 pub mod credential_use;
 pub mod credentials;
 pub mod door;

@@ -570,7 +570,16 @@ pub const ROUTES: &[Route] = &[
         query: &[],
         body: Body::Json(schema::credential_request),
         status: 201,
-        answer: Answer::Json(&["credential_id", "name", "purpose", "host", "fingerprint", "created_at"]),
+        answer: Answer::Json(&[
+            "credential_id",
+            "name",
+            "purpose",
+            "kind",
+            "host",
+            "hosts",
+            "fingerprint",
+            "created_at",
+        ]),
     },
     Route {
         method: "get",
@@ -590,7 +599,16 @@ pub const ROUTES: &[Route] = &[
         query: &[],
         body: Body::None,
         status: 200,
-        answer: Answer::Json(&["credential_id", "name", "purpose", "host", "fingerprint", "created_at"]),
+        answer: Answer::Json(&[
+            "credential_id",
+            "name",
+            "purpose",
+            "kind",
+            "host",
+            "hosts",
+            "fingerprint",
+            "created_at",
+        ]),
     },
     Route {
         method: "delete",
@@ -1235,30 +1253,130 @@ pub mod schema {
         one_of(&gatehouse_plane::credentials::PURPOSES)
     }
 
-    /// `POST /v1/tenants/{tenant_id}/credentials`: `inject` is
-    /// `{"header", "format"}` or `{"basic_username"}`.
+    /// `POST /v1/tenants/{tenant_id}/credentials`: one closed shape per
+    /// kind (`kind` absent is `static`); `inject` is `{"header", "format"}`
+    /// or `{"basic_username"}`.
     pub fn credential_request() -> Value {
         let inject = json!({"oneOf": [
             closed(json!({"header": string(), "format": string(), "basic_username": {"type": "null"}}), &["header", "format"]),
             closed(json!({"basic_username": string(), "header": {"type": "null"}, "format": {"type": "null"}}), &["basic_username"]),
         ]});
-        let mut schema = closed(
-            json!({
+        // Every kind's own fields; in another kind's shape each may only be null.
+        const KIND_FIELDS: [&str; 20] = [
+            "host",
+            "hosts",
+            "inject",
+            "secret",
+            "app_id",
+            "installation_id",
+            "private_key",
+            "api_url",
+            "repositories",
+            "permissions",
+            "token_url",
+            "client_id",
+            "client_secret",
+            "refresh_token",
+            "scope",
+            "access_key_id",
+            "secret_access_key",
+            "session_token",
+            "region",
+            "service",
+        ];
+        let common = |kind: Value| {
+            let mut properties = json!({
                 "name": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": NO_CONTROLS},
                 "purpose": credential_purpose(),
+                "kind": kind,
+                "allow_plain_http": {"type": "boolean"},
+            });
+            for field in KIND_FIELDS {
+                properties[field] = json!({"type": "null"});
+            }
+            properties
+        };
+        let with = |kind: &str, fields: Value, required: &[&str]| {
+            let mut properties = common(json!({"const": kind}));
+            if let (Some(p), Value::Object(fields)) = (properties.as_object_mut(), fields) {
+                p.extend(fields);
+            }
+            let mut required: Vec<&str> = required.to_vec();
+            required.extend(["name", "purpose", "kind"]);
+            let mut schema = json!({"properties": properties, "required": required});
+            // Only a static secret signs webhook deliveries.
+            schema["not"] = json!({"properties": {"purpose": {"const": "webhook_signing"}}});
+            schema
+        };
+        let hosts = json!({"type": "array", "items": host(), "minItems": 1, "maxItems": 16});
+        let mut static_kind = {
+            let mut properties = common(nullable(json!({"type": "string", "const": "static"})));
+            if let Some(p) = properties.as_object_mut() {
+                p.insert("host".into(), host());
+                p.insert("inject".into(), nullable(inject.clone()));
+                p.insert("secret".into(), secret());
+            }
+            json!({"properties": properties, "required": ["name", "purpose", "host", "secret"]})
+        };
+        // A webhook signing secret signs deliveries and takes no inject
+        // rule; every other static credential needs one.
+        static_kind["if"] =
+            json!({"properties": {"purpose": {"const": "webhook_signing"}}, "required": ["purpose"]});
+        static_kind["then"] = json!({"properties": {"inject": {"type": "null"}}});
+        static_kind["else"] = json!({"properties": {"inject": {"type": "object"}}, "required": ["inject"]});
+        let id_from_1 = json!({"type": "integer", "minimum": 1, "maximum": u64::MAX});
+        let github_app = with(
+            "github_app",
+            json!({
+                "app_id": id_from_1,
+                "installation_id": id_from_1,
+                "private_key": {"type": "string", "minLength": 1},
+                "api_url": nullable(string()),
+                "repositories": nullable(json!({"type": "array", "minItems": 1, "maxItems": 500,
+                    "items": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,100}$"}})),
+                "permissions": nullable(json!({"type": "object", "minProperties": 1, "maxProperties": 100,
+                    "propertyNames": {"pattern": "^[a-z_]{1,64}$"},
+                    "additionalProperties": {"type": "string", "enum": ["read", "write", "admin"]}})),
+                "hosts": hosts,
+                "inject": nullable(inject.clone()),
+            }),
+            &["app_id", "installation_id", "private_key", "hosts"],
+        );
+        let vschar =
+            |max: u32| json!({"type": "string", "minLength": 1, "maxLength": max, "pattern": "^[ -~]+$"});
+        let oauth2_refresh = with(
+            "oauth2_refresh",
+            json!({
+                "token_url": string(),
+                "client_id": vschar(256),
+                "client_secret": nullable(vschar(1024)),
+                "refresh_token": vschar(4096),
+                "scope": nullable(json!({"type": "string", "maxLength": 1024})),
                 "host": host(),
                 "inject": nullable(inject),
-                "allow_plain_http": {"type": "boolean"},
-                "secret": secret(),
             }),
-            &["name", "purpose", "host", "secret"],
+            &["token_url", "client_id", "refresh_token", "host"],
         );
-        // A webhook signing secret signs deliveries and takes no inject
-        // rule; every other credential needs one.
-        schema["if"] =
-            json!({"properties": {"purpose": {"const": "webhook_signing"}}, "required": ["purpose"]});
-        schema["then"] = json!({"properties": {"inject": {"type": "null"}}});
-        schema["else"] = json!({"properties": {"inject": {"type": "object"}}, "required": ["inject"]});
+        let name = json!({"type": "string", "pattern": "^[a-z0-9-]{1,64}$"});
+        let aws_sigv4 = with(
+            "aws_sigv4",
+            json!({
+                "access_key_id": {"type": "string", "pattern": "^[A-Z0-9]{16,128}$"},
+                "secret_access_key": {"type": "string", "pattern": "^[!-~]{1,256}$"},
+                "session_token": nullable(json!({"type": "string", "pattern": "^[!-~]{1,2048}$"})),
+                "region": name,
+                "service": name,
+                "hosts": hosts,
+            }),
+            &["access_key_id", "secret_access_key", "region", "service", "hosts"],
+        );
+        // One closed object of every field, and each kind's shape in it.
+        let mut every_field = common(one_of(&gatehouse_plane::credential_kinds::KINDS));
+        for field in KIND_FIELDS {
+            every_field[field] = json!({});
+        }
+        let mut schema = closed(every_field, &["name", "purpose"]);
+        schema["oneOf"] = json!([static_kind, github_app, oauth2_refresh, aws_sigv4]);
         schema
     }
 

@@ -25,8 +25,9 @@ pub struct GrantFacts<'a> {
 /// this order: the run must be live; a run that ever had a lease revoked
 /// never gets another (whoever revoked it had a reason, and a sandbox that
 /// leaked one placeholder is not handed a second); the credential must be
-/// the run's tenant's; the lease's host and purpose must be the
-/// credential's own, exactly (hosts are compared normalized).
+/// the run's tenant's; the lease's host must be one of the credential's
+/// (the `host` column, `,`-joined) and its purpose the credential's own,
+/// exactly (hosts are compared normalized).
 pub fn may_grant(facts: &GrantFacts<'_>, purpose: &str, host: &str) -> Result<(), Reason> {
     if !facts.run_live {
         return Err(Reason::RunNotLive);
@@ -37,7 +38,7 @@ pub fn may_grant(facts: &GrantFacts<'_>, purpose: &str, host: &str) -> Result<()
     let Some((credential_purpose, credential_host)) = facts.credential else {
         return Err(Reason::CredentialUnknown);
     };
-    if host != credential_host {
+    if !credential_host.split(',').any(|h| h == host) {
         return Err(Reason::LeaseHostMismatch);
     }
     if purpose != credential_purpose {

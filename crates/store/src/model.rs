@@ -419,7 +419,8 @@ pub struct Credential {
     pub name: String,
     /// `git_provider`, `mcp_server`, `runtime_secret` or `webhook_signing`.
     pub purpose: String,
-    /// The one host it may be sent to (normalized).
+    /// The host it may be sent to (normalized); a kind serving several
+    /// hosts keeps them joined by `,`, which no host holds ([`Self::hosts`]).
     pub host: String,
     /// How it is sent, as JSON text: the injection rule (`header` and
     /// `format`, or `basic_username`) and, when set, `allow_plain_http`.
@@ -439,6 +440,11 @@ pub struct Credential {
 }
 
 impl Credential {
+    /// The hosts it may be sent to.
+    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.host.split(',')
+    }
+
     /// What its sealed secret is bound to: the row (tenant, id, version) and
     /// the facts that steer the secret (purpose, host, how it is sent). A
     /// row edited behind the API's back no longer opens.

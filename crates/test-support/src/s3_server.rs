@@ -13,20 +13,61 @@ use crate::free_port;
 pub struct S3Server {
     child: Option<Child>,
     port: u16,
+    /// Served over TLS with this certificate and key, checked against this CA.
+    tls: Option<Tls>,
+    /// Requests moto takes unsigned before it verifies every signature
+    /// (`INITIAL_NO_AUTH_ACTION_COUNT`); `None`: it never does.
+    unsigned_actions: Option<u32>,
+}
+
+struct Tls {
+    key: std::path::PathBuf,
+    cert: std::path::PathBuf,
+    ca: std::path::PathBuf,
 }
 
 impl S3Server {
     pub fn start() -> Self {
-        let mut server = Self { child: None, port: free_port() };
+        let mut server = Self { child: None, port: free_port(), tls: None, unsigned_actions: None };
         server.restart();
         server
+    }
+
+    /// An S3 (and IAM) server over TLS on 127.0.0.1 that, after its first
+    /// `unsigned_actions` requests (creating the IAM user and its access
+    /// key), verifies the Signature Version 4 of every request against the
+    /// keys its IAM holds and refuses a mismatch: moto's own verification,
+    /// botocore recomputing the signature.
+    pub fn verifying_signatures(
+        key: &std::path::Path,
+        cert: &std::path::Path,
+        ca: &std::path::Path,
+        unsigned_actions: u32,
+    ) -> Self {
+        let tls = Tls { key: key.to_owned(), cert: cert.to_owned(), ca: ca.to_owned() };
+        let mut server =
+            Self { child: None, port: free_port(), tls: Some(tls), unsigned_actions: Some(unsigned_actions) };
+        server.restart();
+        server
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Starts (again) on the same port.
     pub fn restart(&mut self) {
         assert!(self.child.is_none());
-        let child = Command::new("moto_server")
-            .args(["-H", "127.0.0.1", "-p", &self.port.to_string()])
+        let mut command = Command::new("moto_server");
+        command.args(["-H", "127.0.0.1", "-p", &self.port.to_string()]);
+        if let Some(tls) = &self.tls {
+            command.arg("-c").arg(&tls.cert).arg("-k").arg(&tls.key);
+        }
+        if let Some(count) = self.unsigned_actions {
+            command.env("INITIAL_NO_AUTH_ACTION_COUNT", count.to_string());
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -50,7 +91,8 @@ impl S3Server {
 
     /// The endpoint, for `AWS_ENDPOINT_URL`.
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// The settings a client needs besides the endpoint: test credentials
@@ -112,11 +154,15 @@ impl S3Server {
             .collect()
     }
 
+    /// Whether it answers: its own API, which no service counts as an
+    /// action (so the unsigned ones are left for the test).
     fn answers(&self) -> bool {
-        Command::new("curl")
-            .args(["-s", "-o", "/dev/null", "-f", "--max-time", "2", &format!("{}/", self.endpoint())])
-            .status()
-            .is_ok_and(|s| s.success())
+        let mut curl = Command::new("curl");
+        curl.args(["-s", "-o", "/dev/null", "-f", "--max-time", "2"]);
+        if let Some(tls) = &self.tls {
+            curl.arg("--cacert").arg(&tls.ca);
+        }
+        curl.arg(format!("{}/moto-api/", self.endpoint())).status().is_ok_and(|s| s.success())
     }
 }
 

@@ -24,6 +24,11 @@ use crate::policy::{Policy, PolicyError};
 use crate::pool::{PoolKey, PooledBody, Upstream, UpstreamIo};
 use crate::target::{Host, Scheme, Target, parse_url};
 
+/// The largest request body of a run holding leases that is read whole
+/// before it goes on (the fetch API's bodies are always in hand): enough
+/// for an AWS API call's JSON or XML, which its signature must cover.
+const BODY_IN_HAND_MAX: u64 = 256 * 1024;
+
 impl Proxy {
     pub(super) async fn forward(
         &self,
@@ -80,28 +85,45 @@ impl Proxy {
         let target = decision.target.clone().ok_or_else(|| fail(Reason::UpstreamUnreachable))?;
         let (mut parts, body) = req.into_parts();
         strip_hop_by_hop(&mut parts.headers);
+        let authority = target.authority();
+        // Generation 0: the run never held a lease, the common case.
+        let holds_leases = self.leases.is_some() && lease_generation != Some(0);
+        // A small body of a run holding leases is read whole before the
+        // leases apply: a signature covers it, and the door sees all of it.
+        let small = holds_leases
+            && mcp_server.is_none()
+            && body.size_hint().exact().is_some_and(|n| n <= BODY_IN_HAND_MAX);
+        let (mut streamed, in_hand) = match small {
+            true => {
+                let read = tokio::time::timeout(
+                    self.limits.response_timeout,
+                    Limited::new(body, BODY_IN_HAND_MAX as usize).collect(),
+                );
+                match read.await {
+                    Ok(Ok(collected)) => (None, Some(collected.to_bytes())),
+                    _ => return Err(fail(Reason::UpstreamUnreachable)),
+                }
+            }
+            false => (Some(body), None),
+        };
         let mut injected = match (&self.leases, &host) {
-            // Generation 0: the run never held a lease, the common case.
-            (Some(leases), Some(name)) if lease_generation != Some(0) => at_the_door(
+            (Some(leases), Some(name)) if holds_leases => at_the_door(
                 leases.as_ref(),
                 OfRun { grant_id: &grant.grant_id, run_id: &grant.exec_id, generation: lease_generation },
                 Outbound {
+                    method: parts.method.as_str(),
+                    authority: &authority,
                     headers: &mut parts.headers,
                     path_and_query: &target.path_and_query,
                     host: name,
                     over_tls: target.scheme == Scheme::Https,
-                    body: None,
+                    body: in_hand.as_deref(),
                 },
                 self.clock.now(),
             )
             .await
             .map_err(|refusal| Refused::lease(refusal, host.clone()))?,
             _ => Injected::default(),
-        };
-        let authority = if target.port == target.scheme.default_port() {
-            target.host.to_string()
-        } else {
-            format!("{}:{}", target.host, target.port)
         };
         if let Ok(v) = HeaderValue::from_str(&authority) {
             parts.headers.insert(header::HOST, v);
@@ -124,8 +146,9 @@ impl Proxy {
             });
         }
         let mut mcp_errors = None;
-        let body: crate::pool::SandboxBody = match &mcp_server {
-            Some(server) => {
+        let body: crate::pool::SandboxBody = match (&mcp_server, streamed.take()) {
+            (_, None) => Either::Right(Full::new(in_hand.unwrap_or_default())),
+            (Some(server), Some(body)) => {
                 let read = self
                     .mcp_request(
                         server,
@@ -148,7 +171,7 @@ impl Proxy {
                     }
                 }
             }
-            None => Either::Left(match injected.watch.is_empty() {
+            (None, Some(body)) => Either::Left(match injected.watch.is_empty() {
                 true => Either::Left(body),
                 false => Either::Right(WatchedBody::new(body, std::mem::take(&mut injected.watch))),
             }),

@@ -5,6 +5,7 @@
 use gatehouse_core::Reason;
 use gatehouse_ledger::LedgerBackend as _;
 use gatehouse_plane::PlaneError;
+use gatehouse_plane::credential_kinds::{Kind, Material};
 use gatehouse_plane::credentials::{InjectSpec, NewCredential};
 use gatehouse_store::{Lease, RunStatus};
 use zeroize::Zeroizing;
@@ -17,14 +18,15 @@ fn credential() -> NewCredential {
     NewCredential {
         name: "github".into(),
         purpose: "git_provider".into(),
-        host: "GitHub.com.".into(),
+        hosts: vec!["GitHub.com.".into()],
+        kind: Kind::Static,
         inject: Some(InjectSpec {
             header: Some("authorization".into()),
             format: Some("Bearer {secret}".into()),
             basic_username: None,
         }),
         allow_plain_http: false,
-        secret: Zeroizing::new(SECRET.into()),
+        material: Material::Static(Zeroizing::new(SECRET.into())),
     }
 }
 

@@ -3,6 +3,7 @@
 //! (one page of each list). The forms behind them are `policy` and
 //! `actions`.
 
+use gatehouse_plane::credential_kinds::Stored;
 use std::collections::BTreeMap;
 
 use askama::Template;
@@ -227,9 +228,12 @@ pub struct CredentialView {
     pub credential_id: String,
     pub name: String,
     pub purpose: String,
+    /// `static`, `github_app`, `oauth2_refresh` or `aws_sigv4`.
+    pub kind: &'static str,
+    /// Its hosts, `, `-separated.
     pub host: String,
     pub fingerprint: String,
-    /// The URL its Test form starts with: the host's root.
+    /// The URL its Test form starts with: the first host's root.
     pub test_url: String,
     /// A signing secret signs deliveries and is never sent: no Test.
     pub testable: bool,
@@ -237,14 +241,17 @@ pub struct CredentialView {
 
 impl CredentialView {
     pub fn of(c: &Credential) -> Self {
-        let plain = gatehouse_plane::credentials::delivery(&c.inject).is_some_and(|(_, plain)| plain);
+        let stored = Stored::read(&c.inject);
+        let plain = stored.as_ref().is_some_and(|s| s.allow_plain_http);
+        let first_host = c.hosts().next().unwrap_or_default();
         Self {
             credential_id: c.credential_id.clone(),
             name: c.name.clone(),
             purpose: c.purpose.clone(),
-            host: c.host.clone(),
+            kind: stored.as_ref().map_or("unreadable", |s| s.kind.name()),
+            host: c.hosts().collect::<Vec<_>>().join(", "),
             fingerprint: c.fingerprint.clone(),
-            test_url: format!("{}://{}/", if plain { "http" } else { "https" }, c.host),
+            test_url: format!("{}://{first_host}/", if plain { "http" } else { "https" }),
             testable: c.purpose != "webhook_signing",
         }
     }

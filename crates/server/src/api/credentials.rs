@@ -8,7 +8,11 @@ use axum::response::{IntoResponse, Response};
 use gatehouse_core::is_valid_id;
 use gatehouse_egress::inject::placeholder_for;
 use gatehouse_plane::credential_use::PersonRequest;
-use gatehouse_plane::credentials::{InjectSpec, NewCredential, stored_delivery};
+use std::collections::BTreeMap;
+
+use gatehouse_capability::sigv4::Scope;
+use gatehouse_plane::credential_kinds::{self, Kind, Material, OAuthSecrets, Stored};
+use gatehouse_plane::credentials::{InjectSpec, NewCredential};
 use gatehouse_store::{Credential, Lease, LeaseFilter, LeaseStatus, Page};
 use http::StatusCode;
 use serde::{Deserialize, Deserializer};
@@ -82,17 +86,186 @@ impl<'de> Deserialize<'de> for SecretText {
     }
 }
 
+/// `POST .../credentials`: the fields every kind has, then each kind's
+/// own (see [`CreateCredential::into_new`]: a field of another kind is
+/// refused, never ignored).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CreateCredential {
     name: String,
     purpose: String,
-    host: String,
+    #[serde(default)]
+    kind: Option<String>,
     #[serde(default, deserialize_with = "crate::http::optional_object")]
     inject: Option<InjectSpec>,
     #[serde(default)]
     allow_plain_http: bool,
-    secret: SecretText,
+    #[serde(default)]
+    host: Option<String>,
+    #[serde(default)]
+    hosts: Option<Vec<String>>,
+    // static
+    #[serde(default)]
+    secret: Option<SecretText>,
+    // github_app
+    #[serde(default)]
+    app_id: Option<u64>,
+    #[serde(default)]
+    installation_id: Option<u64>,
+    #[serde(default)]
+    private_key: Option<SecretText>,
+    #[serde(default)]
+    api_url: Option<String>,
+    #[serde(default)]
+    repositories: Option<Vec<String>>,
+    #[serde(default)]
+    permissions: Option<BTreeMap<String, String>>,
+    // oauth2_refresh
+    #[serde(default)]
+    token_url: Option<String>,
+    #[serde(default)]
+    client_id: Option<String>,
+    #[serde(default)]
+    client_secret: Option<SecretText>,
+    #[serde(default)]
+    refresh_token: Option<SecretText>,
+    #[serde(default)]
+    scope: Option<String>,
+    // aws_sigv4
+    #[serde(default)]
+    access_key_id: Option<String>,
+    #[serde(default)]
+    secret_access_key: Option<SecretText>,
+    #[serde(default)]
+    session_token: Option<SecretText>,
+    #[serde(default)]
+    region: Option<String>,
+    #[serde(default)]
+    service: Option<String>,
+}
+
+impl CreateCredential {
+    /// The credential the request describes, its kind's fields checked:
+    /// required ones present, other kinds' absent. The error is the caller's.
+    fn into_new(self) -> Result<NewCredential, &'static str> {
+        let kind = self.kind.as_deref().unwrap_or("static");
+        let present = |fields: &[(&'static str, bool)], allowed: &[&str]| {
+            fields.iter().find(|(name, set)| *set && !allowed.contains(name)).map(|(name, _)| *name)
+        };
+        let fields = [
+            ("host", self.host.is_some()),
+            ("hosts", self.hosts.is_some()),
+            ("secret", self.secret.is_some()),
+            ("app_id", self.app_id.is_some()),
+            ("installation_id", self.installation_id.is_some()),
+            ("private_key", self.private_key.is_some()),
+            ("api_url", self.api_url.is_some()),
+            ("repositories", self.repositories.is_some()),
+            ("permissions", self.permissions.is_some()),
+            ("token_url", self.token_url.is_some()),
+            ("client_id", self.client_id.is_some()),
+            ("client_secret", self.client_secret.is_some()),
+            ("refresh_token", self.refresh_token.is_some()),
+            ("scope", self.scope.is_some()),
+            ("access_key_id", self.access_key_id.is_some()),
+            ("secret_access_key", self.secret_access_key.is_some()),
+            ("session_token", self.session_token.is_some()),
+            ("region", self.region.is_some()),
+            ("service", self.service.is_some()),
+        ];
+        let allowed: &[&str] = match kind {
+            "static" => &["host", "secret"],
+            "github_app" => &[
+                "hosts",
+                "app_id",
+                "installation_id",
+                "private_key",
+                "api_url",
+                "repositories",
+                "permissions",
+            ],
+            "oauth2_refresh" => {
+                &["host", "token_url", "client_id", "client_secret", "refresh_token", "scope"]
+            }
+            "aws_sigv4" => {
+                &["hosts", "access_key_id", "secret_access_key", "session_token", "region", "service"]
+            }
+            _ => return Err("kind is static, github_app, oauth2_refresh or aws_sigv4"),
+        };
+        if present(&fields, allowed).is_some() {
+            return Err(match kind {
+                "static" => "a static credential has host and secret (and inject, allow_plain_http)",
+                "github_app" => {
+                    "a github_app credential has app_id, installation_id, private_key, hosts, and optionally api_url, repositories, permissions, inject"
+                }
+                "oauth2_refresh" => {
+                    "an oauth2_refresh credential has token_url, client_id, refresh_token, host, and optionally client_secret, scope, inject"
+                }
+                _ => {
+                    "an aws_sigv4 credential has access_key_id, secret_access_key, region, service, hosts, and optionally session_token"
+                }
+            });
+        }
+        let missing = "a field this kind requires is missing";
+        let plain = self.allow_plain_http;
+        let (hosts, kind, material) = match kind {
+            "static" => (
+                vec![self.host.ok_or(missing)?],
+                Kind::Static,
+                Material::Static(self.secret.ok_or(missing)?.0),
+            ),
+            "github_app" => {
+                let app = credential_kinds::github_app(
+                    self.app_id.ok_or(missing)?,
+                    self.installation_id.ok_or(missing)?,
+                    self.api_url.as_deref(),
+                    self.repositories,
+                    self.permissions,
+                    plain,
+                )?;
+                (
+                    self.hosts.ok_or(missing)?,
+                    Kind::GithubApp(app),
+                    Material::GithubApp(self.private_key.ok_or(missing)?.0),
+                )
+            }
+            "oauth2_refresh" => {
+                let oauth = credential_kinds::oauth2_refresh(
+                    &self.token_url.ok_or(missing)?,
+                    self.client_id.ok_or(missing)?,
+                    self.scope,
+                    plain,
+                )?;
+                let secrets = OAuthSecrets {
+                    refresh_token: self.refresh_token.ok_or(missing)?.0,
+                    client_secret: self.client_secret.map(|s| s.0),
+                };
+                (
+                    vec![self.host.ok_or(missing)?],
+                    Kind::OAuth2Refresh(oauth),
+                    Material::OAuth2Refresh(secrets),
+                )
+            }
+            _ => {
+                let scope = Scope::new(&self.region.ok_or(missing)?, &self.service.ok_or(missing)?)?;
+                let material = Material::AwsSigV4 {
+                    access_key_id: self.access_key_id.ok_or(missing)?,
+                    secret_access_key: self.secret_access_key.ok_or(missing)?.0,
+                    session_token: self.session_token.map(|s| s.0),
+                };
+                (self.hosts.ok_or(missing)?, Kind::AwsSigV4(scope), material)
+            }
+        };
+        Ok(NewCredential {
+            name: self.name,
+            purpose: self.purpose,
+            hosts,
+            kind,
+            inject: self.inject,
+            allow_plain_http: plain,
+            material,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -103,15 +276,19 @@ struct RotateSecret {
 
 /// What a response says of a credential: never its secret or sealed form.
 fn credential_json(c: &Credential) -> Value {
-    let delivery = stored_delivery(&c.inject);
+    let stored = Stored::read(&c.inject);
+    let hosts: Vec<&str> = c.hosts().collect();
     json!({
         "credential_id": c.credential_id,
         "tenant_id": c.tenant_id,
         "name": c.name,
         "purpose": c.purpose,
-        "host": c.host,
-        "inject": delivery.as_ref().map_or(Value::Null, |(spec, _)| spec.stored()),
-        "allow_plain_http": delivery.is_some_and(|(_, allowed)| allowed),
+        "kind": stored.as_ref().map(|s| s.kind.name()),
+        "host": hosts.first(),
+        "hosts": hosts,
+        "params": stored.as_ref().map_or(Value::Null, Stored::shown),
+        "inject": stored.as_ref().and_then(|s| s.inject.as_ref()).map_or(Value::Null, InjectSpec::stored),
+        "allow_plain_http": stored.as_ref().is_some_and(|s| s.allow_plain_http),
         "fingerprint": c.fingerprint,
         "key_id": c.key_id,
         "version": c.version,
@@ -157,14 +334,7 @@ async fn create_credential(
 ) -> Result<Response, ApiError> {
     serving(&state, &rid)?;
     let tenant_id = path_id(path, &rid)?;
-    let new = NewCredential {
-        name: req.name,
-        purpose: req.purpose,
-        host: req.host,
-        inject: req.inject,
-        allow_plain_http: req.allow_plain_http,
-        secret: req.secret.0,
-    };
+    let new = req.into_new().map_err(|message| bad_request(&rid, message))?;
     let created = state.plane.create_credential(&rid.0, tenant_id, new, &caller.name).await.answer(&rid)?;
     Ok((StatusCode::CREATED, Json(credential_json(&created))).into_response())
 }

@@ -8,6 +8,7 @@ mod browser;
 mod chart;
 mod cli;
 mod content;
+mod credential_kinds;
 mod deps;
 mod echoes;
 mod files;

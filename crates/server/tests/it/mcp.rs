@@ -513,7 +513,9 @@ async fn sse_passes_event_by_event_and_bad_messages_never_reach_the_server() {
 
 /// A CA and a leaf for 127.0.0.1 it signed, made by openssl: the key, the
 /// leaf and the CA's certificate, as PEM files in `dir`.
-fn upstream_pki(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+pub(crate) fn upstream_pki(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
     let run = |args: &[&str]| {
         let out = std::process::Command::new("openssl")
             .args(args)
