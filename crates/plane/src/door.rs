@@ -21,6 +21,7 @@ use gatehouse_ledger::{Ledger, LedgerBackend as _, RevokeScope};
 use gatehouse_store::{Credential, DoorLease, LeaseStatus, NewEvent, Store};
 
 use crate::credential_kinds::Stored;
+use crate::mint::Minter;
 use crate::record::RefusalLog;
 
 /// How long a read of a run's leases is trusted without a generation change.
@@ -43,6 +44,9 @@ pub struct DoorLeases {
     unrecorded: Arc<Mutex<HashSet<String>>>,
     /// A task is retrying `unrecorded`.
     retrying: Arc<std::sync::atomic::AtomicBool>,
+    /// Mints the tokens of `github_app` and `oauth2_refresh` credentials
+    /// (none: their leases are unavailable).
+    minter: Option<Arc<Minter>>,
 }
 
 impl DoorLeases {
@@ -66,7 +70,33 @@ impl DoorLeases {
             tampered: AtomicU64::new(0),
             unrecorded: Arc::default(),
             retrying: Arc::default(),
+            minter: None,
         })
+    }
+
+    /// The same source minting tokens through `fetcher`, under the
+    /// tenants' `policies`.
+    #[must_use]
+    pub fn with_minter(
+        mut self,
+        fetcher: gatehouse_egress::fetch::Fetcher,
+        policies: Arc<dyn gatehouse_egress::proxy::PolicySource>,
+    ) -> Self {
+        let minter = Minter::new(
+            self.store.clone(),
+            self.keys.clone(),
+            self.seal.clone(),
+            fetcher,
+            policies,
+            self.clock.clone(),
+        );
+        self.minter = Some(Arc::new(minter));
+        self
+    }
+
+    /// The minter, if this source mints.
+    pub fn minter(&self) -> Option<&Arc<Minter>> {
+        self.minter.as_ref()
     }
 
     fn cached(&self, run_id: &str, generation: u64) -> Option<Arc<RunLeases>> {
@@ -148,7 +178,10 @@ impl DoorLeases {
     /// kind, the credential's token source.
     fn lease_secret(&self, credential: &Credential, stored: &Stored) -> Result<LeaseSecret, Reason> {
         if stored.kind.is_minted() {
-            return Err(Reason::LeaseUnavailable);
+            let minter = self.minter.as_ref().ok_or(Reason::LeaseUnavailable)?;
+            // The key or refresh token must open here, or nothing can be minted.
+            self.open(credential)?;
+            return Ok(LeaseSecret::Minted(minter.source(credential, stored)));
         }
         self.open(credential).map(|secret| LeaseSecret::Sealed(self.seal.seal(&secret)))
     }

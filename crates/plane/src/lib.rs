@@ -46,6 +46,7 @@ pub mod files;
 pub mod grants;
 pub mod manifests;
 pub mod mcp;
+pub mod mint;
 mod osv;
 pub mod policy;
 pub mod proposals;

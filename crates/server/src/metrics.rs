@@ -193,6 +193,15 @@ impl Metrics {
             "Lease or credential rows found not to match their credential's sealed facts (the store was written behind the API's back); each such lease is refused.",
             [(String::new(), door_leases.map_or(0, DoorLeases::tampered))],
         );
+        let mints = door_leases.and_then(DoorLeases::minter).map(|m| m.counts()).unwrap_or_default();
+        counter_family(
+            &mut out,
+            "gatehouse_credential_mints_total",
+            "Tokens of github_app and oauth2_refresh credentials asked for at the door, by kind and outcome (ok, revoked, or why a mint failed: each such request is refused lease_unavailable).",
+            mints
+                .into_iter()
+                .map(|((kind, outcome), n)| (format!("{{kind=\"{kind}\",outcome=\"{outcome}\"}}"), n)),
+        );
         refusals.render(&mut out);
         out
     }

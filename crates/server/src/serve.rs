@@ -368,6 +368,9 @@ pub async fn background(state: &AppState, store: gatehouse_store::Store, retenti
     }
     tokio::spawn(state.plane.policies.clone().follow(store.clone()));
     tokio::spawn(sweep_expired_runs(state.clone()));
+    if let Some(minter) = state.plane.door_leases.as_ref().and_then(|l| l.minter()) {
+        tokio::spawn(minter.clone().sweep_forever());
+    }
     if state.plane.osv.is_some() {
         tokio::spawn(gatehouse_plane::scans::fail_stale_scans(store.clone(), state.plane.clock.clone()));
     }

@@ -158,13 +158,22 @@ impl AppState {
             None
         };
         let door_leases = match (&config.credential_keys, &store, &ledger) {
-            (Some(keys), Some(store), Some(ledger)) if runs_proxy => Some(Arc::new(DoorLeases::new(
-                store.clone(),
-                keys.clone(),
-                ledger.clone(),
-                refusals.clone(),
-                clock.clone(),
-            )?)),
+            (Some(keys), Some(store), Some(ledger)) if runs_proxy => {
+                let leases = DoorLeases::new(
+                    store.clone(),
+                    keys.clone(),
+                    ledger.clone(),
+                    refusals.clone(),
+                    clock.clone(),
+                )?;
+                // Tokens are minted through the door, under the tenants' policies.
+                Some(Arc::new(match &fetcher {
+                    Some(fetcher) => {
+                        leases.with_minter(fetcher.clone().with_clock(clock.clone()), policies.clone())
+                    }
+                    None => leases,
+                }))
+            }
             _ => None,
         };
         // TLS is terminated only for hosts a run holds a live lease for,

@@ -157,6 +157,7 @@ mod sqlite {
     include!("admin_ops.rs");
     include!("file_ops.rs");
     include!("proposal_ops.rs");
+    include!("token_ops.rs");
 }
 
 mod postgres {
@@ -175,6 +176,7 @@ mod postgres {
     include!("admin_ops.rs");
     include!("file_ops.rs");
     include!("proposal_ops.rs");
+    include!("token_ops.rs");
 }
 
 /// Runs `$op(pool, args...)` on whichever backend the store has, under the
@@ -874,6 +876,43 @@ impl Store {
         expires_at: UnixTime,
     ) -> Result<bool, StoreError> {
         dispatch!(self.claim_maintenance(name, holder, now, expires_at))
+    }
+
+    /// The tokens minted from `credential_id` that every node shares, if
+    /// any were ever claimed.
+    pub async fn minted_tokens(&self, credential_id: &str) -> Result<Option<MintedTokens>, StoreError> {
+        dispatch!(self.minted_tokens(credential_id))
+    }
+
+    /// Claims the refresh of `credential_id`'s tokens for `holder` until
+    /// `until`: the row as it stands, or `None` while another holder's
+    /// claim is in force at `now`. One node at a time refreshes, so no two
+    /// ever present one refresh token.
+    pub async fn claim_token_refresh(
+        &self,
+        credential_id: &str,
+        holder: &str,
+        now: UnixTime,
+        until: UnixTime,
+    ) -> Result<Option<MintedTokens>, StoreError> {
+        dispatch!(self.claim_token_refresh(credential_id, holder, now, until))
+    }
+
+    /// Writes a refresh's tokens (`tokens.rotation` is the rotation they
+    /// replace) and ends `holder`'s claim: `false`, and nothing written,
+    /// when the claim is no longer `holder`'s or the row moved on.
+    pub async fn finish_token_refresh(
+        &self,
+        holder: &str,
+        tokens: &MintedTokens,
+        now: UnixTime,
+    ) -> Result<bool, StoreError> {
+        dispatch!(self.finish_token_refresh(holder, tokens, now))
+    }
+
+    /// Ends `holder`'s claim on `credential_id` without new tokens.
+    pub async fn release_token_refresh(&self, credential_id: &str, holder: &str) -> Result<(), StoreError> {
+        dispatch!(self.release_token_refresh(credential_id, holder))
     }
 
     /// Up to `limit` file sessions untouched since before `cutoff` whose

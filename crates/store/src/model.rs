@@ -439,6 +439,36 @@ pub struct Credential {
     pub updated_at: UnixTime,
 }
 
+/// Tokens minted from a credential that every node shares: the OAuth
+/// access token and the refresh token its provider rotated in, each sealed
+/// to the gateway's key for this `rotation`.
+#[derive(Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct MintedTokens {
+    /// The credential.
+    pub credential_id: String,
+    /// How many refreshes were written; bound into each seal.
+    pub rotation: i64,
+    /// The refresh token to present next (`None`: the credential's own).
+    pub sealed_refresh: Option<String>,
+    /// The access token in force.
+    pub sealed_access: Option<String>,
+    /// When it expires.
+    pub access_expires_at: Option<UnixTime>,
+    /// When the row was last written (the access token's minting).
+    pub updated_at: UnixTime,
+}
+
+impl std::fmt::Debug for MintedTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MintedTokens")
+            .field("credential_id", &self.credential_id)
+            .field("rotation", &self.rotation)
+            .field("access_expires_at", &self.access_expires_at)
+            .field("updated_at", &self.updated_at)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Credential {
     /// The hosts it may be sent to.
     pub fn hosts(&self) -> impl Iterator<Item = &str> {

@@ -14,6 +14,7 @@ mod mcp_server;
 mod postgres;
 mod redis_server;
 mod s3_server;
+mod token_server;
 
 pub use browser::Browser;
 pub use clamd_server::{
@@ -25,6 +26,7 @@ pub use mcp_server::{McpAnswers, McpServer};
 pub use postgres::{TestDatabase, admin_url as postgres_admin_url};
 pub use redis_server::RedisServer;
 pub use s3_server::S3Server;
+pub use token_server::TokenServer;
 
 /// A free TCP port on 127.0.0.1 for a server a test starts (bound, checked,
 /// released), from below Linux's ephemeral range (32768-60999).

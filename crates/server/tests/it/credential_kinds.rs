@@ -200,3 +200,220 @@ fn database_bytes(node: &Node) -> Vec<u8> {
     }
     database
 }
+
+/// Runs `program` with `args` and `env` off the runtime's threads, in
+/// `dir`: stdout and stderr together, and whether it succeeded.
+async fn sandbox(dir: &Path, program: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let (dir, program) = (dir.to_owned(), program.to_owned());
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new(&program)
+            .args(&args)
+            .envs(env)
+            .current_dir(dir)
+            .output()
+            .unwrap_or_else(|e| panic!("{program} is installed: {e}"));
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    })
+    .await
+    .unwrap()
+}
+
+/// A GitHub App's key pair as GitHub hands it out: the PKCS#1 private key
+/// PEM and the public key PEM.
+fn app_key_pair(dir: &Path) -> (String, String) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").args(args).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&["genrsa", "-traditional", "-out", "app.pem", "2048"]);
+    run(&["rsa", "-in", "app.pem", "-pubout", "-out", "app.pub"]);
+    (
+        std::fs::read_to_string(dir.join("app.pem")).unwrap(),
+        std::fs::read_to_string(dir.join("app.pub")).unwrap(),
+    )
+}
+
+/// A bare repository `repo.git` under `root` with one commit, which
+/// `git http-backend` serves and takes pushes into.
+fn bare_repository(root: &Path) {
+    let git = |dir: &Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.test")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.test")
+            .output()
+            .expect("git is installed");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    std::fs::create_dir_all(root).unwrap();
+    git(root, &["init", "-q", "--bare", "-b", "main", "repo.git"]);
+    git(&root.join("repo.git"), &["config", "http.receivepack", "true"]);
+    let seed = root.join("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    git(&seed, &["init", "-q", "-b", "main"]);
+    std::fs::write(seed.join("README"), "from the seed\n").unwrap();
+    git(&seed, &["add", "README"]);
+    git(&seed, &["commit", "-q", "-m", "seed"]);
+    git(&seed, &["push", "-q", root.join("repo.git").to_str().unwrap(), "main"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_github_app_token_is_minted_once_used_by_git_and_the_api_and_revoked_when_unused() {
+    let logs = LogBuffer::global();
+    let mark = logs.mark();
+    let tmp = tempfile::tempdir().unwrap();
+    let (key, cert, ca) = crate::mcp::upstream_pki_for(tmp.path(), &["127.0.0.1", "127.0.0.2"]);
+    let (private_pem, public_pem) = app_key_pair(tmp.path());
+    let git_root = tmp.path().join("repos");
+    bare_repository(&git_root);
+    let github = gatehouse_test_support::TokenServer::start(
+        &["127.0.0.1", "127.0.0.2"],
+        &key,
+        &cert,
+        &ca,
+        json!({"app_id": 4242, "installation_id": 77, "app_public_key": public_pem, "git_root": git_root}),
+    );
+    let ports = format!("443,{},{}", github.ports[0], github.ports[1]);
+    let node = node_with(
+        "all",
+        &[
+            ("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.0/8"),
+            ("GATEHOUSE_PROXY_CONNECT_PORTS", &ports),
+            ("GATEHOUSE_EGRESS_EXTRA_CA_FILE", ca.to_str().unwrap()),
+        ],
+    )
+    .await;
+    let now = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()).unwrap();
+    node.clock.set(now);
+
+    // A key that does not parse is refused when given, naming the field.
+    let mut body = json!({"name": "app", "purpose": "git_provider", "kind": "github_app", "app_id": 4242,
+        "installation_id": 77, "private_key": "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n",
+        "api_url": github.origin(0), "hosts": ["127.0.0.1", "127.0.0.2"],
+        "repositories": ["repo"], "permissions": {"contents": "write"}});
+    let refused = call(&node, "/v1/tenants/t1/credentials", body.clone()).await;
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert!(refused.text.contains("private_key"), "{}", refused.text);
+    body["private_key"] = json!(private_pem);
+    let created = call(&node, "/v1/tenants/t1/credentials", body).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let credential = created.json();
+    assert_eq!(credential["kind"], "github_app");
+    assert_eq!(credential["params"]["api_url"], github.origin(0));
+    let credential_id = credential["credential_id"].as_str().unwrap().to_owned();
+
+    let run = call(&node, "/v1/runs", json!({"tenant_id": "t1", "user_id": "u1", "body": {}})).await.json();
+    let run_id = run["run_id"].as_str().unwrap();
+    let mut placeholders = Vec::new();
+    let mut lease_ids = Vec::new();
+    for host in ["127.0.0.1", "127.0.0.2"] {
+        let lease = call(
+            &node,
+            &format!("/v1/runs/{run_id}/leases"),
+            json!({"credential_id": credential_id, "purpose": "git_provider", "host": host}),
+        )
+        .await;
+        assert_eq!(lease.status, 201, "{}", lease.text);
+        placeholders.push(lease.json()["placeholder"].as_str().unwrap().to_owned());
+        lease_ids.push(lease.json()["lease_id"].as_str().unwrap().to_owned());
+    }
+    let run_ca = tmp.path().join("run-ca.pem");
+    std::fs::write(&run_ca, run["ca_certificate_pem"].as_str().unwrap()).unwrap();
+    let proxy = format!("http://grant:{}@{}", run["grant"].as_str().unwrap(), serve_proxy(&node).await);
+    let run_ca_path = run_ca.to_str().unwrap();
+    let work = tmp.path().join("sandbox");
+    std::fs::create_dir_all(&work).unwrap();
+    let curl = |path: String| {
+        let (proxy, work) = (proxy.clone(), work.clone());
+        async move {
+            sandbox(
+                &work,
+                "curl",
+                &["-s", "-S", "--max-time", "20", "--proxy", &proxy, "--cacert", run_ca_path, &path],
+                &[],
+            )
+            .await
+        }
+    };
+
+    // The API host: the token as a Bearer, injected without the run naming it.
+    let (ok, listed) = curl(format!("{}/installation/repositories", github.origin(0))).await;
+    assert!(ok && listed.contains("\"repo\""), "{listed}");
+    // An echo of the header comes back as the placeholder.
+    let (_, echoed) = curl(format!("{}/echo", github.origin(0))).await;
+    assert!(echoed.contains(&format!("Bearer {}", placeholders[0])), "{echoed}");
+
+    // The git host: a real clone and push, the sandbox holding only a placeholder.
+    let git_env = [
+        ("HTTPS_PROXY", proxy.as_str()),
+        ("GIT_SSL_CAINFO", run_ca_path),
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("GIT_AUTHOR_NAME", "agent"),
+        ("GIT_AUTHOR_EMAIL", "agent@example.test"),
+        ("GIT_COMMITTER_NAME", "agent"),
+        ("GIT_COMMITTER_EMAIL", "agent@example.test"),
+    ];
+    let remote = format!("https://x-access-token:{}@127.0.0.2:{}/repo.git", placeholders[1], github.ports[1]);
+    let (ok, cloned) = sandbox(&work, "git", &["clone", "-q", &remote, "repo"], &git_env).await;
+    assert!(ok, "git clone: {cloned}");
+    assert_eq!(std::fs::read_to_string(work.join("repo/README")).unwrap(), "from the seed\n");
+    std::fs::write(work.join("repo/RESULT"), "made by the agent\n").unwrap();
+    let repo = work.join("repo");
+    assert!(sandbox(&repo, "git", &["add", "RESULT"], &git_env).await.0);
+    assert!(sandbox(&repo, "git", &["commit", "-q", "-m", "agent"], &git_env).await.0);
+    let (ok, pushed) = sandbox(&repo, "git", &["push", "-q", "origin", "main"], &git_env).await;
+    assert!(ok, "git push: {pushed}");
+    let (_, log) = sandbox(&git_root.join("repo.git"), "git", &["log", "--format=%s", "main"], &[]).await;
+    assert_eq!(log.lines().collect::<Vec<_>>(), ["agent", "seed"]);
+
+    // Minted once for all of it, narrowed as the credential says.
+    let stats = github.stats();
+    assert_eq!(stats["mints"], 1, "{stats}");
+    assert_eq!(stats["jwt_refused"], 0, "{stats}");
+    assert_eq!(
+        stats["mint_bodies"][0],
+        json!({"repositories": ["repo"], "permissions": {"contents": "write"}})
+    );
+    assert!(stats["git"].as_u64().unwrap() >= 4, "{stats}");
+    let minter = node.state.plane.door_leases.as_ref().unwrap().minter().unwrap().clone();
+    assert_eq!(minter.mint_count(), 1);
+    // The page shows the kind and when the current token expires.
+    let expires =
+        gatehouse_plane::mint::Minter::expires_at(node.state.plane.store.as_ref().unwrap(), &credential_id)
+            .await;
+    assert!(expires.is_some_and(|e| e > now + 3000), "{expires:?}");
+
+    // Unused: revoked at GitHub and forgotten.
+    for lease_id in &lease_ids {
+        assert_eq!(call(&node, &format!("/v1/leases/{lease_id}/revoke"), json!({})).await.status, 200);
+    }
+    minter.sweep().await;
+    let stats = github.stats();
+    assert_eq!((stats["revoked"].as_u64(), stats["live_tokens"].as_u64()), (Some(1), Some(0)), "{stats}");
+
+    // Nothing of the token or the key anywhere the run or an operator reads.
+    let metrics = crate::support::get(&node, "/metrics").await.text;
+    assert!(
+        metrics.contains(r#"gatehouse_credential_mints_total{kind="github_app",outcome="ok"}"#),
+        "{metrics}"
+    );
+    let printed = logs.since(mark);
+    for (what, text) in [
+        ("the sandbox", format!("{listed}{echoed}{cloned}{pushed}")),
+        ("the logs", printed),
+        ("the metrics", metrics),
+    ] {
+        assert!(!text.contains("ghs_"), "a minted token in {what}");
+        gatehouse_test_support::assert_no_pem_key(&private_pem, text.as_bytes(), what);
+    }
+    let database = database_bytes(&node);
+    assert!(!database.windows(4).any(|w| w == b"ghs_"), "a minted token in the database");
+    gatehouse_test_support::assert_no_pem_key(&private_pem, &database, "the database");
+}

@@ -516,6 +516,14 @@ async fn sse_passes_event_by_event_and_bad_messages_never_reach_the_server() {
 pub(crate) fn upstream_pki(
     dir: &std::path::Path,
 ) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    upstream_pki_for(dir, &["127.0.0.1"])
+}
+
+/// As [`upstream_pki`], the leaf for each of `ips`.
+pub(crate) fn upstream_pki_for(
+    dir: &std::path::Path,
+    ips: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
     let run = |args: &[&str]| {
         let out = std::process::Command::new("openssl")
             .args(args)
@@ -532,7 +540,9 @@ pub(crate) fn upstream_pki(
     ]
     .concat());
     run(&[&["req"][..], &ec, &["-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1"]].concat());
-    std::fs::write(dir.join("leaf.ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
+    let names: Vec<String> = ips.iter().map(|ip| format!("IP:{ip}")).collect();
+    let ext = format!("subjectAltName={}\nbasicConstraints=CA:FALSE\n", names.join(","));
+    std::fs::write(dir.join("leaf.ext"), ext).unwrap();
     run(&[
         "x509",
         "-req",
