@@ -643,3 +643,151 @@ fn holds_token(text: &str, prefix: &str, hex: usize) -> bool {
         rest.len() >= hex && rest[..hex].iter().all(u8::is_ascii_hexdigit)
     })
 }
+
+/// A run of `t1` created on the node at `api_addr`, holding a lease on
+/// `credential_id` for each of `hosts`: its grant.
+fn cluster_run(api_addr: &str, credential_id: &str, purpose: &str, hosts: &[&str]) -> String {
+    use crate::proxy::api;
+    let run = api(api_addr, "POST", "/v1/runs", &json!({"tenant_id": "t1", "user_id": "u1", "body": {}}));
+    let run_id = run["run_id"].as_str().unwrap_or_else(|| panic!("{run}"));
+    for host in hosts {
+        let lease = api(
+            api_addr,
+            "POST",
+            &format!("/v1/runs/{run_id}/leases"),
+            &json!({"credential_id": credential_id, "purpose": purpose, "host": host}),
+        );
+        assert!(lease["lease_id"].is_string(), "{lease}");
+    }
+    run["grant"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_works_through_two_nodes_on_postgres_and_redis_and_racing_refreshes_never_reuse_a_token() {
+    use crate::leases_cluster::start_node;
+    use crate::proxy::api;
+    let db = gatehouse_test_support::TestDatabase::create();
+    let redis = gatehouse_test_support::RedisServer::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (key, cert, ca) = crate::mcp::upstream_pki_for(tmp.path(), &["127.0.0.1", "127.0.0.2"]);
+    let (private_pem, public_pem) = app_key_pair(tmp.path());
+    let git_root = tmp.path().join("repos");
+    bare_repository(&git_root);
+    const CLIENT_SECRET: &str = "cs_cluster_5f4e3d2c1b0a99887766554433221100";
+    let upstream = gatehouse_test_support::TokenServer::start(
+        &["127.0.0.1", "127.0.0.2"],
+        &key,
+        &cert,
+        &ca,
+        json!({"app_id": 7, "installation_id": 8, "app_public_key": public_pem, "git_root": git_root,
+            "client_id": "fleet", "client_secret": CLIENT_SECRET, "refresh_token": "rt_initial_cluster",
+            "expires_in": 4}),
+    );
+    let s3 = S3Server::verifying_signatures(&key, &cert, &ca, 3);
+    let (access_key_id, secret_access_key) = aws_user(&s3.endpoint(), &ca).await;
+
+    let (ca_key, ca_cert) = crate::support::intercept_ca();
+    let run_ca = tmp.path().join("run-ca.pem");
+    std::fs::write(&run_ca, ca_cert).unwrap();
+    let (redis_url, ports) =
+        (redis.url(), format!("443,{},{},{}", upstream.ports[0], upstream.ports[1], s3.port()));
+    let settings = [
+        ("GATEHOUSE_DATABASE_URL", db.url()),
+        ("GATEHOUSE_REDIS_URL", redis_url.as_str()),
+        ("GATEHOUSE_PROXY_CONNECT_PORTS", ports.as_str()),
+        ("GATEHOUSE_EGRESS_EXTRA_CA_FILE", ca.to_str().unwrap()),
+        ("GATEHOUSE_INTERCEPT_CA_KEY", ca_key.as_str()),
+        ("GATEHOUSE_INTERCEPT_CA_CERT", ca_cert.as_str()),
+    ];
+    let manifest_key = crate::support::private_key_pem();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start_node(dir_a.path(), &manifest_key, &settings);
+    let b = start_node(dir_b.path(), &manifest_key, &settings);
+    let create = |body: Value| {
+        let created = api(&a.api, "POST", "/v1/tenants/t1/credentials", &body);
+        created["credential_id"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned()
+    };
+    let github = create(json!({"name": "app", "purpose": "git_provider", "kind": "github_app", "app_id": 7,
+        "installation_id": 8, "private_key": private_pem, "api_url": upstream.origin(0),
+        "hosts": ["127.0.0.1", "127.0.0.2"]}));
+    let oauth = create(json!({"name": "provider", "purpose": "runtime_secret", "kind": "oauth2_refresh",
+        "token_url": format!("{}/oauth/token", upstream.origin(0)), "client_id": "fleet",
+        "client_secret": CLIENT_SECRET, "refresh_token": "rt_initial_cluster", "host": "127.0.0.2"}));
+    let aws = create(json!({"name": "s3", "purpose": "runtime_secret", "kind": "aws_sigv4",
+        "access_key_id": access_key_id, "secret_access_key": secret_access_key, "region": "us-east-1",
+        "service": "s3", "hosts": ["127.0.0.1"]}));
+    let via =
+        |node: &crate::leases_cluster::Node, grant: &str| format!("http://grant:{grant}@{}", node.proxy);
+
+    // GitHub: the API through A, git through B, one mint for the fleet.
+    let grant = cluster_run(&a.api, &github, "git_provider", &["127.0.0.1", "127.0.0.2"]);
+    let (status, listed) =
+        through(&via(&a, &grant), &run_ca, &format!("{}/installation/repositories", upstream.origin(0)))
+            .await;
+    assert_eq!(status, 200, "{listed}");
+    let work = tmp.path().join("sandbox");
+    std::fs::create_dir_all(&work).unwrap();
+    let proxy_b = via(&b, &grant);
+    let git_env = [
+        ("HTTPS_PROXY", proxy_b.as_str()),
+        ("GIT_SSL_CAINFO", run_ca.to_str().unwrap()),
+        ("GIT_TERMINAL_PROMPT", "0"),
+    ];
+    let remote = format!("https://127.0.0.2:{}/repo.git", upstream.ports[1]);
+    let (ok, cloned) = sandbox(&work, "git", &["clone", "-q", &remote, "repo"], &git_env).await;
+    assert!(ok, "git clone through B: {cloned}");
+    assert_eq!(upstream.stats()["mints"], 1, "B used the token A minted");
+
+    // SigV4: boto3 through each node.
+    let grant = cluster_run(&a.api, &aws, "runtime_secret", &["127.0.0.1"]);
+    for node in [&a, &b] {
+        let out =
+            python(SANDBOX.into(), vec![s3.endpoint(), via(node, &grant), run_ca.to_str().unwrap().into()])
+                .await;
+        let seen: Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(
+            (seen["put"].as_u64(), seen["get"].as_str()),
+            (Some(200), Some("made in the sandbox")),
+            "{seen}"
+        );
+    }
+
+    // OAuth: tokens of four seconds, refreshed half-way, requests racing on
+    // both nodes for twelve seconds. Every refresh presents the refresh
+    // token in force; none is ever presented twice.
+    let grant = cluster_run(&a.api, &oauth, "runtime_secret", &["127.0.0.2"]);
+    let resource = format!("{}/oauth/resource", upstream.origin(1));
+    let (via_a, via_b) = (via(&a, &grant), via(&b, &grant));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(12);
+    let mut answered = 0;
+    while std::time::Instant::now() < until {
+        let (first, second) =
+            tokio::join!(through(&via_a, &run_ca, &resource), through(&via_b, &run_ca, &resource));
+        assert_eq!((first.0, second.0), (200, 200), "{first:?} {second:?}");
+        answered += 2;
+    }
+    let stats = upstream.stats();
+    assert_eq!(stats["reused"], 0, "a refresh token presented twice: {stats}");
+    assert_eq!(stats["resource_refused"], 0, "{stats}");
+    let refreshes = stats["refreshes"].as_u64().unwrap();
+    assert!(
+        (4..=13).contains(&refreshes),
+        "about one refresh each two seconds, not one per request ({answered} answered): {stats}"
+    );
+
+    // Nothing secret in the database the fleet shares.
+    let dump = std::process::Command::new(crate::leases_cluster::pg_dump())
+        .args(["--no-owner", "--dbname", db.url()])
+        .output()
+        .unwrap();
+    assert!(dump.status.success(), "pg_dump: {}", String::from_utf8_lossy(&dump.stderr));
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    assert!(dump.contains("credential_tokens"), "the dump holds the shared tokens' table");
+    for secret in [CLIENT_SECRET, "rt_initial_cluster", secret_access_key.as_str()] {
+        assert!(!dump.contains(secret), "a secret in the database");
+    }
+    for (prefix, hex) in [("ghs_", 36), ("at_", 32), ("rt_", 32)] {
+        assert!(!holds_token(&dump, prefix, hex), "a minted {prefix} token in the database");
+    }
+    let _ = (a.terminate(), b.terminate());
+}
