@@ -5,7 +5,7 @@
 //! over plain HTTP for a credential that does not allow it.
 #![no_main]
 
-use gatehouse_egress::inject::{InjectRule, LeaseEntry, LeaseState, apply, examine, placeholder_for};
+use gatehouse_egress::inject::{Delivery, InjectRule, LeaseEntry, LeaseState, apply, examine, placeholder_for};
 use libfuzzer_sys::fuzz_target;
 
 /// Shares no 8 bytes with any placeholder (`gatehouse_lease_` and hex), in
@@ -20,7 +20,7 @@ fn leases() -> Vec<LeaseEntry> {
         host: host.to_owned(),
         granted_at: 1,
         state,
-        rule,
+        delivery: Delivery::Inject(rule),
         allow_plain_http: false,
     };
     vec![
