@@ -5,7 +5,7 @@
 //! sandbox's own signature headers; the secret access key never appears.
 #![no_main]
 
-use gatehouse_capability::sigv4::{AwsKeys, Scope};
+use gatehouse_capability::sigv4::{AwsKeys, Scope, Signer};
 use gatehouse_egress::sigv4::{Payload, ToSign, sign};
 use libfuzzer_sys::fuzz_target;
 
@@ -33,7 +33,8 @@ fuzz_target!(|data: &[u8]| {
     let before = headers.clone();
     let payload = if data.first().is_some_and(|b| b & 1 == 0) { Payload::Streamed } else { Payload::InHand(data) };
     let request = ToSign { method: "PUT", authority: "bucket.example:8443", path_and_query, payload };
-    match sign(&mut headers, &request, &keys, &scope, "gatehouse_lease_0123456789abcdef0123456789abcdef", 1_800_000_000) {
+    let signer = Signer::new(keys, scope);
+    match sign(&mut headers, &request, &signer, "gatehouse_lease_0123456789abcdef0123456789abcdef", 1_800_000_000) {
         Err(_) => assert_eq!(headers, before, "a refusal changes nothing"),
         Ok(_) => {
             let authorization: Vec<_> = headers.get_all("authorization").iter().collect();

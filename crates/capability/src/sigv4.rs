@@ -15,9 +15,7 @@
 use std::fmt;
 
 use gatehouse_core::UnixTime;
-use hmac::{Hmac, KeyInit as _, Mac as _};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 use zeroize::Zeroizing;
 
 use crate::credential::{CredentialError, CredentialSecret};
@@ -140,8 +138,8 @@ impl AwsKeys {
         self.session_token.as_deref().map(String::as_str)
     }
 
-    /// The secret access key: only for a test's own verifier.
-    #[doc(hidden)]
+    /// The secret access key: what a request toward another host must
+    /// never carry (the door looks for it), never sent itself.
     pub fn secret_access_key(&self) -> &str {
         &self.secret_access_key
     }
@@ -197,7 +195,38 @@ pub fn amz_date(now: UnixTime) -> String {
     let days = now.div_euclid(86_400);
     let secs = now.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+    let mut out = String::with_capacity(16);
+    for (value, width) in [(y, 4), (m, 2), (d, 2)] {
+        push_digits(&mut out, value, width);
+    }
+    out.push('T');
+    for value in [secs / 3600, secs % 3600 / 60, secs % 60] {
+        push_digits(&mut out, value, 2);
+    }
+    out.push('Z');
+    out
+}
+
+/// `value`'s last `width` (at most 4) decimal digits, zero-padded.
+fn push_digits(out: &mut String, value: i64, width: usize) {
+    let mut digits = [b'0'; 4];
+    let mut rest = value.rem_euclid(10_000);
+    for slot in digits.iter_mut().rev() {
+        *slot = b'0' + u8::try_from(rest % 10).unwrap_or(0);
+        rest /= 10;
+    }
+    for &digit in &digits[4 - width.min(4)..] {
+        out.push(char::from(digit));
+    }
+}
+
+/// Lowercase hex of `bytes`, appended to `out`.
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
@@ -272,19 +301,59 @@ fn remove_dot_segments(path: &str) -> String {
 /// The canonical URI: S3's path is signed as sent; every other service's
 /// is normalized and encoded once more (AWS: "each path segment URI-encoded
 /// twice, except for Amazon S3").
-fn canonical_uri(service: &str, path: &str) -> String {
+fn canonical_uri<'a>(service: &str, path: &'a str) -> std::borrow::Cow<'a, str> {
     let path = if path.is_empty() { "/" } else { path };
     if service == "s3" {
-        return path.to_owned();
+        return std::borrow::Cow::Borrowed(path);
     }
     let mut out = String::with_capacity(path.len());
     uri_encode(remove_dot_segments(path).as_bytes(), true, &mut out);
-    out
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether `part` is already encoded the one way: unreserved characters
+/// and `%XX` escapes in uppercase hex (what the SDKs send).
+fn encoded_canonically(part: &str) -> bool {
+    let bytes = part.as_bytes();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'%' => {
+                let hex = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(b));
+                if !(hex(bytes.get(i + 1)) && hex(bytes.get(i + 2))) {
+                    return false;
+                }
+                i += 3;
+            }
+            b if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') => i += 1,
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// The canonical query: each name and value decoded and encoded the one
-/// way, sorted by name then value.
-fn canonical_query(query: &str) -> String {
+/// way, sorted by name then value. A query already in that form is its
+/// own canonical form.
+fn canonical_query(query: &str) -> std::borrow::Cow<'_, str> {
+    if query.is_empty() {
+        return std::borrow::Cow::Borrowed("");
+    }
+    let mut previous: Option<(&str, &str)> = None;
+    let canonical = query.split('&').all(|pair| {
+        let Some((name, value)) = pair.split_once('=') else { return false };
+        let in_order = previous.is_none_or(|p| p <= (name, value));
+        previous = Some((name, value));
+        in_order && encoded_canonically(name) && encoded_canonically(value)
+    });
+    if canonical {
+        return std::borrow::Cow::Borrowed(query);
+    }
+    std::borrow::Cow::Owned(canonical_query_rebuilt(query))
+}
+
+/// [`canonical_query`] the long way.
+fn canonical_query_rebuilt(query: &str) -> String {
     let mut pairs: Vec<(String, String)> = query
         .split('&')
         .filter(|p| !p.is_empty())
@@ -301,67 +370,176 @@ fn canonical_query(query: &str) -> String {
     joined.join("&")
 }
 
-/// A header value as signed: trimmed, inner runs of spaces one space.
-fn canonical_value(value: &str) -> String {
-    value.split_ascii_whitespace().collect::<Vec<_>>().join(" ")
+/// A header value as signed: trimmed, inner runs of whitespace one space.
+/// Borrowed when it already is (the usual case).
+fn canonical_value(value: &str) -> std::borrow::Cow<'_, str> {
+    let trimmed = value.trim_matches(|c: char| c.is_ascii_whitespace());
+    let mut after_space = false;
+    let collapsed = trimmed.bytes().all(|b| {
+        let ok = match b {
+            b' ' => !after_space,
+            b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => false,
+            _ => true,
+        };
+        after_space = b == b' ';
+        ok
+    });
+    if collapsed {
+        return std::borrow::Cow::Borrowed(trimmed);
+    }
+    std::borrow::Cow::Owned(trimmed.split_ascii_whitespace().collect::<Vec<_>>().join(" "))
 }
 
+/// HMAC-SHA256 (aws-lc-rs: the tree's provider, with the CPU's SHA
+/// extensions where it has them).
 fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
-    // HMAC takes a key of any length.
-    let mut mac = <Hmac<Sha256>>::new_from_slice(key).unwrap_or_else(|_| unreachable!());
-    mac.update(data);
-    mac.finalize().into_bytes().into()
+    let tag = aws_lc_rs::hmac::sign(&aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, key), data);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(tag.as_ref());
+    out
+}
+
+fn sha256(data: &[u8]) -> aws_lc_rs::digest::Digest {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, data)
+}
+
+/// Signs requests with one key for one region and service. The key
+/// derived for a day (four HMACs) is kept for that day, as AWS's SDKs
+/// keep it: what stays in memory is scoped to the day, region and service,
+/// and wiped when replaced or dropped.
+pub struct Signer {
+    keys: AwsKeys,
+    scope: Scope,
+    /// The date (`YYYYMMDD`) and the signing key derived for it.
+    derived: std::sync::Mutex<Option<([u8; 8], std::sync::Arc<aws_lc_rs::hmac::Key>)>>,
+}
+
+impl fmt::Debug for Signer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Signer").field("scope", &self.scope).finish_non_exhaustive()
+    }
+}
+
+impl Signer {
+    /// A signer with `keys` for `scope`.
+    pub fn new(keys: AwsKeys, scope: Scope) -> Self {
+        Self { keys, scope, derived: std::sync::Mutex::new(None) }
+    }
+
+    /// Its keys.
+    pub fn keys(&self) -> &AwsKeys {
+        &self.keys
+    }
+
+    /// Its region and service.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// The signing key for `date` (`YYYYMMDD`), derived once a day.
+    fn signing_key(&self, date: &[u8; 8]) -> std::sync::Arc<aws_lc_rs::hmac::Key> {
+        let mut derived = self.derived.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((day, key)) = derived.as_ref()
+            && day == date
+        {
+            return key.clone();
+        }
+        let secret = Zeroizing::new(format!("AWS4{}", self.keys.secret_access_key.as_str()));
+        let k_date = Zeroizing::new(hmac(secret.as_bytes(), date));
+        let k_region = Zeroizing::new(hmac(&*k_date, self.scope.region.as_bytes()));
+        let k_service = Zeroizing::new(hmac(&*k_region, self.scope.service.as_bytes()));
+        let k_signing = Zeroizing::new(hmac(&*k_service, b"aws4_request"));
+        // Kept as HMAC's own key: its pads are computed once a day too.
+        let key = std::sync::Arc::new(aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, &*k_signing));
+        *derived = Some((*date, key.clone()));
+        key
+    }
+
+    /// The `Authorization` header's value for `request`, signed at `now`.
+    /// `request.headers` must hold `x-amz-date` with [`amz_date`]`(now)`
+    /// and `host`, as they are sent.
+    pub fn authorization(&self, request: &Request<'_>, now: UnixTime) -> String {
+        let mut headers: Vec<(std::borrow::Cow<'_, str>, std::borrow::Cow<'_, str>)> = request
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                let name = match n.bytes().any(|b| b.is_ascii_uppercase()) {
+                    true => std::borrow::Cow::Owned(n.to_ascii_lowercase()),
+                    false => std::borrow::Cow::Borrowed(*n),
+                };
+                (name, canonical_value(v))
+            })
+            .collect();
+        headers.sort_unstable();
+        let mut signed_headers = String::with_capacity(headers.iter().map(|(n, _)| n.len() + 1).sum());
+        for (i, (name, _)) in headers.iter().enumerate() {
+            if i > 0 {
+                signed_headers.push(';');
+            }
+            signed_headers.push_str(name);
+        }
+        let mut canonical = String::with_capacity(320 + request.path.len() + request.query.len());
+        canonical.push_str(request.method);
+        canonical.push('\n');
+        canonical.push_str(&canonical_uri(&self.scope.service, request.path));
+        canonical.push('\n');
+        canonical.push_str(&canonical_query(request.query));
+        canonical.push('\n');
+        for (name, value) in &headers {
+            canonical.push_str(name);
+            canonical.push(':');
+            canonical.push_str(value);
+            canonical.push('\n');
+        }
+        canonical.push('\n');
+        canonical.push_str(&signed_headers);
+        canonical.push('\n');
+        canonical.push_str(request.payload_hash);
+
+        let date_time = amz_date(now);
+        let mut date = [0u8; 8];
+        date.copy_from_slice(&date_time.as_bytes()[..8]);
+        let date_text = &date_time[..8];
+        let mut string_to_sign = String::with_capacity(160);
+        for part in [ALGORITHM, "\n", &date_time, "\n", date_text, "/", &self.scope.region, "/"] {
+            string_to_sign.push_str(part);
+        }
+        string_to_sign.push_str(&self.scope.service);
+        string_to_sign.push_str("/aws4_request\n");
+        push_hex(&mut string_to_sign, sha256(canonical.as_bytes()).as_ref());
+        let signature = aws_lc_rs::hmac::sign(&self.signing_key(&date), string_to_sign.as_bytes());
+        let mut header = String::with_capacity(200 + signed_headers.len());
+        header.push_str(ALGORITHM);
+        header.push_str(" Credential=");
+        header.push_str(&self.keys.access_key_id);
+        header.push('/');
+        // The credential scope, as written into the string to sign.
+        let scope_start = ALGORITHM.len() + 1 + date_time.len() + 1;
+        header.push_str(&string_to_sign[scope_start..string_to_sign.len() - 65]);
+        header.push_str(", SignedHeaders=");
+        header.push_str(&signed_headers);
+        header.push_str(", Signature=");
+        push_hex(&mut header, signature.as_ref());
+        header
+    }
 }
 
 /// The `Authorization` header's value for `request`, signed at `now` with
-/// `keys` for `scope`. `request.headers` must hold `x-amz-date` with
-/// [`amz_date`]`(now)` and `host`, as they are sent.
+/// `keys` for `scope` (a [`Signer`] used once).
 pub fn authorization(keys: &AwsKeys, scope: &Scope, request: &Request<'_>, now: UnixTime) -> String {
-    let mut headers: Vec<(String, String)> =
-        request.headers.iter().map(|(n, v)| (n.to_ascii_lowercase(), canonical_value(v))).collect();
-    headers.sort();
-    let signed_headers: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
-    let signed_headers = signed_headers.join(";");
-    let mut canonical = String::new();
-    canonical.push_str(request.method);
-    canonical.push('\n');
-    canonical.push_str(&canonical_uri(&scope.service, request.path));
-    canonical.push('\n');
-    canonical.push_str(&canonical_query(request.query));
-    canonical.push('\n');
-    for (name, value) in &headers {
-        canonical.push_str(name);
-        canonical.push(':');
-        canonical.push_str(value);
-        canonical.push('\n');
-    }
-    canonical.push('\n');
-    canonical.push_str(&signed_headers);
-    canonical.push('\n');
-    canonical.push_str(request.payload_hash);
-
-    let date_time = amz_date(now);
-    let date = &date_time[..8];
-    let credential_scope = format!("{date}/{}/{}/aws4_request", scope.region, scope.service);
-    let string_to_sign = format!(
-        "{ALGORITHM}\n{date_time}\n{credential_scope}\n{}",
-        hex::encode(Sha256::digest(canonical.as_bytes()))
-    );
-    let secret = Zeroizing::new(format!("AWS4{}", keys.secret_access_key.as_str()));
-    let k_date = Zeroizing::new(hmac(secret.as_bytes(), date.as_bytes()));
-    let k_region = Zeroizing::new(hmac(&*k_date, scope.region.as_bytes()));
-    let k_service = Zeroizing::new(hmac(&*k_region, scope.service.as_bytes()));
-    let k_signing = Zeroizing::new(hmac(&*k_service, b"aws4_request"));
-    let signature = hex::encode(hmac(&*k_signing, string_to_sign.as_bytes()));
-    format!(
-        "{ALGORITHM} Credential={}/{credential_scope}, SignedHeaders={signed_headers}, Signature={signature}",
-        keys.access_key_id
-    )
+    let keys = AwsKeys {
+        access_key_id: keys.access_key_id.clone(),
+        secret_access_key: keys.secret_access_key.clone(),
+        session_token: keys.session_token.clone(),
+    };
+    Signer::new(keys, scope.clone()).authorization(request, now)
 }
 
 /// The hex SHA-256 of a body: its payload hash.
 pub fn payload_hash(body: &[u8]) -> String {
-    hex::encode(Sha256::digest(body))
+    let mut out = String::with_capacity(64);
+    push_hex(&mut out, sha256(body).as_ref());
+    out
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use gatehouse_capability::{CredentialSecret, LocalSeal, LocallySealed};
 use gatehouse_core::{Reason, UnixTime};
 use http::HeaderMap;
 
-use gatehouse_capability::sigv4::AwsKeys;
+use gatehouse_capability::sigv4::Signer;
 
 use crate::inject::{self, Delivery, LeaseEntry, LeaseRefusal, Scrub};
 use crate::meter::EgressRefused;
@@ -102,6 +102,8 @@ pub enum LeaseSecret {
     Sealed(LocallySealed),
     /// Minted when needed.
     Minted(Arc<dyn TokenSource>),
+    /// AWS keys signing requests, with the key derived for the day.
+    Signer(Arc<Signer>),
 }
 
 /// A run's leases, with their credentials' secrets sealed under this
@@ -136,6 +138,16 @@ impl RunLeases {
         match self.secrets.get(i).ok_or(Reason::CredentialUnreadable)?.as_ref().map_err(|r| *r)? {
             LeaseSecret::Sealed(sealed) => self.seal.open(sealed).map_err(|_| Reason::CredentialUnreadable),
             LeaseSecret::Minted(source) => source.current().ok_or(Reason::CredentialUnreadable),
+            LeaseSecret::Signer(signer) => CredentialSecret::new(signer.keys().secret_access_key())
+                .map_err(|_| Reason::CredentialUnreadable),
+        }
+    }
+
+    /// The signer of entry `i`, an `aws_sigv4` lease.
+    pub fn signer(&self, i: usize) -> Result<Arc<Signer>, Reason> {
+        match self.secrets.get(i).ok_or(Reason::CredentialUnreadable)?.as_ref().map_err(|r| *r)? {
+            LeaseSecret::Signer(signer) => Ok(signer.clone()),
+            _ => Err(Reason::CredentialUnreadable),
         }
     }
 
@@ -145,6 +157,8 @@ impl RunLeases {
         match self.secrets.get(i).ok_or(Reason::CredentialUnreadable)?.as_ref().map_err(|r| *r)? {
             LeaseSecret::Sealed(sealed) => self.seal.open(sealed).map_err(|_| Reason::CredentialUnreadable),
             LeaseSecret::Minted(source) => source.token().await,
+            // A signing lease's keys are never a token.
+            LeaseSecret::Signer(_) => Err(Reason::CredentialUnreadable),
         }
     }
 }
@@ -360,14 +374,11 @@ pub async fn at_the_door(
             let secret = leases.open(i).await.map_err(lease_refusal)?;
             inject::apply(headers, entry, secret.expose()).map_err(lease_refusal)?
         }
-        Delivery::SigV4(scope) => {
-            let material = leases.secret(i).map_err(lease_refusal)?;
-            let keys =
-                AwsKeys::from_material(&material).map_err(|_| lease_refusal(Reason::CredentialUnreadable))?;
+        Delivery::SigV4(_) => {
+            let signer = leases.signer(i).map_err(lease_refusal)?;
             let payload = body.map_or(Payload::Streamed, Payload::InHand);
             let request = ToSign { method, authority, path_and_query, payload };
-            crate::sigv4::sign(headers, &request, &keys, scope, &entry.placeholder, now)
-                .map_err(lease_refusal)?
+            crate::sigv4::sign(headers, &request, &signer, &entry.placeholder, now).map_err(lease_refusal)?
         }
     };
     // The answer must come back as sent to be scrubbed of the secret.

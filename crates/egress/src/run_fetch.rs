@@ -16,7 +16,7 @@ use gatehouse_core::{Clock, ErrorCode, Reason, Refusal, RefusalKind, UnixTime, n
 use gatehouse_ledger::{Ledger, Operation, refusal_kind, spend};
 
 use crate::fetch::{FetchRefusal, FetchRequest, Fetcher};
-use gatehouse_capability::sigv4::AwsKeys;
+use gatehouse_capability::sigv4::{AwsKeys, Signer};
 
 use crate::inject::{Delivery, LeaseEntry, LeaseState};
 use crate::leases::{LastCheck, LeaseFuture, LeaseSource, OfRun, Outbound, mentions_placeholder};
@@ -195,6 +195,7 @@ impl FetchDoor {
             Delivery::Inject(_) => crate::inject::apply(&mut fetch.headers, &entry, secret.expose()),
             Delivery::SigV4(scope) => {
                 AwsKeys::from_material(secret).map_err(|_| Reason::CredentialUnreadable).and_then(|keys| {
+                    let signer = Signer::new(keys, scope.clone());
                     let request = ToSign {
                         method: fetch.method.as_str(),
                         authority: &target.authority(),
@@ -204,8 +205,7 @@ impl FetchDoor {
                     crate::sigv4::sign(
                         &mut fetch.headers,
                         &request,
-                        &keys,
-                        scope,
+                        &signer,
                         REDACTED_CREDENTIAL,
                         self.clock.now(),
                     )

@@ -17,7 +17,9 @@
 //! The signature itself is [`gatehouse_capability::sigv4`]'s; this module
 //! is the request's side: which headers, which payload hash, which host.
 
-use gatehouse_capability::sigv4::{self, AwsKeys, Scope};
+use std::borrow::Cow;
+
+use gatehouse_capability::sigv4::{self, Signer};
 use gatehouse_core::{Reason, UnixTime};
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 
@@ -41,6 +43,10 @@ const UNSIGNED_TRAILER: &str = "STREAMING-UNSIGNED-PAYLOAD-TRAILER";
 const X_AMZ_DATE: &str = "x-amz-date";
 const X_AMZ_CONTENT_SHA256: &str = "x-amz-content-sha256";
 const X_AMZ_SECURITY_TOKEN: &str = "x-amz-security-token";
+/// The same names, parsed once.
+static DATE_HEADER: HeaderName = HeaderName::from_static(X_AMZ_DATE);
+static CONTENT_SHA256_HEADER: HeaderName = HeaderName::from_static(X_AMZ_CONTENT_SHA256);
+static SECURITY_TOKEN_HEADER: HeaderName = HeaderName::from_static(X_AMZ_SECURITY_TOKEN);
 
 /// What the door knows of the request's body when it signs.
 #[derive(Debug, Clone, Copy)]
@@ -71,13 +77,17 @@ pub fn refused(headers: &HeaderMap, path_and_query: &str) -> Option<Reason> {
     let query = path_and_query.split_once('?').map_or("", |(_, q)| q);
     let presigned = query.split('&').any(|pair| {
         let name = pair.split_once('=').map_or(pair, |(n, _)| n);
-        let name = crate::inject::percent_decode(name.as_bytes(), false);
-        PRESIGNED_PARAMETERS.iter().any(|p| name.eq_ignore_ascii_case(p.as_bytes()))
+        let is_presigning =
+            |name: &[u8]| PRESIGNED_PARAMETERS.iter().any(|p| name.eq_ignore_ascii_case(p.as_bytes()));
+        match name.contains('%') {
+            true => is_presigning(&crate::inject::percent_decode(name.as_bytes(), false)),
+            false => is_presigning(name.as_bytes()),
+        }
     });
     if presigned {
         return Some(Reason::Sigv4PresignedUrl);
     }
-    let chunk_signed = headers.get_all(X_AMZ_CONTENT_SHA256).iter().any(|v| {
+    let chunk_signed = headers.get_all(&CONTENT_SHA256_HEADER).iter().any(|v| {
         let v = v.as_bytes();
         CHUNK_SIGNED_PREFIXES
             .iter()
@@ -86,17 +96,19 @@ pub fn refused(headers: &HeaderMap, path_and_query: &str) -> Option<Reason> {
     chunk_signed.then_some(Reason::Sigv4StreamingSigned)
 }
 
-/// Signs `headers` for `request` with `keys` for `scope` at `now`.
-/// Returns what the answer is scrubbed of: the session token and the
-/// access key id, each to `placeholder`.
+/// Signs `headers` for `request` with `signer` at `now`. Returns what the
+/// answer is scrubbed of: the session token, to `placeholder` (the access
+/// key id is an identifier AWS itself shows, and the secret key never
+/// leaves).
 ///
-/// Fails — leaving `headers` untouched — with [`refused`]'s reasons, and
-/// with `credential_unreadable` if a value cannot be a header.
+/// Fails — leaving `headers` untouched — with [`refused`]'s reasons, with
+/// `header_not_allowed` for a header the signature would cover that is not
+/// visible ASCII, and with `credential_unreadable` if a value cannot be a
+/// header.
 pub fn sign(
     headers: &mut HeaderMap,
     request: &ToSign<'_>,
-    keys: &AwsKeys,
-    scope: &Scope,
+    signer: &Signer,
     placeholder: &str,
     now: UnixTime,
 ) -> Result<Scrub, Reason> {
@@ -104,65 +116,78 @@ pub fn sign(
         return Err(reason);
     }
     let keeps_trailer = headers
-        .get(X_AMZ_CONTENT_SHA256)
+        .get(&CONTENT_SHA256_HEADER)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(UNSIGNED_TRAILER.as_bytes()));
     let payload_hash = match (keeps_trailer, request.payload) {
         (true, _) => UNSIGNED_TRAILER.to_owned(),
+        (false, Payload::InHand([])) => sigv4::EMPTY_PAYLOAD_SHA256.to_owned(),
         (false, Payload::InHand(body)) => sigv4::payload_hash(body),
         (false, Payload::Streamed) => sigv4::UNSIGNED_PAYLOAD.to_owned(),
     };
     let date = sigv4::amz_date(now);
-    let token = keys.session_token().map(sensitive).transpose()?;
+    let token = signer.keys().session_token().map(sensitive).transpose()?;
     let host = HeaderValue::from_str(request.authority).map_err(|_| Reason::CredentialUnreadable)?;
+    let date_value = HeaderValue::from_str(&date).map_err(|_| Reason::CredentialUnreadable)?;
+    let hash_value = HeaderValue::from_str(&payload_hash).map_err(|_| Reason::CredentialUnreadable)?;
 
-    // Built on a copy, so a failure leaves the request as it was.
-    let mut signed = headers.clone();
-    for name in [header::AUTHORIZATION.as_str(), X_AMZ_DATE, X_AMZ_SECURITY_TOKEN, X_AMZ_CONTENT_SHA256] {
-        signed.remove(name);
+    // What the signature covers, as it will be sent: the run's own headers
+    // it covers (checked before anything changes), and the door's.
+    let mut covered: Vec<(&str, Cow<'_, str>)> = Vec::with_capacity(8);
+    for name in headers.keys() {
+        let n = name.as_str();
+        let replaced =
+            n == "host" || n == X_AMZ_DATE || n == X_AMZ_SECURITY_TOKEN || n == X_AMZ_CONTENT_SHA256;
+        if replaced || !covers(n) {
+            continue;
+        }
+        let mut values = headers.get_all(name).iter().map(HeaderValue::to_str);
+        let first = values.next().transpose().map_err(|_| Reason::HeaderNotAllowed)?.unwrap_or_default();
+        let mut joined = Cow::Borrowed(first);
+        for more in values {
+            let joined = joined.to_mut();
+            joined.push(',');
+            joined.push_str(more.map_err(|_| Reason::HeaderNotAllowed)?);
+        }
+        covered.push((n, joined));
     }
-    signed.insert(header::HOST, host);
-    signed.insert(X_AMZ_DATE, HeaderValue::from_str(&date).map_err(|_| Reason::CredentialUnreadable)?);
-    signed.insert(
-        X_AMZ_CONTENT_SHA256,
-        HeaderValue::from_str(&payload_hash).map_err(|_| Reason::CredentialUnreadable)?,
-    );
-    if let Some(token) = token {
-        signed.insert(X_AMZ_SECURITY_TOKEN, token);
+    covered.push(("host", Cow::Borrowed(request.authority)));
+    covered.push((X_AMZ_DATE, Cow::Borrowed(&date)));
+    covered.push((X_AMZ_CONTENT_SHA256, Cow::Borrowed(&payload_hash)));
+    if let Some(token) = signer.keys().session_token() {
+        covered.push((X_AMZ_SECURITY_TOKEN, Cow::Borrowed(token)));
     }
-
-    let covered = covered_headers(&signed)?;
-    let pairs: Vec<(&str, &str)> = covered.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let pairs: Vec<(&str, &str)> = covered.iter().map(|(n, v)| (*n, v.as_ref())).collect();
     let (path, query) = request.path_and_query.split_once('?').unwrap_or((request.path_and_query, ""));
     let to_sign =
         sigv4::Request { method: request.method, path, query, headers: &pairs, payload_hash: &payload_hash };
-    let authorization = sigv4::authorization(keys, scope, &to_sign, now);
-    signed.insert(header::AUTHORIZATION, sensitive(&authorization)?);
-    *headers = signed;
+    let authorization = sensitive(&signer.authorization(&to_sign, now))?;
+
+    // Nothing below can fail: the request changes whole or not at all.
+    headers.remove(header::AUTHORIZATION);
+    headers.insert(header::HOST, host);
+    headers.insert(DATE_HEADER.clone(), date_value);
+    headers.insert(CONTENT_SHA256_HEADER.clone(), hash_value);
+    match token {
+        Some(token) => {
+            headers.insert(SECURITY_TOKEN_HEADER.clone(), token);
+        }
+        None => {
+            headers.remove(&SECURITY_TOKEN_HEADER);
+        }
+    }
+    headers.insert(header::AUTHORIZATION, authorization);
 
     let mut scrub = Scrub::default();
-    scrub.push(keys.access_key_id().as_bytes(), placeholder.as_bytes());
-    if let Some(token) = keys.session_token() {
+    if let Some(token) = signer.keys().session_token() {
         scrub.push(token.as_bytes(), placeholder.as_bytes());
     }
     Ok(scrub)
 }
 
-/// The headers the signature covers: `host`, every `x-amz-*`, and the
-/// body's `content-type` and `content-md5`; a repeated header's values
-/// joined with `,` as AWS specifies. A value that is not visible ASCII
-/// cannot be signed the one way the upstream reads it: refused.
-fn covered_headers(headers: &HeaderMap) -> Result<Vec<(String, String)>, Reason> {
-    let covered = |name: &HeaderName| {
-        let name = name.as_str();
-        name == "host" || name == "content-type" || name == "content-md5" || name.starts_with("x-amz-")
-    };
-    let mut out: Vec<(String, String)> = Vec::new();
-    for name in headers.keys().filter(|n| covered(n)) {
-        let values: Result<Vec<&str>, _> = headers.get_all(name).iter().map(HeaderValue::to_str).collect();
-        let values = values.map_err(|_| Reason::HeaderNotAllowed)?;
-        out.push((name.as_str().to_owned(), values.join(",")));
-    }
-    Ok(out)
+/// Whether the signature covers a header: `host`, every `x-amz-*`, and
+/// the body's `content-type` and `content-md5`.
+fn covers(name: &str) -> bool {
+    name == "host" || name == "content-type" || name == "content-md5" || name.starts_with("x-amz-")
 }
 
 fn sensitive(text: &str) -> Result<HeaderValue, Reason> {
@@ -173,16 +198,16 @@ fn sensitive(text: &str) -> Result<HeaderValue, Reason> {
 
 #[cfg(test)]
 mod tests {
+    use gatehouse_capability::sigv4::{AwsKeys, Scope};
+
     use super::*;
 
     const NOW: UnixTime = 1_369_353_600;
 
-    fn keys(token: Option<&str>) -> AwsKeys {
-        AwsKeys::new("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", token).unwrap()
-    }
-
-    fn s3() -> Scope {
-        Scope::new("us-east-1", "s3").unwrap()
+    fn signer(token: Option<&str>) -> Signer {
+        let keys =
+            AwsKeys::new("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", token).unwrap();
+        Signer::new(keys, Scope::new("us-east-1", "s3").unwrap())
     }
 
     fn request<'a>(path_and_query: &'a str, payload: Payload<'a>) -> ToSign<'a> {
@@ -205,9 +230,8 @@ mod tests {
     fn the_runs_signature_is_replaced_by_the_doors() {
         let mut headers = sdk_headers();
         let scrub =
-            sign(&mut headers, &request("/test.txt", Payload::InHand(b"")), &keys(None), &s3(), "p", NOW)
-                .unwrap();
-        assert!(!scrub.is_empty());
+            sign(&mut headers, &request("/test.txt", Payload::InHand(b"")), &signer(None), "p", NOW).unwrap();
+        assert!(scrub.is_empty(), "without a session token nothing secret goes out");
         assert_eq!(headers["x-amz-date"], "20130524T000000Z");
         assert_eq!(headers["x-amz-content-sha256"], sigv4::EMPTY_PAYLOAD_SHA256);
         assert!(headers.get("x-amz-security-token").is_none(), "the run's token is gone");
@@ -226,15 +250,9 @@ mod tests {
     #[test]
     fn a_session_token_goes_in_signed_and_the_answer_is_scrubbed_of_it() {
         let mut headers = HeaderMap::new();
-        let scrub = sign(
-            &mut headers,
-            &request("/", Payload::Streamed),
-            &keys(Some("FwoGZXIv+token")),
-            &s3(),
-            "p",
-            NOW,
-        )
-        .unwrap();
+        let scrub =
+            sign(&mut headers, &request("/", Payload::Streamed), &signer(Some("FwoGZXIv+token")), "p", NOW)
+                .unwrap();
         assert_eq!(headers["x-amz-security-token"], "FwoGZXIv+token");
         assert!(headers["x-amz-security-token"].is_sensitive());
         assert_eq!(headers["x-amz-content-sha256"], "UNSIGNED-PAYLOAD");
@@ -242,7 +260,7 @@ mod tests {
         let mut answer = HeaderMap::new();
         answer.insert("x-echo", HeaderValue::from_static("FwoGZXIv+token AKIAIOSFODNN7EXAMPLE"));
         scrub.headers(&mut answer);
-        assert_eq!(answer["x-echo"], "p p");
+        assert_eq!(answer["x-echo"], "p AKIAIOSFODNN7EXAMPLE", "the id is AWS's to show; the token is not");
     }
 
     #[test]
@@ -256,14 +274,14 @@ mod tests {
         ] {
             let mut headers = sdk_headers();
             let before = headers.clone();
-            let got = sign(&mut headers, &request(url, Payload::Streamed), &keys(None), &s3(), "p", NOW);
+            let got = sign(&mut headers, &request(url, Payload::Streamed), &signer(None), "p", NOW);
             assert_eq!(got.err(), Some(Reason::Sigv4PresignedUrl), "{url}");
             assert_eq!(headers, before);
         }
         let mut headers = sdk_headers();
         headers
             .insert("x-amz-content-sha256", HeaderValue::from_static("STREAMING-AWS4-HMAC-SHA256-PAYLOAD"));
-        let got = sign(&mut headers, &request("/o", Payload::Streamed), &keys(None), &s3(), "p", NOW);
+        let got = sign(&mut headers, &request("/o", Payload::Streamed), &signer(None), "p", NOW);
         assert_eq!(got.err(), Some(Reason::Sigv4StreamingSigned));
         // A query merely mentioning the words is not presigned.
         let mut headers = HeaderMap::new();
@@ -271,8 +289,7 @@ mod tests {
             sign(
                 &mut headers,
                 &request("/o?prefix=x-amz-signature", Payload::Streamed),
-                &keys(None),
-                &s3(),
+                &signer(None),
                 "p",
                 NOW
             )
@@ -286,15 +303,8 @@ mod tests {
         headers
             .insert("x-amz-content-sha256", HeaderValue::from_static("STREAMING-UNSIGNED-PAYLOAD-TRAILER"));
         headers.insert("x-amz-trailer", HeaderValue::from_static("x-amz-checksum-crc32"));
-        sign(
-            &mut headers,
-            &request("/o", Payload::InHand(b"5\r\nhello\r\n0\r\n")),
-            &keys(None),
-            &s3(),
-            "p",
-            NOW,
-        )
-        .unwrap();
+        sign(&mut headers, &request("/o", Payload::InHand(b"5\r\nhello\r\n0\r\n")), &signer(None), "p", NOW)
+            .unwrap();
         assert_eq!(headers["x-amz-content-sha256"], UNSIGNED_TRAILER);
         assert!(headers["authorization"].to_str().unwrap().contains("x-amz-trailer"));
     }

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use gatehouse_capability::credential::{CredentialError, SealedSecret};
+use gatehouse_capability::sigv4::{AwsKeys, Signer};
 use gatehouse_capability::{LocalSeal, SealingKeys};
 use gatehouse_core::{Clock, Reason};
 use gatehouse_egress::inject::{Delivery, InjectRule, LeaseEntry, LeaseState, placeholder_for};
@@ -20,7 +21,7 @@ use gatehouse_egress::leases::{LeaseFuture, LeaseSecret, LeaseSource, RunLeases}
 use gatehouse_ledger::{Ledger, LedgerBackend as _, RevokeScope};
 use gatehouse_store::{Credential, DoorLease, LeaseStatus, NewEvent, Store};
 
-use crate::credential_kinds::Stored;
+use crate::credential_kinds::{Kind, Stored};
 use crate::mint::Minter;
 use crate::record::RefusalLog;
 
@@ -183,7 +184,12 @@ impl DoorLeases {
             self.open(credential)?;
             return Ok(LeaseSecret::Minted(minter.source(credential, stored)));
         }
-        self.open(credential).map(|secret| LeaseSecret::Sealed(self.seal.seal(&secret)))
+        let secret = self.open(credential)?;
+        if let Kind::AwsSigV4(scope) = &stored.kind {
+            let keys = AwsKeys::from_material(&secret).map_err(|_| Reason::CredentialUnreadable)?;
+            return Ok(LeaseSecret::Signer(Arc::new(Signer::new(keys, scope.clone()))));
+        }
+        Ok(LeaseSecret::Sealed(self.seal.seal(&secret)))
     }
 
     /// The secret a person's request with `credential` is made with: the
@@ -196,6 +202,8 @@ impl DoorLeases {
         match self.lease_secret(credential, stored)? {
             LeaseSecret::Sealed(sealed) => self.seal.open(&sealed).map_err(|_| Reason::CredentialUnreadable),
             LeaseSecret::Minted(source) => source.token().await,
+            // The keys themselves, which the door signs with.
+            LeaseSecret::Signer(_) => self.open(credential),
         }
     }
 
