@@ -3,7 +3,6 @@
 //! (one page of each list). The forms behind them are `policy` and
 //! `actions`.
 
-use gatehouse_plane::credential_kinds::Stored;
 use std::collections::BTreeMap;
 
 use askama::Template;
@@ -13,6 +12,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use gatehouse_core::{Reason, RefusalKind, UnixTime, is_valid_id};
 use gatehouse_egress::policy::Mode;
 use gatehouse_egress::{Policy, PolicyDocument, parse_url};
+use gatehouse_plane::credential_kinds::Stored;
 use gatehouse_store::{Credential, LeaseFilter, LeaseStatus, PageRequest, RefusalFilter, RunStatus};
 use http::StatusCode;
 use serde::Deserialize;
@@ -230,6 +230,8 @@ pub struct CredentialView {
     pub purpose: String,
     /// `static`, `github_app`, `oauth2_refresh` or `aws_sigv4`.
     pub kind: &'static str,
+    /// For a minted kind, when the current token expires (or that none is).
+    pub token_expires: Option<String>,
     /// Its hosts, `, `-separated.
     pub host: String,
     pub fingerprint: String,
@@ -249,6 +251,7 @@ impl CredentialView {
             name: c.name.clone(),
             purpose: c.purpose.clone(),
             kind: stored.as_ref().map_or("unreadable", |s| s.kind.name()),
+            token_expires: None,
             host: c.hosts().collect::<Vec<_>>().join(", "),
             fingerprint: c.fingerprint.clone(),
             test_url: format!("{}://{first_host}/", if plain { "http" } else { "https" }),
@@ -679,7 +682,18 @@ pub(super) async fn render_tenant(
                 expires_at: when(l.expires_at),
             })
             .collect(),
-        credentials: credentials.items.iter().map(CredentialView::of).collect(),
+        credentials: {
+            let mut views: Vec<CredentialView> = credentials.items.iter().map(CredentialView::of).collect();
+            // A minted kind: when the fleet's current token expires, never the token.
+            for view in views.iter_mut().filter(|v| matches!(v.kind, "github_app" | "oauth2_refresh")) {
+                let expires = match state.plane.store.as_ref() {
+                    Some(store) => gatehouse_plane::mint::Minter::expires_at(store, &view.credential_id).await,
+                    None => None,
+                };
+                view.token_expires = Some(expires.map_or_else(|| "no token minted now".to_owned(), when));
+            }
+            views
+        },
         tests_credentials: state.plane.uses_credentials(),
         credential_test: extras.credential_test,
         refusals: refusals

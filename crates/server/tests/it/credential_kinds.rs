@@ -287,6 +287,7 @@ async fn a_github_app_token_is_minted_once_used_by_git_and_the_api_and_revoked_w
             ("GATEHOUSE_EGRESS_ALLOW_RANGES", "127.0.0.0/8"),
             ("GATEHOUSE_PROXY_CONNECT_PORTS", &ports),
             ("GATEHOUSE_EGRESS_EXTRA_CA_FILE", ca.to_str().unwrap()),
+            (gatehouse_config::names::ADMIN_PASSWORD_HASH, crate::admin::password_hash()),
         ],
     )
     .await;
@@ -389,6 +390,13 @@ async fn a_github_app_token_is_minted_once_used_by_git_and_the_api_and_revoked_w
         gatehouse_plane::mint::Minter::expires_at(node.state.plane.store.as_ref().unwrap(), &credential_id)
             .await;
     assert!(expires.is_some_and(|e| e > now + 3000), "{expires:?}");
+
+    // The settings page shows the kind and when the token expires, not the token.
+    let mut person = crate::admin::Visitor::new(&node);
+    person.sign_in("ada", crate::admin::PASSWORD).await;
+    let page = person.get("/admin/tenants/t1").await.text;
+    assert!(page.contains("github_app") && page.contains("token expires: 20"), "{page}");
+    assert!(!holds_token(&page, "ghs_", 36));
 
     // Unused: revoked at GitHub and forgotten.
     for lease_id in &lease_ids {
@@ -788,6 +796,15 @@ async fn every_kind_works_through_two_nodes_on_postgres_and_redis_and_racing_ref
     }
     for (prefix, hex) in [("ghs_", 36), ("at_", 32), ("rt_", 32)] {
         assert!(!holds_token(&dump, prefix, hex), "a minted {prefix} token in the database");
+    }
+    // Nor in the ledger's Redis.
+    let ledger = String::from_utf8_lossy(&redis.snapshot()).into_owned();
+    assert!(!ledger.is_empty(), "the snapshot holds the ledger");
+    for secret in [CLIENT_SECRET, "rt_initial_cluster", secret_access_key.as_str()] {
+        assert!(!ledger.contains(secret), "a secret in Redis");
+    }
+    for (prefix, hex) in [("ghs_", 36), ("at_", 32), ("rt_", 32)] {
+        assert!(!holds_token(&ledger, prefix, hex), "a minted {prefix} token in Redis");
     }
     let _ = (a.terminate(), b.terminate());
 }
