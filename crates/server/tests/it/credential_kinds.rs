@@ -145,7 +145,7 @@ async fn boto3_with_dummy_keys_works_through_the_door_against_a_verifying_s3() {
     let proxy = serve_proxy(&node).await;
     let via = format!("http://grant:{}@{proxy}", run["grant"].as_str().unwrap());
 
-    let out = python(SANDBOX.into(), vec![s3.endpoint(), via, run_ca.to_str().unwrap().into()]).await;
+    let out = python(SANDBOX.into(), vec![s3.endpoint(), via.clone(), run_ca.to_str().unwrap().into()]).await;
     let seen: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(seen["put"], 200, "{seen}");
     assert_eq!(seen["get"], "made in the sandbox", "{seen}");
@@ -156,6 +156,33 @@ async fn boto3_with_dummy_keys_works_through_the_door_against_a_verifying_s3() {
         assert_eq!(presigned["status"], 403, "{seen}");
         assert!(presigned["body"].as_str().unwrap().contains("sigv4_presigned_url"), "{seen}");
     }
+
+    // A chunk-signed body only the key's holder could sign: refused, not sent.
+    let url = format!("{}/runs/streamed.txt", s3.endpoint());
+    let chunked =
+        ["-X", "PUT", "-H", "x-amz-content-sha256: STREAMING-AWS4-HMAC-SHA256-PAYLOAD", "--data", "x", &url];
+    let (status, body) = through_with(&via, &run_ca, &chunked).await;
+    assert!(status == 403 && body.contains("sigv4_streaming_signed"), "{status} {body}");
+
+    // The fetch API, on the run's behalf, signs the same way.
+    let fetched = call(
+        &node,
+        "/v1/egress/fetch",
+        json!({"grant": run["grant"], "purpose": "runtime", "method": "GET",
+            "url": format!("{}/runs?list-type=2", s3.endpoint())}),
+    )
+    .await;
+    assert_eq!(fetched.json()["status"], 200, "{}", fetched.text);
+
+    // A person's own request with the credential is signed the same way.
+    let listed = call(
+        &node,
+        &format!("/v1/tenants/t1/credentials/{}/fetch", credential["credential_id"].as_str().unwrap()),
+        json!({"actor": "person:ada", "method": "GET", "url": format!("{}/runs?list-type=2", s3.endpoint())}),
+    )
+    .await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    assert_eq!(listed.json()["status"], 200, "{}", listed.text);
 
     // The verifier is real: the sandbox's own dummy signature is refused.
     let direct = r#"
@@ -464,26 +491,17 @@ fn unix_now() -> i64 {
 
 /// curl through `proxy` trusting `ca`: the status line's code and the body.
 async fn through(proxy: &str, ca: &Path, url: &str) -> (u16, String) {
+    through_with(proxy, ca, &[url]).await
+}
+
+/// [`through`] with more of curl's arguments (the URL among them).
+async fn through_with(proxy: &str, ca: &Path, args: &[&str]) -> (u16, String) {
     let dir = ca.parent().unwrap();
-    let (_, out) = sandbox(
-        dir,
-        "curl",
-        &[
-            "-s",
-            "-S",
-            "--max-time",
-            "40",
-            "-w",
-            "\n%{http_code}",
-            "--proxy",
-            proxy,
-            "--cacert",
-            ca.to_str().unwrap(),
-            url,
-        ],
-        &[],
-    )
-    .await;
+    let ca = ca.to_str().unwrap();
+    let mut all =
+        vec!["-s", "-S", "--max-time", "40", "-w", "\n%{http_code}", "--proxy", proxy, "--cacert", ca];
+    all.extend_from_slice(args);
+    let (_, out) = sandbox(dir, "curl", &all, &[]).await;
     let (body, code) = out.rsplit_once('\n').unwrap_or((&out, "0"));
     (code.trim().parse().unwrap_or(0), body.to_owned())
 }
@@ -540,6 +558,15 @@ async fn oauth_access_tokens_are_refreshed_with_each_rotated_refresh_token_and_a
     assert_eq!(through(&proxy, &run_ca, &resource).await.0, 200);
     let stats = oauth.stats();
     assert_eq!((stats["refreshes"].as_u64(), stats["reused"].as_u64()), (Some(2), Some(0)), "{stats}");
+    // A person's own request uses the same token, minted once for both.
+    let used = call(
+        &node,
+        &format!("/v1/tenants/t1/credentials/{credential_id}/fetch"),
+        json!({"actor": "person:ada", "method": "GET", "url": resource}),
+    )
+    .await;
+    assert_eq!(used.json()["status"], 200, "{}", used.text);
+    assert_eq!(oauth.stats()["refreshes"], 2);
 
     // A refresh that fails refuses, retryable, never with the old token.
     for mode in ["garbage", "expired", "refuse", "slow"] {
