@@ -20,8 +20,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use zeroize::Zeroizing;
 
-use crate::credentials::InjectSpec;
-
 /// The kinds, as the API names them.
 pub const KINDS: [&str; 4] = ["static", "github_app", "oauth2_refresh", "aws_sigv4"];
 /// GitHub's API, where installation tokens are minted unless a credential
@@ -31,6 +29,43 @@ pub const GITHUB_API_URL: &str = "https://api.github.com";
 pub const GIT_TOKEN_USERNAME: &str = "x-access-token";
 /// The most hosts one credential serves.
 pub const MAX_HOSTS: usize = 16;
+
+/// How a credential is sent: `{"header", "format"}` or `{"basic_username"}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectSpec {
+    /// The header it goes in.
+    #[serde(default)]
+    pub header: Option<String>,
+    /// The header's value, `{secret}` standing for it.
+    #[serde(default)]
+    pub format: Option<String>,
+    /// HTTP Basic with this user name and the secret as password.
+    #[serde(default)]
+    pub basic_username: Option<String>,
+}
+
+pub(crate) const INJECT_SHAPE: &str = "inject is {\"header\", \"format\"} or {\"basic_username\"}";
+
+impl InjectSpec {
+    /// The rule the spec gives, checked; the reason for the caller otherwise.
+    pub fn rule(&self) -> Result<InjectRule, &'static str> {
+        match (&self.header, &self.format, &self.basic_username) {
+            (Some(header), Some(format), None) => InjectRule::header(header, format),
+            (None, None, Some(username)) => InjectRule::basic(username),
+            _ => Err(INJECT_SHAPE),
+        }
+    }
+
+    /// Its stored form: the fields given, nothing else.
+    pub fn stored(&self) -> Value {
+        match (&self.header, &self.format, &self.basic_username) {
+            (Some(header), Some(format), _) => json!({"header": header, "format": format}),
+            (_, _, Some(username)) => json!({"basic_username": username}),
+            _ => json!({}),
+        }
+    }
+}
 
 /// A GitHub App installation, and what its tokens may be narrowed to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,8 +86,8 @@ pub struct GithubApp {
 }
 
 impl GithubApp {
-    /// Where an installation token is minted (RFC: GitHub's REST API,
-    /// "Create an installation access token for an app").
+    /// Where an installation token is minted (GitHub's REST API, "Create
+    /// an installation access token for an app").
     pub fn mint_url(&self) -> String {
         format!("{}/app/installations/{}/access_tokens", self.api_url, self.installation_id)
     }

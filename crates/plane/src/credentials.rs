@@ -14,57 +14,20 @@
 
 use gatehouse_capability::credential::{CredentialContext, CredentialSecret, seal};
 use gatehouse_core::{Reason, is_valid_id, new_id};
-use gatehouse_egress::inject::{Delivery, InjectRule};
+use gatehouse_egress::inject::Delivery;
 use gatehouse_egress::target::parse_authority;
 use gatehouse_ledger::LedgerBackend as _;
 use gatehouse_store::{
     Credential, Lease, LeaseFilter, LeaseStatus, NewEvent, NewLease, Page, PageRequest, Resealed, StoreError,
 };
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::credential_kinds::{Kind, MAX_HOSTS, Material, Stored};
+pub use crate::credential_kinds::InjectSpec;
+use crate::credential_kinds::{INJECT_SHAPE, Kind, MAX_HOSTS, Material, Stored};
 use crate::{Caller, Plane, PlaneError, Result};
 
 /// What a credential may be for.
 pub const PURPOSES: [&str; 4] = ["git_provider", "mcp_server", "runtime_secret", "webhook_signing"];
-
-/// How a credential is sent: `{"header", "format"}` or `{"basic_username"}`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InjectSpec {
-    /// The header it goes in.
-    #[serde(default)]
-    pub header: Option<String>,
-    /// The header's value, `{secret}` standing for it.
-    #[serde(default)]
-    pub format: Option<String>,
-    /// HTTP Basic with this user name and the secret as password.
-    #[serde(default)]
-    pub basic_username: Option<String>,
-}
-
-const INJECT_SHAPE: &str = "inject is {\"header\", \"format\"} or {\"basic_username\"}";
-
-impl InjectSpec {
-    /// The rule the spec gives, checked; the reason for the caller otherwise.
-    pub fn rule(&self) -> std::result::Result<InjectRule, &'static str> {
-        match (&self.header, &self.format, &self.basic_username) {
-            (Some(header), Some(format), None) => InjectRule::header(header, format),
-            (None, None, Some(username)) => InjectRule::basic(username),
-            _ => Err(INJECT_SHAPE),
-        }
-    }
-
-    /// Its stored form: the fields given, nothing else.
-    pub fn stored(&self) -> Value {
-        match (&self.header, &self.format, &self.basic_username) {
-            (Some(header), Some(format), _) => json!({"header": header, "format": format}),
-            (_, _, Some(username)) => json!({"basic_username": username}),
-            _ => json!({}),
-        }
-    }
-}
 
 /// How a stored credential is sent to `host` (its `inject` column, JSON
 /// text, read by [`Stored::read`]): the delivery and whether plain HTTP is

@@ -216,7 +216,12 @@ impl Minter {
             };
             let now = self.parts.clock.now();
             match self.parts.store.leases(&filter, &PageRequest { limit: 1, cursor: None }, now).await {
-                Ok(page) if page.items.is_empty() => source.retire().await,
+                Ok(page) if page.items.is_empty() => {
+                    source.retire().await;
+                    // Forgotten: a lease granted later gets a source anew.
+                    let key = (source.credential.credential_id.clone(), source.credential.version);
+                    self.sources.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
+                }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(code = e.code(), "minted tokens could not be swept"),
             }
@@ -384,15 +389,30 @@ impl CredentialTokens {
             }
         };
         let next_rotation = claimed.rotation + 1;
-        let sealed_refresh = match &refresh_token {
-            Some(refresh_token) => Some(self.seal_minted(refresh_token, next_rotation, Sealed::Refresh)?),
-            None => None,
+        let sealed = (|| {
+            let sealed_refresh = match &refresh_token {
+                Some(refresh_token) => {
+                    Some(self.seal_minted(refresh_token, next_rotation, Sealed::Refresh)?)
+                }
+                None => None,
+            };
+            Ok::<_, MintFailure>((
+                sealed_refresh,
+                self.seal_minted(&minted.token, next_rotation, Sealed::Access)?,
+            ))
+        })();
+        let (sealed_refresh, sealed_access) = match sealed {
+            Ok(sealed) => sealed,
+            Err(failure) => {
+                let _ = store.release_token_refresh(id, &self.parts.holder).await;
+                return Err(failure);
+            }
         };
         let written = MintedTokens {
             credential_id: id.clone(),
             rotation: claimed.rotation,
             sealed_refresh,
-            sealed_access: Some(self.seal_minted(&minted.token, next_rotation, Sealed::Access)?),
+            sealed_access: Some(sealed_access),
             access_expires_at: Some(minted.expires_at),
             updated_at: minted.minted_at,
         };
