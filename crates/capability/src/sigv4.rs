@@ -14,7 +14,7 @@
 
 use std::fmt;
 
-use gatehouse_core::UnixTime;
+use gatehouse_core::{CivilTime, UnixTime};
 use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
 
@@ -192,15 +192,13 @@ pub struct Request<'a> {
 
 /// `YYYYMMDDTHHMMSSZ` for `now` (UTC): the `X-Amz-Date` header's value.
 pub fn amz_date(now: UnixTime) -> String {
-    let days = now.div_euclid(86_400);
-    let secs = now.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
+    let t = CivilTime::of(now);
     let mut out = String::with_capacity(16);
-    for (value, width) in [(y, 4), (m, 2), (d, 2)] {
+    for (value, width) in [(t.year, 4), (t.month, 2), (t.day, 2)] {
         push_digits(&mut out, value, width);
     }
     out.push('T');
-    for value in [secs / 3600, secs % 3600 / 60, secs % 60] {
+    for value in [t.hour, t.minute, t.second] {
         push_digits(&mut out, value, 2);
     }
     out.push('Z');
@@ -227,20 +225,6 @@ fn push_hex(out: &mut String, bytes: &[u8]) {
         out.push(char::from(DIGITS[usize::from(b >> 4)]));
         out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// Percent-encodes `bytes` as SigV4 does: the unreserved characters

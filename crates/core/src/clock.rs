@@ -11,6 +11,40 @@ use std::sync::atomic::{AtomicI64, Ordering};
 /// operations on it.
 pub type UnixTime = i64;
 
+/// A time as a UTC calendar reads it (the proleptic Gregorian calendar).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CivilTime {
+    /// The year.
+    pub year: i64,
+    /// 1 to 12.
+    pub month: i64,
+    /// 1 to 31.
+    pub day: i64,
+    /// 0 to 23.
+    pub hour: i64,
+    /// 0 to 59.
+    pub minute: i64,
+    /// 0 to 59.
+    pub second: i64,
+}
+
+impl CivilTime {
+    /// The UTC calendar time of `at` (Howard Hinnant's `civil_from_days`).
+    pub fn of(at: UnixTime) -> Self {
+        let (days, secs) = (at.div_euclid(86_400), at.rem_euclid(86_400));
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        Self { year, month, day, hour: secs / 3600, minute: secs % 3600 / 60, second: secs % 60 }
+    }
+}
+
 /// A source of the current time.
 pub trait Clock: Send + Sync + 'static {
     /// The current time in whole seconds since the Unix epoch.

@@ -13,7 +13,7 @@ pub mod id;
 pub mod metadata;
 pub mod refusal;
 
-pub use clock::{Clock, ManualClock, SystemClock, UnixTime};
+pub use clock::{CivilTime, Clock, ManualClock, SystemClock, UnixTime};
 pub use error::{ErrorCode, PublicError};
 pub use id::{RESERVED_ACTOR_NAMES, is_reserved_actor_name, is_valid_id, new_id};
 pub use refusal::{Reason, Refusal, RefusalKind};

@@ -288,12 +288,12 @@ impl CredentialTokens {
 
     /// The context a minted secret is sealed under: the credential's row,
     /// the rotation, and which secret.
-    fn context(&self, rotation: i64, which: Sealed) -> (String, i64) {
-        let label = match which {
+    fn context(&self, rotation: i64, which: Sealed) -> CredentialContext<'_> {
+        let delivery = match which {
             Sealed::Access => "minted:access_token",
             Sealed::Refresh => "minted:refresh_token",
         };
-        (label.to_owned(), rotation)
+        CredentialContext { version: rotation, delivery, ..self.credential.sealing_context() }
     }
 
     fn seal_minted(
@@ -302,10 +302,10 @@ impl CredentialTokens {
         rotation: i64,
         which: Sealed,
     ) -> Result<String, MintFailure> {
-        let (label, version) = self.context(rotation, which);
-        let context = CredentialContext { version, delivery: &label, ..self.credential.sealing_context() };
         let public = self.parts.keys.current_public();
-        seal(public, secret, &context).map(|s| s.as_str().to_owned()).map_err(|_| MintFailure::Unreadable)
+        seal(public, secret, &self.context(rotation, which))
+            .map(|s| s.as_str().to_owned())
+            .map_err(|_| MintFailure::Unreadable)
     }
 
     fn open_minted(
@@ -314,10 +314,15 @@ impl CredentialTokens {
         rotation: i64,
         which: Sealed,
     ) -> Result<CredentialSecret, MintFailure> {
-        let (label, version) = self.context(rotation, which);
-        let context = CredentialContext { version, delivery: &label, ..self.credential.sealing_context() };
         let sealed = SealedSecret::parse(sealed).map_err(|_| MintFailure::Unreadable)?;
-        self.parts.keys.open(&sealed, &context).map_err(|_| MintFailure::Unreadable)
+        self.parts.keys.open(&sealed, &self.context(rotation, which)).map_err(|_| MintFailure::Unreadable)
+    }
+
+    /// The fleet's token in `row`, held in this node's hand, if it is fresh at `now`.
+    fn adopt(&self, row: &MintedTokens, now: UnixTime) -> Option<CredentialSecret> {
+        let minted = self.fleet_token(row, now)?;
+        self.hold(&minted);
+        Some(minted.token)
     }
 
     /// The fleet's access token in `row`, if it is fresh at `now`.
@@ -346,9 +351,8 @@ impl CredentialTokens {
         let store = &self.parts.store;
         let id = &self.credential.credential_id;
         let row = store.minted_tokens(id).await.map_err(|_| MintFailure::Store)?;
-        if let Some(minted) = row.as_ref().and_then(|row| self.fleet_token(row, now)) {
-            self.hold(&minted);
-            return Ok(minted.token);
+        if let Some(token) = row.as_ref().and_then(|row| self.adopt(row, now)) {
+            return Ok(token);
         }
         let waited_until = tokio::time::Instant::now() + WAIT_FOR_OTHER_NODE;
         let claimed = loop {
@@ -361,9 +365,8 @@ impl CredentialTokens {
             // Another node is refreshing: its token, once written.
             tokio::time::sleep(POLL).await;
             let row = store.minted_tokens(id).await.map_err(|_| MintFailure::Store)?;
-            if let Some(minted) = row.as_ref().and_then(|row| self.fleet_token(row, self.parts.clock.now())) {
-                self.hold(&minted);
-                return Ok(minted.token);
+            if let Some(token) = row.as_ref().and_then(|row| self.adopt(row, self.parts.clock.now())) {
+                return Ok(token);
             }
             if tokio::time::Instant::now() >= waited_until {
                 return Err(MintFailure::Busy);
@@ -371,10 +374,9 @@ impl CredentialTokens {
         };
         let now = self.parts.clock.now();
         // Written by another node between the read and the claim.
-        if let Some(minted) = self.fleet_token(&claimed, now) {
+        if let Some(token) = self.adopt(&claimed, now) {
             let _ = store.release_token_refresh(id, &self.parts.holder).await;
-            self.hold(&minted);
-            return Ok(minted.token);
+            return Ok(token);
         }
         let minted = match &self.stored.kind {
             Kind::GithubApp(app) => self.mint_installation_token(app, now).await.map(|m| (m, None)),

@@ -67,19 +67,8 @@ pub fn explain(reason: Option<Reason>) -> Option<&'static str> {
 
 /// `2026-12-04 19:30:05Z` for a time in seconds since the epoch.
 pub fn when(at: UnixTime) -> String {
-    let days = at.div_euclid(86_400);
-    let secs = at.rem_euclid(86_400);
-    // Days to a civil date (Howard Hinnant's `civil_from_days`).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+    let t = gatehouse_core::CivilTime::of(at);
+    format!("{:04}-{:02}-{:02} {:02}:{:02}:{:02}Z", t.year, t.month, t.day, t.hour, t.minute, t.second)
 }
 
 // ---- sign-in ----
