@@ -22,6 +22,24 @@ use zeroize::Zeroizing;
 
 /// The kinds, as the API names them.
 pub const KINDS: [&str; 4] = ["static", "github_app", "oauth2_refresh", "aws_sigv4"];
+/// The fields each kind takes in the API beside `name`, `purpose`, `kind`,
+/// `inject` and `allow_plain_http`: one list for the route that reads them
+/// and the document that describes them.
+pub const KIND_FIELDS: [(&str, &[&str]); 4] = [
+    ("static", &["host", "secret"]),
+    (
+        "github_app",
+        &["hosts", "app_id", "installation_id", "private_key", "api_url", "repositories", "permissions"],
+    ),
+    ("oauth2_refresh", &["host", "token_url", "client_id", "client_secret", "refresh_token", "scope"]),
+    ("aws_sigv4", &["hosts", "access_key_id", "secret_access_key", "session_token", "region", "service"]),
+];
+
+/// The fields `kind` takes ([`KIND_FIELDS`]), if it is a kind.
+pub fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
+    KIND_FIELDS.iter().find(|(name, _)| *name == kind).map(|(_, fields)| *fields)
+}
+
 /// GitHub's API, where installation tokens are minted unless a credential
 /// names another (GitHub Enterprise Server's `https://HOST/api/v3`).
 pub const GITHUB_API_URL: &str = "https://api.github.com";

@@ -1262,28 +1262,10 @@ pub mod schema {
             closed(json!({"basic_username": string(), "header": {"type": "null"}, "format": {"type": "null"}}), &["basic_username"]),
         ]});
         // Every kind's own fields; in another kind's shape each may only be null.
-        const KIND_FIELDS: [&str; 20] = [
-            "host",
-            "hosts",
-            "inject",
-            "secret",
-            "app_id",
-            "installation_id",
-            "private_key",
-            "api_url",
-            "repositories",
-            "permissions",
-            "token_url",
-            "client_id",
-            "client_secret",
-            "refresh_token",
-            "scope",
-            "access_key_id",
-            "secret_access_key",
-            "session_token",
-            "region",
-            "service",
-        ];
+        let mut kind_fields = vec!["inject"];
+        for (_, fields) in gatehouse_plane::credential_kinds::KIND_FIELDS {
+            kind_fields.extend(fields.iter().filter(|f| !kind_fields.contains(f)).collect::<Vec<_>>());
+        }
         let common = |kind: Value| {
             let mut properties = json!({
                 "name": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": NO_CONTROLS},
@@ -1291,8 +1273,8 @@ pub mod schema {
                 "kind": kind,
                 "allow_plain_http": {"type": "boolean"},
             });
-            for field in KIND_FIELDS {
-                properties[field] = json!({"type": "null"});
+            for field in &kind_fields {
+                properties[*field] = json!({"type": "null"});
             }
             properties
         };
@@ -1372,8 +1354,8 @@ pub mod schema {
         );
         // One closed object of every field, and each kind's shape in it.
         let mut every_field = common(one_of(&gatehouse_plane::credential_kinds::KINDS));
-        for field in KIND_FIELDS {
-            every_field[field] = json!({});
+        for field in &kind_fields {
+            every_field[*field] = json!({});
         }
         let mut schema = closed(every_field, &["name", "purpose"]);
         schema["oneOf"] = json!([static_kind, github_app, oauth2_refresh, aws_sigv4]);

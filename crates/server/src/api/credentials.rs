@@ -173,25 +173,8 @@ impl CreateCredential {
             ("region", self.region.is_some()),
             ("service", self.service.is_some()),
         ];
-        let allowed: &[&str] = match kind {
-            "static" => &["host", "secret"],
-            "github_app" => &[
-                "hosts",
-                "app_id",
-                "installation_id",
-                "private_key",
-                "api_url",
-                "repositories",
-                "permissions",
-            ],
-            "oauth2_refresh" => {
-                &["host", "token_url", "client_id", "client_secret", "refresh_token", "scope"]
-            }
-            "aws_sigv4" => {
-                &["hosts", "access_key_id", "secret_access_key", "session_token", "region", "service"]
-            }
-            _ => return Err("kind is static, github_app, oauth2_refresh or aws_sigv4"),
-        };
+        let allowed = credential_kinds::fields_of(kind)
+            .ok_or("kind is static, github_app, oauth2_refresh or aws_sigv4")?;
         if present(&fields, allowed).is_some() {
             return Err(match kind {
                 "static" => "a static credential has host and secret (and inject, allow_plain_http)",
