@@ -508,17 +508,6 @@ impl Signer {
     }
 }
 
-/// The `Authorization` header's value for `request`, signed at `now` with
-/// `keys` for `scope` (a [`Signer`] used once).
-pub fn authorization(keys: &AwsKeys, scope: &Scope, request: &Request<'_>, now: UnixTime) -> String {
-    let keys = AwsKeys {
-        access_key_id: keys.access_key_id.clone(),
-        secret_access_key: keys.secret_access_key.clone(),
-        session_token: keys.session_token.clone(),
-    };
-    Signer::new(keys, scope.clone()).authorization(request, now)
-}
-
 /// The hex SHA-256 of a body: its payload hash.
 pub fn payload_hash(body: &[u8]) -> String {
     let mut out = String::with_capacity(64);
@@ -548,7 +537,7 @@ mod tests {
         let headers = [("Host", "example.amazonaws.com"), ("X-Amz-Date", "20150830T123600Z")];
         let request =
             Request { method: "GET", path, query, headers: &headers, payload_hash: EMPTY_PAYLOAD_SHA256 };
-        authorization(&example_keys(), &scope, &request, SUITE_TIME)
+        Signer::new(example_keys(), scope).authorization(&request, SUITE_TIME)
     }
 
     #[test]
@@ -586,7 +575,7 @@ mod tests {
             headers: &headers,
             payload_hash: EMPTY_PAYLOAD_SHA256,
         };
-        let signed = authorization(&keys, &scope, &request, 1_369_353_600);
+        let signed = Signer::new(keys, scope).authorization(&request, 1_369_353_600);
         assert_eq!(
             signed,
             "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, \
@@ -605,6 +594,24 @@ mod tests {
         assert_eq!(canonical_query("k=a b+c"), "k=a%20b%2Bc");
         assert_eq!(canonical_query("x=%zz"), "x=%25zz", "a broken escape is a literal %");
         assert_eq!(canonical_value("  a   b \t c "), "a b c");
+    }
+
+    #[test]
+    fn a_signer_kept_across_days_signs_as_a_fresh_one_each_day() {
+        let kept = Signer::new(example_keys(), Scope::new("us-east-1", "service").unwrap());
+        for now in [SUITE_TIME, SUITE_TIME + 60, SUITE_TIME + 86_400, SUITE_TIME] {
+            let date = amz_date(now);
+            let headers = [("host", "example.amazonaws.com"), ("x-amz-date", date.as_str())];
+            let request = Request {
+                method: "GET",
+                path: "/",
+                query: "",
+                headers: &headers,
+                payload_hash: EMPTY_PAYLOAD_SHA256,
+            };
+            let fresh = Signer::new(example_keys(), Scope::new("us-east-1", "service").unwrap());
+            assert_eq!(kept.authorization(&request, now), fresh.authorization(&request, now), "at {date}");
+        }
     }
 
     #[test]

@@ -431,15 +431,17 @@ impl CredentialTokens {
         Ok(minted.token)
     }
 
-    /// POSTs through the door; the answer's status and body.
-    async fn post(
+    /// A request to a token endpoint through the door, under the tenant's
+    /// policy and within [`MINT_TIMEOUT`]: the answer's status and body.
+    async fn exchange(
         &self,
+        method: Method,
         url: &str,
         headers: HeaderMap,
         body: Vec<u8>,
     ) -> Result<(StatusCode, bytes::Bytes), MintFailure> {
         let request = FetchRequest {
-            method: Method::POST,
+            method,
             url: url.to_owned(),
             headers,
             body: body.into(),
@@ -447,7 +449,6 @@ impl CredentialTokens {
             scrub: gatehouse_egress::scrub::Scrub::default(),
             last_check: None,
         };
-        self.parts.mints.fetch_add(1, Ordering::Relaxed);
         let policy = self.parts.policies.policy(Some(&self.credential.tenant_id));
         let fetched =
             tokio::time::timeout(MINT_TIMEOUT, self.parts.fetcher.fetch(policy.as_deref(), request));
@@ -457,6 +458,17 @@ impl CredentialTokens {
             Ok(Err(_)) => Err(MintFailure::Unreachable),
             Err(_) => Err(MintFailure::Timeout),
         }
+    }
+
+    /// A mint: POSTed through the door, and counted.
+    async fn post(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        body: Vec<u8>,
+    ) -> Result<(StatusCode, bytes::Bytes), MintFailure> {
+        self.parts.mints.fetch_add(1, Ordering::Relaxed);
+        self.exchange(Method::POST, url, headers, body).await
     }
 
     /// `POST {api}/app/installations/{id}/access_tokens` with the app JWT.
@@ -587,21 +599,9 @@ impl CredentialTokens {
         {
             Some(Ok(value)) => {
                 headers.insert(header::AUTHORIZATION, value);
-                let request = FetchRequest {
-                    method: Method::DELETE,
-                    url: app.revoke_url(),
-                    headers,
-                    body: bytes::Bytes::new(),
-                    purpose: gatehouse_egress::Purpose::Request,
-                    scrub: gatehouse_egress::scrub::Scrub::default(),
-                    last_check: None,
-                };
-                let policy = self.parts.policies.policy(Some(&self.credential.tenant_id));
-                let answer =
-                    tokio::time::timeout(MINT_TIMEOUT, self.parts.fetcher.fetch(policy.as_deref(), request))
-                        .await;
+                let answer = self.exchange(Method::DELETE, &app.revoke_url(), headers, Vec::new()).await;
                 // 204: revoked; 401: it was no longer valid anyway.
-                matches!(answer, Ok(Ok(a)) if a.status == StatusCode::NO_CONTENT || a.status == StatusCode::UNAUTHORIZED)
+                matches!(answer, Ok((status, _)) if status == StatusCode::NO_CONTENT || status == StatusCode::UNAUTHORIZED)
             }
             _ => false,
         };
