@@ -19,17 +19,38 @@ use super::{Proxy, ProxyBody};
 use crate::connect::connect_pinned;
 use crate::decision::Decision;
 use crate::http1::{framing_is_sound, strip_hop_by_hop};
+use crate::inject::Delivery;
 use crate::leases::{Injected, OfRun, Outbound, WatchedBody, at_the_door, refused_in_body};
 use crate::policy::{Policy, PolicyError};
 use crate::pool::{PoolKey, PooledBody, Upstream, UpstreamIo};
 use crate::target::{Host, Scheme, Target, parse_url};
 
-/// The largest request body of a run holding leases that is read whole
-/// before it goes on (the fetch API's bodies are always in hand): enough
-/// for an AWS API call's JSON or XML, which its signature must cover.
+/// The largest request body to a host the run's AWS lease signs for that is
+/// read whole before it goes on (the fetch API's bodies are always in
+/// hand): enough for an AWS API call's JSON or XML, which its signature
+/// must cover. A longer one streams, `UNSIGNED-PAYLOAD`.
 const BODY_IN_HAND_MAX: u64 = 256 * 1024;
 
 impl Proxy {
+    /// Whether the run holds a live lease signing requests to `host` (an
+    /// `aws_sigv4` credential's), as its leases read at `generation`.
+    async fn signs_for(&self, grant: &GrantClaims, generation: Option<u64>, host: Option<&str>) -> bool {
+        let (Some(leases), Some(generation), Some(host)) = (&self.leases, generation, host) else {
+            return false;
+        };
+        if generation == 0 {
+            return false;
+        }
+        let now = self.clock.now();
+        leases.leases(&grant.exec_id, generation).await.is_ok_and(|read| {
+            read.entries.iter().any(|e| {
+                e.host == host
+                    && matches!(e.delivery, Delivery::SigV4(_))
+                    && crate::inject::usable(e, now).is_ok()
+            })
+        })
+    }
+
     pub(super) async fn forward(
         &self,
         req: Request<Incoming>,
@@ -88,11 +109,12 @@ impl Proxy {
         let authority = target.authority();
         // Generation 0: the run never held a lease, the common case.
         let holds_leases = self.leases.is_some() && lease_generation != Some(0);
-        // A small body of a run holding leases is read whole before the
-        // leases apply: a signature covers it, and the door sees all of it.
-        let small = holds_leases
-            && mcp_server.is_none()
-            && body.size_hint().exact().is_some_and(|n| n <= BODY_IN_HAND_MAX);
+        // A small body to a host the run's AWS lease signs for is read whole
+        // before the leases apply, so the signature covers it; every other
+        // body streams (watched for placeholders).
+        let small = mcp_server.is_none()
+            && body.size_hint().exact().is_some_and(|n| n <= BODY_IN_HAND_MAX)
+            && self.signs_for(grant, lease_generation, host.as_deref()).await;
         let (mut streamed, in_hand) = match small {
             true => {
                 let read = tokio::time::timeout(
